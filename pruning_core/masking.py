@@ -1,0 +1,151 @@
+"""Head gates: multiply each head's output by a gate xi_h before the output projection.
+
+Michel et al. put a gate xi_h on every head: Att(x) = W_o [xi_1 head_1(x); ...; xi_H head_H(x)].
+We implement it with a forward pre-hook on each site's output projection, whose input is the
+head-major concatenation ``[batch, tokens, heads * head_dim]``.
+
+Gates are *per call*, not per model: the hooks read the gates from a ``ContextVar`` that belongs
+to the calling thread (or asyncio task). A model shared by several threads (the dashboard's
+cached model) can therefore be evaluated with different masks at the same time; a thread that
+set no gates sees the plain model. Hooks are installed on first use with a per-model reference
+count and removed when the last user leaves, also when the forward pass raised.
+
+``gate_heads`` takes float gates (optionally requiring grad: that is how dL/dxi is obtained) and
+can record the gated head outputs so a scorer can form per-token products a_t . dL/da_t.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .architectures import AttentionSite
+from .errors import FormatError
+from .heads import HeadLayout, HeadMask
+
+# id(out-projection module) -> (gate vector [heads], recorder list or None)
+_ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, list | None]] | None] = ContextVar(
+    "headprune_active_gates", default=None)
+
+_LOCK = threading.Lock()
+# model -> (refcount, hook handles)
+_INSTALLED: "weakref.WeakKeyDictionary[nn.Module, list]" = weakref.WeakKeyDictionary()
+
+
+def _gate_hook(module: nn.Module, args: tuple) -> tuple | None:
+    active = _ACTIVE.get()
+    if not active:
+        return None
+    entry = active.get(id(module))
+    if entry is None:
+        return None
+    gate, recorder = entry
+    x = args[0]                                    # [..., heads * head_dim]
+    heads = gate.shape[-1]
+    if heads == 0:
+        return None
+    shaped = x.view(*x.shape[:-1], heads, x.shape[-1] // heads)   # [..., heads, head_dim]
+    gated = shaped * gate.to(dtype=x.dtype).unsqueeze(-1)
+    if recorder is not None:
+        gated.retain_grad()
+        recorder.append(gated)
+    return (gated.reshape(x.shape),) + tuple(args[1:])
+
+
+@contextlib.contextmanager
+def _hooks_installed(model: nn.Module, sites: Sequence[AttentionSite]) -> Iterator[None]:
+    """Install the gate hooks on ``model`` for the duration; reference-counted across threads."""
+    with _LOCK:
+        entry = _INSTALLED.get(model)
+        if entry is None:
+            handles = [s.out.register_forward_pre_hook(_gate_hook) for s in sites]
+            entry = [0, handles]
+            _INSTALLED[model] = entry
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            entry[0] -= 1
+            if entry[0] == 0:
+                for h in entry[1]:
+                    h.remove()
+                _INSTALLED.pop(model, None)
+
+
+def installed_hook_count(model: nn.Module) -> int:
+    """Number of forward hooks of any kind on ``model``'s modules (used by leak tests)."""
+    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) + len(m._backward_hooks)
+               for m in model.modules())
+
+
+@dataclass
+class GateSession:
+    """What ``gate_heads`` yields: the gates in use and, if asked, the recorded head outputs."""
+
+    gates: dict[str, list[torch.Tensor]]
+    records: dict[tuple[str, int], list[torch.Tensor]] = field(default_factory=dict)
+
+
+def gates_from_mask(mask: HeadMask, device: torch.device | str = "cpu") -> dict[str, list[torch.Tensor]]:
+    return {k: [torch.tensor(row, dtype=torch.float32, device=device) for row in rows]
+            for k, rows in mask.kinds.items()}
+
+
+def ones_gates(layout: HeadLayout, device: torch.device | str = "cpu",
+               requires_grad: bool = False) -> dict[str, list[torch.Tensor]]:
+    """Gates xi_h = 1 for every head (a leaf per layer, so .grad holds dL/dxi)."""
+    return {k: [torch.ones(n, device=device, requires_grad=requires_grad) for n in rows]
+            for k, rows in layout.kinds.items()}
+
+
+@contextlib.contextmanager
+def gate_heads(model: nn.Module, sites: Sequence[AttentionSite],
+               gates: Mapping[str, Sequence[torch.Tensor]], record: bool = False) -> Iterator[GateSession]:
+    """Run ``model`` with head gates inside the ``with`` block, for this thread only.
+
+    Args:
+        model: the model the sites belong to (not modified; hooks are scoped to the block).
+        sites: its attention sites, from ``architectures.find_sites``.
+        gates: per kind, one tensor ``[heads]`` per layer; 1.0 keeps a head, 0.0 removes it,
+            anything between scales it. Tensors may require grad.
+        record: keep the gated head outputs ``[..., heads, head_dim]`` of every forward pass,
+            with ``retain_grad``, in ``session.records[(kind, layer)]``.
+    """
+    by_out: dict[int, tuple[torch.Tensor, list | None]] = {}
+    session = GateSession(gates={k: list(v) for k, v in gates.items()})
+    for s in sites:
+        rows = gates.get(s.kind)
+        if rows is None:
+            raise FormatError(f"No gates given for attention kind {s.kind!r}; the model has it.")
+        if s.layer >= len(rows) or rows[s.layer].shape[-1] != s.num_heads:
+            got = rows[s.layer].shape[-1] if s.layer < len(rows) else "no row"
+            raise FormatError(f"Gate for {s.kind} layer {s.layer} has {got} heads; the model has {s.num_heads}.")
+        recorder = session.records.setdefault((s.kind, s.layer), []) if record else None
+        by_out[id(s.out)] = (rows[s.layer], recorder)
+    outer = _ACTIVE.get()
+    token = _ACTIVE.set({**(outer or {}), **by_out})
+    try:
+        with _hooks_installed(model, sites):
+            yield session
+    finally:
+        _ACTIVE.reset(token)
+
+
+@contextlib.contextmanager
+def apply_mask(model: nn.Module, sites: Sequence[AttentionSite], mask: HeadMask | None) -> Iterator[None]:
+    """Run ``model`` with ``mask`` (1 = keep, 0 = remove) inside the block; ``None`` or a full mask is a no-op."""
+    if mask is None or mask.is_full():
+        yield
+        return
+    from .architectures import layout_of
+    mask.check_fits(layout_of(list(sites)))
+    device = next(model.parameters()).device
+    with gate_heads(model, sites, gates_from_mask(mask, device)):
+        yield

@@ -1,0 +1,219 @@
+"""Loading models: the embedded default, a local folder, or a Hugging Face hub id.
+
+Always ``trust_remote_code=False``. Pickle weights (``pytorch_model.bin``) are refused unless
+the caller opts in with ``allow_pickle=True``, because unpickling runs arbitrary code.
+A model saved by ``headprune prune`` records its removed heads in its config; loading rebuilds
+those smaller shapes before the weights go in.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .architectures import AttentionSite, adapter_for, find_sites, layout_of
+from .errors import CacheError, ModelLoadError
+from .heads import HeadLayout
+from .pruning import CONFIG_KEY, restructure_for_loading
+
+DEFAULT_ID = "default"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def headprune_home() -> Path:
+    """The cache folder: ``$HEADPRUNE_HOME``, else ``~/.cache/headprune`` (documented)."""
+    return Path(os.environ.get("HEADPRUNE_HOME") or Path.home() / ".cache" / "headprune")
+
+
+def default_model_dir() -> Path:
+    return headprune_home() / "default" / "model"
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for masking, scoring and evaluation. Treat it as read-only: it may be shared."""
+
+    model: nn.Module
+    tokenizer: object
+    model_id: str                 # what the user asked for: "default", a folder, or a hub id
+    source: str                   # "default" | "local" | "hub" | "memory"
+    task_type: str                # "classification" | "translation"
+    arch: str                     # adapter name
+    weights_sha256: str
+    sites: list[AttentionSite] = field(repr=False, default_factory=list)
+    layout: HeadLayout = field(default_factory=lambda: HeadLayout({}))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def pruned_heads(self) -> dict:
+        return dict(getattr(self.model.config, CONFIG_KEY, None) or {})
+
+    def derive(self, model: nn.Module, model_id: str | None = None) -> "LoadedModel":
+        """A LoadedModel for another model instance (a pruned copy) sharing this tokenizer."""
+        sites = find_sites(model)
+        return LoadedModel(model=model, tokenizer=self.tokenizer, model_id=model_id or self.model_id,
+                           source="memory", task_type=self.task_type, arch=self.arch,
+                           weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites))
+
+    def to(self, device: str | torch.device) -> "LoadedModel":
+        """A copy on ``device`` (the original is untouched)."""
+        if torch.device(device) == self.device:
+            return self
+        return self.derive(copy.deepcopy(self.model).to(device), self.model_id)
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """``None`` means CUDA when present, else CPU; asking for CUDA without one is an error."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {device} was asked for but no CUDA GPU is available; use --device cpu.")
+    if str(device) not in ("cpu",) and not str(device).startswith("cuda"):
+        raise ModelLoadError(f"Unknown device {device!r}; use 'cpu' or 'cuda'.")
+    return torch.device(device)
+
+
+def _hash_files(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def weights_hash_of_module(model: nn.Module) -> str:
+    """SHA-256 over the state dict's names, shapes and bytes (for in-memory models)."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    safe = sorted(folder.glob("*.safetensors"))
+    pickled = sorted(p for p in folder.glob("*.bin") if p.name.startswith("pytorch_model"))
+    return safe, pickled
+
+
+def _resolve(spec: str) -> tuple[str, Path | str]:
+    if spec == DEFAULT_ID:
+        folder = default_model_dir()
+        if not (folder / "config.json").is_file():
+            raise CacheError(f"The embedded default model is not prepared yet (looked in {folder}). "
+                             "Run `headprune prepare` (or `make run`) first.")
+        return "default", folder
+    path = Path(spec).expanduser()
+    if path.exists() or spec.startswith((".", "/", "~")) or os.sep in spec and spec.count("/") > 1:
+        if not path.is_dir():
+            raise ModelLoadError(f"Model folder {spec!r} does not exist or is not a folder. "
+                                 "Give a folder holding config.json and weights, a hub id, or 'default'.")
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"Model folder {str(path)!r} has no config.json; it is not a Hugging Face "
+                                 "model folder. Save one with model.save_pretrained(folder).")
+        return "local", path
+    if not _HUB_ID.match(spec):
+        raise ModelLoadError(f"{spec!r} is neither an existing folder nor a valid hub id (like 'org/name'). "
+                             "Check the spelling.")
+    return "hub", spec
+
+
+def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = False,
+               attn_implementation: str = "eager") -> LoadedModel:
+    """Load ``spec`` ('default', a local folder, or a hub id) for head analysis.
+
+    Args:
+        device: 'cpu', 'cuda', or None for CUDA when present.
+        allow_pickle: accept ``pytorch_model.bin`` weights (unpickling can run code; only for trusted files).
+        attn_implementation: 'eager' gives attention maps; 'sdpa' is faster for benchmarks.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+    import transformers
+
+    source, where = _resolve(spec)
+    dev = resolve_device(device)
+    local_only = source != "hub"
+    try:
+        config = AutoConfig.from_pretrained(where, trust_remote_code=False, local_files_only=local_only)
+    except (OSError, ValueError) as exc:
+        hint = (" The Hugging Face hub could not be reached or has no such model; on an offline machine, "
+                "download the model elsewhere and pass its folder." if source == "hub" else "")
+        raise ModelLoadError(f"Could not read the config of {spec!r}: {str(exc).splitlines()[0]}.{hint}") from None
+    adapter = adapter_for(config.model_type)
+    auto_cls = getattr(transformers, adapter.auto_class)
+    if source != "hub":
+        safe, pickled = _weight_files(Path(where))
+        if not safe and not pickled:
+            raise ModelLoadError(f"Model folder {str(where)!r} has no weights (*.safetensors or pytorch_model*.bin).")
+        if not safe and not allow_pickle:
+            raise ModelLoadError(
+                f"Model folder {str(where)!r} has only pickle weights ({pickled[0].name}); loading them can run "
+                "arbitrary code. Convert them to safetensors, or pass --allow-pickle if you trust the file.")
+    kwargs = dict(trust_remote_code=False, attn_implementation=attn_implementation,
+                  use_safetensors=None if allow_pickle else True, local_files_only=local_only)
+    try:
+        removed = getattr(config, CONFIG_KEY, None)
+        if removed:
+            model = _load_pruned(auto_cls, config, Path(where), attn_implementation)
+        else:
+            model = auto_cls.from_pretrained(where, config=config, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local_only)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
+    model.eval().to(dev)
+    if source == "hub":
+        weights_sha = weights_hash_of_module(model)
+    else:
+        safe, pickled = _weight_files(Path(where))
+        weights_sha = _hash_files(safe or pickled)
+    sites = find_sites(model)
+    return LoadedModel(model=model, tokenizer=tokenizer, model_id=spec if source != "local" else str(where),
+                       source=source, task_type=adapter.task_type, arch=adapter.name,
+                       weights_sha256=weights_sha, sites=sites, layout=layout_of(sites))
+
+
+def _load_pruned(auto_cls, config, folder: Path, attn_implementation: str) -> nn.Module:
+    from safetensors.torch import load_file
+
+    config._attn_implementation = attn_implementation
+    model = auto_cls.from_config(config, attn_implementation=attn_implementation)
+    restructure_for_loading(model, getattr(config, CONFIG_KEY))
+    state = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        state.update(load_file(str(f)))
+    if not state:
+        raise ModelLoadError(f"Pruned model folder {str(folder)!r} has no *.safetensors weights.")
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # tied weights (e.g. the LM head tied to embeddings) are legitimately absent from the file
+    tied = set(getattr(model, "_tied_weights_keys", None) or [])
+    missing = [m for m in missing if m not in tied and not m.endswith("lm_head.weight")]
+    if missing or unexpected:
+        raise ModelLoadError(f"Pruned model folder {str(folder)!r} does not match its config: missing "
+                             f"{missing[:3]}, unexpected {unexpected[:3]}. Re-create it with `headprune prune`.")
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return model
+
+
+def save_pruned(model: nn.Module, tokenizer, folder: str | Path) -> Path:
+    """Save a (pruned) model and its tokenizer so ``load_model(folder)`` restores it exactly."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
