@@ -53,7 +53,6 @@ def _gate_hook(module: nn.Module, args: tuple) -> tuple | None:
     shaped = x.view(*x.shape[:-1], heads, x.shape[-1] // heads)   # [..., heads, head_dim]
     gated = shaped * gate.to(dtype=x.dtype).unsqueeze(-1)
     if recorder is not None:
-        gated.retain_grad()
         recorder.append(gated)
     return (gated.reshape(x.shape),) + tuple(args[1:])
 
@@ -115,8 +114,8 @@ def gate_heads(model: nn.Module, sites: Sequence[AttentionSite],
         sites: its attention sites, from ``architectures.find_sites``.
         gates: per kind, one tensor ``[heads]`` per layer; 1.0 keeps a head, 0.0 removes it,
             anything between scales it. Tensors may require grad.
-        record: keep the gated head outputs ``[..., heads, head_dim]`` of every forward pass,
-            with ``retain_grad``, in ``session.records[(kind, layer)]``.
+        record: keep the gated head outputs ``[..., heads, head_dim]`` of every forward pass in
+            ``session.records[(kind, layer)]`` (take gradients with ``torch.autograd.grad``).
     """
     by_out: dict[int, tuple[torch.Tensor, list | None]] = {}
     session = GateSession(gates={k: list(v) for k, v in gates.items()})

@@ -1,0 +1,217 @@
+"""The experiments of Michel et al. (2019): single-head ablation, one head per layer, and
+iterative pruning curves. Each returns a typed result that round-trips through JSON.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+from .errors import HeadpruneError
+from .heads import HeadMask, HeadScores
+from .progress import ProgressCallback, report
+from .results import EvalResult, ScoreResult, check_format, provenance
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    kind: str
+    layer: int
+    head: int
+    metric: float
+    delta_metric: float      # metric without this head minus the base metric (negative = head helps)
+    loss: float
+    delta_loss: float
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    metric_name: str
+    base_metric: float
+    base_loss: float
+    n_examples: int
+    rows: tuple[AblationRow, ...]
+    provenance: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"format": "headprune.ablation/1", "metric_name": self.metric_name, "base_metric": self.base_metric,
+                "base_loss": self.base_loss, "n_examples": self.n_examples,
+                "rows": [asdict(r) for r in self.rows], "provenance": self.provenance}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "AblationResult":
+        check_format(data, "headprune.ablation/1")
+        return cls(data["metric_name"], data["base_metric"], data["base_loss"], data["n_examples"],
+                   tuple(AblationRow(**r) for r in data["rows"]), data.get("provenance", {}))
+
+
+def ablation_table(loaded, task, data, *, base_mask: HeadMask | None = None, batch_size: int = 64,
+                   progress: ProgressCallback | None = None) -> AblationResult:
+    """Evaluate the model with each (still kept) head removed alone."""
+    base_mask = base_mask or HeadMask.full(loaded.layout)
+    base = task.evaluate(loaded, data, base_mask, batch_size=batch_size)
+    heads = [h for h in loaded.layout.heads() if base_mask.kinds[h[0]][h[1]][h[2]] == 1]
+    rows = []
+    for i, (kind, layer, head) in enumerate(heads):
+        res = task.evaluate(loaded, data, base_mask.toggled(kind, layer, head), batch_size=batch_size)
+        rows.append(AblationRow(kind, layer, head, res.metric, res.metric - base.metric, res.loss,
+                                res.loss - base.loss))
+        report(progress, "ablation", i + 1, len(heads), f"{kind} L{layer} H{head}")
+    return AblationResult(base.metric_name, base.metric, base.loss, data.n_examples, tuple(rows),
+                          provenance(loaded, task=task.name, split=data.split, n_examples=data.n_examples,
+                                     method="ablation", settings={"base_heads_removed": len(base_mask.removed())}))
+
+
+@dataclass(frozen=True)
+class OnePerLayerRow:
+    kind: str
+    layer: int
+    kept_head: int
+    metric: float
+    delta_metric: float
+    loss: float
+
+
+@dataclass(frozen=True)
+class OnePerLayerResult:
+    metric_name: str
+    base_metric: float
+    n_examples: int
+    selection: str                 # "scores:<method>" or "search"
+    rows: tuple[OnePerLayerRow, ...]
+    all_layers_metric: float       # every layer reduced to its best head at once
+    provenance: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"format": "headprune.one_per_layer/1", "metric_name": self.metric_name,
+                "base_metric": self.base_metric, "n_examples": self.n_examples, "selection": self.selection,
+                "rows": [asdict(r) for r in self.rows], "all_layers_metric": self.all_layers_metric,
+                "provenance": self.provenance}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "OnePerLayerResult":
+        check_format(data, "headprune.one_per_layer/1")
+        return cls(data["metric_name"], data["base_metric"], data["n_examples"], data["selection"],
+                   tuple(OnePerLayerRow(**r) for r in data["rows"]), data["all_layers_metric"],
+                   data.get("provenance", {}))
+
+
+def _only_head(full: HeadMask, kind: str, layer: int, head: int) -> HeadMask:
+    rows = list(full.kinds[kind])
+    rows[layer] = tuple(1 if h == head else 0 for h in range(len(rows[layer])))
+    return HeadMask({**full.kinds, kind: tuple(rows)})
+
+
+def one_head_per_layer(loaded, task, data, *, scores: ScoreResult | None = None, batch_size: int = 64,
+                       progress: ProgressCallback | None = None) -> OnePerLayerResult:
+    """For each layer alone, keep only its best head and measure the metric (Michel et al., Table 2).
+
+    The best head is the highest-scoring one when ``scores`` are given, else found by search
+    (evaluate every choice; as many evaluations as there are heads).
+    """
+    full = HeadMask.full(loaded.layout)
+    base = task.evaluate(loaded, data, None, batch_size=batch_size)
+    layers = [(k, l, n) for k, rows in loaded.layout.kinds.items() for l, n in enumerate(rows) if n > 0]
+    rows, best_mask, done = [], full, 0
+    total = len(layers) if scores is not None else sum(n for _, _, n in layers)
+    for kind, layer, n in layers:
+        if scores is not None:
+            values = scores.scores.kinds[kind][layer]
+            best = max(range(n), key=lambda h: values[h])
+            res = task.evaluate(loaded, data, _only_head(full, kind, layer, best), batch_size=batch_size)
+            done += 1
+            report(progress, "one-per-layer", done, total)
+        else:
+            best, res = None, None
+            for h in range(n):
+                r = task.evaluate(loaded, data, _only_head(full, kind, layer, h), batch_size=batch_size)
+                if res is None or (r.metric, -r.loss) > (res.metric, -res.loss):
+                    best, res = h, r
+                done += 1
+                report(progress, "one-per-layer", done, total)
+        rows.append(OnePerLayerRow(kind, layer, best, res.metric, res.metric - base.metric, res.loss))
+        kept = list(best_mask.kinds[kind])
+        kept[layer] = tuple(1 if h == best else 0 for h in range(n))
+        best_mask = HeadMask({**best_mask.kinds, kind: tuple(kept)})
+    all_res = task.evaluate(loaded, data, best_mask, batch_size=batch_size)
+    selection = f"scores:{scores.method}" if scores is not None else "search"
+    return OnePerLayerResult(base.metric_name, base.metric, data.n_examples, selection, tuple(rows),
+                             all_res.metric, provenance(loaded, task=task.name, split=data.split,
+                                                        n_examples=data.n_examples, method="one-head-per-layer",
+                                                        settings={"selection": selection}))
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    fraction_removed: float
+    heads_removed: int
+    metric: float
+    loss: float
+    mask: dict                      # HeadMask.to_json()
+
+
+@dataclass(frozen=True)
+class CurveResult:
+    method: str
+    metric_name: str
+    step: float
+    rescore: bool
+    total_heads: int
+    n_examples: int
+    points: tuple[CurvePoint, ...]
+    provenance: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"format": "headprune.curve/1", "method": self.method, "metric_name": self.metric_name,
+                "step": self.step, "rescore": self.rescore, "total_heads": self.total_heads,
+                "n_examples": self.n_examples, "points": [asdict(p) for p in self.points],
+                "provenance": self.provenance}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CurveResult":
+        check_format(data, "headprune.curve/1")
+        return cls(data["method"], data["metric_name"], data["step"], data["rescore"], data["total_heads"],
+                   data["n_examples"], tuple(CurvePoint(**p) for p in data["points"]), data.get("provenance", {}))
+
+
+def removal_schedule(total: int, step: float) -> list[int]:
+    """Cumulative numbers of heads removed at each point: 0, step, 2*step, ..., all."""
+    if not 0 < step <= 1:
+        raise HeadpruneError(f"--step must be a fraction in (0, 1], e.g. 0.1 for 10 % per step; got {step}.")
+    n_steps = math.ceil(round(1 / step, 9))
+    counts = sorted({min(total, round(i * step * total)) for i in range(n_steps + 1)} | {0, total})
+    return counts
+
+
+def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1, rescore: bool = False,
+                  initial_scores: ScoreResult | None = None, batch_size: int = 64,
+                  progress: ProgressCallback | None = None) -> CurveResult:
+    """Remove heads in order of increasing importance, ``step`` of all heads at a time.
+
+    Without ``rescore`` the ranking is computed once (Michel et al.'s paper); with it, the
+    remaining heads are re-scored under the current mask after each step (the HF bertology port).
+    """
+    layout = loaded.layout
+    total = layout.total_heads
+    schedule = removal_schedule(total, step)
+    scores = initial_scores or scorer.score(loaded, task, score_config)
+    order = scores.ranking_scores.ranked(seed=score_config.seed)
+    mask = HeadMask.full(layout)
+    removed: list = []
+    points = []
+    for i, count in enumerate(schedule):
+        while len(removed) < count:
+            removed.append(order.pop(0))
+        mask = HeadMask.from_removed(layout, removed)
+        res: EvalResult = task.evaluate(loaded, data, mask, batch_size=batch_size)
+        points.append(CurvePoint(len(removed) / total if total else 0.0, len(removed), res.metric, res.loss,
+                                 mask.to_json()))
+        report(progress, f"curve:{scorer.name}", i + 1, len(schedule), f"{len(removed)}/{total} removed")
+        if rescore and 0 < len(removed) < total and i + 1 < len(schedule):
+            fresh = scorer.score(loaded, task, score_config, mask=mask)
+            order = fresh.ranking_scores.ranked(mask=mask, seed=score_config.seed)
+    settings = {"step": step, "rescore": rescore, "score_split": score_config.split,
+                "score_limit": score_config.limit, "normalize": scores.normalize, "seed": score_config.seed}
+    return CurveResult(scorer.name, res.metric_name, step, rescore, total, data.n_examples, tuple(points),
+                       provenance(loaded, task=task.name, split=data.split, n_examples=data.n_examples,
+                                  method=scorer.name, settings=settings))

@@ -1,0 +1,75 @@
+"""Michel et al. (2019) head importance: I_h = E_x |dL/dxi_h|, taken per token.
+
+With gates xi = 1, dL/dxi_h = sum_t a_{h,t} . dL/da_{h,t}, where a_{h,t} is head h's output at
+token t (the input of the output projection). Like the authors' code we take the absolute value
+per token, then average over the real (non-padding) tokens of the scoring data:
+
+    I_h = (1 / N_tokens) * sum_x sum_t | a_{h,t}(x) . dL(x)/da_{h,t}(x) |
+
+For encoder self-attention the tokens are the source tokens; for decoder self- and cross-
+attention the target tokens. L is the per-example cross-entropy (classification) or the
+per-token cross-entropy (translation), summed, so each token's product is its own.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..heads import HeadMask, HeadScores
+from ..masking import gate_heads, gates_from_mask, ones_gates
+from ..progress import ProgressCallback, report
+from ..results import ScoreResult, provenance
+from .base import ScoreConfig, Scorer, register_scorer
+
+
+def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 32,
+                         progress: ProgressCallback | None = None) -> HeadScores:
+    """Raw I_h for every head over ``data`` (an EncodedData); gradients only w.r.t. head outputs."""
+    layout = loaded.layout
+    device = loaded.device
+    gates = gates_from_mask(mask, device) if mask is not None else ones_gates(layout, device)
+    totals = {k: [torch.zeros(n, dtype=torch.float64) for n in rows] for k, rows in layout.kinds.items()}
+    tokens = {k: 0.0 for k in layout.kinds}
+    n_batches = max(1, -(-data.n_examples // batch_size))
+    with torch.enable_grad():
+        for i, batch in enumerate(data.batches(batch_size, device=device)):
+            with gate_heads(loaded.model, loaded.sites, gates, record=True) as session:
+                outputs = loaded.model(**batch.inputs)
+                loss = task.loss_sum(loaded, batch, outputs)
+                keys = [key for key, recs in session.records.items() for _ in recs]
+                recs = [r for recs in session.records.values() for r in recs]
+                grads = torch.autograd.grad(loss, recs, allow_unused=True)
+            counted: set[str] = set()
+            for (kind, layer), a, g in zip(keys, recs, grads):
+                if g is None:
+                    continue
+                token_mask = batch.token_masks[kind].to(a.dtype)          # [B, T]
+                contrib = (a.detach() * g).sum(-1).abs()                  # [B, T, H]
+                totals[kind][layer] += (contrib * token_mask.unsqueeze(-1)).sum((0, 1)).double().cpu()
+                if kind not in counted:
+                    tokens[kind] += float(token_mask.sum())
+                    counted.add(kind)
+            report(progress, "score:gradient", i + 1, n_batches)
+    return HeadScores.from_lists({k: [(t / max(tokens[k], 1.0)).tolist() for t in rows]
+                                  for k, rows in totals.items()})
+
+
+class GradientScorer(Scorer):
+    name = "gradient"
+    needs_labels = True
+    description = "Michel et al. 2019: expected |dL/dxi_h| per token (first-order Taylor estimate of the loss change)"
+
+    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
+        start = time.perf_counter()
+        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
+        raw = per_token_importance(loaded, task, data, mask=mask, batch_size=config.batch_size, progress=progress)
+        settings = {"normalize": config.normalize, "batch_size": config.batch_size, "max_length": config.max_length,
+                    "masked_heads": len(mask.removed()) if mask is not None else 0}
+        return ScoreResult(self.name, raw, config.normalize,
+                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
+                                      method=self.name, settings=settings),
+                           seconds=time.perf_counter() - start)
+
+
+register_scorer(GradientScorer())
