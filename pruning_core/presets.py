@@ -1,0 +1,60 @@
+"""Mask presets built from scores: the ways people pick which heads to remove.
+
+All functions return a new :class:`HeadMask`; none modifies its input.
+"""
+from __future__ import annotations
+
+import random
+
+from .errors import HeadpruneError
+from .heads import HeadLayout, HeadMask, HeadScores
+
+
+def _check_fraction(fraction: float) -> None:
+    if not 0.0 <= fraction <= 1.0:
+        raise HeadpruneError(f"The share of heads to remove must be between 0 and 1 (e.g. 0.5 for 50 %); "
+                             f"got {fraction}.")
+
+
+def remove_least_important(scores: HeadScores, fraction: float, per_layer: bool = False, seed: int = 0) -> HeadMask:
+    """Remove ``fraction`` of the heads with the lowest scores, over all heads or within each layer.
+
+    Global: round(fraction * total) heads. Per layer: round(fraction * heads in layer) in every layer.
+    """
+    _check_fraction(fraction)
+    layout = scores.layout
+    if not per_layer:
+        count = round(fraction * layout.total_heads)
+        return HeadMask.from_removed(layout, scores.ranked(seed=seed)[:count])
+    rng = random.Random(seed)
+    removed = []
+    for kind, rows in scores.kinds.items():
+        for layer, row in enumerate(rows):
+            order = sorted(range(len(row)), key=lambda h: (row[h], rng.random()))
+            removed += [(kind, layer, h) for h in order[:round(fraction * len(row))]]
+    return HeadMask.from_removed(layout, removed)
+
+
+def keep_top_per_layer(scores: HeadScores, keep: int = 1) -> HeadMask:
+    """Keep the ``keep`` best-scoring heads of every layer (SMP keeps half; Michel et al. one)."""
+    if keep < 0:
+        raise HeadpruneError(f"Heads to keep per layer must be 0 or more; got {keep}.")
+    kinds = {}
+    for kind, rows in scores.kinds.items():
+        new_rows = []
+        for row in rows:
+            best = sorted(range(len(row)), key=lambda h: -row[h])[:keep]
+            new_rows.append(tuple(1 if h in best else 0 for h in range(len(row))))
+        kinds[kind] = tuple(new_rows)
+    return HeadMask(kinds)
+
+
+def random_per_layer(layout: HeadLayout, fraction: float, seed: int = 0) -> HeadMask:
+    """Remove round(fraction * heads) random heads in every layer (the random-pruning baseline)."""
+    _check_fraction(fraction)
+    rng = random.Random(seed)
+    removed = []
+    for kind, rows in layout.kinds.items():
+        for layer, n in enumerate(rows):
+            removed += [(kind, layer, h) for h in rng.sample(range(n), round(fraction * n))]
+    return HeadMask.from_removed(layout, removed)
