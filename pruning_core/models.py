@@ -198,15 +198,23 @@ def _load_pruned(auto_cls, config, folder: Path, attn_implementation: str) -> nn
         state.update(load_file(str(f)))
     if not state:
         raise ModelLoadError(f"Pruned model folder {str(folder)!r} has no *.safetensors weights.")
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
     missing, unexpected = model.load_state_dict(state, strict=False)
-    # tied weights (e.g. the LM head tied to embeddings) are legitimately absent from the file
-    tied = set(getattr(model, "_tied_weights_keys", None) or [])
-    missing = [m for m in missing if m not in tied and not m.endswith("lm_head.weight")]
+    # tied weights (embeddings shared with the LM head) are saved once: a missing name is fine
+    # when another name of the same tensor was loaded
+    names_by_ptr: dict[int, list[str]] = {}
+    params = dict(model.named_parameters(remove_duplicate=False))
+    for name, p in params.items():
+        names_by_ptr.setdefault(p.data_ptr(), []).append(name)
+    missing = [m for m in missing
+               if not (m in params and any(o in state for o in names_by_ptr[params[m].data_ptr()]))]
+    # buffers that the model computes itself (Marian's sinusoidal positions) are never saved
+    ignorable = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_missing", None) or [])]
+    missing = [m for m in missing if not any(p.search(m) for p in ignorable)]
     if missing or unexpected:
         raise ModelLoadError(f"Pruned model folder {str(folder)!r} does not match its config: missing "
                              f"{missing[:3]}, unexpected {unexpected[:3]}. Re-create it with `headprune prune`.")
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
     return model
 
 

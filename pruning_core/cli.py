@@ -1,0 +1,312 @@
+"""The ``headprune`` command-line tool: one sub-command per library entry point.
+
+Every command prints a human summary on the terminal and, with ``--out FILE``, writes the
+result as a headprune JSON file. User errors (HeadpruneError) print their message and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import HeadpruneError
+from .progress import tqdm_progress
+
+
+def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> None:
+    p.add_argument("model", help="'default', a local model folder, or a Hugging Face hub id")
+    if task:
+        p.add_argument("--task", required=True, help="movie-sentiment, a GLUE/WMT name (sst2, wmt14-fr-en), or file:PATH")
+        p.add_argument("--split", default=None, help="data split (default: validation; file tasks: test)")
+        p.add_argument("--limit", type=int, default=None, help="use at most N examples")
+        p.add_argument("--batch-size", type=int, default=32)
+    if out:
+        p.add_argument("--out", help="write the result as JSON to this file")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="accept pytorch_model.bin weights (unpickling can run code: trusted files only)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="headprune", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("prepare", help="fetch the embedded data and fine-tune the default classifier")
+    p.add_argument("--force", action="store_true", help="redo everything, even if a valid cache exists")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("info", help="architecture, heads and parameters of a model")
+    _common(p, task=False)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("evaluate", help="metric and loss, optionally under a head mask")
+    _common(p)
+    p.add_argument("--mask", help="a headprune.mask/1 file")
+    p.add_argument("--beams", type=int, default=1, help="beam size for translation (1 = greedy)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("score", help="importance score of every head")
+    _common(p)
+    p.add_argument("--method", default="gradient", help="gradient, random, ablation, smp")
+    p.add_argument("--no-normalize", action="store_true", help="rank by raw scores, not per-layer l2-normalised ones")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("mask", help="make a mask file from a scores file")
+    p.add_argument("scores", help="a headprune.scores/1 file")
+    p.add_argument("--remove", type=float, default=None, help="share of heads to remove, e.g. 0.5")
+    p.add_argument("--per-layer", action="store_true", help="remove that share in every layer, not globally")
+    p.add_argument("--keep-per-layer", type=int, default=None, help="keep only the N best heads of every layer")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_mask)
+
+    p = sub.add_parser("ablate", help="single-head ablation table")
+    _common(p)
+    p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("one-per-layer", help="reduce each layer to its best head, one layer at a time")
+    _common(p)
+    p.add_argument("--scores", help="choose each layer's best head from this scores file (default: search)")
+    p.set_defaults(func=cmd_one_per_layer)
+
+    p = sub.add_parser("curve", help="iterative pruning curve: metric as heads are removed")
+    _common(p)
+    p.add_argument("--method", default="gradient")
+    p.add_argument("--step", type=float, default=0.1, help="share of all heads removed per step")
+    p.add_argument("--rescore", action="store_true", help="re-score the remaining heads after each step")
+    p.add_argument("--score-limit", type=int, default=None, help="examples used for scoring (default: --limit)")
+    p.add_argument("--no-normalize", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_curve)
+
+    p = sub.add_parser("prune", help="physically remove the masked heads and save the smaller model")
+    p.add_argument("model")
+    p.add_argument("--mask", required=True)
+    p.add_argument("--out", required=True, help="folder to save the pruned model to")
+    p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
+    _common(p, task=False)
+    p.add_argument("--mask", help="a headprune.mask/1 file (default: remove half the heads of every layer, seeded)")
+    p.add_argument("--batch-sizes", default="1,8,32")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=None)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("app", help="start the dashboard")
+    p.add_argument("--port", type=int, default=8501)
+    p.set_defaults(func=cmd_app)
+
+    try:
+        from .smp.cli import add_smp_commands
+    except ImportError:
+        pass
+    else:
+        add_smp_commands(sub)
+    return parser
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+def _load(args, attn: str = "eager"):
+    from .models import load_model
+    return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn)
+
+
+def _task_and_split(args):
+    from .tasks import get_task
+    task = get_task(args.task)
+    split = args.split or getattr(task, "default_split", "validation")
+    return task, split
+
+
+def _write(args, data: dict) -> None:
+    if getattr(args, "out", None):
+        from .results import write_json
+        path = write_json(args.out, data)
+        print(f"wrote {path}")
+
+
+def _fmt(metric_name: str, value: float) -> str:
+    return f"{value:.2f}" if metric_name == "bleu" else f"{value:.4f}"
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+def cmd_prepare(args) -> None:
+    from .prepare import prepare_default
+    report = prepare_default(force=args.force, progress=tqdm_progress())
+    print(report.summary() if hasattr(report, "summary") else report)
+
+
+def cmd_info(args) -> None:
+    from .pruning import attention_parameter_count, parameter_count
+    from .results import provenance
+    loaded = _load(args)
+    total, attn = parameter_count(loaded.model), attention_parameter_count(loaded.model)
+    print(f"model      {loaded.model_id}  ({loaded.source}, {loaded.config.model_type}, {loaded.task_type})")
+    print(f"weights    sha256 {loaded.weights_sha256[:16]}…")
+    print(f"heads      {loaded.layout.describe()}  ({loaded.layout.total_heads} in all)")
+    print(f"parameters {total:,} ({attn:,} in attention, {attn / total:.1%})")
+    if loaded.pruned_heads:
+        print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
+    _write(args, {"format": "headprune.info/1", "model": loaded.model_id, "model_type": loaded.config.model_type,
+                  "task_type": loaded.task_type, "layout": loaded.layout.to_json(), "parameters": total,
+                  "attention_parameters": attn, "pruned_heads": loaded.pruned_heads,
+                  "provenance": provenance(loaded)})
+
+
+def cmd_evaluate(args) -> None:
+    from .results import load_mask, provenance
+    loaded = _load(args)
+    task, split = _task_and_split(args)
+    mask = load_mask(args.mask, loaded.layout) if args.mask else None
+    data = task.encode(loaded, split, args.limit)
+    res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=tqdm_progress())
+    kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
+    print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {res.metric_name} "
+          f"{_fmt(res.metric_name, res.metric)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
+    _write(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
+                                        method="evaluate", settings={"mask": args.mask, "beams": args.beams}), mask))
+
+
+def _score_config(args, limit=None):
+    from .scoring import ScoreConfig
+    _, split = _task_and_split(args)
+    return ScoreConfig(split=split, limit=limit if limit is not None else args.limit,
+                       normalize=not args.no_normalize, seed=args.seed, batch_size=args.batch_size)
+
+
+def cmd_score(args) -> None:
+    from .scoring import get_scorer
+    scorer = get_scorer(args.method)
+    loaded = _load(args)
+    task, _ = _task_and_split(args)
+    result = scorer.score(loaded, task, _score_config(args), progress=tqdm_progress())
+    print(f"{scorer.name} scores of {loaded.layout.total_heads} heads in {result.seconds:.1f} s "
+          f"({'per-layer l2-normalised' if result.normalize else 'raw'}); least important first:")
+    for kind, layer, head in result.ranking_scores.ranked(seed=args.seed)[:10]:
+        print(f"  {kind:12s} layer {layer:2d} head {head:2d}  {result.ranking_scores.get((kind, layer, head)):.4g}")
+    _write(args, result.to_json())
+
+
+def cmd_mask(args) -> None:
+    from .presets import keep_top_per_layer, remove_least_important
+    from .results import load_scores, mask_to_json, write_json
+    scores = load_scores(args.scores)
+    if (args.remove is None) == (args.keep_per_layer is None):
+        raise HeadpruneError("Give exactly one of --remove FRACTION or --keep-per-layer N.")
+    if args.remove is not None:
+        mask = remove_least_important(scores.ranking_scores, args.remove, per_layer=args.per_layer)
+    else:
+        mask = keep_top_per_layer(scores.ranking_scores, args.keep_per_layer)
+    write_json(args.out, mask_to_json(mask, scores.provenance.get("model"),
+                                      {"from_scores": str(args.scores), "method": scores.method,
+                                       "remove": args.remove, "per_layer": args.per_layer,
+                                       "keep_per_layer": args.keep_per_layer}))
+    print(f"mask keeps {mask.n_kept}/{mask.n_total} heads; wrote {args.out}")
+
+
+def cmd_ablate(args) -> None:
+    from .experiments import ablation_table
+    loaded = _load(args)
+    task, split = _task_and_split(args)
+    data = task.encode(loaded, split, args.limit)
+    table = ablation_table(loaded, task, data, batch_size=args.batch_size, progress=tqdm_progress())
+    print(f"base {table.metric_name} {_fmt(table.metric_name, table.base_metric)} on {table.n_examples} examples; "
+          "largest changes when one head is removed:")
+    for r in sorted(table.rows, key=lambda r: r.delta_metric)[:10]:
+        print(f"  {r.kind:12s} layer {r.layer:2d} head {r.head:2d}  {r.delta_metric:+.4f}  (loss {r.delta_loss:+.4f})")
+    _write(args, table.to_json())
+
+
+def cmd_one_per_layer(args) -> None:
+    from .experiments import one_head_per_layer
+    from .results import load_scores
+    loaded = _load(args)
+    task, split = _task_and_split(args)
+    data = task.encode(loaded, split, args.limit)
+    scores = load_scores(args.scores, loaded.layout) if args.scores else None
+    res = one_head_per_layer(loaded, task, data, scores=scores, batch_size=args.batch_size, progress=tqdm_progress())
+    print(f"base {res.metric_name} {_fmt(res.metric_name, res.base_metric)}; each layer alone reduced to one head:")
+    for r in res.rows:
+        print(f"  {r.kind:12s} layer {r.layer:2d} keep head {r.kept_head:2d}  {_fmt(res.metric_name, r.metric)}"
+              f"  ({r.delta_metric:+.4f})")
+    print(f"all layers at once: {_fmt(res.metric_name, res.all_layers_metric)}")
+    _write(args, res.to_json())
+
+
+def cmd_curve(args) -> None:
+    from .experiments import pruning_curve
+    from .scoring import get_scorer
+    scorer = get_scorer(args.method)
+    loaded = _load(args)
+    task, split = _task_and_split(args)
+    data = task.encode(loaded, split, args.limit)
+    curve = pruning_curve(loaded, task, data, scorer, _score_config(args, args.score_limit), step=args.step,
+                          rescore=args.rescore, batch_size=args.batch_size, progress=tqdm_progress())
+    print(f"{scorer.name} pruning curve ({'re-scored' if args.rescore else 'scored once'}), "
+          f"{curve.metric_name} on {curve.n_examples} examples:")
+    for p in curve.points:
+        print(f"  {p.fraction_removed:6.1%} removed ({p.heads_removed:3d} heads)  "
+              f"{_fmt(curve.metric_name, p.metric)}  loss {p.loss:.4f}")
+    _write(args, curve.to_json())
+
+
+def cmd_prune(args) -> None:
+    from .models import save_pruned
+    from .pruning import parameter_count, prune_heads
+    from .results import load_mask
+    loaded = _load(args)
+    mask = load_mask(args.mask, loaded.layout)
+    pruned = prune_heads(loaded.model, mask)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
+    save_pruned(pruned, loaded.tokenizer, out)
+    before, after = parameter_count(loaded.model), parameter_count(pruned)
+    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; parameters {before:,} -> {after:,} "
+          f"({1 - after / before:.1%} fewer); saved to {out}")
+
+
+def cmd_bench(args) -> None:
+    from .bench import benchmark, format_bench
+    from .presets import random_per_layer
+    from .results import load_mask
+    try:
+        sizes = tuple(int(s) for s in args.batch_sizes.split(","))
+    except ValueError:
+        raise HeadpruneError(f"--batch-sizes must be numbers separated by commas, like 1,8,32; got {args.batch_sizes!r}.") from None
+    loaded = _load(args, attn="sdpa")
+    mask = load_mask(args.mask, loaded.layout) if args.mask else random_per_layer(loaded.layout, 0.5, seed=0)
+    kwargs = {"repeats": args.repeats} if args.repeats else {}
+    result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
+                       progress=tqdm_progress(), **kwargs)
+    print(format_bench(result))
+    _write(args, result.to_json())
+
+
+def cmd_app(args) -> None:
+    import subprocess
+    root = Path(__file__).resolve().parent.parent
+    entry = root / "dashboard.py"
+    if not entry.is_file():
+        raise HeadpruneError(f"The dashboard is not installed next to the library (looked for {entry}).")
+    raise SystemExit(subprocess.call([sys.executable, "-m", "streamlit", "run", str(entry),
+                                      "--server.port", str(args.port)], cwd=root))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except HeadpruneError as exc:
+        print(f"headprune: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("headprune: interrupted", file=sys.stderr)
+        return 130
+    return 0
