@@ -41,7 +41,7 @@ class FakeTask:
     name = "fake"
     default_split = "validation"
 
-    def __init__(self, seq2seq: bool = False, n: int = 12, length: int = 9, vocab: int = 30, seed: int = 0):
+    def __init__(self, seq2seq: bool = False, n: int = 12, length: int = 9, vocab: int = 29, seed: int = 0):
         g = torch.Generator().manual_seed(seed)
         self.seq2seq = seq2seq
         self.task_type = "translation" if seq2seq else "classification"

@@ -23,34 +23,43 @@ from ..results import ScoreResult, provenance
 from .base import ScoreConfig, Scorer, register_scorer
 
 
+def token_contributions(loaded, task, batch, gates) -> dict[tuple[str, int], torch.Tensor]:
+    """Signed a_{h,t} . dL/da_{h,t} for one batch: ``{(kind, layer): [B, T, heads]}``.
+
+    Summed over tokens this is exactly dL/dxi_h (the gate gradient). Gradients are taken only
+    with respect to the head outputs, so no parameter gradient is computed or stored.
+    """
+    with torch.enable_grad(), gate_heads(loaded.model, loaded.sites, gates, record=True) as session:
+        outputs = loaded.model(**batch.inputs)
+        loss = task.loss_sum(loaded, batch, outputs)
+        keys = [key for key, recs in session.records.items() for _ in recs]
+        recs = [r for recs in session.records.values() for r in recs]
+        grads = torch.autograd.grad(loss, recs, allow_unused=True)
+    out: dict[tuple[str, int], torch.Tensor] = {}
+    for key, a, g in zip(keys, recs, grads):
+        if g is not None:
+            contrib = (a.detach() * g).sum(-1)                      # [B, T, heads]
+            out[key] = out[key] + contrib if key in out else contrib
+    return out
+
+
 def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 32,
                          progress: ProgressCallback | None = None) -> HeadScores:
-    """Raw I_h for every head over ``data`` (an EncodedData); gradients only w.r.t. head outputs."""
+    """Raw I_h for every head over ``data`` (an EncodedData)."""
     layout = loaded.layout
     device = loaded.device
     gates = gates_from_mask(mask, device) if mask is not None else ones_gates(layout, device)
     totals = {k: [torch.zeros(n, dtype=torch.float64) for n in rows] for k, rows in layout.kinds.items()}
     tokens = {k: 0.0 for k in layout.kinds}
     n_batches = max(1, -(-data.n_examples // batch_size))
-    with torch.enable_grad():
-        for i, batch in enumerate(data.batches(batch_size, device=device)):
-            with gate_heads(loaded.model, loaded.sites, gates, record=True) as session:
-                outputs = loaded.model(**batch.inputs)
-                loss = task.loss_sum(loaded, batch, outputs)
-                keys = [key for key, recs in session.records.items() for _ in recs]
-                recs = [r for recs in session.records.values() for r in recs]
-                grads = torch.autograd.grad(loss, recs, allow_unused=True)
-            counted: set[str] = set()
-            for (kind, layer), a, g in zip(keys, recs, grads):
-                if g is None:
-                    continue
-                token_mask = batch.token_masks[kind].to(a.dtype)          # [B, T]
-                contrib = (a.detach() * g).sum(-1).abs()                  # [B, T, H]
-                totals[kind][layer] += (contrib * token_mask.unsqueeze(-1)).sum((0, 1)).double().cpu()
-                if kind not in counted:
-                    tokens[kind] += float(token_mask.sum())
-                    counted.add(kind)
-            report(progress, "score:gradient", i + 1, n_batches)
+    for i, batch in enumerate(data.batches(batch_size, device=device)):
+        contributions = token_contributions(loaded, task, batch, gates)
+        for (kind, layer), contrib in contributions.items():
+            token_mask = batch.token_masks[kind].to(contrib.dtype).unsqueeze(-1)   # [B, T, 1]
+            totals[kind][layer] += (contrib.abs() * token_mask).sum((0, 1)).double().cpu()
+        for kind in layout.kinds:
+            tokens[kind] += float(batch.token_masks[kind].sum())
+        report(progress, "score:gradient", i + 1, n_batches)
     return HeadScores.from_lists({k: [(t / max(tokens[k], 1.0)).tolist() for t in rows]
                                   for k, rows in totals.items()})
 
