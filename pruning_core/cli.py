@@ -160,8 +160,8 @@ def cmd_info(args) -> None:
 
 def cmd_evaluate(args) -> None:
     from .results import load_mask, provenance
-    loaded = _load(args)
     task, split = _task_and_split(args)
+    loaded = _load(args)
     mask = load_mask(args.mask, loaded.layout) if args.mask else None
     data = task.encode(loaded, split, args.limit)
     res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=tqdm_progress())
@@ -182,8 +182,8 @@ def _score_config(args, limit=None):
 def cmd_score(args) -> None:
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
-    loaded = _load(args)
     task, _ = _task_and_split(args)
+    loaded = _load(args)
     result = scorer.score(loaded, task, _score_config(args), progress=tqdm_progress())
     print(f"{scorer.name} scores of {loaded.layout.total_heads} heads in {result.seconds:.1f} s "
           f"({'per-layer l2-normalised' if result.normalize else 'raw'}); least important first:")
@@ -211,8 +211,8 @@ def cmd_mask(args) -> None:
 
 def cmd_ablate(args) -> None:
     from .experiments import ablation_table
-    loaded = _load(args)
     task, split = _task_and_split(args)
+    loaded = _load(args)
     data = task.encode(loaded, split, args.limit)
     table = ablation_table(loaded, task, data, batch_size=args.batch_size, progress=tqdm_progress())
     print(f"base {table.metric_name} {_fmt(table.metric_name, table.base_metric)} on {table.n_examples} examples; "
@@ -225,8 +225,8 @@ def cmd_ablate(args) -> None:
 def cmd_one_per_layer(args) -> None:
     from .experiments import one_head_per_layer
     from .results import load_scores
-    loaded = _load(args)
     task, split = _task_and_split(args)
+    loaded = _load(args)
     data = task.encode(loaded, split, args.limit)
     scores = load_scores(args.scores, loaded.layout) if args.scores else None
     res = one_head_per_layer(loaded, task, data, scores=scores, batch_size=args.batch_size, progress=tqdm_progress())
@@ -242,8 +242,8 @@ def cmd_curve(args) -> None:
     from .experiments import pruning_curve
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
-    loaded = _load(args)
     task, split = _task_and_split(args)
+    loaded = _load(args)
     data = task.encode(loaded, split, args.limit)
     curve = pruning_curve(loaded, task, data, scorer, _score_config(args, args.score_limit), step=args.step,
                           rescore=args.rescore, batch_size=args.batch_size, progress=tqdm_progress())
@@ -301,6 +301,9 @@ def cmd_app(args) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()      # our own bars only
+    hf_logging.set_verbosity_error()
     try:
         args.func(args)
     except HeadpruneError as exc:

@@ -12,6 +12,7 @@ it was. The removed heads are written into ``config.headprune_pruned_heads`` so 
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from torch import nn
@@ -34,8 +35,11 @@ class EmptyAttention(nn.Module):
         super().__init__()
         in_features = site.q.in_features
         for name, lin in zip(qkv_names, (site.q, site.k, site.v)):
-            setattr(self, name, nn.Linear(in_features, 0, bias=lin.bias is not None,
-                                          device=lin.weight.device, dtype=lin.weight.dtype))
+            with warnings.catch_warnings():   # "initializing zero-element tensors is a no-op"
+                warnings.simplefilter("ignore", UserWarning)
+                empty = nn.Linear(in_features, 0, bias=lin.bias is not None, device=lin.weight.device,
+                                  dtype=lin.weight.dtype)
+            setattr(self, name, empty)
         self.out_name = out_name
         if out_name is not None:
             setattr(self, out_name, site.out)
