@@ -147,6 +147,8 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
 
     source, where = _resolve(spec)
     dev = resolve_device(device)
+    if source == "default":
+        _check_default(Path(where))
     local_only = source != "hub"
     try:
         config = AutoConfig.from_pretrained(where, trust_remote_code=False, local_files_only=local_only)
@@ -185,6 +187,23 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=spec if source != "local" else str(where),
                        source=source, task_type=adapter.task_type, arch=adapter.name,
                        weights_sha256=weights_sha, sites=sites, layout=layout_of(sites))
+
+
+def _check_default(folder: Path) -> None:
+    """The prepared default must match the manifest `headprune prepare` wrote last."""
+    import json
+
+    manifest = folder / "headprune_manifest.json"
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        raise CacheError(f"The embedded default in {folder} is incomplete (no valid {manifest.name}); "
+                         "run `headprune prepare --force`.") from None
+    weights = {n: sha for n, sha in files.items() if n.endswith(".safetensors")}
+    for name, sha in weights.items():
+        if not (folder / name).is_file() or _hash_files([folder / name]) != sha:
+            raise CacheError(f"The embedded default's {name} is missing or corrupt (SHA-256 differs from its "
+                             "manifest); run `headprune prepare --force`.")
 
 
 def _load_pruned(auto_cls, config, folder: Path, attn_implementation: str) -> nn.Module:

@@ -89,3 +89,23 @@ def test_cuda_requested_without_gpu(bert_folder):
         pytest.skip("a GPU is present")
     with pytest.raises(ModelLoadError, match="no CUDA GPU"):
         load_model(str(bert_folder[0]), device="cuda")
+
+
+def test_corrupt_default_is_detected(headprune_home, bert_folder):
+    import json
+    import shutil
+    from pruning_core.models import _hash_files, default_model_dir
+    folder, _ = bert_folder
+    target = default_model_dir()
+    shutil.copytree(folder, target)
+    weights = target / "model.safetensors"
+    (target / "headprune_manifest.json").write_text(json.dumps({"files": {"model.safetensors": _hash_files([weights])}}))
+    assert load_model("default").source == "default"
+    with open(weights, "r+b") as f:
+        f.seek(100)
+        f.write(b"\x00\x01\x02")
+    with pytest.raises(CacheError, match="prepare --force"):
+        load_model("default")
+    (target / "headprune_manifest.json").unlink()
+    with pytest.raises(CacheError, match="incomplete"):
+        load_model("default")

@@ -16,7 +16,7 @@ def make_bert_tokenizer(folder: Path):
     from transformers import BertTokenizerFast
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    return BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    return BertTokenizerFast(vocab=str(folder / "vocab.txt"))
 
 
 def tiny_config(arch: str):

