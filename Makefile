@@ -7,11 +7,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test install prepare browser clean-cache
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-data.txt pyproject.toml assets/js.lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-data.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m app.webassets
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -283,7 +283,8 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
         tmp = model_dir.parent / f"{model_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         threads = torch.get_num_threads()
         try:
-            torch.set_num_threads(os.cpu_count() or threads)
+            # every core by default; OMP_NUM_THREADS, when set, wins (e.g. on a shared, busy machine)
+            torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
             parts = _train(tmp, progress)
             accuracy = _evaluate(tmp, progress)
             manifest = {

@@ -1,0 +1,309 @@
+"""Cached calls into pruning_core: the only place the dashboard loads, scores, evaluates or prunes.
+
+- Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
+  evaluation data, physically pruned copies. One instance serves every browser session and is
+  treated as read-only: masks are applied per call (``pruning_core.masking.apply_mask`` is
+  per-thread), pruning returns a copy.
+- Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
+  their arguments: model spec, task name, data size, mask and settings.
+
+Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
+keeps them out of the cache key. Run long calls through :func:`app.ui.run_job`, which supplies
+that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
+cached functions (a cached function must not draw, or its cache hits would replay the drawing).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from pruning_core import experiments, pruning
+from pruning_core.errors import HeadpruneError, ModelLoadError
+from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
+from pruning_core.models import LoadedModel, default_model_dir, load_model
+from pruning_core.progress import ProgressCallback, report
+from pruning_core.results import EvalResult, ScoreResult
+from pruning_core.scoring import SCORERS, ScoreConfig, get_scorer
+
+EVAL_BATCH = 64          # examples per forward pass when evaluating
+SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
+LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
+LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
+MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
+
+
+def _device() -> str | None:
+    """``HEADPRUNE_APP_DEVICE`` ('cpu' / 'cuda'), else CUDA when present (documented in the README)."""
+    return os.environ.get("HEADPRUNE_APP_DEVICE") or None
+
+
+# -- models ----------------------------------------------------------------------------------------
+def _available_memory() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_fits_memory(spec: str) -> None:
+    """Refuse a local model whose weight files clearly do not fit in memory (before trying)."""
+    folder = default_model_dir() if spec == "default" else Path(spec).expanduser()
+    if not folder.is_dir():
+        return
+    size = (sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+            or sum(p.stat().st_size for p in folder.glob("pytorch_model*.bin")))
+    free = _available_memory()
+    if free is not None and size > MEMORY_HEADROOM * free:
+        raise ModelLoadError(f"Model {spec!r} has {size / 2**30:.1f} GiB of weights but only {free / 2**30:.1f} GiB "
+                             "of memory is free. Choose a smaller model, or free memory and try again.")
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def load(spec: str) -> LoadedModel:
+    """The model for ``spec`` ('default', a folder or a hub id), shared read-only by all sessions."""
+    _check_fits_memory(spec)
+    try:
+        return load_model(spec, device=_device())
+    except MemoryError:
+        raise ModelLoadError(f"Model {spec!r} is too large for this machine's memory. Choose a smaller one.") from None
+    except RuntimeError as exc:
+        if "out of memory" in str(exc).lower():
+            raise ModelLoadError(f"Model {spec!r} does not fit in memory ({str(exc).splitlines()[0]}). "
+                                 "Choose a smaller model.") from None
+        raise
+
+
+def default_ready() -> bool:
+    """Whether the embedded default model has been prepared (``headprune prepare``)."""
+    return (default_model_dir() / "config.json").is_file()
+
+
+def prepare_default(_progress: ProgressCallback | None = None) -> None:
+    """Fetch the default data and fine-tune the default model, then forget stale cached results."""
+    try:
+        from pruning_core.prepare import prepare_default as _prepare
+    except ImportError:
+        raise HeadpruneError("This headprune has no `prepare` module yet; run `headprune prepare` "
+                             "in a terminal.") from None
+    _prepare(progress=_progress)
+    load.clear()
+    st.cache_data.clear()
+
+
+@dataclass(frozen=True)
+class ArchSummary:
+    """What the Model & data page shows about a model."""
+
+    model_id: str
+    source: str                       # "default" | "local" | "hub"
+    model_type: str                   # config.model_type, e.g. "bert"
+    arch: str                         # headprune adapter name
+    task_type: str                    # "classification" | "translation"
+    layout: HeadLayout                # heads per layer, per attention kind
+    kind_labels: dict                 # kind -> readable name
+    total_heads: int
+    parameters: int
+    attention_parameters: int
+    num_labels: int | None
+    weights_sha256: str
+    pruned_heads: dict = field(default_factory=dict)
+
+    @property
+    def attention_share(self) -> float:
+        return self.attention_parameters / self.parameters if self.parameters else 0.0
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def architecture(spec: str) -> ArchSummary:
+    m = load(spec)
+    cfg = m.model.config
+    return ArchSummary(m.model_id, m.source, str(cfg.model_type), m.arch, m.task_type, m.layout,
+                       {k: KIND_LABELS[k] for k in m.layout.kinds}, m.layout.total_heads,
+                       pruning.parameter_count(m.model), pruning.attention_parameter_count(m.model),
+                       getattr(cfg, "num_labels", None) if m.task_type == "classification" else None,
+                       m.weights_sha256, m.pruned_heads)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def pruned_model(spec: str, mask: HeadMask) -> LoadedModel:
+    """A physically pruned copy of the model (the shared one is not touched)."""
+    loaded = load(spec)
+    return loaded.derive(pruning.prune_heads(loaded.model, mask), loaded.model_id)
+
+
+def pruned_parameters(spec: str, mask: HeadMask) -> tuple[int, int]:
+    """(parameters of the pruned model, parameters of the dense one), counted on a pruned copy."""
+    return _pruned_parameters(spec, None if mask.is_full() else mask)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _pruned_parameters(spec: str, mask: HeadMask | None) -> tuple[int, int]:
+    dense = pruning.parameter_count(load(spec).model)
+    if mask is None:
+        return dense, dense
+    return pruning.parameter_count(pruning.prune_heads(load(spec).model, mask)), dense
+
+
+# -- tasks and data --------------------------------------------------------------------------------
+def task_names() -> list[str]:
+    """Registered task names (the embedded task, GLUE and WMT names), for the task picker."""
+    try:
+        from pruning_core import tasks
+    except ImportError:
+        return ["movie-sentiment"]
+    names = getattr(tasks, "task_names", None)
+    if callable(names):
+        return list(names())
+    return sorted(getattr(tasks, "TASKS", {}) or ["movie-sentiment"])
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def task(name: str):
+    """The ``pruning_core.tasks.Task`` for ``name`` ('movie-sentiment', 'sst2', 'file:PATH', ...)."""
+    from pruning_core.tasks import get_task
+    return get_task(name)
+
+
+def task_summary(task_name: str) -> dict:
+    """What the Model & data page says about a task: type, metric, labels, evaluation split."""
+    t = task(task_name)
+    return {"task_type": t.task_type, "metric_name": t.metric_name, "label_names": t.label_names,
+            "description": getattr(t, "description", ""), "split": split_of(task_name)}
+
+
+def split_of(task_name: str) -> str:
+    """The split the dashboard evaluates on (the task's default, else 'validation')."""
+    return getattr(task(task_name), "default_split", "validation")
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def data(spec: str, task_name: str, limit: int | None):
+    """The task's evaluation split, tokenised for the model, at most ``limit`` examples."""
+    return task(task_name).encode(load(spec), split_of(task_name), limit)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def examples(task_name: str, limit: int = 5) -> list[dict]:
+    """A few raw examples of the evaluation split (checks a file parses; shows what the data is)."""
+    return list(task(task_name).load(split_of(task_name), limit=limit))
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def store_upload(name: str, content: bytes) -> Path:
+    """Write an uploaded data file to a private temp folder named by its hash; return its path.
+
+    The extension (.csv / .tsv / .jsonl) is kept because it tells the file reader the format.
+    """
+    digest = hashlib.sha256(content).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "headprune-uploads" / digest
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (_SAFE_NAME.sub("_", Path(name).name) or "data.csv")
+    if not path.is_file():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, path)
+    return path
+
+
+# -- derived results -------------------------------------------------------------------------------
+def _norm(mask: HeadMask | None) -> HeadMask | None:
+    """A full mask and no mask are the same evaluation; give them one cache key."""
+    return None if mask is None or mask.is_full() else mask
+
+
+def evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None,
+             _progress: ProgressCallback | None = None) -> EvalResult:
+    """Metric and loss of the model under ``mask`` on the first ``limit`` evaluation examples."""
+    return _evaluate(spec, task_name, limit, _norm(mask), _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None,
+              _progress: ProgressCallback | None = None) -> EvalResult:
+    loaded = load(spec)
+    return task(task_name).evaluate(loaded, data(spec, task_name, limit), mask, batch_size=EVAL_BATCH,
+                                    progress=_progress)
+
+
+def scorer_names() -> list[str]:
+    """Scorers from ``pruning_core.scoring.SCORERS`` (SMP appears once it registers)."""
+    return list(SCORERS)
+
+
+def scorer_description(name: str) -> str:
+    return getattr(SCORERS.get(name), "description", "")
+
+
+def score_limit(scorer: str, eval_limit: int) -> int:
+    """Examples a scorer uses: ablation evaluates once per head, so it uses the evaluation subset."""
+    return eval_limit if scorer == "ablation" else max(SCORE_LIMIT, eval_limit)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
+           _progress: ProgressCallback | None = None) -> ScoreResult:
+    """Importance scores of every head by ``scorer`` (larger = more important)."""
+    config = ScoreConfig(split=split_of(task_name), limit=limit, seed=seed)
+    return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def curve(spec: str, task_name: str, scorer: str, limit: int | None, score_limit_: int | None,
+          step: float = 0.1, rescore: bool = False, _progress: ProgressCallback | None = None):
+    """Iterative pruning curve (metric vs share of heads removed) of one scorer."""
+    initial = scores(spec, task_name, scorer, score_limit_, _progress=_progress)
+    config = ScoreConfig(split=split_of(task_name), limit=score_limit_)
+    return experiments.pruning_curve(load(spec), task(task_name), data(spec, task_name, limit), get_scorer(scorer),
+                                     config, step=step, rescore=rescore, initial_scores=initial,
+                                     batch_size=EVAL_BATCH, progress=_progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def ablation(spec: str, task_name: str, limit: int | None, _progress: ProgressCallback | None = None):
+    """The single-head ablation table: the metric with each head removed alone."""
+    return experiments.ablation_table(load(spec), task(task_name), data(spec, task_name, limit),
+                                      batch_size=EVAL_BATCH, progress=_progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | None = None,
+                  score_limit_: int | None = None, _progress: ProgressCallback | None = None):
+    """Each layer reduced to its best head (by ``scorer``'s scores, or by search when None)."""
+    chosen = scores(spec, task_name, scorer, score_limit_, _progress=_progress) if scorer else None
+    return experiments.one_head_per_layer(load(spec), task(task_name), data(spec, task_name, limit), scores=chosen,
+                                          batch_size=EVAL_BATCH, progress=_progress)
+
+
+def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
+    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe."""
+    return _latency(spec, mask, LATENCY_BATCH, LATENCY_SEQ_LEN, _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _latency(spec: str, mask: HeadMask, batch_size: int, seq_len: int,
+             _progress: ProgressCallback | None = None):
+    from pruning_core import bench
+
+    loaded = load(spec)
+    max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or seq_len
+    return bench.benchmark(loaded, mask, batch_sizes=(batch_size,), seq_len=min(seq_len, max_pos),
+                           device=str(loaded.device), warmup=3, repeats=5, min_seconds=0.5,
+                           measure_memory=False, progress=_progress)
+
+
+def evaluate_many(spec: str, task_name: str, limit: int | None, masks: list[HeadMask],
+                  _progress: ProgressCallback | None = None) -> list[EvalResult]:
+    """:func:`evaluate` for several masks (the mask history); each one is cached on its own."""
+    results = []
+    for i, mask in enumerate(masks):
+        results.append(evaluate(spec, task_name, limit, mask))
+        report(_progress, "evaluate", i + 1, len(masks), "mask history")
+    return results

@@ -1,0 +1,462 @@
+"""The dashboard's session state: every key, and the only functions that read or write it.
+
+Pages never touch ``st.session_state`` or ``st.query_params`` directly; they call the functions
+below. One browser tab is one session; the model cached by ``app.cache`` is shared by all
+sessions, while everything here (the mask especially) is per session.
+
+Session-state keys
+------------------
+=====================  ===================  =====================================================
+key                    type                 meaning (URL query parameter, if mirrored)
+=====================  ===================  =====================================================
+``hp_model``           str                  model spec: "default", a local folder or a hub id (``model``)
+``hp_task``            str                  task: "movie-sentiment", a GLUE/WMT name, "file:PATH" (``task``)
+``hp_scorer``          str                  scorer name, a key of ``pruning_core.scoring.SCORERS`` (``scorer``)
+``hp_eval_limit``      int                  examples in the evaluation subset of the live panel (``n``)
+``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``)
+``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
+``hp_qp_read``         bool                 the URL's query parameters were read into this session
+``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
+``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves
+``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run
+``hp_upload``          dict                 {"name", "path"} of the task file last uploaded
+``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
+                                            (the last speed sweep "bench", a loaded "analysis")
+``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
+                                            (``hp_w_job_*``: run/cancel buttons of ``ui.run_job``)
+=====================  ===================  =====================================================
+
+Public functions
+----------------
+- :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
+- :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
+  :func:`scorer_name` / :func:`set_scorer`, :func:`eval_limit` / :func:`set_eval_limit`.
+- Masks (``HeadMask``, 1 = keep): :func:`current_mask`, :func:`set_mask`, :func:`toggle_head`,
+  :func:`reset_mask`, :func:`undo`, :func:`redo`, :func:`can_undo`, :func:`can_redo`,
+  :func:`history`, :func:`history_index`, :func:`jump_to`.
+- Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
+  :func:`restore` (used by the Share page to load an analysis), :func:`mask_to_param`,
+  :func:`mask_from_param`.
+- Jobs and messages: :func:`is_cancelled`, :func:`mark_cancelled`, :func:`clear_cancelled`,
+  :func:`add_notice`, :func:`pop_notices`; upload bookkeeping :func:`upload_info` /
+  :func:`set_upload_info`; :func:`widget_key` for page widget keys.
+- Per-session results: :func:`set_result` / :func:`get_result` (valid only for the model and task
+  they were stored under).
+
+Defaults come from the environment when set (used by tests and the browser e2e test):
+``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
+``HEADPRUNE_APP_EVAL_LIMIT`` (else :data:`DEFAULT_EVAL_LIMIT`).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from pruning_core.errors import FormatError, HeadpruneError
+from pruning_core.heads import KINDS, HeadLayout, HeadMask
+
+# -- keys ----------------------------------------------------------------------------------------
+MODEL = "hp_model"
+TASK = "hp_task"
+SCORER = "hp_scorer"
+EVAL_LIMIT = "hp_eval_limit"
+HISTORY = "hp_history"
+PENDING_MASK = "hp_pending_mask"
+QP_READ = "hp_qp_read"
+QP_WRITTEN = "hp_qp_written"
+CANCELLED = "hp_cancelled"
+NOTICES = "hp_notices"
+UPLOAD = "hp_upload"
+RESULTS = "hp_results"
+
+# URL query parameter names
+QP_MODEL, QP_TASK, QP_SCORER, QP_MASK, QP_LIMIT = "model", "task", "scorer", "mask", "n"
+
+DEFAULT_MODEL = "default"
+DEFAULT_TASK = "movie-sentiment"
+DEFAULT_SCORER = "gradient"
+# Size of the live panel's evaluation subset. Measured on the embedded default (MiniLM-L6, 6 x 12
+# heads, movie-sentiment validation snippets of ~27 tokens): one masked evaluation of 128 examples
+# costs 1.1 CPU-seconds on one thread (1.9 for 256), so a toggle updates the metric in under 2 s
+# on a 2-core CPU, with the rest of the page run (~0.2 s) included.
+DEFAULT_EVAL_LIMIT = 128
+MAX_EVAL_LIMIT = 100_000
+
+# Short kind codes used in the ``mask`` query parameter.
+_KIND_CODE = {"encoder_self": "e", "decoder_self": "d", "cross": "c"}
+_CODE_KIND = {v: k for k, v in _KIND_CODE.items()}
+
+
+def widget_key(page: str, name: str) -> str:
+    """The session-state key of a page's widget, e.g. ``widget_key("headmap", "preset_pct")``."""
+    return f"hp_w_{page}_{name}"
+
+
+def _defaults() -> dict:
+    return {
+        MODEL: os.environ.get("HEADPRUNE_APP_MODEL") or DEFAULT_MODEL,
+        TASK: os.environ.get("HEADPRUNE_APP_TASK") or DEFAULT_TASK,
+        SCORER: DEFAULT_SCORER,
+        EVAL_LIMIT: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), DEFAULT_EVAL_LIMIT),
+        HISTORY: None,
+        PENDING_MASK: None,
+        QP_READ: False,
+        QP_WRITTEN: {},
+        CANCELLED: set(),
+        NOTICES: [],
+        UPLOAD: None,
+    }
+
+
+def _int_or(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text else default
+    except ValueError:
+        return default
+
+
+# -- mask history --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HistoryEntry:
+    mask: HeadMask
+    label: str                       # what the change was, e.g. "toggle encoder_self L3 H5"
+
+
+@dataclass
+class MaskHistory:
+    """Masks in the order they were applied; ``index`` points at the current one.
+
+    A new change after some undos drops the undone tail (as in any editor).
+    """
+
+    model: str                       # the model spec the masks belong to
+    entries: list[HistoryEntry] = field(default_factory=list)
+    index: int = 0
+
+    @property
+    def current(self) -> HeadMask:
+        return self.entries[self.index].mask
+
+    def push(self, mask: HeadMask, label: str) -> None:
+        if mask == self.current:
+            return
+        del self.entries[self.index + 1:]
+        self.entries.append(HistoryEntry(mask, label))
+        self.index = len(self.entries) - 1
+
+
+# -- init and URL --------------------------------------------------------------------------------
+def init() -> None:
+    """Give every key its default, and read the URL's query parameters once per session.
+
+    Cheap and idempotent; the accessors below call it too, so a page run on its own (AppTest,
+    or a page opened before the shell ran) still finds every key.
+    """
+    if st.session_state.get(QP_READ):
+        return
+    for key, value in _defaults().items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+    if not st.session_state[QP_READ]:
+        st.session_state[QP_READ] = True
+        _read_query_params()
+
+
+def _read_query_params() -> None:
+    qp = st.query_params
+    if qp.get(QP_MODEL):
+        st.session_state[MODEL] = qp[QP_MODEL]
+    if qp.get(QP_TASK):
+        st.session_state[TASK] = qp[QP_TASK]
+    if qp.get(QP_SCORER):
+        st.session_state[SCORER] = qp[QP_SCORER]
+    if qp.get(QP_LIMIT):
+        try:
+            set_eval_limit(int(qp[QP_LIMIT]))
+        except (ValueError, HeadpruneError):
+            add_notice("warning", f"Ignored the link's evaluation size {qp[QP_LIMIT]!r}: not a positive number.")
+    if qp.get(QP_MASK):
+        st.session_state[PENDING_MASK] = qp[QP_MASK]
+
+
+def share_params(mask: HeadMask | None = None) -> dict[str, str]:
+    """The query parameters that reproduce this session's view (model, task, scorer, size, mask)."""
+    params = {QP_MODEL: model_spec(), QP_TASK: task_spec(), QP_SCORER: scorer_name(), QP_LIMIT: str(eval_limit())}
+    if mask is None:
+        hist = st.session_state.get(HISTORY)
+        mask = hist.current if hist is not None and hist.model == model_spec() else None
+        if mask is None and st.session_state.get(PENDING_MASK):
+            params[QP_MASK] = st.session_state[PENDING_MASK]
+    if mask is not None and not mask.is_full():
+        params[QP_MASK] = mask_to_param(mask)
+    return params
+
+
+def push_query_params() -> None:
+    """Mirror the shareable choices into the URL (call at the end of every run)."""
+    params = share_params()
+    if params != st.session_state.get(QP_WRITTEN) or dict(st.query_params) != params:
+        st.query_params.from_dict(params)
+        st.session_state[QP_WRITTEN] = params
+
+
+def mask_to_param(mask: HeadMask) -> str:
+    """Compact text form of a mask for URLs: ``e:fff.fdf,c:ff.f0`` (per kind; per layer, hex bits).
+
+    Each layer's row is read as a binary number with head 0 as the most significant bit, written
+    in hex with ceil(heads / 4) digits; layers are separated by '.', kinds by ','.
+    """
+    parts = []
+    for kind, rows in mask.kinds.items():
+        layers = []
+        for row in rows:
+            n = len(row)
+            value = int("".join(str(v) for v in row), 2) if n else 0
+            layers.append(format(value, f"0{(n + 3) // 4}x") if n else "")
+        parts.append(f"{_KIND_CODE[kind]}:{'.'.join(layers)}")
+    return ",".join(parts)
+
+
+def mask_from_param(text: str, layout: HeadLayout) -> HeadMask:
+    """Inverse of :func:`mask_to_param` for a model with ``layout``; FormatError if it does not fit."""
+    kinds: dict[str, list[list[int]]] = {}
+    try:
+        for part in text.split(","):
+            code, _, body = part.partition(":")
+            kind = _CODE_KIND[code.strip()]
+            sizes = layout.kinds.get(kind)
+            layers = body.split(".")
+            if sizes is None or len(layers) != len(sizes):
+                raise FormatError(f"The mask in the link has {len(layers)} {kind} layers; the model has "
+                                  f"{len(sizes) if sizes else 0}. The link was made for another model.")
+            rows = []
+            for hexbits, n in zip(layers, sizes):
+                value = int(hexbits, 16) if hexbits else 0
+                if value >= 1 << n:
+                    raise FormatError(f"The mask in the link has more than {n} heads in a {kind} layer; "
+                                      "it was made for another model.")
+                rows.append([int(b) for b in format(value, f"0{n}b")] if n else [])
+            kinds[kind] = rows
+    except (KeyError, ValueError) as exc:
+        if isinstance(exc, HeadpruneError):
+            raise
+        raise FormatError(f"The mask in the link ({text[:40]!r}) is not readable: {exc}. "
+                          "Copy the whole link again from the Share page.") from None
+    mask = HeadMask.from_lists(kinds)
+    mask.check_fits(layout)
+    return mask
+
+
+# -- choices -------------------------------------------------------------------------------------
+def model_spec() -> str:
+    init()
+    return st.session_state[MODEL]
+
+
+def set_model_spec(spec: str) -> None:
+    """Choose another model; its mask history starts afresh (a mask fits only one layout)."""
+    spec = spec.strip()
+    if spec != st.session_state[MODEL]:
+        st.session_state[MODEL] = spec
+        st.session_state[HISTORY] = None
+        st.session_state[PENDING_MASK] = None
+
+
+def task_spec() -> str:
+    init()
+    return st.session_state[TASK]
+
+
+def set_task_spec(name: str) -> None:
+    st.session_state[TASK] = name.strip()
+
+
+def scorer_name() -> str:
+    init()
+    return st.session_state[SCORER]
+
+
+def set_scorer(name: str) -> None:
+    st.session_state[SCORER] = name
+
+
+def eval_limit() -> int:
+    init()
+    return st.session_state[EVAL_LIMIT]
+
+
+def set_eval_limit(n: int) -> None:
+    if not 1 <= int(n) <= MAX_EVAL_LIMIT:
+        raise HeadpruneError(f"The evaluation size must be between 1 and {MAX_EVAL_LIMIT} examples, got {n}.")
+    st.session_state[EVAL_LIMIT] = int(n)
+
+
+# -- masks ---------------------------------------------------------------------------------------
+def _history(layout: HeadLayout) -> MaskHistory:
+    """This session's history for the current model, started afresh when it does not fit ``layout``."""
+    hist: MaskHistory | None = st.session_state.get(HISTORY)
+    if hist is not None and hist.model == model_spec() and hist.current.layout == layout:
+        return hist
+    start, label = HeadMask.full(layout), "all heads kept"
+    pending = st.session_state.get(PENDING_MASK)
+    if pending:
+        st.session_state[PENDING_MASK] = None
+        try:
+            start, label = mask_from_param(pending, layout), "mask from the link"
+        except HeadpruneError as exc:
+            add_notice("error", f"{exc} Starting with all heads kept instead.")
+    hist = MaskHistory(model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
+    if start != hist.current:
+        hist.push(start, label)
+    st.session_state[HISTORY] = hist
+    return hist
+
+
+def current_mask(layout: HeadLayout) -> HeadMask:
+    """The mask in use (1 = keep) for the current model, whose head layout is ``layout``."""
+    return _history(layout).current
+
+
+def set_mask(mask: HeadMask, label: str) -> None:
+    """Make ``mask`` current, recording ``label`` in the history (undoable)."""
+    _history(mask.layout).push(mask, label)
+
+
+def toggle_head(layout: HeadLayout, kind: str, layer: int, head: int) -> HeadMask:
+    """Flip one head between kept and removed; returns the new mask."""
+    hist = _history(layout)
+    new = hist.current.toggled(kind, layer, head)
+    state = "kept" if new.kinds[kind][layer][head] else "removed"
+    hist.push(new, f"{kind} L{layer} H{head} {state}")
+    return new
+
+
+def reset_mask(layout: HeadLayout) -> None:
+    set_mask(HeadMask.full(layout), "reset: all heads kept")
+
+
+def can_undo() -> bool:
+    hist = st.session_state.get(HISTORY)
+    return hist is not None and hist.index > 0
+
+
+def can_redo() -> bool:
+    hist = st.session_state.get(HISTORY)
+    return hist is not None and hist.index < len(hist.entries) - 1
+
+
+def undo() -> None:
+    if can_undo():
+        st.session_state[HISTORY].index -= 1
+
+
+def redo() -> None:
+    if can_redo():
+        st.session_state[HISTORY].index += 1
+
+
+def jump_to(index: int) -> None:
+    """Make history entry ``index`` current (later entries stay, for redo)."""
+    hist = st.session_state.get(HISTORY)
+    if hist is not None and 0 <= index < len(hist.entries):
+        hist.index = index
+
+
+def history() -> list[HistoryEntry]:
+    hist = st.session_state.get(HISTORY)
+    return list(hist.entries) if hist is not None else []
+
+
+def history_index() -> int:
+    hist = st.session_state.get(HISTORY)
+    return hist.index if hist is not None else 0
+
+
+def restore(*, model: str | None = None, task: str | None = None, scorer: str | None = None,
+            mask: HeadMask | Mapping | str | None = None, limit: int | None = None) -> None:
+    """Set several choices at once (a loaded analysis or link). ``mask`` may be a HeadMask, a
+    ``headprune.mask/1`` kinds dict, or the URL text form; it is checked against the model's
+    layout when the model is next loaded."""
+    if model is not None:
+        set_model_spec(model)
+        st.session_state[HISTORY] = None
+    if task is not None:
+        set_task_spec(task)
+    if scorer is not None:
+        set_scorer(scorer)
+    if limit is not None:
+        set_eval_limit(limit)
+    if mask is not None:
+        if isinstance(mask, Mapping):
+            mask = HeadMask.from_lists(mask)
+        if isinstance(mask, HeadMask):
+            mask = mask_to_param(mask)
+        st.session_state[HISTORY] = None
+        st.session_state[PENDING_MASK] = mask
+
+
+# -- jobs, notices, uploads ----------------------------------------------------------------------
+def is_cancelled(job: str) -> bool:
+    init()
+    return job in st.session_state[CANCELLED]
+
+
+def mark_cancelled(job: str) -> None:
+    init()
+    st.session_state[CANCELLED].add(job)
+
+
+def clear_cancelled(job: str) -> None:
+    init()
+    st.session_state[CANCELLED].discard(job)
+
+
+def add_notice(level: str, text: str) -> None:
+    """Queue a message ("info" | "warning" | "error" | "success") for the top of the next page."""
+    st.session_state.setdefault(NOTICES, []).append((level, text))
+
+
+def pop_notices() -> list[tuple[str, str]]:
+    init()
+    notices = list(st.session_state.get(NOTICES, []))
+    st.session_state[NOTICES] = []
+    return notices
+
+
+def upload_info() -> dict | None:
+    return st.session_state.get(UPLOAD)
+
+
+def set_upload_info(info: dict | None) -> None:
+    st.session_state[UPLOAD] = info
+
+
+
+def set_result(name: str, value) -> None:
+    """Remember ``value`` under ``name`` for the current model and task (``None`` forgets it)."""
+    results = st.session_state.setdefault(RESULTS, {})
+    if value is None:
+        results.pop(name, None)
+    else:
+        results[name] = (model_spec(), task_spec(), value)
+
+
+def get_result(name: str):
+    """The value stored by :func:`set_result`, or None if absent or stored for another model/task."""
+    entry = st.session_state.get(RESULTS, {}).get(name)
+    if entry is None or (entry[0], entry[1]) != (model_spec(), task_spec()):
+        return None
+    return entry[2]
+
+
+__all__ = [
+    "KINDS", "HistoryEntry", "MaskHistory", "widget_key", "init", "share_params", "push_query_params",
+    "mask_to_param", "mask_from_param", "model_spec", "set_model_spec", "task_spec", "set_task_spec",
+    "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "current_mask", "set_mask", "toggle_head",
+    "reset_mask", "can_undo", "can_redo", "undo", "redo", "jump_to", "history", "history_index", "restore",
+    "is_cancelled", "mark_cancelled", "clear_cancelled", "add_notice", "pop_notices", "upload_info",
+    "set_upload_info", "RESULTS", "set_result", "get_result",
+]

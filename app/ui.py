@@ -1,0 +1,338 @@
+"""Shared widgets: page intro, error display, and long work with a progress bar and a Cancel button.
+
+:func:`run_job` is how a page calls anything slow in :mod:`app.cache`. The call runs in a worker
+thread; the page's script thread draws a progress bar fed by the pruning_core progress callback.
+Cancel (or any other click, which makes Streamlit rerun the page) sets a flag that the callback
+turns into ``pruning_core.errors.Cancelled``: the work unwinds cleanly (pruning_core removes its
+hooks in ``finally`` blocks), nothing half-done is cached, and the session stays usable. A job
+the user cancelled does not restart by itself; the page offers a "Cancelled. Run: ..." button.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+from app import state
+from pruning_core.errors import Cancelled, HeadpruneError
+from pruning_core.progress import ProgressEvent
+
+log = logging.getLogger("headprune.app")
+
+QUICK_S = 0.3          # jobs finishing within this show no progress bar (cache hits, small work)
+POLL_S = 0.15          # how often the progress bar is refreshed
+UNWIND_S = 10.0        # how long a cancelled job may take to reach its next progress callback
+
+
+def page_intro(title: str, text: str) -> None:
+    """The page title, a short explanation of what the reader sees, and any queued notices."""
+    st.title(title)
+    st.markdown(text)
+    show_notices()
+
+
+def show_notices() -> None:
+    """Show (once) the messages queued with ``state.add_notice``, e.g. by a link's unreadable mask."""
+    for level, message in state.pop_notices():
+        getattr(st, level if level in ("info", "warning", "error", "success") else "info")(message)
+
+
+def show_error(exc: BaseException, what: str = "") -> None:
+    """A readable message instead of a traceback (the traceback goes to the server log)."""
+    prefix = f"{what}: " if what else ""
+    if isinstance(exc, HeadpruneError):
+        st.error(f"{prefix}{exc}", icon=":material/error:")
+    else:
+        log.exception("unexpected error in the dashboard", exc_info=exc)
+        st.error(f"{prefix}unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+                 "The details are in the server log; the rest of the dashboard keeps working.",
+                 icon=":material/error:")
+
+
+def _describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str]:
+    if event is None:
+        return None, label
+    count = f"{event.done}/{event.total}" if event.total else f"{event.done}"
+    note = f" · {event.message}" if event.message else ""
+    return event.fraction, f"{label} · {event.stage} {count}{note}"
+
+
+def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,
+            auto: bool = True, **kwargs: Any) -> Any | None:
+    """Run ``fn(*args, **kwargs)`` (plus ``_progress=callback`` when ``progress``) with a progress bar.
+
+    Args:
+        job: a name for this piece of work, unique on the page (used for Cancel bookkeeping).
+        label: what the user sees, e.g. "Scoring heads (gradient)".
+        auto: when False, or when the user cancelled this job before, ask for a click first.
+
+    Returns the result, or ``None`` when it failed (message shown), was cancelled, or waits for
+    a click. Pages test for ``None`` and stop or skip the dependent part.
+    """
+    if state.is_cancelled(job) or not auto:
+        note = "Cancelled. " if state.is_cancelled(job) else ""
+        if not st.button(f"{note}Run: {label}", key=state.widget_key("job", f"run_{job}")):
+            return None
+        state.clear_cancelled(job)
+
+    cancel = threading.Event()
+    latest: list[ProgressEvent | None] = [None]
+    box: dict[str, Any] = {}
+
+    def callback(event: ProgressEvent) -> None:
+        latest[0] = event
+        if cancel.is_set():
+            raise Cancelled(f"{label} was cancelled.")
+
+    def work() -> None:
+        try:
+            box["result"] = fn(*args, **({"_progress": callback} if progress else {}), **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the script thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"headprune-{job}", daemon=True)
+    started = time.perf_counter()
+    worker.start()
+    worker.join(QUICK_S)
+    if worker.is_alive():
+        holder = st.empty()
+        with holder.container():
+            fraction, text = _describe(latest[0], label)
+            bar = st.progress(fraction or 0.0, text=text)
+            if progress:             # without a progress callback the work cannot be stopped midway
+                st.button("Cancel", key=state.widget_key("job", f"cancel_{job}"), on_click=state.mark_cancelled,
+                          args=(job,), icon=":material/cancel:")
+        try:
+            while worker.is_alive():
+                worker.join(POLL_S)
+                fraction, text = _describe(latest[0], label)
+                bar.progress(fraction if fraction is not None else 0.0, text=text)
+        except ScriptControlException:
+            # the page is being rerun (Cancel or another click) or the session ended: stop the work
+            cancel.set()
+            worker.join(UNWIND_S)
+            raise
+        holder.empty()
+
+    log.debug("job %s (%s) took %.3f s", job, label, time.perf_counter() - started)
+    error = box.get("error")
+    if error is None:
+        return box.get("result")
+    if isinstance(error, Cancelled):
+        st.info(f"{label}: cancelled.")
+    elif isinstance(error, Exception):
+        show_error(error, label)
+    else:
+        raise error
+    return None
+
+
+def metric_label(name: str) -> str:
+    """'bleu' -> 'BLEU', 'mcc' -> 'MCC', 'f1' -> 'F1'; accuracy stays as it is."""
+    return {"bleu": "BLEU", "mcc": "MCC", "f1": "F1"}.get(name.lower(), name)
+
+
+def metric_text(name: str, value: float) -> str:
+    """Accuracy-like metrics as percentages, BLEU as points."""
+    if name.lower() == "bleu":
+        return f"{value:.2f} BLEU"
+    return f"{100 * value:.1f} %"
+
+
+def count_text(n: int) -> str:
+    """1234567 -> '1.23 M'."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return str(n)
+
+
+def bind(key: str, value: Any) -> str:
+    """Give the widget ``key`` the value held in :mod:`app.state` before it is drawn; returns ``key``.
+
+    Widgets bound this way write back through their ``on_change`` callback (which runs before the
+    page), so the state module stays the one source of truth even when a shared link or a
+    loaded analysis changes a choice.
+    """
+    st.session_state[key] = value
+    return key
+
+
+def scorer_picker(page: str) -> str:
+    """The scorer select box (all registered scorers), bound to the session's scorer."""
+    from app import cache
+
+    names = cache.scorer_names()
+    current = state.scorer_name()
+    if current not in names:
+        st.error(f"Unknown scorer {current!r}; available: {', '.join(names)}. Using {names[0]!r}.")
+        state.set_scorer(current := names[0])
+    key = bind(state.widget_key(page, "scorer"), current)
+    st.selectbox("Importance score", names, key=key, format_func=lambda n: n,
+                 help="\n\n".join(f"**{n}**: {cache.scorer_description(n)}" for n in names),
+                 on_change=lambda: state.set_scorer(st.session_state[key]))
+    return current
+
+
+def eval_size_picker(page: str, narrow: bool = False) -> int:
+    """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width)."""
+    key = bind(state.widget_key(page, "eval_limit"), state.eval_limit())
+    if narrow:
+        with st.columns([1, 2])[0]:
+            return eval_size_picker(page)
+
+    def changed() -> None:
+        try:
+            state.set_eval_limit(st.session_state[key])
+        except HeadpruneError as exc:
+            state.add_notice("error", str(exc))
+
+    st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=32, key=key,
+                    on_change=changed, help="The first N examples of the task's evaluation split. Smaller "
+                    "is faster; the default keeps a toggle under 2 s for the embedded default on 2 CPU cores.")
+    return state.eval_limit()
+
+
+def load_architecture(spec: str):
+    """The model's ArchSummary (loading it if needed); None (message shown) when it cannot be loaded."""
+    from app import cache
+
+    if spec == "default" and not cache.default_ready():
+        st.warning("The embedded default model is not prepared yet. Prepare it on the **Model & data** page "
+                   "(or run `headprune prepare`), or choose another model there.")
+        return None
+    return run_job(f"load_{spec}", f"Loading model {spec}", cache.architecture, spec, progress=False)
+
+
+def latency_panel(bench) -> None:
+    """Dense vs physically pruned latency and throughput from a ``pruning_core.bench.BenchResult``."""
+    size = bench.batch_sizes[0]
+    dense, pruned = bench.row("dense", size), bench.row("pruned", size)
+    comparison = bench.comparisons[0]
+    m1, m2 = st.columns(2)
+    m1.metric("latency (pruned)", f"{1000 * pruned.latency.median:.1f} ms",
+              f"{1000 * (pruned.latency.median - dense.latency.median):+.1f} ms vs dense", delta_color="inverse")
+    m2.metric("speed-up", f"{comparison.speedup:.2f}x", f"FLOP ceiling {comparison.ceiling_speedup:.2f}x",
+              delta_color="off", delta_arrow="off")
+    st.caption(f"Physically pruned copy vs the full model, batch {size} x {bench.seq_len} tokens on {bench.device} "
+               f"({bench.torch_threads} threads), median of {pruned.latency.n} runs: {pruned.examples_per_s:.0f} "
+               f"vs {dense.examples_per_s:.0f} examples/s (dense {1000 * dense.latency.median:.1f} ms).")
+
+
+# -- model and task pickers (Model & data page) -------------------------------------------------
+MODEL_SOURCES = {"default": "embedded default", "local": "local folder", "hub": "Hugging Face hub id"}
+UPLOAD_TYPES = ["csv", "tsv", "tab", "jsonl", "ndjson"]
+
+
+def _source_of(spec: str) -> str:
+    from pathlib import Path
+
+    if spec == "default":
+        return "default"
+    return "local" if spec.startswith(("/", ".", "~")) or Path(spec).expanduser().exists() else "hub"
+
+
+def _apply_model() -> None:
+    from pathlib import Path
+
+    source = st.session_state[state.widget_key("model", "source")]
+    where = (st.session_state[state.widget_key("model", "where")] or "").strip()
+    if source == "default":
+        state.set_model_spec("default")
+    elif not where:
+        example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
+        state.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {example}).")
+    else:
+        state.set_model_spec(str(Path(where).expanduser().absolute()) if source == "local" else where)
+
+
+def model_picker() -> None:
+    """Embedded default / local folder / hub id, applied with one button."""
+    spec = state.model_spec()
+    with st.form(state.widget_key("model", "form")):
+        st.markdown("**Model**")
+        st.radio("Source", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True,
+                 key=bind(state.widget_key("model", "source"), _source_of(spec)))
+        st.text_input("Folder or hub id (not needed for the default)", placeholder="/path/to/model or org/name",
+                      key=bind(state.widget_key("model", "where"), "" if spec == "default" else spec))
+        st.form_submit_button("Use this model", on_click=_apply_model, type="primary")
+    st.caption(f"In use: `{spec}`. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification) and "
+               "BART, Marian (translation); weights as safetensors.")
+
+
+def _apply_upload() -> None:
+    from app import cache
+
+    upload = st.session_state.get(state.widget_key("model", "upload"))
+    if upload is None:
+        return
+    path = cache.store_upload(upload.name, upload.getvalue())
+    try:
+        cache.task(f"file:{path}")            # parses the whole file: errors name the line
+    except HeadpruneError as exc:
+        state.add_notice("error", f"The uploaded file {upload.name!r} cannot be used: {exc}")
+        return
+    state.set_upload_info({"name": upload.name, "path": str(path)})
+    state.set_task_spec(f"file:{path}")
+    state.add_notice("success", f"Using the uploaded file {upload.name!r} as the task.")
+
+
+def task_picker() -> None:
+    """A registered task name (or any name typed in), or an uploaded CSV / TSV / JSONL file."""
+    from app import cache
+
+    names = cache.task_names()
+    current = state.task_spec()
+    options = names if current in names else [current, *names]
+    key = bind(state.widget_key("model", "task"), current)
+    st.markdown("**Task**")
+    st.selectbox("Task name (type `file:PATH` for a file on the server)", options, key=key,
+                 accept_new_options=True, on_change=lambda: state.set_task_spec(st.session_state[key] or current))
+    st.file_uploader("... or upload a data file", type=UPLOAD_TYPES, key=state.widget_key("model", "upload"),
+                     on_change=_apply_upload,
+                     help="Columns `text,label` (classification), `text_a,text_b,label` (pairs) or "
+                          "`source,target` (translation); CSV/TSV with a header row, or JSON lines.")
+
+
+# -- tables and downloads ------------------------------------------------------------------------
+def rows_frame(rows):
+    """A DataFrame of result rows (dataclasses such as ``experiments.AblationRow``)."""
+    import dataclasses
+
+    import pandas as pd
+
+    return pd.DataFrame([dataclasses.asdict(r) for r in rows])
+
+
+def curves_frame(curves: dict):
+    """One row per (scorer, point) of ``experiments.CurveResult`` curves, without the masks."""
+    import pandas as pd
+
+    return pd.DataFrame([{"scorer": name, "fraction_removed": p.fraction_removed, "heads_removed": p.heads_removed,
+                          c.metric_name: p.metric, "loss": p.loss}
+                         for name, c in curves.items() for p in c.points])
+
+
+def downloads(name: str, frame, data: dict, show_table: bool | str = True) -> None:
+    """A sortable table plus CSV and headprune-JSON download buttons.
+
+    ``show_table``: True shows the table, a string shows it in a collapsed expander of that title.
+    """
+    import json
+
+    if isinstance(show_table, str):
+        with st.expander(show_table):
+            st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
+    elif show_table:
+        st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
+    d1, d2, _ = st.columns([1, 1, 3])
+    d1.download_button("Download CSV", frame.to_csv(index=False).encode(), f"headprune-{name}.csv", "text/csv",
+                       key=state.widget_key("download", f"{name}_csv"), icon=":material/download:")
+    d2.download_button("Download JSON", json.dumps(data, indent=1).encode(), f"headprune-{name}.json",
+                       "application/json", key=state.widget_key("download", f"{name}_json"),
+                       icon=":material/download:")

@@ -1,0 +1,57 @@
+"""Model & data: choose the model and the task; see the architecture and the unpruned metric."""
+import streamlit as st
+
+from app import cache, state, ui
+
+ui.page_intro("Model & data", """
+Pick the model whose attention heads you want to study and the task it should still do well.
+Below you see how the model is built (its **attention kinds**: encoder self-attention; for
+translation models also decoder self-attention and encoder-decoder *cross* attention), how many
+heads each layer has, how much of the model the attention projections are, and the metric the
+model reaches **with all its heads** on the evaluation subset, the baseline for everything else.""")
+
+left, right = st.columns(2, gap="large")
+with left:
+    ui.model_picker()
+    if state.model_spec() == "default" and not cache.default_ready():
+        st.warning("The embedded default (MiniLM-L6 fine-tuned on movie reviews) is not prepared yet. Preparing "
+                   "downloads the data and fine-tunes the model on this machine (a few minutes on CPU).")
+        if ui.run_job("prepare", "Preparing the embedded default", cache.prepare_default, auto=False) is not None:
+            st.rerun()
+with right:
+    ui.task_picker()
+
+spec, task_name = state.model_spec(), state.task_spec()
+arch = ui.load_architecture(spec)
+if arch is None:
+    st.stop()
+st.subheader(f"Architecture of `{arch.model_id}`")
+a = st.columns(4)
+a[0].metric("model type", arch.model_type, help=f"a {arch.task_type} model (headprune adapter `{arch.arch}`)")
+a[1].metric("attention heads", arch.total_heads)
+a[2].metric("parameters", ui.count_text(arch.parameters))
+a[3].metric("in attention (q, k, v, out)", f"{100 * arch.attention_share:.1f} %",
+            help=f"{ui.count_text(arch.attention_parameters)} parameters in the attention projections")
+st.dataframe([{"attention kind": arch.kind_labels[k], "layers": len(rows),
+               "heads per layer": ", ".join(map(str, sorted(set(rows)))), "heads": sum(rows)}
+              for k, rows in arch.layout.kinds.items()], hide_index=True)
+if arch.pruned_heads:
+    st.info("This model was already pruned by headprune; removed heads are gone from its weights.")
+
+st.subheader(f"Task `{task_name}`")
+limit = ui.eval_size_picker("model", narrow=True)
+examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, progress=False)
+if examples is not None:
+    about = cache.task_summary(task_name)
+    labels = ", ".join(f"{i} = {n}" for i, n in enumerate(about["label_names"] or []))
+    st.caption(f"{about['description'] or about['task_type']} · metric: {ui.metric_label(about['metric_name'])}"
+               + (f" · labels: {labels}" if labels else "") + f" · first rows of the `{about['split']}` split:")
+    st.dataframe(examples, hide_index=True)
+    dense = ui.run_job("eval_dense", "Evaluating the model with all heads", cache.evaluate, spec, task_name,
+                       limit, None)
+    if dense is not None:
+        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
+                  ui.metric_text(dense.metric_name, dense.metric),
+                  help=f"mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
+        st.caption(f"On the first {dense.n_examples} examples of the `{cache.split_of(task_name)}` split. "
+                   "Go on to the **Head map** to remove heads.")

@@ -1,0 +1,79 @@
+"""Head map: click heads to remove or restore them; the metric, size and speed follow."""
+import streamlit as st
+
+from app import cache, headmap, state, ui
+
+ui.page_intro("Head map", """
+Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
+squares are kept** and coloured by the chosen importance score (brighter = more important);
+**grey crossed squares are removed**. Click a head to remove or restore it, or use a preset. The
+panel on the right re-evaluates the model with exactly these heads switched off, and times the
+physically smaller model against the full one.""")
+
+spec, task_name = state.model_spec(), state.task_spec()
+arch = ui.load_architecture(spec)
+if arch is None:
+    st.stop()
+c1, c2, _ = st.columns([2, 1, 2])
+with c1:
+    scorer = ui.scorer_picker("headmap")
+with c2:
+    limit = ui.eval_size_picker("headmap")
+layout, mask = arch.layout, state.current_mask(arch.layout)
+ui.show_notices()                     # e.g. a shared link whose mask does not fit this model
+
+result = ui.run_job(f"score_{scorer}", f"Scoring heads ({scorer})", cache.scores, spec, task_name, scorer,
+                    cache.score_limit(scorer, limit))
+ranking = result.ranking_scores if result is not None else None
+left, right = st.columns([3, 2], gap="large")
+with left:
+    for kind in layout.kinds:
+        headmap.show_grid(kind, mask, ranking, scorer if ranking is not None else "")
+    with st.container(border=True):
+        p1, p2 = st.columns([3, 2])
+        pct = p1.slider("Share of heads to remove (%)", 0, 100, 50, 5, key=state.widget_key("headmap", "pct"))
+        per_layer = p2.radio("Ranking", ["global", "per layer"], horizontal=True,
+                             key=state.widget_key("headmap", "scope")) == "per layer"
+        b = st.columns(2)
+        b[0].button(f"Remove {pct} % least important", on_click=headmap.apply_preset, disabled=ranking is None,
+                    args=("remove_least", layout, ranking, pct / 100, per_layer), width="stretch")
+        b[1].button("Keep the best head per layer", on_click=headmap.apply_preset, disabled=ranking is None,
+                    args=("one_per_layer", layout, ranking), width="stretch")
+        b = st.columns(4)
+        b[0].button("Invert", on_click=headmap.apply_preset, args=("invert", layout), width="stretch")
+        b[1].button("Reset", on_click=headmap.apply_preset, args=("reset", layout), width="stretch")
+        b[2].button("Undo", on_click=state.undo, disabled=not state.can_undo(), icon=":material/undo:",
+                    width="stretch")
+        b[3].button("Redo", on_click=state.redo, disabled=not state.can_redo(), icon=":material/redo:",
+                    width="stretch")
+
+with right:                           # drawn after the map: a click shows at once, numbers follow
+    st.subheader("Live panel")
+    ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
+    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+    changed = not mask.is_full()
+    if ev is not None and dense is not None:
+        m1, m2 = st.columns(2)
+        diff = 100 * (ev.metric - dense.metric) if ev.metric_name != "bleu" else ev.metric - dense.metric
+        m1.metric(ui.metric_label(ev.metric_name), ui.metric_text(ev.metric_name, ev.metric),
+                  f"{diff:+.1f} {'points' if ev.metric_name != 'bleu' else 'BLEU'}" if changed else None)
+        m2.metric("loss", f"{ev.loss:.4f}", f"{ev.loss - dense.loss:+.4f}" if changed else None,
+                  delta_color="inverse")
+        st.caption(f"On the first {ev.n_examples} examples of the evaluation split of `{task_name}`. "
+                   f"All heads: {ui.metric_text(dense.metric_name, dense.metric)}.")
+    pruned_params, dense_params = cache.pruned_parameters(spec, mask)
+    m3, m4 = st.columns(2)
+    m3.metric("heads kept", f"{mask.n_kept} / {mask.n_total}")
+    m4.metric("parameters", ui.count_text(pruned_params),
+              f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
+              delta_color="inverse")
+    speed_slot = st.container()
+    st.markdown("**History** · click a point to go back to that step")
+    history_slot = st.container()
+
+with speed_slot:
+    bench = ui.run_job("latency", "Timing dense vs pruned", cache.latency, spec, mask)
+    if bench is not None:
+        ui.latency_panel(bench)
+with history_slot:
+    headmap.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")

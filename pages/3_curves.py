@@ -1,0 +1,66 @@
+"""Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
+import streamlit as st
+
+from app import cache, charts, state, ui
+
+ui.page_intro("Curves", """
+A **pruning curve** removes heads in order of increasing importance, a step at a time, and
+measures the metric after each step (Michel et al. 2019). A good importance score keeps the
+curve flat for longer; the **random** scorer is the baseline to beat. The star is your current
+mask from the Head map. Below, the **single-head ablation** table shows what removing each head
+*alone* does, and **one head per layer** what remains when a layer keeps only its best head.
+Click a column header to sort; download the tables as CSV or as headprune JSON.""")
+
+spec, task_name = state.model_spec(), state.task_spec()
+arch = ui.load_architecture(spec)
+if arch is None:
+    st.stop()
+names = cache.scorer_names()
+c = st.columns([3, 2, 2, 2])
+chosen = c[0].multiselect("Scorers", names, default=[n for n in ("gradient", "random") if n in names],
+                          key=state.widget_key("curves", "scorers"),
+                          help="ablation needs one evaluation per head before the curve starts: slow on big models")
+step = c[1].select_slider("Step (share of heads)", [0.05, 0.1, 0.2, 0.25], 0.1, key=state.widget_key("curves", "step"))
+rescore = c[2].toggle("Re-score each step", key=state.widget_key("curves", "rescore"),
+                      help="Michel et al. score once; the later HF port re-scores the remaining heads")
+with c[3]:
+    limit = ui.eval_size_picker("curves")
+
+curves = {}
+for name in chosen:
+    result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
+                        cache.score_limit(name, limit), step, rescore)
+    if result is not None:
+        curves[name] = result
+mask = state.current_mask(arch.layout)
+ui.show_notices()
+current = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
+dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+if curves:
+    point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
+    st.plotly_chart(charts.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
+                                         dense.metric if dense is not None else None),
+                    alt="Metric against the share of heads removed, one line per scorer")
+    st.caption(f"Each point: the metric on the first {next(iter(curves.values())).n_examples} evaluation examples.")
+    ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
+                 show_table="The curves as a table")
+
+ablation_tab, one_tab = st.tabs(["Single-head ablation", "One head per layer"])
+with ablation_tab:
+    if st.toggle(f"Compute ({arch.total_heads} evaluations of {limit} examples)",
+                 key=state.widget_key("curves", "ablation_on")):
+        table = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit)
+        if table is not None:
+            st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; Δ < 0 means the head helps.")
+            ui.downloads("ablation", ui.rows_frame(table.rows), table.to_json())
+with one_tab:
+    how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
+                   horizontal=True, key=state.widget_key("curves", "one_how"))
+    if st.toggle("Compute", key=state.widget_key("curves", "one_on")):
+        by = None if how.startswith("search") else state.scorer_name()
+        table = ui.run_job(f"one_{by}", "One head per layer", cache.one_per_layer, spec, task_name, limit, by,
+                           cache.score_limit(by, limit) if by else None)
+        if table is not None:
+            st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
+                       f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
+            ui.downloads("one_per_layer", ui.rows_frame(table.rows), table.to_json())

@@ -1,0 +1,75 @@
+"""Attention: what each head looks at for one sentence, with all heads and with the current mask."""
+import streamlit as st
+
+from app import attention, cache, state, ui, views
+
+ui.page_intro("Attention", """
+An attention head decides, for every token, how much to read from every other token: one row of
+its **attention map** per token, summing to 1. Type a sentence (or pick one from the data) to see
+every head's map, as the full model computes it and as the **pruned** model (your mask from the
+Head map) does. Removed heads contribute nothing, so the pruned model shows them empty; the kept
+heads of later layers can attend differently because their inputs changed. Many heads attend to
+`[CLS]`/`[SEP]` or to the previous/next token: such heads are often the ones pruning removes
+first. Below, the two predictions show whether the mask changed the model's answer.""")
+
+spec, task_name = state.model_spec(), state.task_spec()
+arch = ui.load_architecture(spec)
+if arch is None:
+    st.stop()
+mask = state.current_mask(arch.layout)
+
+source = st.radio("Input", ["Type a sentence", "An example from the data"], horizontal=True,
+                  key=state.widget_key("attention", "source"))
+text, text_b = "", None
+if source == "Type a sentence":
+    text = st.text_input("Sentence", "The plot was dull, but the acting was really great.",
+                         key=state.widget_key("attention", "text"), max_chars=1000)
+else:
+    examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, 20,
+                          progress=False) or []
+    if not examples:
+        st.info(f"Task `{task_name}` has no examples to show; type a sentence instead.")
+        st.stop()
+    index = st.selectbox("Example", range(len(examples)), key=state.widget_key("attention", "example"),
+                         format_func=lambda i: " ‖ ".join(x for x in attention.example_text(examples[i]) if x)[:120])
+    text, text_b = attention.example_text(examples[index])
+if not text.strip():
+    st.info("Type a sentence above: the attention views need at least one word.")
+    st.stop()
+
+labels = views.label_names(task_name)
+masked = None if mask.is_full() else mask            # one cache entry for "no mask" and "all heads kept"
+run = ui.run_job("attention", "Running the model on the sentence", views.attention_run, spec, text, text_b,
+                 masked, labels, progress=False)
+if run is None:
+    st.stop()
+views.show_predictions(run)
+
+thumbs, head_tab, model_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view"])
+with thumbs:
+    c1, c2, c3 = st.columns(3)
+    kind = c1.selectbox("Attention kind", list(run.kinds), format_func=lambda k: arch.kind_labels[k],
+                        key=state.widget_key("attention", "kind")) if len(run.kinds) > 1 else run.kinds[0]
+    kept_from = c2.radio("Kept heads as computed by", ["pruned", "dense"], horizontal=True,
+                         format_func={"pruned": "the pruned model", "dense": "the full model"}.get,
+                         key=state.widget_key("attention", "kept_from"))
+    arrange = c3.radio("Arrange", ["grid", "grouped"], horizontal=True, key=state.widget_key("attention", "arrange"),
+                       format_func={"grid": "as on the head map", "grouped": "kept | removed"}.get)
+    st.plotly_chart(attention.thumbnails_figure(run, kind, kept_from=kept_from, arrange=arrange),
+                    config={"displaylogo": False},
+                    alt="Attention map of every head: rows are layers, kept heads in blue, removed heads in grey")
+    st.caption("Each small square is one head's map: row = the token that reads, column = the token read from; "
+               "darker = more attention. Hover for the tokens and the weight.")
+for tab, view in ((head_tab, "head"), (model_tab, "model")):
+    with tab:
+        which = st.radio("Model", ["dense", "pruned"], horizontal=True, key=state.widget_key("attention", view),
+                         format_func={"dense": "all heads", "pruned": "pruned (removed heads empty)"}.get)
+        try:
+            page = views.bertviz_html(spec, text, text_b, masked, labels, view, which)
+        except Exception as exc:  # noqa: BLE001 - shown, never a traceback
+            ui.show_error(exc, f"bertviz {view} view")
+            continue
+        st.iframe(page, height=attention.view_height(run, view), alt=f"bertviz {view} view of the {which} model")
+        st.caption("Hover over a token to see where it attends; click the coloured squares to show or hide heads "
+                   "(double-click: only that head)." if view == "head" else
+                   "Every layer (row) and head (column) at once; click a thumbnail to enlarge it.")

@@ -1,0 +1,52 @@
+"""Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
+import streamlit as st
+
+from app import speed, state, ui, views
+
+ui.page_intro("Speed", """
+Masking a head (multiplying its output by 0) gives the pruned model's answers but **saves no
+time**: the head is still computed. Only **physically pruning** it, cutting its rows out of the
+query/key/value weights and its columns out of the output projection, makes the model smaller
+and faster. This page times the three side by side, round by round so that machine noise hits
+them alike, for several batch sizes. The dashed **FLOP ceiling** is the most any implementation
+can gain from removing these heads: only the attention shrinks, the feed-forward blocks do not.
+Small batches are dominated by fixed overheads, so the gain grows with the batch.""")
+
+spec = state.model_spec()
+arch = ui.load_architecture(spec)
+if arch is None:
+    st.stop()
+mask = state.current_mask(arch.layout)
+st.markdown(f"Current mask: **{mask.n_kept} of {mask.n_total} heads kept** (change it on the Head map).")
+
+c = st.columns([3, 1, 1, 1])
+sizes = c[0].multiselect("Batch sizes", speed.BATCH_CHOICES, default=[1, 4, 16],
+                         key=state.widget_key("speed", "batches"))
+seq_len = c[1].selectbox("Tokens per sequence", speed.SEQ_LEN_CHOICES, index=2, key=state.widget_key("speed", "seq"))
+device = c[2].radio("Device", views.devices(), horizontal=True, key=state.widget_key("speed", "device"))
+run_now = c[3].button("Run the sweep", type="primary", disabled=not sizes or mask.is_full(),
+                      key=state.widget_key("speed", "run"))
+if mask.is_full():
+    st.info("All heads are kept, so there is nothing to compare: remove some heads on the Head map first.")
+    st.stop()
+settings = (tuple(sorted(sizes)), int(seq_len), device)
+if run_now:
+    result = ui.run_job("sweep", "Timing dense, masked and pruned", views.speed_sweep, spec, mask, *settings)
+    if result is not None:
+        state.set_result("bench", result)
+result = state.get_result("bench")
+if result is None:
+    st.info("Choose batch sizes and press **Run the sweep** (about half a minute for the default on 2 CPU cores).")
+    st.stop()
+if result.mask != mask or (result.batch_sizes, result.seq_len, result.device.split(":")[0]) != settings:
+    st.warning(f"These numbers are for an earlier mask or settings ({result.mask.n_kept}/{result.mask.n_total} "
+               f"heads, batches {list(result.batch_sizes)}, {result.seq_len} tokens, {result.device}). "
+               "Press Run the sweep to measure the current ones.")
+
+st.plotly_chart(speed.speed_figure(result), config={"displaylogo": False},
+                alt="Throughput and speed-up of dense, masked and pruned models per batch size, with the FLOP ceiling")
+st.markdown(speed.ceiling_text(result))
+st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
+           f"synthetic inputs of {result.seq_len} tokens; median of at least {views.SWEEP_REPEATS} rounds. "
+           f"Peak memory: {result.memory_measure}.")
+ui.downloads("speed", speed.speed_table(result), result.to_json())

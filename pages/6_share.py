@@ -1,0 +1,69 @@
+"""Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
+import streamlit as st
+
+from app import cache, report, share, state, ui, views
+
+ui.page_intro("Share", """
+Send your analysis to a colleague, or keep it. **The JSON bundle** holds everything (model, task,
+mask, scores, curves, measurements, provenance) in headprune's own file formats; **the HTML
+report** shows the same with interactive plots and opens offline in any browser; **the link**
+reopens the dashboard with the same model, task, score and mask; **the pruned model** is a
+smaller model you can load with headprune. Load a bundle, a report or a mask file in the second tab
+to restore that exact state here.""")
+
+spec, task_name, scorer, limit = state.model_spec(), state.task_spec(), state.scorer_name(), state.eval_limit()
+share_tab, load_tab = st.tabs(["Share this analysis", "Load an analysis"])
+
+with load_tab:      # drawn first: it must not wait for the downloads below to be computed
+    upload = st.file_uploader("A JSON bundle, an HTML report or a mask file", type=["json", "html", "htm"],
+                              key=state.widget_key("share", "upload"))
+    if upload is not None:
+        try:
+            a = share.read_shared_file(upload.getvalue(), repr(upload.name))
+        except Exception as exc:  # noqa: BLE001 - a message, never a traceback
+            ui.show_error(exc, "Could not read the file")
+        else:
+            st.markdown(f"**{upload.name}**: model `{a.model_id or spec}`, task `{a.task or task_name}`, scorer "
+                        f"`{a.scorer or scorer}`, **{a.mask.n_kept}/{a.mask.n_total} heads kept**"
+                        + (f", {a.evaluation.metric_name} "
+                           f"{ui.metric_text(a.evaluation.metric_name, a.evaluation.metric)}" if a.evaluation else "")
+                        + ".")
+            st.button("Restore this analysis", type="primary", on_click=views.restore_analysis, args=(a,),
+                      key=state.widget_key("share", "restore"))
+            st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
+                       "the other pages then show that state (and the link reproduces it).")
+
+arch = ui.load_architecture(spec)
+if arch is None:
+    st.stop()
+mask = state.current_mask(arch.layout)
+with share_tab:
+    o1, o2, o3 = st.columns([2, 1, 1])
+    curve_scorers = o1.multiselect("Include pruning curves of", cache.scorer_names(), default=[],
+                                   key=state.widget_key("share", "curves"),
+                                   help="Computed now unless the Curves page already did (step 10 %, no re-scoring).")
+    with_ablation = o2.toggle("Single-head ablation", key=state.widget_key("share", "ablation"))
+    with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
+    analysis = views.gather_analysis(spec, task_name, scorer, limit, mask, curve_scorers=curve_scorers,
+                                     with_ablation=with_ablation, with_one_per_layer=with_one)
+    stem = share.pruned_folder_name(spec, mask).replace("-pruned-", "-")
+    d1, d2, d3 = st.columns(3)
+    d1.download_button("JSON bundle", analysis.to_bytes(), f"{stem}-analysis.json", "application/json",
+                       on_click="ignore", icon=":material/data_object:", key=state.widget_key("share", "json"))
+    d2.download_button("HTML report", lambda: report.build_report(analysis).encode(), f"{stem}-report.html",
+                       "text/html", on_click="ignore", icon=":material/description:",
+                       key=state.widget_key("share", "html"))
+    loaded = cache.load(spec)
+    d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
+                       lambda: share.pruned_model_zip(loaded, mask), f"{share.pruned_folder_name(spec, mask)}.zip",
+                       "application/zip", on_click="ignore", icon=":material/folder_zip:",
+                       key=state.widget_key("share", "zip"))
+    included = [k for k, v in analysis.to_json().items()
+                if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
+    st.caption(f"The bundle has {', '.join(included)}. Unzip the model and load it with "
+               "`pruning_core.models.load_model(folder)` or `headprune eval --model folder`.")
+    st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
+    st.code(share.share_link(share.link_base(st.context.url), analysis.link_params()), language=None,
+            wrap_lines=True)
+    if task_name.startswith("file:"):
+        st.caption("The task is a file on this server: a colleague on another machine needs the same file.")

@@ -1,0 +1,135 @@
+"""Helpers for the dashboard tests: tiny model folders, a dashboard server, and Debian's Chromium.
+
+- :func:`build_tiny_app` saves a tiny random model (tests/tiny.py) with its tokenizer into a folder
+  plus a small CSV task, so the dashboard runs on them (``HEADPRUNE_APP_MODEL`` /
+  ``HEADPRUNE_APP_TASK``) without the real default. Used by test_app_pages.py and
+  test_app_browser.py.
+- :class:`DashboardServer` starts ``streamlit run dashboard.py`` on a free localhost port.
+- :func:`chromium_path` / :data:`CHROMIUM_ARGS`: Playwright drives the system Chromium
+  (``apt-get install chromium``; ``make browser``); it never downloads a browser of its own.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+_WORDS = "the a good bad movie film great awful plot acting fun dull love hate it was is not very really".split()
+
+
+@dataclass(frozen=True)
+class TinyApp:
+    model: Path          # a model folder (config.json, model.safetensors, tokenizer files)
+    task: str            # "file:PATH" of a small CSV task matching the model
+    arch: str
+
+
+def build_tiny_app(folder: Path, arch: str = "bert", n_examples: int = 48, seed: int = 0) -> TinyApp:
+    """A tiny ``arch`` model saved like a real one, and a CSV task it can be evaluated on."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny import make_bert_tokenizer, tiny_model
+
+    folder = Path(folder)
+    model_dir = folder / f"tiny-{arch}"
+    model = _spread_weights(tiny_model(arch, seed=seed), seed)
+    tokenizer = make_bert_tokenizer(folder / f"tok-{arch}")
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    rng = random.Random(seed)
+    if arch in ("bart", "marian"):
+        rows = ["source,target"] + [f"{' '.join(rng.choices(_WORDS, k=6))},{' '.join(rng.choices(_WORDS, k=5))}"
+                                    for _ in range(n_examples)]
+    else:
+        rows = ["text,label"] + [f"{' '.join(rng.choices(_WORDS, k=rng.randint(3, 9)))},{rng.randint(0, 1)}"
+                                 for _ in range(n_examples)]
+    data = folder / f"tiny-{arch}.csv"
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return TinyApp(model_dir, f"file:{data}", arch)
+
+
+def _spread_weights(model, seed: int):
+    """Re-draw the weights wider than the config's 0.02 so that every head visibly matters."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(0.0, 0.4)
+            elif isinstance(module, torch.nn.Embedding):
+                module.weight.normal_(0.0, 1.0)
+    return model
+
+
+def app_env(tiny: TinyApp, home: Path, eval_limit: int | None = None) -> dict[str, str]:
+    """Environment variables that point the dashboard at ``tiny`` (and at an empty headprune home)."""
+    env = {"HEADPRUNE_APP_MODEL": str(tiny.model), "HEADPRUNE_APP_TASK": tiny.task,
+           "HEADPRUNE_HOME": str(home), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "HEADPRUNE_APP_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
+    if eval_limit is not None:
+        env["HEADPRUNE_APP_EVAL_LIMIT"] = str(eval_limit)
+    return env
+
+
+# -- the dashboard server --------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DashboardServer:
+    """``streamlit run dashboard.py`` on 127.0.0.1:<free port>, stopped on exit (its own process only)."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+        self.log_path = log
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "DashboardServer":
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard.py"), "--server.port", str(self.port),
+             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited early; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"streamlit did not become healthy within 60 s; see {self.log_path}")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def chromium_path() -> str | None:
+    """Debian's Chromium, if installed (``make browser`` installs it)."""
+    for candidate in ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or ""):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
