@@ -4,11 +4,10 @@ iterative pruning curves. Each returns a typed result that round-trips through J
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, field
 
 from .errors import HeadpruneError
-from .heads import HeadMask, HeadScores
+from .heads import HeadMask
 from .progress import ProgressCallback, report
 from .results import EvalResult, ScoreResult, check_format, provenance
 

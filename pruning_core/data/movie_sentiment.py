@@ -42,6 +42,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..hashing import sha256_file
 from ..errors import CacheError, DataError, did_you_mean
 from ..progress import ProgressCallback, report
 
@@ -175,14 +176,6 @@ def labelled_splits(snippets: list[Snippet]) -> dict[str, list[dict]]:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def fetch_sdist(dest: Path) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import time
 
-from ..heads import HeadMask, HeadScores
+from ..heads import HeadScores
 from ..progress import report
 from ..results import ScoreResult, provenance
 from .base import ScoreConfig, Scorer, register_scorer

