@@ -202,8 +202,8 @@ def read_shared_file(raw: bytes | str, name: str = "the file") -> Analysis:
 
 # -- links -----------------------------------------------------------------------------------------
 
-APP_PAGES = ("model", "headmap", "curves", "attention", "speed", "share", "smp")   # url paths in dashboard.py
-LINK_PAGE = "headmap"
+APP_PAGES = ("model_data", "head_map", "curves", "attention", "speed", "share", "smp_compare")  # = dashboard.url_path
+LINK_PAGE = "head_map"
 
 
 def link_base(current_url: str | None, page: str = LINK_PAGE) -> str:

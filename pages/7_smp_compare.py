@@ -17,7 +17,7 @@ smaller model is fine-tuned. The table compares, with identical fine-tuning sett
 model, **(b)** SMP, **(c)** random halves (several seeds), **(d)** fine-tune first, then remove half by
 the gradient importance I_h without retraining, and **(e)** (d) fine-tuned again. The claim to check:
 (b) is close to (a), beats (c), and is cheaper to fine-tune than (a). Produce a file with
-`headprune smp compare --out FILE` (about half an hour on 2 CPU cores).""")
+`headprune smp compare --out FILE` (about 40 minutes on 2 CPU cores).""")
 
 DEFAULT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "smp_compare.json"
 upload = st.file_uploader("Show another comparison file (headprune.smp_compare/1 JSON)", type=["json"],
@@ -34,15 +34,15 @@ except ValueError as exc:           # a HeadpruneError (wrong format), or not JS
                   f"Reading {source}")
     st.stop()
 
-rows = pd.DataFrame(summary_rows(result)).set_index("label")
-st.caption(f"From `{source}` · {result.config.get('task')} · accuracy on the {result.config.get('eval_split')} split · "
-           f"{result.provenance.get('created', '')}")
+rows = pd.DataFrame(summary_rows(result)).set_index("short")
+st.caption(f"From `{source}` · {result.config.get('task')} · {rows['metric_name'].iloc[0]} on the "
+           f"{result.config.get('eval_split')} split · {result.provenance.get('created', '')}")
 c = st.columns(3)
-c[0].markdown("**Accuracy** (mean over seeds for (c))")
-c[0].bar_chart(rows["metric"], horizontal=True, height=260, x_label=rows["metric_name"].iloc[0], y_label="")
+c[0].markdown(f"**{rows['metric_name'].iloc[0].capitalize()} minus (a)**, points (mean of the seeds for (c))")
+c[0].bar_chart(rows["delta_vs_full_points"], horizontal=True, height=260, x_label="points", y_label="")
 c[1].markdown("**Fine-tuning CPU time** (s)")
 c[1].bar_chart(rows["finetune_cpu_seconds"].dropna(), horizontal=True, height=260, x_label="seconds", y_label="")
-c[2].markdown("**Fine-tuning peak memory** (MiB)")
+c[2].markdown("**Fine-tuning peak memory** (MiB, whole process)")
 c[2].bar_chart(rows["finetune_peak_memory_mib"].dropna(), horizontal=True, height=260, x_label="MiB", y_label="")
 ui.downloads("smp_compare", rows.reset_index(), result.to_json())
 with st.expander("Every run (each random seed separately) and the settings"):

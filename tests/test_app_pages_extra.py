@@ -139,7 +139,7 @@ def test_share_page_offers_downloads_and_a_link(app_for, tiny_bert):
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels[:2] == ["JSON bundle", "HTML report"] and labels[2].startswith("Pruned model (7/8 heads")
     link = at.code[0].value
-    assert "/headmap?" in link
+    assert "/head_map?" in link
     decoded = share.decode_link(link)
     assert decoded["mask"] == "e:7.f" and decoded["model"] == str(tiny_bert.model)
 

@@ -197,9 +197,9 @@ def test_link_with_a_mask_for_another_shape_is_refused(tmp_path):
 
 
 def test_link_base_points_at_the_head_map():
-    assert share.link_base("http://h:8501/share") == "http://h:8501/headmap"
-    assert share.link_base("https://x.org/app/share?mask=1") == "https://x.org/app/headmap"
-    assert share.link_base("http://h:8501") == "http://h:8501/headmap"
+    assert share.link_base("http://h:8501/share") == "http://h:8501/head_map"
+    assert share.link_base("https://x.org/app/share?mask=1") == "https://x.org/app/head_map"
+    assert share.link_base("http://h:8501") == "http://h:8501/head_map"
     assert share.link_base(None).startswith("http://localhost")
 
 

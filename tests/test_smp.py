@@ -508,7 +508,7 @@ def test_smp_compare_page_renders(monkeypatch, tmp_path):
     assert not at.error, [e.value for e in at.error]
     assert at.title[0].value == "SMP compare"
     if (ROOT / "benchmarks" / "results" / "smp_compare.json").is_file():
-        assert len(at.get("arrow_vega_lite_chart")) == 3 and len(at.dataframe) >= 1
+        assert len(at.get("vega_lite_chart")) == 3 and len(at.dataframe) >= 1
     else:
         assert any("No comparison yet" in i.value for i in at.info)
 

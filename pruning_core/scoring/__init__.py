@@ -11,9 +11,6 @@ from .base import SCORERS, ScoreConfig, Scorer, get_scorer, register_scorer
 from . import gradient as _gradient  # noqa: F401  (registers)
 from . import baselines as _baselines  # noqa: F401  (registers)
 
-try:  # SMP lives in its own package and registers itself when importable
-    from ..smp import scorer as _smp_scorer  # noqa: F401
-except ImportError:  # pragma: no cover - only while SMP is not installed
-    pass
+from ..smp import scorer as _smp_scorer  # noqa: F401,E402  (registers `smp`)
 
 __all__ = ["SCORERS", "ScoreConfig", "Scorer", "get_scorer", "register_scorer"]

@@ -34,6 +34,8 @@ from ..heads import HeadMask
 from ..progress import ProgressCallback, ProgressEvent, report
 
 COMPARE_FORMAT = "headprune.smp_compare/1"
+SHORT = {"a_full": "(a) full", "b_smp": "(b) SMP", "c_random": "(c) random", "d_gradient": "(d) I_h, no retrain",
+         "e_gradient_retrained": "(e) I_h + retrain"}
 LABELS = {
     "a_full": "(a) full model, fine-tuned",
     "b_smp": "(b) SMP 50 % per layer, pruned, then fine-tuned",
@@ -147,8 +149,12 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 def summary_rows(result: CompareResult) -> list[dict]:
-    """One row per group (random seeds averaged): metric, fine-tuning seconds, CPU seconds, peak memory."""
+    """One row per group (random seeds averaged): metric, fine-tuning seconds, CPU seconds, peak memory.
+
+    ``delta_vs_full_points``: the metric minus that of (a), in points (x 100 for accuracy-like metrics).
+    """
     rows = []
+    full = [c.metric for c in result.conditions if c.group == "a_full"]
     for group in LABELS:
         members = [c for c in result.conditions if c.group == group]
         if not members:
@@ -156,6 +162,9 @@ def summary_rows(result: CompareResult) -> list[dict]:
         row = {"group": group, "label": LABELS[group], "n": len(members), "heads_kept": members[0].heads_kept,
                "heads_total": members[0].heads_total, "parameters": members[0].parameters}
         row["metric"], row["metric_sd"] = _mean_sd([c.metric for c in members])
+        scale = 1.0 if members[0].metric_name == "bleu" else 100.0
+        row["delta_vs_full_points"] = scale * (row["metric"] - full[0]) if full else None
+        row["short"] = SHORT[group] + (f" x{len(members)}" if len(members) > 1 else "")
         stats = [c.finetune for c in members if c.finetune]
         for key in ("seconds", "cpu_seconds", "peak_memory_bytes", "memory_increase_bytes"):
             vals = [s[key] for s in stats if s.get(key) is not None]
@@ -312,6 +321,7 @@ def run_isolated(spec: dict, progress: ProgressCallback | None = None, stage_pre
         if proc.is_alive():
             proc.terminate()
         proc.join(timeout=10)
+        q.close()
 
 
 # -- the comparison --------------------------------------------------------------------------------

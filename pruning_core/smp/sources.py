@@ -54,7 +54,7 @@ BIBLE_FILE = "bible_en.jsonl"
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "headprune.smp_sources/1"
 MIN_VERSES = 30_000       # per translation; fewer means the database is not the expected one
-FIX = "Run `headprune smp train --force` (or `headprune prepare --force`) to fetch it again."
+FIX = "Run `headprune smp train --force` to fetch it again."
 
 
 def smp_data_dir() -> Path:
@@ -149,7 +149,7 @@ def verify_bible(folder: Path | None = None) -> dict:
     manifest = read_manifest(folder)
     if manifest is None:
         raise CacheError(f"The Bible verses for SMP are not prepared (no {folder / MANIFEST}). "
-                         "Run `headprune smp train` (it fetches them) or `headprune prepare`.")
+                         "Run `headprune smp train` (it fetches them).")
     path = folder / BIBLE_FILE
     if not path.is_file():
         raise CacheError(f"Cached file {path} is missing. {FIX}")
