@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from .manifests import read_manifest_file
 from .data import movie_sentiment as ms
 from .errors import CacheError, ModelLoadError
 from .finetune import FinetuneConfig, finetune_classifier
@@ -110,17 +111,8 @@ def _folder_hashes(folder: Path) -> dict[str, str]:
 
 def read_manifest(model_dir: Path | None = None) -> dict | None:
     """The default model's manifest, or None when it has none (not prepared)."""
-    import json
-    path = (model_dir or default_model_dir()) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise CacheError(f"{path} is corrupt (not JSON). Run `headprune prepare --force`.") from None
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise CacheError(f"{path} is not a {MANIFEST_FORMAT} manifest. Run `headprune prepare --force`.")
-    return data
+    return read_manifest_file((model_dir or default_model_dir()) / MANIFEST, MANIFEST_FORMAT,
+                              "Run `headprune prepare --force`.")
 
 
 def _data_hashes(data_manifest: dict) -> dict[str, str]:

@@ -42,6 +42,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..manifests import read_manifest_file
 from ..hashing import sha256_file
 from ..errors import CacheError, DataError, did_you_mean
 from ..progress import ProgressCallback, report
@@ -261,16 +262,8 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
 
 def read_manifest(folder: Path | None = None) -> dict | None:
     """The cache manifest, or None when the data is not prepared (or a run was interrupted)."""
-    path = (folder or data_dir()) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise CacheError(f"{path} is corrupt (not JSON). Run `headprune prepare --force`.") from None
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or "files" not in data:
-        raise CacheError(f"{path} is not a {MANIFEST_FORMAT} manifest. Run `headprune prepare --force`.")
-    return data
+    return read_manifest_file((folder or data_dir()) / MANIFEST, MANIFEST_FORMAT,
+                              "Run `headprune prepare --force`.", require=("files",))
 
 
 def verify(folder: Path | None = None) -> dict:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..manifests import read_manifest_file
 from ..hashing import sha256_file
 from ..errors import CacheError, DataError, did_you_mean
 from ..progress import ProgressCallback, report
@@ -131,15 +132,9 @@ def _write_atomic(path: Path, body: bytes) -> None:
 
 def read_manifest(folder: Path | None = None) -> dict | None:
     """The manifest, or None when the Bible verses are not prepared (or a run was interrupted)."""
-    path = (folder or smp_data_dir()) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise CacheError(f"{path} is corrupt (not JSON). {FIX}") from None
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or BIBLE_FILE not in data.get("files", {}):
-        raise CacheError(f"{path} is not a {MANIFEST_FORMAT} manifest. {FIX}")
+    data = read_manifest_file((folder or smp_data_dir()) / MANIFEST, MANIFEST_FORMAT, FIX, require=("files",))
+    if data is not None and BIBLE_FILE not in data["files"]:
+        raise CacheError(f"{(folder or smp_data_dir()) / MANIFEST} is not a {MANIFEST_FORMAT} manifest. {FIX}")
     return data
 
 
