@@ -218,7 +218,7 @@ def run_attention(loaded, text: str, mask: HeadMask | None = None, *, text_b: st
         if loaded.task_type == "translation":
             gen = dict(max_new_tokens=max_new_tokens, num_beams=1, do_sample=False)
             dense_ids = model.generate(**inputs, **gen)
-            with apply_mask(model, loaded.sites, mask):
+            with apply_mask(loaded, mask):
                 pruned_ids = model.generate(**inputs, **gen)
             dense_pred = Prediction(tok.decode(dense_ids[0], skip_special_tokens=True))
             pruned_pred = Prediction(tok.decode(pruned_ids[0], skip_special_tokens=True))
@@ -230,7 +230,7 @@ def run_attention(loaded, text: str, mask: HeadMask | None = None, *, text_b: st
             forward = dict(inputs, output_attentions=True)
             decoder_tokens = None
         dense_out = model(**forward)
-        with apply_mask(model, loaded.sites, mask):
+        with apply_mask(loaded, mask):
             pruned_out = model(**forward)
         dense_maps = _maps_of(loaded, dense_out)
         pruned_maps = _zero_removed(_maps_of(loaded, pruned_out), mask)

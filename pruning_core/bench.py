@@ -654,7 +654,7 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         return dense(**inputs)
 
     def run_masked(inputs: dict) -> object:
-        with apply_mask(dense, sites, mask):
+        with apply_mask(base, mask):
             return dense(**inputs)
 
     def run_pruned(inputs: dict) -> object:

@@ -138,13 +138,21 @@ def gate_heads(model: nn.Module, sites: Sequence[AttentionSite],
 
 
 @contextlib.contextmanager
-def apply_mask(model: nn.Module, sites: Sequence[AttentionSite], mask: HeadMask | None) -> Iterator[None]:
-    """Run ``model`` with ``mask`` (1 = keep, 0 = remove) inside the block; ``None`` or a full mask is a no-op."""
-    if mask is None or mask.is_full():
+def apply_mask(loaded, mask: HeadMask | None) -> Iterator[None]:
+    """Run ``loaded.model`` with ``mask`` (1 = keep, 0 = remove) inside the block, for this thread only.
+
+    Args:
+        loaded: a ``LoadedModel`` (anything with ``model``, ``sites`` and ``layout``); not modified.
+        mask: per kind, one row per layer, 1 = keep, 0 = removed. ``None`` or a full mask is a
+            no-op. A mask of another shape raises :class:`FormatError` naming the mismatch.
+    """
+    if mask is None:
         yield
         return
-    from .architectures import layout_of
-    mask.check_fits(layout_of(list(sites)))
-    device = next(model.parameters()).device
-    with gate_heads(model, sites, gates_from_mask(mask, device)):
+    mask.check_fits(loaded.layout)
+    if mask.is_full():
+        yield
+        return
+    device = next(loaded.model.parameters()).device
+    with gate_heads(loaded.model, loaded.sites, gates_from_mask(mask, device)):
         yield

@@ -97,7 +97,7 @@ def _prune_site(site: AttentionSite, keep: list[int]) -> None:
 def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
     """A pruned deep copy of ``model`` with every head that ``mask`` removes physically gone.
 
-    The copy's outputs equal those of ``model`` run under ``apply_mask(mask)`` (up to float
+    The copy's outputs equal those of ``model`` run under ``apply_mask(loaded, mask)`` (up to float
     rounding). ``model`` itself is not modified.
     """
     from .architectures import layout_of

@@ -345,7 +345,7 @@ class ClassificationTask(Task):
         preds = [0] * data.n_examples
         loss = 0.0
         total = math.ceil(data.n_examples / batch_size)
-        with torch.inference_mode(), apply_mask(loaded.model, loaded.sites, mask):
+        with torch.inference_mode(), apply_mask(loaded, mask):
             for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
                 outputs = loaded.model(**batch.inputs)
                 loss += float(self.loss_sum(loaded, batch, outputs))
@@ -429,7 +429,7 @@ class TranslationTask(Task):
         total = math.ceil(data.n_examples / batch_size)
         # the decoder's positions bound the output: start token + new tokens <= max positions
         max_new = min(data.max_length, getattr(loaded.model.config, "max_position_embeddings", 1 << 20) - 1)
-        with torch.inference_mode(), apply_mask(loaded.model, loaded.sites, mask):
+        with torch.inference_mode(), apply_mask(loaded, mask):
             for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
                 outputs = loaded.model(**batch.inputs)
                 loss += float(self.loss_sum(loaded, batch, outputs))

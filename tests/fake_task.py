@@ -71,7 +71,7 @@ class FakeTask:
 
     def evaluate(self, loaded, data, mask=None, *, batch_size=64, beams=1, progress=None):
         correct, total, loss = 0.0, 0, 0.0
-        with torch.inference_mode(), apply_mask(loaded.model, loaded.sites, mask):
+        with torch.inference_mode(), apply_mask(loaded, mask):
             for b in data.batches(batch_size):
                 out = loaded.model(**b.inputs)
                 loss += float(self.loss_sum(loaded, b, out))

@@ -388,7 +388,7 @@ def test_pruned_zip_loads_back_with_the_masked_logits(arch, tmp_path):
     pruned = load_model(str(folder))
     assert pruned.pruned_heads and pruned.layout.total_heads == mask.n_kept
     inputs = tiny_inputs(arch)
-    with apply_mask(loaded.model, loaded.sites, mask):
+    with apply_mask(loaded, mask):
         expected = logits_of(loaded.model, inputs)
     torch.testing.assert_close(logits_of(pruned.model, inputs), expected, atol=1e-5, rtol=1e-4)
 

@@ -56,7 +56,7 @@ def test_physical_pruning_matches_masking_on_the_real_model(default, task):
     batch = next(data.batches(64))
     mask = remove_least_important(get_scorer("random").score(default, task, ScoreConfig(seed=1)).scores, 0.5)
     with torch.inference_mode():
-        with apply_mask(default.model, default.sites, mask):
+        with apply_mask(default, mask):
             masked = default.model(**batch.inputs).logits
         pruned = prune_heads(default.model, mask)(**batch.inputs).logits
         dense_again = default.model(**batch.inputs).logits

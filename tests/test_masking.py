@@ -18,11 +18,11 @@ def test_full_mask_is_a_noop_and_a_mask_changes_outputs(arch, tmp_path):
     lm = tiny_loaded(arch, tmp_path)
     x = tiny_inputs(arch)
     dense = logits_of(lm.model, x)
-    with apply_mask(lm.model, lm.sites, HeadMask.full(lm.layout)):
+    with apply_mask(lm, HeadMask.full(lm.layout)):
         assert torch.equal(logits_of(lm.model, x), dense)
     with gate_heads(lm.model, lm.sites, ones_gates(lm.layout)):
         assert torch.allclose(logits_of(lm.model, x), dense, atol=1e-6)
-    with apply_mask(lm.model, lm.sites, some_mask(lm.layout)):
+    with apply_mask(lm, some_mask(lm.layout)):
         masked = logits_of(lm.model, x)
     assert (masked - dense).abs().max() > 1e-5, "masking had no effect: the silent no-op trap"
     assert installed_hook_count(lm.model) == 0
@@ -34,7 +34,7 @@ def test_each_kind_masks_separately(kind, tmp_path):
     x = tiny_inputs("bart")
     dense = logits_of(lm.model, x)
     mask = HeadMask.from_removed(lm.layout, [(kind, 0, 1), (kind, 1, 3)])
-    with apply_mask(lm.model, lm.sites, mask):
+    with apply_mask(lm, mask):
         assert (logits_of(lm.model, x) - dense).abs().max() > 1e-6
 
 
@@ -43,7 +43,7 @@ def test_zero_gate_equals_zeroed_head_output(tmp_path):
     lm = tiny_loaded("bert", tmp_path)
     x = tiny_inputs("bert")
     site = lm.sites[1]
-    with apply_mask(lm.model, lm.sites, HeadMask.from_removed(lm.layout, [("encoder_self", 1, 2)])):
+    with apply_mask(lm, HeadMask.from_removed(lm.layout, [("encoder_self", 1, 2)])):
         masked = logits_of(lm.model, x)
     d = site.head_dim
     w = site.out.weight.data.clone()
@@ -58,11 +58,11 @@ def test_zero_gate_equals_zeroed_head_output(tmp_path):
 def test_no_hook_left_after_exception(tmp_path):
     lm = tiny_loaded("bert", tmp_path)
     with pytest.raises(RuntimeError):
-        with apply_mask(lm.model, lm.sites, some_mask(lm.layout)):
+        with apply_mask(lm, some_mask(lm.layout)):
             raise RuntimeError("boom")
     assert installed_hook_count(lm.model) == 0
     with pytest.raises(Exception):
-        with apply_mask(lm.model, lm.sites, some_mask(lm.layout)):
+        with apply_mask(lm, some_mask(lm.layout)):
             lm.model(input_ids=torch.full((1, 3), 10_000))   # index error inside forward
     assert installed_hook_count(lm.model) == 0
 
@@ -72,7 +72,7 @@ def test_wrong_shape_mask_is_rejected(tmp_path):
     lm = tiny_loaded("bert", tmp_path)
     bad = HeadMask.from_lists({"encoder_self": [[1, 0, 1], [1, 1, 1]]})
     with pytest.raises(FormatError, match="heads per layer"):
-        with apply_mask(lm.model, lm.sites, bad):
+        with apply_mask(lm, bad):
             pass
     assert installed_hook_count(lm.model) == 0
 
@@ -85,7 +85,7 @@ def test_concurrent_masks_on_one_shared_model(tmp_path):
              HeadMask.from_removed(lm.layout, [("encoder_self", 0, h) for h in range(4)])]
     expected = []
     for m in masks:
-        with apply_mask(lm.model, lm.sites, m):
+        with apply_mask(lm, m):
             expected.append(logits_of(lm.model, x))
     errors, barrier = [], threading.Barrier(len(masks))
 
@@ -93,7 +93,7 @@ def test_concurrent_masks_on_one_shared_model(tmp_path):
         try:
             barrier.wait()
             for _ in range(25):
-                with apply_mask(lm.model, lm.sites, masks[i]):
+                with apply_mask(lm, masks[i]):
                     got = logits_of(lm.model, x)
                 if not torch.allclose(got, expected[i], atol=1e-6):
                     errors.append(f"thread {i} got another mask's result")
@@ -119,7 +119,7 @@ def test_mask_applies_inside_generate(tmp_path):
     with torch.no_grad():
         dense = lm.model.generate(**x, **kw)
         mask = HeadMask.from_removed(lm.layout, [(k, l, h) for k in lm.layout.kinds for l in range(2) for h in range(3)])
-        with apply_mask(lm.model, lm.sites, mask):
+        with apply_mask(lm, mask):
             masked = lm.model.generate(**x, **kw)
         again = lm.model.generate(**x, **kw)
     assert installed_hook_count(lm.model) == 0

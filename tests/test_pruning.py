@@ -24,7 +24,7 @@ def test_pruned_equals_masked_and_original_untouched(arch, tmp_path):
     x = tiny_inputs(arch)
     before = weights_hash_of_module(lm.model)
     mask = mixed_mask(lm.layout)
-    with apply_mask(lm.model, lm.sites, mask):
+    with apply_mask(lm, mask):
         masked = logits_of(lm.model, x)
     pruned = prune_heads(lm.model, mask)
     assert torch.allclose(logits_of(pruned, x), masked, atol=1e-5)
@@ -40,7 +40,7 @@ def test_parity_per_kind_seq2seq(kind, tmp_path):
     lm = tiny_loaded("bart", tmp_path)
     x = tiny_inputs("bart")
     mask = mixed_mask(lm.layout, [kind])
-    with apply_mask(lm.model, lm.sites, mask):
+    with apply_mask(lm, mask):
         masked = logits_of(lm.model, x)
     assert torch.allclose(logits_of(prune_heads(lm.model, mask), x), masked, atol=1e-5)
 
@@ -54,7 +54,7 @@ def test_pruned_generate_equals_masked_generate(arch, tmp_path):
     kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False, num_beams=2, output_scores=True,
               return_dict_in_generate=True)
     with torch.no_grad():
-        with apply_mask(lm.model, lm.sites, mask):
+        with apply_mask(lm, mask):
             masked = lm.model.generate(**x, **kw)
         pruned = prune_heads(lm.model, mask).generate(**x, **kw)
     assert torch.equal(masked.sequences, pruned.sequences)

@@ -58,7 +58,7 @@ def mean_head_logits(loaded, pfile: PrunerFile, data, *, mask: HeadMask | None =
     sums: list[torch.Tensor] | None = None
     n = 0
     total = max(1, -(-data.n_examples // batch_size))
-    with apply_mask(loaded.model, loaded.sites, mask):
+    with apply_mask(loaded, mask):
         for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
             am = batch.token_masks["encoder_self"]
             with capture_attention(loaded, am) as maps:

@@ -1,0 +1,42 @@
+"""The one registry helper: unique names, did-you-mean, lazy entries, metadata without loading."""
+import pytest
+
+from pruning_core.errors import DataError, HeadpruneError
+from pruning_core.registry import Registry
+
+
+def test_duplicate_names_raise():
+    reg = Registry("widget")
+    reg.add("a", 1)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.add("a", 2)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.add_lazy("a", lambda: 3)
+    assert reg.get("a") == 1
+
+
+def test_unknown_name_suggests_and_lists():
+    reg = Registry("widget", DataError, hint="Register one first.")
+    reg.add("gradient", 1)
+    reg.add("random", 2)
+    with pytest.raises(DataError, match=r"Unknown widget 'gradiant'\. Did you mean 'gradient'\? "
+                                        r"Available: gradient, random\. Register one first\."):
+        reg.get("gradiant")
+    with pytest.raises(HeadpruneError):
+        reg.entry("nope")
+
+
+def test_lazy_entry_loads_once_and_metadata_needs_no_load():
+    calls = []
+    reg = Registry("scorer")
+
+    def load():
+        calls.append(1)
+        return "loaded"
+
+    reg.add_lazy("smp", load, description="learned", needs_labels=False, cost="cheap")
+    assert reg.entry("smp").meta["needs_labels"] is False and reg.entry("smp").description == "learned"
+    assert calls == [] and "smp" in reg and reg.names() == ["smp"]
+    assert reg.get("smp") == "loaded" and reg.get("smp") == "loaded"
+    assert calls == [1]
+    assert reg.items() == [("smp", "loaded")]
