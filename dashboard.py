@@ -1,8 +1,9 @@
 """The headprune dashboard: `streamlit run dashboard.py` (or `headprune app`, `make run`).
 
 This file is the shell: page config, session defaults (and a shared link's query parameters),
-the navigation, and a sidebar summary. The pages live in pages/; the logic they call in app/
-and pruning_core/.
+the navigation, and a sidebar summary. The page scripts live in app_pages/ (not Streamlit's
+auto-discovered ``pages/`` folder: ``st.navigation`` below is the only page list); the logic they
+call in app/ and pruning_core/.
 """
 from pathlib import Path
 
@@ -14,27 +15,20 @@ ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")
 state.init()
 
-# (file, title, icon); the optional pages appear once their file exists. The first page is served
-# at "/", the others at their file name without the number ("/head_map"): the name Streamlit's old
-# pages-folder mode derives too, so a link opened on a fresh server resolves to the same page when
-# app/__init__.py hands that mode over to this navigation.
+# (file, title, icon), in menu order. The first page is served at "/", the others at their file
+# name ("/head_map"), the path shared links use (app.share.APP_PAGES lists the same names).
 PAGES = [
-    ("pages/1_model_data.py", "Model & data", ":material/dataset:"),
-    ("pages/2_head_map.py", "Head map", ":material/grid_on:"),
-    ("pages/3_curves.py", "Curves", ":material/show_chart:"),
-    ("pages/4_attention.py", "Attention", ":material/visibility:"),
-    ("pages/5_speed.py", "Speed", ":material/speed:"),
-    ("pages/6_share.py", "Share", ":material/share:"),
-    ("pages/7_smp_compare.py", "SMP compare", ":material/compare_arrows:"),
+    ("app_pages/model_data.py", "Model & data", ":material/dataset:"),
+    ("app_pages/head_map.py", "Head map", ":material/grid_on:"),
+    ("app_pages/curves.py", "Curves", ":material/show_chart:"),
+    ("app_pages/attention.py", "Attention", ":material/visibility:"),
+    ("app_pages/speed.py", "Speed", ":material/speed:"),
+    ("app_pages/share.py", "Share", ":material/share:"),
+    ("app_pages/smp_compare.py", "SMP compare", ":material/compare_arrows:"),
 ]
 
-
-def url_path(file: str) -> str:
-    return Path(file).stem.split("_", 1)[1]
-
-
-page = st.navigation([st.Page(str(ROOT / f), title=t, icon=i, url_path=url_path(f), default=(n == 0))
-                      for n, (f, t, i) in enumerate(PAGES) if (ROOT / f).is_file()])
+page = st.navigation([st.Page(str(ROOT / f), title=t, icon=i, url_path=Path(f).stem, default=(n == 0))
+                      for n, (f, t, i) in enumerate(PAGES)])
 
 with st.sidebar:
     st.caption("**headprune** · which attention heads does this model need?")

@@ -1,11 +1,14 @@
-"""Cached calls into pruning_core: the only place the dashboard loads, scores, evaluates or prunes.
+"""Cached calls into pruning_core: the only module with ``st.cache_resource`` / ``st.cache_data``,
+and the only place the dashboard loads, scores, evaluates, times, prunes or runs attention maps.
 
 - Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
   evaluation data, physically pruned copies. One instance serves every browser session and is
   treated as read-only: masks are applied per call (``pruning_core.masking.apply_mask`` is
   per-thread), pruning returns a copy.
 - Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
-  their arguments: model spec, task name, data size, mask and settings.
+  their arguments: model spec, task name, data size, mask and settings. A cached function reads
+  nothing but its arguments (and the other cached calls they name); settings such as the device
+  or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
 keeps them out of the cache key. Run long calls through :func:`app.ui.run_job`, which supplies
@@ -23,13 +26,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from pruning_core import experiments, pruning
+from pruning_core import attention_maps, bench, experiments, prepare, pruning, tasks
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, default_model_dir, load_model
 from pruning_core.progress import ProgressCallback, report
 from pruning_core.results import EvalResult, ScoreResult
 from pruning_core.scoring import SCORERS, ScoreConfig, get_scorer
+
+from . import attention
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
 SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
@@ -38,8 +43,8 @@ LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
 
 
-def _device() -> str | None:
-    """``HEADPRUNE_APP_DEVICE`` ('cpu' / 'cuda'), else CUDA when present (documented in the README)."""
+def app_device() -> str | None:
+    """``HEADPRUNE_APP_DEVICE`` ('cpu' / 'cuda'), else None: CUDA when present (documented in the README)."""
     return os.environ.get("HEADPRUNE_APP_DEVICE") or None
 
 
@@ -64,12 +69,19 @@ def _check_fits_memory(spec: str) -> None:
                              "of memory is free. Choose a smaller model, or free memory and try again.")
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
 def load(spec: str) -> LoadedModel:
-    """The model for ``spec`` ('default', a folder or a hub id), shared read-only by all sessions."""
+    """The model for ``spec`` ('default', a folder or a hub id), shared read-only by all sessions.
+
+    Never modified: masks are applied per call (``apply_mask(loaded, mask)``), pruning copies it.
+    """
+    return _load(spec, app_device())
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def _load(spec: str, device: str | None) -> LoadedModel:
     _check_fits_memory(spec)
     try:
-        return load_model(spec, device=_device())
+        return load_model(spec, device=device)
     except MemoryError:
         raise ModelLoadError(f"Model {spec!r} is too large for this machine's memory. Choose a smaller one.") from None
     except RuntimeError as exc:
@@ -86,13 +98,8 @@ def default_ready() -> bool:
 
 def prepare_default(_progress: ProgressCallback | None = None) -> None:
     """Fetch the default data and fine-tune the default model, then forget stale cached results."""
-    try:
-        from pruning_core.prepare import prepare_default as _prepare
-    except ImportError:
-        raise HeadpruneError("This headprune has no `prepare` module yet; run `headprune prepare` "
-                             "in a terminal.") from None
-    _prepare(progress=_progress)
-    load.clear()
+    prepare.prepare_default(progress=_progress)
+    _load.clear()
     st.cache_data.clear()
 
 
@@ -130,13 +137,6 @@ def architecture(spec: str) -> ArchSummary:
                        m.weights_sha256, m.pruned_heads)
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def pruned_model(spec: str, mask: HeadMask) -> LoadedModel:
-    """A physically pruned copy of the model (the shared one is not touched)."""
-    loaded = load(spec)
-    return loaded.derive(pruning.prune_heads(loaded.model, mask), loaded.model_id)
-
-
 def pruned_parameters(spec: str, mask: HeadMask) -> tuple[int, int]:
     """(parameters of the pruned model, parameters of the dense one), counted on a pruned copy."""
     return _pruned_parameters(spec, None if mask.is_full() else mask)
@@ -153,21 +153,13 @@ def _pruned_parameters(spec: str, mask: HeadMask | None) -> tuple[int, int]:
 # -- tasks and data --------------------------------------------------------------------------------
 def task_names() -> list[str]:
     """Registered task names (the embedded task, GLUE and WMT names), for the task picker."""
-    try:
-        from pruning_core import tasks
-    except ImportError:
-        return ["movie-sentiment"]
-    names = getattr(tasks, "task_names", None)
-    if callable(names):
-        return list(names())
-    return sorted(getattr(tasks, "TASKS", {}) or ["movie-sentiment"])
+    return list(tasks.task_names())
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def task(name: str):
     """The ``pruning_core.tasks.Task`` for ``name`` ('movie-sentiment', 'sst2', 'file:PATH', ...)."""
-    from pruning_core.tasks import get_task
-    return get_task(name)
+    return tasks.get_task(name)
 
 
 def task_summary(task_name: str) -> dict:
@@ -222,14 +214,13 @@ def _norm(mask: HeadMask | None) -> HeadMask | None:
 def evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None,
              _progress: ProgressCallback | None = None) -> EvalResult:
     """Metric and loss of the model under ``mask`` on the first ``limit`` evaluation examples."""
-    return _evaluate(spec, task_name, limit, _norm(mask), _progress)
+    return _evaluate(spec, task_name, limit, _norm(mask), EVAL_BATCH, _progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None,
+def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, batch_size: int,
               _progress: ProgressCallback | None = None) -> EvalResult:
-    loaded = load(spec)
-    return task(task_name).evaluate(loaded, data(spec, task_name, limit), mask, batch_size=EVAL_BATCH,
+    return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
                                     progress=_progress)
 
 
@@ -242,9 +233,17 @@ def scorer_description(name: str) -> str:
     return getattr(SCORERS.get(name), "description", "")
 
 
+def scorer_meta(name: str) -> dict:
+    """A scorer's metadata: ``needs_labels`` (bool) and ``cost`` ("cheap": a few passes over the
+    data; "per_head": one evaluation per head). The one place the app reads it."""
+    scorer = get_scorer(name)
+    return {"needs_labels": bool(getattr(scorer, "needs_labels", True)), "cost": getattr(scorer, "cost", "cheap")}
+
+
 def score_limit(scorer: str, eval_limit: int) -> int:
-    """Examples a scorer uses: ablation evaluates once per head, so it uses the evaluation subset."""
-    return eval_limit if scorer == "ablation" else max(SCORE_LIMIT, eval_limit)
+    """Examples a scorer uses: one that evaluates once per head uses the evaluation subset, the
+    others at least :data:`SCORE_LIMIT` examples."""
+    return eval_limit if scorer_meta(scorer)["cost"] == "per_head" else max(SCORE_LIMIT, eval_limit)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -257,29 +256,32 @@ def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def curve(spec: str, task_name: str, scorer: str, limit: int | None, score_limit_: int | None,
-          step: float = 0.1, rescore: bool = False, _progress: ProgressCallback | None = None):
+          step: float = 0.1, rescore: bool = False, _progress: ProgressCallback | None = None,
+          batch_size: int = EVAL_BATCH):
     """Iterative pruning curve (metric vs share of heads removed) of one scorer."""
     initial = scores(spec, task_name, scorer, score_limit_, _progress=_progress)
     config = ScoreConfig(split=split_of(task_name), limit=score_limit_)
     return experiments.pruning_curve(load(spec), task(task_name), data(spec, task_name, limit), get_scorer(scorer),
                                      config, step=step, rescore=rescore, initial_scores=initial,
-                                     batch_size=EVAL_BATCH, progress=_progress)
+                                     batch_size=batch_size, progress=_progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def ablation(spec: str, task_name: str, limit: int | None, _progress: ProgressCallback | None = None):
+def ablation(spec: str, task_name: str, limit: int | None, _progress: ProgressCallback | None = None,
+             batch_size: int = EVAL_BATCH):
     """The single-head ablation table: the metric with each head removed alone."""
     return experiments.ablation_table(load(spec), task(task_name), data(spec, task_name, limit),
-                                      batch_size=EVAL_BATCH, progress=_progress)
+                                      batch_size=batch_size, progress=_progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | None = None,
-                  score_limit_: int | None = None, _progress: ProgressCallback | None = None):
+                  score_limit_: int | None = None, _progress: ProgressCallback | None = None,
+                  batch_size: int = EVAL_BATCH):
     """Each layer reduced to its best head (by ``scorer``'s scores, or by search when None)."""
     chosen = scores(spec, task_name, scorer, score_limit_, _progress=_progress) if scorer else None
     return experiments.one_head_per_layer(load(spec), task(task_name), data(spec, task_name, limit), scores=chosen,
-                                          batch_size=EVAL_BATCH, progress=_progress)
+                                          batch_size=batch_size, progress=_progress)
 
 
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
@@ -290,8 +292,6 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
 @st.cache_data(show_spinner=False, max_entries=512)
 def _latency(spec: str, mask: HeadMask, batch_size: int, seq_len: int,
              _progress: ProgressCallback | None = None):
-    from pruning_core import bench
-
     loaded = load(spec)
     max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or seq_len
     return bench.benchmark(loaded, mask, batch_sizes=(batch_size,), seq_len=min(seq_len, max_pos),
@@ -307,3 +307,60 @@ def evaluate_many(spec: str, task_name: str, limit: int | None, masks: list[Head
         results.append(evaluate(spec, task_name, limit, mask))
         report(_progress, "evaluate", i + 1, len(masks), "mask history")
     return results
+
+
+# -- attention maps (Attention page) ---------------------------------------------------------------
+def label_names(task_name: str) -> tuple[str, ...] | None:
+    """The task's class names (None when the task has none or cannot be loaded)."""
+    try:
+        names = getattr(task(task_name), "label_names", None)
+    except HeadpruneError:
+        return None
+    return tuple(names) if names else None
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def attention_run(spec: str, text: str, text_b: str | None, mask: HeadMask | None,
+                  labels: tuple[str, ...] | None) -> attention_maps.AttentionRun:
+    """:func:`pruning_core.attention_maps.run_attention` on the shared model, per (model, text, mask)."""
+    return attention_maps.run_attention(load(spec), text, mask, text_b=text_b, label_names=labels)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None, labels: tuple[str, ...] | None,
+                 view: str, which: str) -> str:
+    """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
+    run = attention_run(spec, text, text_b, mask, labels)
+    return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
+
+
+# -- speed sweep (Speed page) ----------------------------------------------------------------------
+# Few repeats, so a sweep of the default on 2 CPU cores takes ~20-40 s.
+SWEEP_WARMUP = 1
+SWEEP_REPEATS = 5
+SWEEP_MIN_SECONDS = 0.5
+
+
+def devices() -> list[str]:
+    """The devices the Speed page offers: CPU, and CUDA when present."""
+    import torch
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+def speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
+                _progress: ProgressCallback | None = None):
+    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling."""
+    return _speed_sweep(spec, mask, batch_sizes, seq_len, device, SWEEP_WARMUP, SWEEP_REPEATS, SWEEP_MIN_SECONDS,
+                        _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
+                 warmup: int, repeats: int, min_seconds: float, _progress: ProgressCallback | None = None):
+    loaded = load(spec)
+    max_pos = getattr(loaded.model.config, "max_position_embeddings", None)
+    if max_pos is not None and seq_len > max_pos:
+        raise HeadpruneError(f"{seq_len} tokens is more than this model's {max_pos} positions; choose a shorter "
+                             "sequence length.")
+    return bench.benchmark(loaded, mask, batch_sizes=batch_sizes, seq_len=seq_len, device=device, warmup=warmup,
+                           repeats=repeats, min_seconds=min_seconds, progress=_progress)

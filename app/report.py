@@ -1,6 +1,6 @@
 """One self-contained HTML report of an analysis: opens offline, plots stay interactive.
 
-:func:`build_report` turns an :class:`app.share.Analysis` into a single HTML document:
+:func:`build_report` turns an :class:`app.analysis.Analysis` into a single HTML document:
 
 - plotly.js (from the installed ``plotly`` package) is inlined once in ``<head>``; every figure is
   a ``<div>`` plus a small inline script. No ``<script src>``, no CDN, no external fonts.
@@ -27,7 +27,7 @@ import plotly.io as pio
 from pruning_core.heads import KIND_LABELS
 
 from . import charts, headmap, speed, webassets
-from .share import BUNDLE_SCRIPT_ID, Analysis
+from .analysis import BUNDLE_SCRIPT_ID, Analysis
 
 _CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;color:#1B1F24;background:#fff;

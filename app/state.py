@@ -19,7 +19,6 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
 ``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves
 ``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run
-``hp_upload``          dict                 {"name", "path"} of the task file last uploaded
 ``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
                                             (the last speed sweep "bench", a loaded "analysis")
 ``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
@@ -35,11 +34,10 @@ Public functions
   :func:`reset_mask`, :func:`undo`, :func:`redo`, :func:`can_undo`, :func:`can_redo`,
   :func:`history`, :func:`history_index`, :func:`jump_to`.
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
-  :func:`restore` (used by the Share page to load an analysis), :func:`mask_to_param`,
-  :func:`mask_from_param`.
+  :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
+  is ``pruning_core.share_link`` (``encode_mask`` / ``decode_mask``).
 - Jobs and messages: :func:`is_cancelled`, :func:`mark_cancelled`, :func:`clear_cancelled`,
-  :func:`add_notice`, :func:`pop_notices`; upload bookkeeping :func:`upload_info` /
-  :func:`set_upload_info`; :func:`widget_key` for page widget keys.
+  :func:`add_notice`, :func:`pop_notices`; :func:`widget_key` for page widget keys.
 - Per-session results: :func:`set_result` / :func:`get_result` (valid only for the model and task
   they were stored under).
 
@@ -55,8 +53,9 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from pruning_core.errors import FormatError, HeadpruneError
+from pruning_core.errors import HeadpruneError
 from pruning_core.heads import KINDS, HeadLayout, HeadMask
+from pruning_core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, decode_mask, encode_mask
 
 # -- keys ----------------------------------------------------------------------------------------
 MODEL = "hp_model"
@@ -69,11 +68,8 @@ QP_READ = "hp_qp_read"
 QP_WRITTEN = "hp_qp_written"
 CANCELLED = "hp_cancelled"
 NOTICES = "hp_notices"
-UPLOAD = "hp_upload"
 RESULTS = "hp_results"
 
-# URL query parameter names
-QP_MODEL, QP_TASK, QP_SCORER, QP_MASK, QP_LIMIT = "model", "task", "scorer", "mask", "n"
 
 DEFAULT_MODEL = "default"
 DEFAULT_TASK = "movie-sentiment"
@@ -84,11 +80,6 @@ DEFAULT_SCORER = "gradient"
 # on a 2-core CPU, with the rest of the page run (~0.2 s) included.
 DEFAULT_EVAL_LIMIT = 128
 MAX_EVAL_LIMIT = 100_000
-
-# Short kind codes used in the ``mask`` query parameter.
-_KIND_CODE = {"encoder_self": "e", "decoder_self": "d", "cross": "c"}
-_CODE_KIND = {v: k for k, v in _KIND_CODE.items()}
-
 
 def widget_key(page: str, name: str) -> str:
     """The session-state key of a page's widget, e.g. ``widget_key("headmap", "preset_pct")``."""
@@ -107,7 +98,6 @@ def _defaults() -> dict:
         QP_WRITTEN: {},
         CANCELLED: set(),
         NOTICES: [],
-        UPLOAD: None,
     }
 
 
@@ -191,7 +181,7 @@ def share_params(mask: HeadMask | None = None) -> dict[str, str]:
         if mask is None and st.session_state.get(PENDING_MASK):
             params[QP_MASK] = st.session_state[PENDING_MASK]
     if mask is not None and not mask.is_full():
-        params[QP_MASK] = mask_to_param(mask)
+        params[QP_MASK] = encode_mask(mask)
     return params
 
 
@@ -201,53 +191,6 @@ def push_query_params() -> None:
     if params != st.session_state.get(QP_WRITTEN) or dict(st.query_params) != params:
         st.query_params.from_dict(params)
         st.session_state[QP_WRITTEN] = params
-
-
-def mask_to_param(mask: HeadMask) -> str:
-    """Compact text form of a mask for URLs: ``e:fff.fdf,c:ff.f0`` (per kind; per layer, hex bits).
-
-    Each layer's row is read as a binary number with head 0 as the most significant bit, written
-    in hex with ceil(heads / 4) digits; layers are separated by '.', kinds by ','.
-    """
-    parts = []
-    for kind, rows in mask.kinds.items():
-        layers = []
-        for row in rows:
-            n = len(row)
-            value = int("".join(str(v) for v in row), 2) if n else 0
-            layers.append(format(value, f"0{(n + 3) // 4}x") if n else "")
-        parts.append(f"{_KIND_CODE[kind]}:{'.'.join(layers)}")
-    return ",".join(parts)
-
-
-def mask_from_param(text: str, layout: HeadLayout) -> HeadMask:
-    """Inverse of :func:`mask_to_param` for a model with ``layout``; FormatError if it does not fit."""
-    kinds: dict[str, list[list[int]]] = {}
-    try:
-        for part in text.split(","):
-            code, _, body = part.partition(":")
-            kind = _CODE_KIND[code.strip()]
-            sizes = layout.kinds.get(kind)
-            layers = body.split(".")
-            if sizes is None or len(layers) != len(sizes):
-                raise FormatError(f"The mask in the link has {len(layers)} {kind} layers; the model has "
-                                  f"{len(sizes) if sizes else 0}. The link was made for another model.")
-            rows = []
-            for hexbits, n in zip(layers, sizes):
-                value = int(hexbits, 16) if hexbits else 0
-                if value >= 1 << n:
-                    raise FormatError(f"The mask in the link has more than {n} heads in a {kind} layer; "
-                                      "it was made for another model.")
-                rows.append([int(b) for b in format(value, f"0{n}b")] if n else [])
-            kinds[kind] = rows
-    except (KeyError, ValueError) as exc:
-        if isinstance(exc, HeadpruneError):
-            raise
-        raise FormatError(f"The mask in the link ({text[:40]!r}) is not readable: {exc}. "
-                          "Copy the whole link again from the Share page.") from None
-    mask = HeadMask.from_lists(kinds)
-    mask.check_fits(layout)
-    return mask
 
 
 # -- choices -------------------------------------------------------------------------------------
@@ -305,7 +248,7 @@ def _history(layout: HeadLayout) -> MaskHistory:
     if pending:
         st.session_state[PENDING_MASK] = None
         try:
-            start, label = mask_from_param(pending, layout), "mask from the link"
+            start, label = decode_mask(pending, layout), "mask from the link"
         except HeadpruneError as exc:
             add_notice("error", f"{exc} Starting with all heads kept instead.")
     hist = MaskHistory(model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
@@ -393,12 +336,12 @@ def restore(*, model: str | None = None, task: str | None = None, scorer: str | 
         if isinstance(mask, Mapping):
             mask = HeadMask.from_lists(mask)
         if isinstance(mask, HeadMask):
-            mask = mask_to_param(mask)
+            mask = encode_mask(mask)
         st.session_state[HISTORY] = None
         st.session_state[PENDING_MASK] = mask
 
 
-# -- jobs, notices, uploads ----------------------------------------------------------------------
+# -- jobs and notices ----------------------------------------------------------------------
 def is_cancelled(job: str) -> bool:
     init()
     return job in st.session_state[CANCELLED]
@@ -426,15 +369,6 @@ def pop_notices() -> list[tuple[str, str]]:
     return notices
 
 
-def upload_info() -> dict | None:
-    return st.session_state.get(UPLOAD)
-
-
-def set_upload_info(info: dict | None) -> None:
-    st.session_state[UPLOAD] = info
-
-
-
 def set_result(name: str, value) -> None:
     """Remember ``value`` under ``name`` for the current model and task (``None`` forgets it)."""
     results = st.session_state.setdefault(RESULTS, {})
@@ -454,9 +388,9 @@ def get_result(name: str):
 
 __all__ = [
     "KINDS", "HistoryEntry", "MaskHistory", "widget_key", "init", "share_params", "push_query_params",
-    "mask_to_param", "mask_from_param", "model_spec", "set_model_spec", "task_spec", "set_task_spec",
+    "model_spec", "set_model_spec", "task_spec", "set_task_spec",
     "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "current_mask", "set_mask", "toggle_head",
     "reset_mask", "can_undo", "can_redo", "undo", "redo", "jump_to", "history", "history_index", "restore",
-    "is_cancelled", "mark_cancelled", "clear_cancelled", "add_notice", "pop_notices", "upload_info",
-    "set_upload_info", "RESULTS", "set_result", "get_result",
+    "is_cancelled", "mark_cancelled", "clear_cancelled", "add_notice", "pop_notices", "RESULTS",
+    "set_result", "get_result",
 ]

@@ -19,6 +19,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from app import state
+from pruning_core.attention_maps import MAX_TOKENS
 from pruning_core.errors import Cancelled, HeadpruneError
 from pruning_core.progress import ProgressEvent
 
@@ -224,6 +225,22 @@ def latency_panel(bench) -> None:
                f"vs {dense.examples_per_s:.0f} examples/s (dense {1000 * dense.latency.median:.1f} ms).")
 
 
+def show_predictions(run) -> None:
+    """The dense and the pruned model's answer (an ``AttentionRun``) side by side, a warning when they
+    differ, and notes."""
+    mask = run.mask
+    left, right = st.columns(2)
+    for col, name, pred in ((left, "all heads", run.dense_prediction),
+                            (right, f"pruned ({mask.n_kept}/{mask.n_total} heads kept)", run.pruned_prediction)):
+        top = max((p for _, p in pred.probabilities), default=None)
+        col.metric(f"Prediction, {name}", pred.label or "(empty translation)",
+                   f"p = {top:.3f}" if top is not None else None, delta_color="off")
+    if run.dense_prediction.label != run.pruned_prediction.label:
+        st.warning("The mask changes the model's answer for this sentence.")
+    notes = [f"The input was cut to its first {MAX_TOKENS} tokens."] if run.truncated else []
+    st.caption(" ".join([*notes, *run.notes, f"Computed in {run.seconds:.2f} s."]))
+
+
 # -- model and task pickers (Model & data page) -------------------------------------------------
 MODEL_SOURCES = {"default": "embedded default", "local": "local folder", "hub": "Hugging Face hub id"}
 UPLOAD_TYPES = ["csv", "tsv", "tab", "jsonl", "ndjson"]
@@ -277,7 +294,6 @@ def _apply_upload() -> None:
     except HeadpruneError as exc:
         state.add_notice("error", f"The uploaded file {upload.name!r} cannot be used: {exc}")
         return
-    state.set_upload_info({"name": upload.name, "path": str(path)})
     state.set_task_spec(f"file:{path}")
     state.add_notice("success", f"Using the uploaded file {upload.name!r} as the task.")
 

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="metric and loss, optionally under a head mask")
     _common(p)
-    p.add_argument("--mask", help="a headprune.mask/1 file")
+    _mask_options(p, "a headprune.mask/1 file")
     p.add_argument("--beams", type=int, default=1, help="beam size for translation (1 = greedy)")
     p.set_defaults(func=cmd_evaluate)
 
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prune", help="physically remove the masked heads and save the smaller model")
     p.add_argument("model")
-    p.add_argument("--mask", required=True)
+    _mask_options(p, "a headprune.mask/1 file", required=True)
     p.add_argument("--out", required=True, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
     p.add_argument("--device", default="cpu")
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
     _common(p, task=False)
-    p.add_argument("--mask", help="a headprune.mask/1 file (default: remove half the heads of every layer, seeded)")
+    _mask_options(p, "a headprune.mask/1 file (default: remove half the heads of every layer, seeded)")
     p.add_argument("--batch-sizes", default="1,8,32")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--repeats", type=int, default=None)
@@ -109,6 +109,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+
+def _mask_options(p: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+    """``--mask FILE`` or ``--mask-link URL`` (a dashboard link from its Share page), not both."""
+    group = p.add_mutually_exclusive_group(required=required)
+    group.add_argument("--mask", help=help)
+    group.add_argument("--mask-link", metavar="URL",
+                       help="read the mask from a shared dashboard link (its 'mask' query parameter) instead")
+
+
+def _read_mask(args, layout):
+    """The mask named by ``--mask`` or ``--mask-link``, checked against ``layout``; None if neither."""
+    if getattr(args, "mask_link", None):
+        from .share_link import mask_from_link
+        return mask_from_link(args.mask_link, layout)
+    if args.mask:
+        from .results import load_mask
+        return load_mask(args.mask, layout)
+    return None
+
 
 def _load(args, attn: str = "eager"):
     from .models import load_model
@@ -159,17 +178,18 @@ def cmd_info(args) -> None:
 
 
 def cmd_evaluate(args) -> None:
-    from .results import load_mask, provenance
+    from .results import provenance
     task, split = _task_and_split(args)
     loaded = _load(args)
-    mask = load_mask(args.mask, loaded.layout) if args.mask else None
+    mask = _read_mask(args, loaded.layout)
     data = task.encode(loaded, split, args.limit)
     res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=tqdm_progress())
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
     print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {res.metric_name} "
           f"{_fmt(res.metric_name, res.metric)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
     _write(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
-                                        method="evaluate", settings={"mask": args.mask, "beams": args.beams}), mask))
+                                        method="evaluate", settings={"mask": args.mask or args.mask_link,
+                                                                      "beams": args.beams}), mask))
 
 
 def _score_config(args, limit=None):
@@ -258,9 +278,8 @@ def cmd_curve(args) -> None:
 def cmd_prune(args) -> None:
     from .models import save_pruned
     from .pruning import parameter_count, prune_heads
-    from .results import load_mask
     loaded = _load(args)
-    mask = load_mask(args.mask, loaded.layout)
+    mask = _read_mask(args, loaded.layout)
     pruned = prune_heads(loaded.model, mask)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
@@ -274,13 +293,12 @@ def cmd_prune(args) -> None:
 def cmd_bench(args) -> None:
     from .bench import benchmark, format_bench
     from .presets import random_per_layer
-    from .results import load_mask
     try:
         sizes = tuple(int(s) for s in args.batch_sizes.split(","))
     except ValueError:
         raise HeadpruneError(f"--batch-sizes must be numbers separated by commas, like 1,8,32; got {args.batch_sizes!r}.") from None
     loaded = _load(args, attn="sdpa")
-    mask = load_mask(args.mask, loaded.layout) if args.mask else random_per_layer(loaded.layout, 0.5, seed=0)
+    mask = _read_mask(args, loaded.layout) or random_per_layer(loaded.layout, 0.5, seed=0)
     kwargs = {"repeats": args.repeats} if args.repeats else {}
     result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
                        progress=tqdm_progress(), **kwargs)

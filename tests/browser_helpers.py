@@ -7,6 +7,9 @@
 - :class:`DashboardServer` starts ``streamlit run dashboard.py`` on a free localhost port.
 - :func:`chromium_path` / :data:`CHROMIUM_ARGS`: Playwright drives the system Chromium
   (``apt-get install chromium``; ``make browser``); it never downloads a browser of its own.
+- Page helpers for Playwright (:func:`new_page`, :func:`wait_idle`, :func:`wait_metric`,
+  :func:`head_points`, :func:`click_point`), shared by test_app_browser.py and
+  benchmarks/dashboard_timings.py.
 """
 from __future__ import annotations
 
@@ -133,3 +136,67 @@ def chromium_path() -> str | None:
         if candidate and Path(candidate).is_file():
             return candidate
     return None
+
+
+# -- driving a dashboard page in Chromium (Playwright) ---------------------------------------------
+TIMEOUT_MS = 90_000
+
+
+def new_page(browser, height: int = 1000):
+    context = browser.new_context(viewport={"width": 1440, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    return page
+
+
+def wait_idle(page, timeout_ms: float = TIMEOUT_MS) -> None:
+    """Wait until Streamlit has finished running the script (no 'Running...' status, no skeleton)."""
+    page.wait_for_selector('[data-testid="stApp"] h1', timeout=timeout_ms)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')"
+                           " && !document.querySelector('[data-testid=\"stStatusWidgetRunningManIcon\"]')"
+                           " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout_ms)
+    page.wait_for_timeout(300)
+
+
+def metric_value(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]', has=page.locator('[data-testid="stMetricLabel"]',
+                                                                      has_text=label)).first
+    box.wait_for()
+    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def wait_metric(page, label: str, predicate, timeout_s: float = 60) -> str:
+    from playwright.sync_api import Error as PlaywrightError
+
+    deadline = time.time() + timeout_s
+    value = ""
+    while time.time() < deadline:
+        try:
+            value = metric_value(page, label)
+            if predicate(value):
+                return value
+        except PlaywrightError:
+            pass
+        page.wait_for_timeout(100)
+    raise AssertionError(f"metric {label!r} stuck at {value!r}")
+
+
+def head_points(page, chart: int = 0):
+    """The kept-head markers of the ``chart``-th head grid (plotly draws one path.point per head).
+
+    Traces: two legend-only entries, then the kept heads, then the removed heads (app.headmap.figure).
+    """
+    grid = page.locator('[data-testid="stPlotlyChart"]').nth(chart)
+    grid.locator("path.point").first.wait_for()
+    return grid.locator("g.trace.scatter").nth(2).locator("path.point")
+
+
+def click_point(page, point) -> None:
+    box = point.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used: robust to other load on the box."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -17,9 +17,9 @@ from streamlit.testing.v1 import AppTest
 from browser_helpers import ROOT, app_env, build_tiny_app
 
 TIMEOUT = 120
-HEAD_MAP = "pages/2_head_map.py"
-MODEL_PAGE = "pages/1_model_data.py"
-CURVES = "pages/3_curves.py"
+HEAD_MAP = "app_pages/head_map.py"
+MODEL_PAGE = "app_pages/model_data.py"
+CURVES = "app_pages/curves.py"
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +58,19 @@ def metric(at: AppTest, label: str) -> str:
     return found[0]
 
 
+def query_param(at: AppTest, name: str) -> str | None:
+    """The URL's query parameter ``name`` as one string (AppTest may hold it as a one-item list)."""
+    value = at.query_params.get(name)
+    return value[-1] if isinstance(value, list) else value
+
+
 def button(at: AppTest, label: str):
     return next(b for b in at.button if b.label == label)
 
 
 def click_head(at: AppTest, kind: str, layer: int, head: int) -> AppTest:
     """Send the selection a click on head (layer, head) of ``kind``'s grid produces in the browser."""
-    from app.headmap import chart_key
+    from app.headmap_ui import chart_key
 
     chart = next(e for e in at.get("plotly_chart") if e.key == chart_key(kind))
     states = at._tree.get_widget_states()
@@ -92,7 +98,7 @@ def test_head_map_click_changes_kept_count_and_metric_and_undo_restores(app_for,
     ok(click_head(at, "encoder_self", 0, 1))
     assert metric(at, "heads kept") == "7 / 8"
     assert metric(at, "loss") != loss_full
-    assert "mask" not in at.query_params or at.query_params["mask"]          # the URL carries the mask
+    assert query_param(at, "mask") == "e:b.f"             # the URL carries the mask: L0 H1 removed (0b1011)
     ok(button(at, "Undo").click().run())
     assert metric(at, "heads kept") == "8 / 8"
     assert metric(at, "loss") == loss_full
@@ -204,7 +210,7 @@ def test_unprepared_default_offers_preparation(monkeypatch, tmp_path):
 
 
 def test_mask_link_codec_round_trips_and_rejects_other_layouts():
-    from app.state import mask_from_param, mask_to_param
+    from pruning_core.share_link import decode_mask as mask_from_param, encode_mask as mask_to_param
     from pruning_core.errors import FormatError
     from pruning_core.heads import HeadLayout, HeadMask
 
@@ -274,7 +280,7 @@ def test_concurrent_sessions_on_the_shared_model_get_their_own_numbers(tiny_bert
     import threading
 
     from app import cache
-    from app.state import mask_from_param
+    from pruning_core.share_link import decode_mask as mask_from_param
     from pruning_core.masking import installed_hook_count
 
     spec, task_name = str(tiny_bert.model), tiny_bert.task

@@ -12,10 +12,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import share, webassets
+from app.analysis import ANALYSIS_FORMAT
 from browser_helpers import ROOT, app_env, build_tiny_app
 
 TIMEOUT = 180
-ATTENTION, SPEED, SHARE = "pages/4_attention.py", "pages/5_speed.py", "pages/6_share.py"
+ATTENTION, SPEED, SHARE = "app_pages/attention.py", "app_pages/speed.py", "app_pages/share.py"
 HOSTILE = "</script><img src=x onerror=alert(1)> <script>alert(1)</script>"
 
 
@@ -147,7 +148,7 @@ def test_share_page_offers_downloads_and_a_link(app_for, tiny_bert):
 def test_share_page_restores_an_uploaded_analysis(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, SHARE))
     layout = {"encoder_self": [4, 4]}
-    bundle = {"format": share.ANALYSIS_FORMAT, "model": {"id": str(tiny_bert.model), "layout": layout},
+    bundle = {"format": ANALYSIS_FORMAT, "model": {"id": str(tiny_bert.model), "layout": layout},
               "task": tiny_bert.task, "scorer": "random", "eval_limit": 8,
               "mask": {"format": "headprune.mask/1", "kinds": {"encoder_self": [[1, 0, 1, 1], [0, 1, 1, 1]]}}}
     at.file_uploader(key="hp_w_share_upload").set_value(
@@ -161,7 +162,7 @@ def test_share_page_restores_an_uploaded_analysis(app_for, tiny_bert):
 
 def test_share_page_refuses_a_file_for_another_model(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, SHARE))
-    bundle = {"format": share.ANALYSIS_FORMAT, "model": {"id": str(tiny_bert.model), "layout": {"encoder_self": [2]}},
+    bundle = {"format": ANALYSIS_FORMAT, "model": {"id": str(tiny_bert.model), "layout": {"encoder_self": [2]}},
               "mask": {"format": "headprune.mask/1", "kinds": {"encoder_self": [[1, 0]]}}}
     at.file_uploader(key="hp_w_share_upload").set_value(
         ("other.json", json.dumps(bundle).encode(), "application/json")).run()

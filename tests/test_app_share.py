@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from app import attention, report, share, webassets
-from app.state import mask_to_param
+from app.analysis import ANALYSIS_FORMAT, Analysis, analysis_provenance, read_shared_file
+from pruning_core.share_link import encode_mask as mask_to_param
 from fake_task import FakeTask
-from pruning_core import bench, experiments, masking
+from pruning_core import attention_maps, bench, experiments, masking
 from pruning_core.errors import FormatError, HeadpruneError
 from pruning_core.heads import HeadLayout, HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
@@ -81,7 +82,7 @@ def tiny_analysis(tmp_path_factory):
     curves = {n: experiments.pruning_curve(loaded, task, data, get_scorer(n), cfg, step=0.25, initial_scores=scores[n])
               for n in scores}
     mask = mask_of(loaded.layout, [("encoder_self", 0, 1), ("encoder_self", 1, 3)])
-    result = share.Analysis(
+    result = Analysis(
         model_id=loaded.model_id, layout=loaded.layout, mask=mask, task="fake", scorer="gradient",
         weights_sha256=loaded.weights_sha256, eval_limit=12, scores=scores, curves=curves,
         evaluation=task.evaluate(loaded, data, mask), dense_evaluation=task.evaluate(loaded, data, None),
@@ -89,7 +90,7 @@ def tiny_analysis(tmp_path_factory):
         one_per_layer=experiments.one_head_per_layer(loaded, task, data, scores=scores["gradient"]),
         bench=bench.benchmark(loaded, mask, batch_sizes=(1, 2), seq_len=8, warmup=0, repeats=1, min_seconds=0.0,
                               measure_memory=False),
-        provenance=share.analysis_provenance(loaded, "fake", {"eval_limit": 12}))
+        provenance=analysis_provenance(loaded, "fake", {"eval_limit": 12}))
     return loaded, result
 
 
@@ -99,13 +100,13 @@ def test_bundle_round_trip_keeps_every_result(tiny_analysis):
     _, analysis = tiny_analysis
     raw = analysis.to_bytes()
     data = json.loads(raw)
-    assert data["format"] == share.ANALYSIS_FORMAT
+    assert data["format"] == ANALYSIS_FORMAT
     assert data["mask"]["format"] == "headprune.mask/1"                 # embedded formats, unchanged
     assert data["scores"]["gradient"]["format"] == "headprune.scores/1"
     assert data["curves"]["random"]["format"] == "headprune.curve/1"
     assert data["bench"]["format"] == "headprune.bench/1"
     assert data["eval"]["masked"]["heads_kept"] == analysis.mask.n_kept
-    back = share.read_shared_file(raw)
+    back = read_shared_file(raw)
     assert back.to_json() == analysis.to_json()
     assert back.mask == analysis.mask and back.layout == analysis.layout
     assert back.scores["gradient"].scores == analysis.scores["gradient"].scores
@@ -116,14 +117,14 @@ def test_bundle_round_trip_keeps_every_result(tiny_analysis):
 
 def test_report_carries_the_bundle_back(tiny_analysis):
     _, analysis = tiny_analysis
-    back = share.read_shared_file(report.build_report(analysis).encode())
+    back = read_shared_file(report.build_report(analysis).encode())
     assert back.to_json() == analysis.to_json()
 
 
 def test_a_bare_mask_file_loads_as_an_analysis(tiny_analysis):
     _, analysis = tiny_analysis
     raw = json.dumps(analysis.to_json()["mask"]).encode()
-    back = share.read_shared_file(raw, "mask.json")
+    back = read_shared_file(raw, "mask.json")
     assert back.mask == analysis.mask and back.task is None and back.model_id == analysis.model_id
 
 
@@ -137,7 +138,7 @@ def test_a_bare_mask_file_loads_as_an_analysis(tiny_analysis):
 ])
 def test_bad_files_give_clear_errors(raw, message):
     with pytest.raises(FormatError, match=message):
-        share.read_shared_file(raw, "upload.json")
+        read_shared_file(raw, "upload.json")
 
 
 def test_bundle_with_a_mask_of_the_wrong_shape_is_refused(tiny_analysis):
@@ -145,7 +146,7 @@ def test_bundle_with_a_mask_of_the_wrong_shape_is_refused(tiny_analysis):
     data = analysis.to_json()
     data["mask"]["kinds"]["encoder_self"][0] = [1, 1]          # 2 heads where the layout has 4
     with pytest.raises(FormatError, match="heads per layer"):
-        share.read_shared_file(json.dumps(data))
+        read_shared_file(json.dumps(data))
 
 
 def test_analysis_for_another_model_is_a_clear_error(tiny_analysis, tmp_path):
@@ -157,7 +158,7 @@ def test_analysis_for_another_model_is_a_clear_error(tiny_analysis, tmp_path):
     same_shape = tiny_loaded("electra", tmp_path)                # same layout, other weights and id
     with pytest.raises(FormatError, match="other weights"):
         analysis.check_model(same_shape)
-    renamed = share.Analysis(model_id=same_shape.model_id, layout=analysis.layout, mask=analysis.mask,
+    renamed = Analysis(model_id=same_shape.model_id, layout=analysis.layout, mask=analysis.mask,
                              weights_sha256="0" * 64)
     assert "differ" in renamed.check_model(same_shape)[0]     # same id, new weights: a warning only
 
@@ -171,7 +172,7 @@ def test_link_round_trip(arch, tmp_path):
     for _ in range(20):
         removed = [h for h in loaded.layout.heads() if rng.random() < 0.4]
         mask = mask_of(loaded.layout, removed)
-        a = share.Analysis(model_id="org/some model", layout=loaded.layout, mask=mask, task="file:/data/x y&z.csv",
+        a = Analysis(model_id="org/some model", layout=loaded.layout, mask=mask, task="file:/data/x y&z.csv",
                            scorer="gradient", eval_limit=64)
         link = share.share_link("http://localhost:8501/share", a.link_params())
         got = share.decode_link(link, loaded.layout)
@@ -207,7 +208,7 @@ def test_link_base_points_at_the_head_map():
 
 def test_report_is_self_contained_and_escapes_user_strings(tiny_analysis):
     _, analysis = tiny_analysis
-    hostile = share.Analysis(**{**analysis.__dict__, "model_id": HOSTILE[1], "task": HOSTILE[0], "scorer": "gradient"})
+    hostile = Analysis(**{**analysis.__dict__, "model_id": HOSTILE[1], "task": HOSTILE[0], "scorer": "gradient"})
     document = report.build_report(hostile)
     assert_self_contained(document)
     assert "plotly.js v" in document                               # plotly.js inlined, not fetched
@@ -216,29 +217,29 @@ def test_report_is_self_contained_and_escapes_user_strings(tiny_analysis):
     # the only scripts: plotly.js, one per figure, and the JSON bundle
     scripts = [a for t, a in tags_of(document) if t == "script"]
     assert sum(1 for a in scripts if a.get("type") == "application/json") == 1
-    assert share.read_shared_file(document).model_id == HOSTILE[1]
+    assert read_shared_file(document).model_id == HOSTILE[1]
 
 
 def test_report_of_a_bare_mask(tmp_path):
     loaded = tiny_loaded("bart", tmp_path)
     mask = mask_of(loaded.layout, [("cross", 1, 2)])
-    document = report.build_report(share.Analysis(model_id="m", layout=loaded.layout, mask=mask))
+    document = report.build_report(Analysis(model_id="m", layout=loaded.layout, mask=mask))
     assert_self_contained(document)
     assert "decoder self-attention" in document and "cross" in document
 
 
 # -- attention views --------------------------------------------------------------------------------
 
-def _hostile_run(layout: HeadLayout) -> attention.AttentionRun:
+def _hostile_run(layout: HeadLayout) -> attention_maps.AttentionRun:
     tokens = ("[CLS]", *HOSTILE, "[SEP]")
     t = len(tokens)
     rng = np.random.default_rng(0)
     maps = {"encoder_self": tuple(rng.dirichlet(np.ones(t), size=(n, t)).astype(np.float32)
                                   for n in layout.kinds["encoder_self"])}
     mask = mask_of(layout, [("encoder_self", 0, 1)])
-    pred = attention.Prediction(HOSTILE[1], ((HOSTILE[1], 0.6), ("b", 0.4)))
-    return attention.AttentionRun(text=" ".join(HOSTILE), encoder_tokens=tokens, decoder_tokens=None,
-                                  sentence_b_start=None, dense=maps, pruned=attention._zero_removed(maps, mask),
+    pred = attention_maps.Prediction(HOSTILE[1], ((HOSTILE[1], 0.6), ("b", 0.4)))
+    return attention_maps.AttentionRun(text=" ".join(HOSTILE), encoder_tokens=tokens, decoder_tokens=None,
+                                  sentence_b_start=None, dense=maps, pruned=attention_maps._zero_removed(maps, mask),
                                   mask=mask, dense_prediction=pred, pruned_prediction=pred, truncated=False)
 
 
@@ -304,12 +305,12 @@ def test_run_attention_dense_and_pruned(arch, tmp_path, stand_in_scripts):
     loaded = tiny_loaded(arch, tmp_path)
     removed = [(k, 0, 1) for k in loaded.layout.kinds] + [("encoder_self", 1, 0)]
     mask = mask_of(loaded.layout, removed)
-    run = attention.run_attention(loaded, "the movie was </script> good", mask, max_new_tokens=5)
+    run = attention_maps.run_attention(loaded, "the movie was </script> good", mask, max_new_tokens=5)
     # transformers keeps its own attention-capturing hooks once output_attentions was used; the gate
     # hooks of apply_mask must be gone and nothing may accumulate between runs
     hooks = installed_hook_count(loaded.model)
     assert loaded.model not in masking._INSTALLED
-    attention.run_attention(loaded, "the plot", mask, max_new_tokens=5)
+    attention_maps.run_attention(loaded, "the plot", mask, max_new_tokens=5)
     assert installed_hook_count(loaded.model) == hooks
     assert set(run.kinds) == set(loaded.layout.kinds)
     for kind in run.kinds:
@@ -330,7 +331,7 @@ def test_run_attention_dense_and_pruned(arch, tmp_path, stand_in_scripts):
     else:
         assert run.decoder_tokens and run.notes
     assert_self_contained(attention.head_view_html(run, "pruned"), scripts=4)
-    full = attention.run_attention(loaded, "the movie", None, max_new_tokens=5)
+    full = attention_maps.run_attention(loaded, "the movie", None, max_new_tokens=5)
     for kind in full.kinds:
         for a, b in zip(full.dense[kind], full.pruned[kind]):
             np.testing.assert_allclose(a, b, atol=1e-6)                     # no mask: identical
@@ -340,29 +341,29 @@ def test_run_attention_input_checks(tmp_path):
     loaded = tiny_loaded("bert", tmp_path)
     for empty in ("", "   ", "\n"):
         with pytest.raises(HeadpruneError, match="Type a sentence"):
-            attention.run_attention(loaded, empty)
+            attention_maps.run_attention(loaded, empty)
     other = tiny_loaded("bart", tmp_path)
     with pytest.raises(FormatError):
-        attention.run_attention(loaded, "the movie", HeadMask.full(other.layout))
-    long = attention.run_attention(loaded, " ".join(["good"] * 200), max_tokens=16)
+        attention_maps.run_attention(loaded, "the movie", HeadMask.full(other.layout))
+    long = attention_maps.run_attention(loaded, " ".join(["good"] * 200), max_tokens=16)
     assert long.truncated and len(long.encoder_tokens) == 16
     sdpa = tiny_loaded("bert", tmp_path)
     sdpa.model.config._attn_implementation = "sdpa"
     with pytest.raises(HeadpruneError, match="eager"):
-        attention.run_attention(sdpa, "the movie")
+        attention_maps.run_attention(sdpa, "the movie")
 
 
 def test_example_text_shapes():
-    assert attention.example_text({"text": "a", "label": 1}) == ("a", None)
-    assert attention.example_text({"text_a": "a", "text_b": "b", "label": 0}) == ("a", "b")
-    assert attention.example_text({"source": "s", "target": "t"}) == ("s", None)
+    assert attention_maps.example_text({"text": "a", "label": 1}) == ("a", None)
+    assert attention_maps.example_text({"text_a": "a", "text_b": "b", "label": 0}) == ("a", "b")
+    assert attention_maps.example_text({"source": "s", "target": "t"}) == ("s", None)
     with pytest.raises(HeadpruneError):
-        attention.example_text({"label": 1})
+        attention_maps.example_text({"label": 1})
 
 
 def test_sentence_pairs_mark_the_second_sentence(tmp_path):
     loaded = tiny_loaded("bert", tmp_path)
-    run = attention.run_attention(loaded, "the movie", text_b="was good")
+    run = attention_maps.run_attention(loaded, "the movie", text_b="was good")
     assert run.sentence_b_start == run.encoder_tokens.index("[SEP]") + 1
 
 

@@ -503,7 +503,7 @@ def test_smp_compare_page_renders(monkeypatch, tmp_path):
         monkeypatch.setenv(key, value)
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
     at.run()
-    at.switch_page("pages/7_smp_compare.py").run()
+    at.switch_page("app_pages/smp_compare.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     assert at.title[0].value == "SMP compare"

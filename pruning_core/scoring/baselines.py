@@ -32,6 +32,7 @@ class AblationScorer(Scorer):
     name = "ablation"
     needs_labels = True
     description = "Metric drop when that head alone is removed (loss increase breaks ties)"
+    cost = "per_head"            # one evaluation per head (read by the dashboard through its scorer metadata)
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         from ..experiments import ablation_table

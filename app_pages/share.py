@@ -1,7 +1,8 @@
 """Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
 import streamlit as st
 
-from app import cache, report, share, state, ui, views
+from app import cache, report, share, share_ui, state, ui
+from app.analysis import read_shared_file
 
 ui.page_intro("Share", """
 Send your analysis to a colleague, or keep it. **The JSON bundle** holds everything (model, task,
@@ -19,7 +20,7 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
                               key=state.widget_key("share", "upload"))
     if upload is not None:
         try:
-            a = share.read_shared_file(upload.getvalue(), repr(upload.name))
+            a = read_shared_file(upload.getvalue(), repr(upload.name))
         except Exception as exc:  # noqa: BLE001 - a message, never a traceback
             ui.show_error(exc, "Could not read the file")
         else:
@@ -28,7 +29,7 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
                         + (f", {a.evaluation.metric_name} "
                            f"{ui.metric_text(a.evaluation.metric_name, a.evaluation.metric)}" if a.evaluation else "")
                         + ".")
-            st.button("Restore this analysis", type="primary", on_click=views.restore_analysis, args=(a,),
+            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis, args=(a,),
                       key=state.widget_key("share", "restore"))
             st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
                        "the other pages then show that state (and the link reproduces it).")
@@ -44,7 +45,7 @@ with share_tab:
                                    help="Computed now unless the Curves page already did (step 10 %, no re-scoring).")
     with_ablation = o2.toggle("Single-head ablation", key=state.widget_key("share", "ablation"))
     with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
-    analysis = views.gather_analysis(spec, task_name, scorer, limit, mask, curve_scorers=curve_scorers,
+    analysis = share_ui.gather_analysis(spec, task_name, scorer, limit, mask, curve_scorers=curve_scorers,
                                      with_ablation=with_ablation, with_one_per_layer=with_one)
     stem = share.pruned_folder_name(spec, mask).replace("-pruned-", "-")
     d1, d2, d3 = st.columns(3)

@@ -1,7 +1,7 @@
 """Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
 import streamlit as st
 
-from app import speed, state, ui, views
+from app import cache, speed, state, ui
 
 ui.page_intro("Speed", """
 Masking a head (multiplying its output by 0) gives the pruned model's answers but **saves no
@@ -23,7 +23,7 @@ c = st.columns([3, 1, 1, 1])
 sizes = c[0].multiselect("Batch sizes", speed.BATCH_CHOICES, default=[1, 4, 16],
                          key=state.widget_key("speed", "batches"))
 seq_len = c[1].selectbox("Tokens per sequence", speed.SEQ_LEN_CHOICES, index=2, key=state.widget_key("speed", "seq"))
-device = c[2].radio("Device", views.devices(), horizontal=True, key=state.widget_key("speed", "device"))
+device = c[2].radio("Device", cache.devices(), horizontal=True, key=state.widget_key("speed", "device"))
 run_now = c[3].button("Run the sweep", type="primary", disabled=not sizes or mask.is_full(),
                       key=state.widget_key("speed", "run"))
 if mask.is_full():
@@ -31,7 +31,7 @@ if mask.is_full():
     st.stop()
 settings = (tuple(sorted(sizes)), int(seq_len), device)
 if run_now:
-    result = ui.run_job("sweep", "Timing dense, masked and pruned", views.speed_sweep, spec, mask, *settings)
+    result = ui.run_job("sweep", "Timing dense, masked and pruned", cache.speed_sweep, spec, mask, *settings)
     if result is not None:
         state.set_result("bench", result)
 result = state.get_result("bench")
@@ -47,6 +47,6 @@ st.plotly_chart(speed.speed_figure(result), config={"displaylogo": False},
                 alt="Throughput and speed-up of dense, masked and pruned models per batch size, with the FLOP ceiling")
 st.markdown(speed.ceiling_text(result))
 st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
-           f"synthetic inputs of {result.seq_len} tokens; median of at least {views.SWEEP_REPEATS} rounds. "
+           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds. "
            f"Peak memory: {result.memory_measure}.")
 ui.downloads("speed", speed.speed_table(result), result.to_json())

@@ -1,7 +1,7 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, headmap, state, ui
+from app import cache, headmap_ui, state, ui
 
 ui.page_intro("Head map", """
 Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
@@ -28,20 +28,20 @@ ranking = result.ranking_scores if result is not None else None
 left, right = st.columns([3, 2], gap="large")
 with left:
     for kind in layout.kinds:
-        headmap.show_grid(kind, mask, ranking, scorer if ranking is not None else "")
+        headmap_ui.show_grid(kind, mask, ranking, scorer if ranking is not None else "")
     with st.container(border=True):
         p1, p2 = st.columns([3, 2])
         pct = p1.slider("Share of heads to remove (%)", 0, 100, 50, 5, key=state.widget_key("headmap", "pct"))
         per_layer = p2.radio("Ranking", ["global", "per layer"], horizontal=True,
                              key=state.widget_key("headmap", "scope")) == "per layer"
         b = st.columns(2)
-        b[0].button(f"Remove {pct} % least important", on_click=headmap.apply_preset, disabled=ranking is None,
+        b[0].button(f"Remove {pct} % least important", on_click=headmap_ui.apply_preset, disabled=ranking is None,
                     args=("remove_least", layout, ranking, pct / 100, per_layer), width="stretch")
-        b[1].button("Keep the best head per layer", on_click=headmap.apply_preset, disabled=ranking is None,
+        b[1].button("Keep the best head per layer", on_click=headmap_ui.apply_preset, disabled=ranking is None,
                     args=("one_per_layer", layout, ranking), width="stretch")
         b = st.columns(4)
-        b[0].button("Invert", on_click=headmap.apply_preset, args=("invert", layout), width="stretch")
-        b[1].button("Reset", on_click=headmap.apply_preset, args=("reset", layout), width="stretch")
+        b[0].button("Invert", on_click=headmap_ui.apply_preset, args=("invert", layout), width="stretch")
+        b[1].button("Reset", on_click=headmap_ui.apply_preset, args=("reset", layout), width="stretch")
         b[2].button("Undo", on_click=state.undo, disabled=not state.can_undo(), icon=":material/undo:",
                     width="stretch")
         b[3].button("Redo", on_click=state.redo, disabled=not state.can_redo(), icon=":material/redo:",
@@ -76,4 +76,4 @@ with speed_slot:
     if bench is not None:
         ui.latency_panel(bench)
 with history_slot:
-    headmap.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")
+    headmap_ui.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")

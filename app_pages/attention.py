@@ -1,7 +1,7 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app import attention, cache, state, ui, views
+from app import attention, cache, state, ui
 
 ui.page_intro("Attention", """
 An attention head decides, for every token, how much to read from every other token: one row of
@@ -37,13 +37,13 @@ if not text.strip():
     st.info("Type a sentence above: the attention views need at least one word.")
     st.stop()
 
-labels = views.label_names(task_name)
+labels = cache.label_names(task_name)
 masked = None if mask.is_full() else mask            # one cache entry for "no mask" and "all heads kept"
-run = ui.run_job("attention", "Running the model on the sentence", views.attention_run, spec, text, text_b,
+run = ui.run_job("attention", "Running the model on the sentence", cache.attention_run, spec, text, text_b,
                  masked, labels, progress=False)
 if run is None:
     st.stop()
-views.show_predictions(run)
+ui.show_predictions(run)
 
 thumbs, head_tab, model_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view"])
 with thumbs:
@@ -65,7 +65,7 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
         which = st.radio("Model", ["dense", "pruned"], horizontal=True, key=state.widget_key("attention", view),
                          format_func={"dense": "all heads", "pruned": "pruned (removed heads empty)"}.get)
         try:
-            page = views.bertviz_html(spec, text, text_b, masked, labels, view, which)
+            page = cache.bertviz_html(spec, text, text_b, masked, labels, view, which)
         except Exception as exc:  # noqa: BLE001 - shown, never a traceback
             ui.show_error(exc, f"bertviz {view} view")
             continue

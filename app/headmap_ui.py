@@ -1,0 +1,83 @@
+"""The clickable head map, and the glue between the mask presets and the session's mask.
+
+The figure is :func:`app.headmap.figure`; clicking a head toggles it through
+:func:`app.state.toggle_head` in the chart's selection callback.
+"""
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from app import cache, charts, state, ui
+from app.headmap import figure
+from pruning_core import presets
+from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
+
+
+def chart_key(kind: str) -> str:
+    return state.widget_key("headmap", f"grid_{kind}")
+
+
+def _on_select(kind: str, layout: HeadLayout) -> None:
+    """Selection callback: toggle every clicked head (normally one)."""
+    selection = st.session_state.get(chart_key(kind)) or {}
+    for point in (selection.get("selection") or {}).get("points", []):
+        layer, head = point.get("customdata") or (point.get("y"), point.get("x"))
+        if layer is not None and head is not None:
+            state.toggle_head(layout, kind, int(layer), int(head))
+
+
+def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str) -> None:
+    """Draw one kind's grid; a click on a head toggles it (the page reruns with the new mask)."""
+    st.plotly_chart(figure(kind, mask, scores, score_name), key=chart_key(kind),
+                    on_select=functools.partial(_on_select, kind, mask.layout), selection_mode="points",
+                    config={"displayModeBar": False, "scrollZoom": False},
+                    alt=f"{KIND_LABELS[kind]} heads: filled squares are kept, crossed grey squares removed")
+
+
+# -- presets -------------------------------------------------------------------------------------
+def apply_preset(name: str, layout: HeadLayout, scores: HeadScores | None = None, fraction: float = 0.5,
+                 per_layer: bool = False, seed: int = 0) -> None:
+    """Make a preset the current mask (undoable). ``scores`` are the ranking scores of the scorer.
+
+    Presets: "remove_least" (the ``fraction`` least important heads, globally or per layer),
+    "one_per_layer" (keep the best head of every layer), "invert", "reset".
+    """
+    current = state.current_mask(layout)
+    if name == "reset":
+        state.reset_mask(layout)
+    elif name == "invert":
+        state.set_mask(current.inverted(), "invert")
+    elif name == "remove_least":
+        mask = presets.remove_least_important(scores, fraction, per_layer=per_layer, seed=seed)
+        scope = "per layer" if per_layer else "globally"
+        state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}")
+    elif name == "one_per_layer":
+        state.set_mask(presets.keep_top_per_layer(scores, 1), "keep the best head per layer")
+    else:
+        raise ValueError(f"unknown preset {name!r}")
+
+
+# -- history -------------------------------------------------------------------------------------
+def _on_history_select() -> None:
+    selection = st.session_state.get(state.widget_key("headmap", "history")) or {}
+    for point in (selection.get("selection") or {}).get("points", []):
+        step = (point.get("customdata") or [point.get("x")])[0]
+        if step is not None:
+            state.jump_to(int(step))
+
+
+def show_history(spec: str, task_name: str, limit: int, metric_name: str) -> None:
+    """The metric after every change of the mask; clicking a point makes that step current."""
+    entries = state.history()
+    results = ui.run_job("history", "Evaluating the mask history", cache.evaluate_many, spec, task_name, limit,
+                         [e.mask for e in entries])
+    if results is None:
+        return
+    fig = charts.history_figure([r.metric for r in results], [e.label for e in entries], state.history_index(),
+                                metric_name)
+    st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
+                    selection_mode="points", config={"displayModeBar": False},
+                    alt="Metric after each change of the mask")
+    st.caption(f"Step {state.history_index()} of {len(entries) - 1}: {entries[state.history_index()].label}.")

@@ -1,0 +1,70 @@
+"""The Share page's session glue: gather this session's analysis from the cached calls (with
+progress bars), and restore a loaded analysis into the session. The pure parts are
+:mod:`app.analysis` (the bundle) and :mod:`app.share` (link, zip).
+"""
+from __future__ import annotations
+
+from pruning_core.errors import HeadpruneError
+from pruning_core.heads import HeadMask
+
+from . import cache, state, ui
+from .analysis import Analysis, analysis_provenance
+
+
+def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: HeadMask, *,
+                    curve_scorers: list[str], with_ablation: bool, with_one_per_layer: bool) -> Analysis:
+    """The session's analysis, from the same cached calls the other pages make (instant when they
+    ran already; otherwise computed here with a progress bar). Missing parts are left out."""
+    loaded = cache.load(spec)
+    score_limit = cache.score_limit(scorer, limit)
+    scores = {}
+    for name in dict.fromkeys([scorer, *curve_scorers]):
+        result = ui.run_job(f"score_{name}", f"Scoring heads ({name})", cache.scores, spec, task_name, name,
+                            cache.score_limit(name, limit))
+        if result is not None:
+            scores[name] = result
+    curves = {}
+    for name in curve_scorers:
+        result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
+                            cache.score_limit(name, limit), 0.1, False)
+        if result is not None:
+            curves[name] = result
+    evaluation = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
+    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+    ablation = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit) \
+        if with_ablation else None
+    one = ui.run_job(f"one_{scorer}", "One head per layer", cache.one_per_layer, spec, task_name, limit, scorer,
+                     score_limit) if with_one_per_layer else None
+    bench = state.get_result("bench")
+    if (bench is None or bench.mask != mask) and not mask.is_full():
+        bench = ui.run_job("latency", "Timing dense vs pruned", cache.latency, spec, mask)
+    elif bench is not None and bench.mask != mask:
+        bench = None
+    return Analysis(
+        model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
+        weights_sha256=loaded.weights_sha256, eval_limit=limit, scores=scores, curves=curves,
+        evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
+        provenance=analysis_provenance(loaded, task_name, {"eval_limit": limit, "scorer": scorer,
+                                                                  "curve_step": 0.1, "curve_rescore": False}))
+
+
+def restore_analysis(analysis: Analysis) -> None:
+    """Make ``analysis`` the session's state (model, task, scorer, size, mask); a button callback.
+
+    The model named in the file is loaded and checked first: a file for a model of another shape,
+    or one that cannot be loaded here, leaves the session as it was and says why.
+    """
+    target = analysis.model_id or state.model_spec()
+    try:
+        arch = cache.architecture(target)
+        warnings = analysis.check_model(arch)
+    except HeadpruneError as exc:
+        state.add_notice("error", f"The analysis was not restored: {exc}")
+        return
+    state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
+                  limit=analysis.eval_limit)
+    state.set_result("analysis", analysis)
+    for text in warnings:
+        state.add_notice("warning", text)
+    state.add_notice("success", f"Restored: model `{target}`, task `{state.task_spec()}`, scorer "
+                                f"`{state.scorer_name()}`, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")
