@@ -90,9 +90,9 @@ def signal_of(exc: BaseException | None) -> int | None:
 def supervised(child: Child, grace: float = GRACE_SECONDS) -> Iterator[Child]:
     """Stop ``child`` (started inside or before the block) when the block is left, however.
 
-    On a signal (see :func:`signals_raise`, active inside) the child gets the same signal; after
-    any other exception, or a normal end, it gets ``grace`` seconds to exit by itself and then
-    SIGTERM. Either way SIGKILL follows after ``grace`` seconds more.
+    On a signal (see :func:`signals_raise`, active inside) the child gets the same signal, after
+    any other exception SIGTERM; after a normal end it first gets ``grace`` seconds to exit by
+    itself, then SIGTERM. Either way SIGKILL follows after ``grace`` seconds more.
     """
     with signals_raise():
         signum = None
