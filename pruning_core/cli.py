@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .children import signals_raise
 from .errors import HeadpruneError
 from .progress import tqdm_progress
 
@@ -307,13 +308,14 @@ def cmd_bench(args) -> None:
 
 
 def cmd_app(args) -> None:
-    import subprocess
+    from .children import run_child
     root = Path(__file__).resolve().parent.parent
     entry = root / "dashboard.py"
     if not entry.is_file():
         raise HeadpruneError(f"The dashboard is not installed next to the library (looked for {entry}).")
-    raise SystemExit(subprocess.call([sys.executable, "-m", "streamlit", "run", str(entry),
-                                      "--server.port", str(args.port)], cwd=root))
+    # the server runs as a supervised child: stopping `headprune app` (Ctrl-C, SIGTERM) stops it too
+    raise SystemExit(run_child([sys.executable, "-m", "streamlit", "run", str(entry),
+                                "--server.port", str(args.port)], cwd=root))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()      # our own bars only
     hf_logging.set_verbosity_error()
     try:
-        args.func(args)
+        with signals_raise():           # SIGTERM unwinds like an exception: temp files and children go
+            args.func(args)
     except HeadpruneError as exc:
         print(f"headprune: error: {exc}", file=sys.stderr)
         return 2

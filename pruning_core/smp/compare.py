@@ -290,15 +290,22 @@ def _worker(spec: dict, queue) -> None:
 
 
 def run_isolated(spec: dict, progress: ProgressCallback | None = None, stage_prefix: str = "") -> dict:
-    """:func:`run_condition` in a fresh process (spawn); progress is forwarded, errors re-raised."""
+    """:func:`run_condition` in a fresh process (spawn); progress is forwarded, errors re-raised.
+
+    The worker is supervised (:func:`pruning_core.children.supervised`): SIGTERM/SIGINT on this
+    process are passed on to it, and it is killed if it lingers, whatever ends the wait.
+    """
     import multiprocessing as mp
     import queue as queue_mod
+    from contextlib import closing
+
+    from ..children import supervised
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     proc = ctx.Process(target=_worker, args=(spec, q), daemon=True)
-    proc.start()
-    try:
+    with closing(q), supervised(proc):
+        proc.start()
         while True:
             try:
                 kind, payload = q.get(timeout=1.0)
@@ -317,11 +324,6 @@ def run_isolated(spec: dict, progress: ProgressCallback | None = None, stage_pre
                 if user_error:
                     raise HeadpruneError(message)
                 raise RuntimeError(f"{stage_prefix}{name}: {message}")
-    finally:
-        if proc.is_alive():
-            proc.terminate()
-        proc.join(timeout=10)
-        q.close()
 
 
 # -- the comparison --------------------------------------------------------------------------------
