@@ -9,14 +9,17 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from pruning_core.metrics import get_metric
+
 # Okabe-Ito: distinguishable for the common colour-vision deficiencies
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]
 
 
 def _scale(metric_name: str) -> tuple[float, str]:
-    """Multiply accuracy-like metrics by 100 for display; BLEU is already in points."""
-    return (1.0, "BLEU") if metric_name.lower() == "bleu" else (100.0, f"{metric_name} (%)")
+    """Display scale and axis title from the metric registry (x 100 for accuracy-like metrics)."""
+    metric = get_metric(metric_name)
+    return metric.scale, metric.axis_title
 
 
 def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,

@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from pruning_core.heads import KIND_LABELS
+from pruning_core.metrics import get_metric
 
 from . import charts, headmap, speed, webassets
 from .analysis import BUNDLE_SCRIPT_ID, Analysis
@@ -54,7 +55,7 @@ def _e(value) -> str:
 def _metric(name: str, value: float | None) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.2f} BLEU" if name.lower() == "bleu" else f"{100 * value:.1f} %"
+    return get_metric(name).format(value)
 
 
 def _figure_html(fig: go.Figure, div_id: str) -> str:
@@ -173,11 +174,12 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
     # -- tables --
     if a.ablation is not None:
         t = a.ablation
-        ordered = sorted(t.rows, key=lambda r: r.delta_metric)
+        ordered = sorted(t.rows, key=lambda r: get_metric(t.metric_name).sort_key(r.delta_metric))
         rows = [[KIND_LABELS[r.kind], r.layer, r.head, f"{r.metric:.4f}", f"{r.delta_metric:+.4f}",
                  f"{r.delta_loss:+.4f}"] for r in ordered]
         parts.append(f"<h2>Single-head ablation</h2><p class=\"explain\">The metric with each head removed alone "
-                     f"(base {_e(_metric(t.metric_name, t.base_metric))} on {t.n_examples} examples); Δ &lt; 0 means the "
+                     f"(base {_e(_metric(t.metric_name, t.base_metric))} on {t.n_examples} examples); Δ "
+                     f"{_e(get_metric(t.metric_name).helps_sign)} 0 means the "
                      "head helps. Most important heads first.</p>"
                      + _table(["kind", "layer", "head", "metric", "Δ metric", "Δ loss"], rows[:15], {1, 2, 3, 4, 5})
                      + (f"<details><summary>All {len(rows)} heads</summary>"

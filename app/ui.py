@@ -21,6 +21,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 from app import state
 from pruning_core.attention_maps import MAX_TOKENS
 from pruning_core.errors import Cancelled, HeadpruneError
+from pruning_core.metrics import get_metric
 from pruning_core.progress import ProgressEvent
 
 log = logging.getLogger("headprune.app")
@@ -134,15 +135,13 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
 
 
 def metric_label(name: str) -> str:
-    """'bleu' -> 'BLEU', 'mcc' -> 'MCC', 'f1' -> 'F1'; accuracy stays as it is."""
-    return {"bleu": "BLEU", "mcc": "MCC", "f1": "F1"}.get(name.lower(), name)
+    """The metric's label from the registry: 'BLEU', 'MCC', 'F1', 'accuracy'."""
+    return get_metric(name).label
 
 
 def metric_text(name: str, value: float) -> str:
-    """Accuracy-like metrics as percentages, BLEU as points."""
-    if name.lower() == "bleu":
-        return f"{value:.2f} BLEU"
-    return f"{100 * value:.1f} %"
+    """The metric's display format: accuracy-like metrics as percentages, BLEU as points."""
+    return get_metric(name).format(value)
 
 
 def count_text(n: int) -> str:

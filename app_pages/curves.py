@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, charts, state, ui
+from pruning_core.metrics import get_metric
 
 ui.page_intro("Curves", """
 A **pruning curve** removes heads in order of increasing importance, a step at a time, and
@@ -51,7 +52,8 @@ with ablation_tab:
                  key=state.widget_key("curves", "ablation_on")):
         table = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit)
         if table is not None:
-            st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; Δ < 0 means the head helps.")
+            st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
+                       f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps.")
             ui.downloads("ablation", ui.rows_frame(table.rows), table.to_json())
 with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, headmap_ui, state, ui
+from pruning_core.metrics import get_metric
 
 ui.page_intro("Head map", """
 Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
@@ -54,9 +55,10 @@ with right:                           # drawn after the map: a click shows at on
     changed = not mask.is_full()
     if ev is not None and dense is not None:
         m1, m2 = st.columns(2)
-        diff = 100 * (ev.metric - dense.metric) if ev.metric_name != "bleu" else ev.metric - dense.metric
+        metric = get_metric(ev.metric_name)
         m1.metric(ui.metric_label(ev.metric_name), ui.metric_text(ev.metric_name, ev.metric),
-                  f"{diff:+.1f} {'points' if ev.metric_name != 'bleu' else 'BLEU'}" if changed else None)
+                  metric.format_delta(ev.metric, dense.metric) if changed else None,
+                  delta_color="normal" if metric.higher_is_better else "inverse")
         m2.metric("loss", f"{ev.loss:.4f}", f"{ev.loss - dense.loss:+.4f}" if changed else None,
                   delta_color="inverse")
         st.caption(f"On the first {ev.n_examples} examples of the evaluation split of `{task_name}`. "

@@ -150,7 +150,8 @@ def _write(args, data: dict) -> None:
 
 
 def _fmt(metric_name: str, value: float) -> str:
-    return f"{value:.2f}" if metric_name == "bleu" else f"{value:.4f}"
+    from .metrics import get_metric
+    return get_metric(metric_name).format_plain(value)
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -238,7 +239,9 @@ def cmd_ablate(args) -> None:
     table = ablation_table(loaded, task, data, batch_size=args.batch_size, progress=tqdm_progress())
     print(f"base {table.metric_name} {_fmt(table.metric_name, table.base_metric)} on {table.n_examples} examples; "
           "largest changes when one head is removed:")
-    for r in sorted(table.rows, key=lambda r: r.delta_metric)[:10]:
+    from .metrics import get_metric
+    metric = get_metric(table.metric_name)
+    for r in sorted(table.rows, key=lambda r: metric.sort_key(r.delta_metric))[:10]:
         print(f"  {r.kind:12s} layer {r.layer:2d} head {r.head:2d}  {r.delta_metric:+.4f}  (loss {r.delta_loss:+.4f})")
     _write(args, table.to_json())
 

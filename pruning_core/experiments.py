@@ -1,5 +1,8 @@
 """The experiments of Michel et al. (2019): single-head ablation, one head per layer, and
 iterative pruning curves. Each returns a typed result that round-trips through JSON.
+
+Which way is better is the metric's (:mod:`pruning_core.metrics`): a lower-is-better metric such
+as perplexity picks the head with the *lowest* value and ranks heads by the metric *increase*.
 """
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from .errors import HeadpruneError
 from .heads import HeadMask
+from .metrics import get_metric
 from .progress import ProgressCallback, report
 from .results import EvalResult, ScoreResult, check_format, provenance
 
@@ -18,7 +22,7 @@ class AblationRow:
     layer: int
     head: int
     metric: float
-    delta_metric: float      # metric without this head minus the base metric (negative = head helps)
+    delta_metric: float      # metric without this head minus the base metric (worse = head helps)
     loss: float
     delta_loss: float
 
@@ -113,6 +117,7 @@ def one_head_per_layer(loaded, task, data, *, scores: ScoreResult | None = None,
     layers = [(k, l, n) for k, rows in loaded.layout.kinds.items() for l, n in enumerate(rows) if n > 0]
     rows, best_mask, done = [], full, 0
     total = len(layers) if scores is not None else sum(n for _, _, n in layers)
+    metric = get_metric(base.metric_name)
     for kind, layer, n in layers:
         if scores is not None:
             values = scores.scores.kinds[kind][layer]
@@ -124,7 +129,7 @@ def one_head_per_layer(loaded, task, data, *, scores: ScoreResult | None = None,
             best, res = None, None
             for h in range(n):
                 r = task.evaluate(loaded, data, _only_head(full, kind, layer, h), batch_size=batch_size)
-                if res is None or (r.metric, -r.loss) > (res.metric, -res.loss):
+                if res is None or (metric.sort_key(r.metric), -r.loss) > (metric.sort_key(res.metric), -res.loss):
                     best, res = h, r
                 done += 1
                 report(progress, "one-per-layer", done, total)

@@ -167,7 +167,7 @@ def load_scores(path: str | Path, layout: HeadLayout | None = None) -> ScoreResu
 class EvalResult:
     """The metric and mean loss of one model (under one mask) on one data split."""
 
-    metric_name: str          # "accuracy", "bleu", "f1", "mcc"
+    metric_name: str          # a pruning_core.metrics name: how to show it and which way is better
     metric: float
     loss: float               # mean cross-entropy per example (classification) or per target token
     n_examples: int

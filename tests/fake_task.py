@@ -1,8 +1,14 @@
 """A minimal in-memory task implementing the tasks contract, for testing the core on tiny models
-without the data layer (classification on random token ids, or translation for seq2seq)."""
+without the data layer (classification on random token ids, or translation for seq2seq).
+
+``metric_name`` is "accuracy" (of the argmax, per example or per target token) or "perplexity"
+(exp of the mean loss: a lower-is-better metric, continuous, so every head changes it).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -41,11 +47,13 @@ class FakeTask:
     name = "fake"
     default_split = "validation"
 
-    def __init__(self, seq2seq: bool = False, n: int = 12, length: int = 9, vocab: int = 29, seed: int = 0):
+    def __init__(self, seq2seq: bool = False, n: int = 12, length: int = 9, vocab: int = 29, seed: int = 0,
+                 metric_name: str = "accuracy"):
         g = torch.Generator().manual_seed(seed)
         self.seq2seq = seq2seq
         self.task_type = "translation" if seq2seq else "classification"
-        self.metric_name = "accuracy"
+        assert metric_name in ("accuracy", "perplexity"), metric_name
+        self.metric_name = metric_name
         ids = torch.randint(9, vocab, (n, length), generator=g)
         attn = torch.ones(n, length, dtype=torch.long)
         attn[::3, -3:] = 0
@@ -82,4 +90,6 @@ class FakeTask:
                 else:
                     correct += float((out.logits.argmax(-1) == b.labels).sum())
                     total += b.n_examples
+        if self.metric_name == "perplexity":
+            return EvalResult("perplexity", math.exp(loss / total), loss / total, data.n_examples)
         return EvalResult("accuracy", correct / total, loss / total, data.n_examples)

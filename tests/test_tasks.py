@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from pruning_core import tasks
-from pruning_core.errors import CacheError, DataError
+from pruning_core.errors import CacheError, DataError, HeadpruneError
 from pruning_core.heads import HeadMask
 from pruning_core.masking import installed_hook_count
-from pruning_core.tasks import accuracy, binary_f1, get_task, matthews_corrcoef
+from pruning_core.tasks import get_task
 from tiny import VOCAB, tiny_loaded
 
 WORDS = VOCAB[9:]
@@ -299,18 +299,6 @@ def test_generation_runs_under_the_mask(tmp_path, mt_file, monkeypatch):
             h.remove()
 
 
-def test_metric_functions():
-    assert accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
-    # tp=2, fp=1, fn=1 -> f1 = 4 / 6
-    assert binary_f1([1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == pytest.approx(2 / 3)
-    assert binary_f1([0, 0], [0, 0]) == 0.0
-    assert matthews_corrcoef([1, 0, 1, 0], [1, 0, 1, 0]) == pytest.approx(1.0)
-    assert matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0)
-    assert matthews_corrcoef([1, 1, 1, 1], [1, 0, 1, 0]) == 0.0
-    # hand-computed binary case: tp=2 tn=1 fp=1 fn=1 -> (2*1-1*1)/sqrt(3*3*2*2) = 1/6
-    assert matthews_corrcoef([1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == pytest.approx(1 / 6)
-
-
 def test_f1_and_mcc_metric_names_are_reported(tmp_path, cls_file, monkeypatch):
     loaded = loaded_for("bert", tmp_path)
     rows = [{"text": t["text"], "label": t["label"]} for t in get_task(f"file:{cls_file}").load("test")]
@@ -319,3 +307,27 @@ def test_f1_and_mcc_metric_names_are_reported(tmp_path, cls_file, monkeypatch):
     data = task.encode(loaded, "validation")
     res = task.evaluate(loaded, data)
     assert res.metric_name == "f1" and res.metric == res.extra["f1"]
+
+
+def test_a_task_with_a_lower_is_better_metric(tmp_path, cls_file):
+    """The one evaluation loop serves any registered metric: perplexity comes from the summed loss."""
+    loaded = loaded_for("bert", tmp_path)
+    rows = get_task(f"file:{cls_file}").load("test")
+    task = tasks.ClassificationTask("ppl", lambda split, limit: rows, splits=("test",), default_split="test",
+                                    metric_name="perplexity")
+    res = task.evaluate(loaded, task.encode(loaded, "test"), batch_size=8)
+    assert res.metric_name == "perplexity" and res.metric == pytest.approx(math.exp(res.loss))
+    assert res.extra["accuracy"] >= 0 and not task.metric.higher_is_better
+    with pytest.raises(HeadpruneError, match="Unknown metric 'acc'"):
+        tasks.ClassificationTask("bad", lambda split, limit: rows, splits=("test",), default_split="test",
+                                 metric_name="acc")
+
+
+def test_task_types_and_names_are_registries():
+    assert tasks.TASK_TYPES.get("translation") is tasks.TranslationTask
+    assert tasks.TASK_TYPES.get("classification").default_metric == "accuracy"
+    assert tasks.task_names()[0] == "movie-sentiment"
+    with pytest.raises(ValueError, match="already registered"):
+        tasks.register_task("sst2", "again", lambda: None)
+    with pytest.raises(DataError, match="Unknown task type 'regression'"):
+        tasks.TASK_TYPES.get("regression")

@@ -1,10 +1,11 @@
-"""Baseline scorers: ``random`` (seeded) and ``ablation`` (measured single-head metric drop)."""
+"""Baseline scorers: ``random`` (seeded) and ``ablation`` (measured single-head metric worsening)."""
 from __future__ import annotations
 
 import random
 import time
 
 from ..heads import HeadScores
+from ..metrics import get_metric
 from ..progress import report
 from ..results import ScoreResult, provenance
 from .base import ScoreConfig, Scorer, register_scorer
@@ -31,7 +32,7 @@ class RandomScorer(Scorer):
 class AblationScorer(Scorer):
     name = "ablation"
     needs_labels = True
-    description = "Metric drop when that head alone is removed (loss increase breaks ties)"
+    description = "Metric worsening when that head alone is removed (loss increase breaks ties)"
     cost = "per_head"            # one evaluation per head (read by the dashboard through its scorer metadata)
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
@@ -40,10 +41,13 @@ class AblationScorer(Scorer):
         start = time.perf_counter()
         data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
         table = ablation_table(loaded, task, data, base_mask=mask, batch_size=config.batch_size, progress=progress)
-        # metric drop, plus a tiny share of the loss increase so equal accuracies still rank
+        # how much worse the metric gets (a drop, or a rise for lower-is-better metrics), plus a tiny
+        # share of the loss increase so equal metrics still rank
+        metric = get_metric(table.metric_name)
         kinds = {k: [[0.0] * n for n in rows] for k, rows in loaded.layout.kinds.items()}
         for row in table.rows:
-            kinds[row.kind][row.layer][row.head] = -row.delta_metric + 1e-3 * row.delta_loss
+            worse = metric.worsening(row.metric, table.base_metric)
+            kinds[row.kind][row.layer][row.head] = worse + 1e-3 * row.delta_loss
         # already comparable across layers (a measured metric change), so never re-normalised
         return ScoreResult(self.name, HeadScores.from_lists(kinds), False,
                            provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,

@@ -31,6 +31,7 @@ import torch
 from ..errors import DataError, HeadpruneError
 from ..finetune import FinetuneConfig
 from ..heads import HeadMask
+from ..metrics import get_metric
 from ..progress import ProgressCallback, ProgressEvent, report
 
 COMPARE_FORMAT = "headprune.smp_compare/1"
@@ -162,8 +163,8 @@ def summary_rows(result: CompareResult) -> list[dict]:
         row = {"group": group, "label": LABELS[group], "n": len(members), "heads_kept": members[0].heads_kept,
                "heads_total": members[0].heads_total, "parameters": members[0].parameters}
         row["metric"], row["metric_sd"] = _mean_sd([c.metric for c in members])
-        scale = 1.0 if members[0].metric_name == "bleu" else 100.0
-        row["delta_vs_full_points"] = scale * (row["metric"] - full[0]) if full else None
+        metric = get_metric(members[0].metric_name)
+        row["delta_vs_full_points"] = metric.delta(row["metric"], full[0]) if full else None
         row["short"] = SHORT[group] + (f" x{len(members)}" if len(members) > 1 else "")
         stats = [c.finetune for c in members if c.finetune]
         for key in ("seconds", "cpu_seconds", "peak_memory_bytes", "memory_increase_bytes"):

@@ -1,0 +1,25 @@
+"""Tasks: where the examples come from, how they are tokenised, scored and evaluated.
+
+- :mod:`.batching`: :class:`EncodedData` / :class:`EncodedBatch`, padding, length buckets;
+- :mod:`.cache`: the in-memory cache of encoded splits;
+- :mod:`.base`: the :class:`Task` base class with the one evaluation loop, and the task-type registry;
+- :mod:`.classification`, :mod:`.translation`: the task types;
+- :mod:`.registry`: task names, :func:`get_task` (``file:PATH``, GLUE, WMT, the embedded default).
+
+The metric functions live in :mod:`pruning_core.metrics` (re-exported here for old imports).
+"""
+from ..metrics import accuracy, binary_f1, matthews_corrcoef
+from .base import TASK_TYPES, EvalState, Loader, Task, register_task_type
+from .batching import (IGNORE, EncodedBatch, EncodedData, accepts_argument, collate_classification,
+                       tokenize_classification)
+from .cache import CACHE_SIZE, clear_cache
+from .classification import ClassificationTask
+from .registry import FILE_PREFIX, TASKS, get_task, register_task, task_names
+from .translation import TranslationTask
+
+__all__ = [
+    "CACHE_SIZE", "FILE_PREFIX", "IGNORE", "TASKS", "TASK_TYPES", "ClassificationTask", "EncodedBatch",
+    "EncodedData", "EvalState", "Loader", "Task", "TranslationTask", "accepts_argument", "accuracy", "binary_f1",
+    "clear_cache", "collate_classification", "get_task", "matthews_corrcoef", "register_task",
+    "register_task_type", "task_names", "tokenize_classification",
+]

@@ -1,0 +1,196 @@
+"""The Task base class: a data source plus how to encode, score and evaluate it.
+
+A task tokenises a split once (:meth:`Task.encode`, cached in memory) into an
+:class:`~pruning_core.tasks.batching.EncodedData`. :meth:`Task.loss_sum` gives the *summed* loss
+of a batch (per example for classification, per target token for translation), so gradients of
+several batches add up and can be averaged by the caller. :meth:`Task.evaluate` is the one
+evaluation loop (a template method): it runs the batches under ``torch.inference_mode()`` and the
+head mask, reports progress and times the run; a task type supplies the per-batch hook
+:meth:`Task.predict_batch` and :meth:`Task.summarise`, which turns the predictions into an
+:class:`EvalResult`.
+
+A task declares its ``task_type`` (checked against the model's, which its architecture adapter
+sets) and the name of its headline metric (a :mod:`pruning_core.metrics` entry).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..errors import DataError, did_you_mean
+from ..heads import HeadMask
+from ..masking import apply_mask
+from ..metrics import Metric, get_metric
+from ..progress import ProgressCallback, report
+from ..registry import Registry
+from ..results import EvalResult
+from . import cache
+from .batching import EncodedBatch, EncodedData
+
+Loader = Callable[[str, "int | None"], list[dict]]
+
+
+@dataclass
+class EvalState:
+    """What the evaluation loop gathers over the batches, for :meth:`Task.summarise`.
+
+    predictions: one entry per example, in the split's original order (class id, decoded text).
+    loss: the summed loss; loss_weight: what it is summed over (examples or target tokens).
+    options: evaluation options (``beams``); extra: anything else a task type counts.
+    """
+
+    predictions: list
+    loss: float = 0.0
+    loss_weight: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mean_loss(self) -> float:
+        return self.loss / max(1, self.loss_weight)
+
+
+class Task:
+    """One task: a data source plus how to encode, score and evaluate it.
+
+    Subclasses (one per task type) set ``task_type`` and ``default_metric`` and implement
+    ``_encode_examples``, ``_collate``, ``loss_sum``, ``predict_batch`` and ``summarise``; the data
+    source is a ``loader(split, limit) -> list[dict]`` given at construction.
+    """
+
+    task_type: str = ""
+    default_metric: str = ""
+
+    def __init__(self, name: str, loader: Loader, *, splits: Sequence[str], default_split: str,
+                 metric_name: str | None = None, label_names: Sequence[str] | None = None,
+                 description: str = "", cache_token: Callable[[str], str] | None = None) -> None:
+        self.name = name
+        self._loader = loader
+        self.splits = tuple(splits)
+        self.default_split = default_split
+        self.metric_name = get_metric(metric_name or self.default_metric).name     # unknown names raise here
+        self.label_names = list(label_names) if label_names is not None else None
+        self.num_labels = len(self.label_names) if self.label_names is not None else None
+        self.description = description
+        self._cache_token = cache_token or (lambda split: "")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, metric={self.metric_name})"
+
+    @property
+    def metric(self) -> Metric:
+        """The headline metric (its registry entry)."""
+        return get_metric(self.metric_name)
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise DataError(f"Task {self.name!r} has no split {split!r}.{did_you_mean(split, self.splits)} "
+                            f"Its splits: {', '.join(self.splits)}.")
+
+    def check_model(self, loaded) -> None:
+        """Raise unless ``loaded`` (its adapter's task type) can do this task."""
+        if loaded.task_type != self.task_type:
+            raise DataError(f"Task {self.name!r} is a {self.task_type} task but model {loaded.model_id!r} is a "
+                            f"{loaded.task_type} model. Pick a {loaded.task_type} task or another model.")
+
+    def load(self, split: str, limit: int | None = None) -> list[dict]:
+        """Raw examples of ``split`` (the first ``limit`` of them, in the source's order)."""
+        self.check_split(split)
+        if limit is not None and limit < 1:
+            raise DataError(f"limit must be a positive number of examples, got {limit}.")
+        rows = self._loader(split, limit)
+        rows = rows[:limit] if limit is not None else rows
+        if not rows:
+            raise DataError(f"Task {self.name!r} split {split!r} has no examples.")
+        return rows
+
+    def encode(self, loaded, split: str, limit: int | None = None, max_length: int = 128,
+               progress: ProgressCallback | None = None) -> EncodedData:
+        """Tokenise ``split`` for ``loaded``'s tokenizer, once: later calls return the cached data."""
+        self.check_split(split)
+        self.check_model(loaded)
+        max_length = self._max_length(loaded, max_length)
+        key = (self.name, self._cache_token(split), split, limit, cache.tokenizer_key(loaded.tokenizer), max_length,
+               tuple(sorted(self._specials(loaded).items())))
+        hit = cache.lookup(key)
+        if hit is not None:
+            return hit
+        report(progress, "encode", 0, 1, f"{self.name} {split}")
+        examples = self.load(split, limit)
+        data = self._encode_examples(loaded, split, examples, max_length)
+        h = hashlib.sha256(json.dumps(examples, sort_keys=True, ensure_ascii=False, default=str).encode())
+        h.update(repr(key[4:]).encode())
+        data.fingerprint = h.hexdigest()
+        report(progress, "encode", 1, 1, f"{data.n_examples} examples")
+        cache.store(key, data)
+        return data
+
+    @staticmethod
+    def _max_length(loaded, max_length: int) -> int:
+        if max_length < 2:
+            raise DataError(f"max_length must be at least 2 tokens, got {max_length}.")
+        limit = getattr(loaded.tokenizer, "model_max_length", None)
+        return min(max_length, limit) if isinstance(limit, int) and 2 <= limit < 1_000_000 else max_length
+
+    def _specials(self, loaded) -> dict:
+        return {}
+
+    # -- the evaluation loop (template method) ------------------------------------------------------
+    def evaluate(self, loaded, data: EncodedData, mask: HeadMask | None = None, *, batch_size: int = 64,
+                 beams: int = 1, progress: ProgressCallback | None = None) -> EvalResult:
+        """The metric and mean loss of ``loaded`` under ``mask`` on ``data`` (``beams``: decoding only)."""
+        if beams < 1:
+            raise DataError(f"beams must be at least 1 (1 = greedy decoding), got {beams}.")
+        start = time.perf_counter()
+        state = EvalState(predictions=[None] * data.n_examples, options={"beams": beams})
+        total = math.ceil(data.n_examples / batch_size)
+        with torch.inference_mode(), apply_mask(loaded, mask):
+            for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
+                outputs = loaded.model(**batch.inputs)
+                state.loss += float(self.loss_sum(loaded, batch, outputs))
+                state.loss_weight += self.loss_weight(batch)
+                self.predict_batch(loaded, data, batch, outputs, state)
+                report(progress, "evaluate", i + 1, total, self.name)
+        return replace(self.summarise(data, state), seconds=time.perf_counter() - start)
+
+    # -- implemented per task type ------------------------------------------------------------------
+    def _encode_examples(self, loaded, split: str, examples: list[dict], max_length: int) -> EncodedData:
+        raise NotImplementedError
+
+    def _collate(self, data: EncodedData, idx: Sequence[int], device) -> EncodedBatch:
+        raise NotImplementedError
+
+    def loss_sum(self, loaded, batch: EncodedBatch, outputs) -> Tensor:
+        """Scalar: the loss summed over examples (classification) or target tokens (translation)."""
+        raise NotImplementedError
+
+    def loss_weight(self, batch: EncodedBatch) -> int:
+        """What :meth:`loss_sum` sums over in ``batch`` (the mean loss divides by the total)."""
+        return batch.n_examples
+
+    def predict_batch(self, loaded, data: EncodedData, batch: EncodedBatch, outputs, state: EvalState) -> None:
+        """Store the predictions of ``batch`` in ``state.predictions[batch.index]`` (inside the loop)."""
+        raise NotImplementedError
+
+    def summarise(self, data: EncodedData, state: EvalState) -> EvalResult:
+        """The :class:`EvalResult` of the predictions gathered in ``state``."""
+        raise NotImplementedError
+
+
+TASK_TYPES: Registry[type[Task]] = Registry("task type", DataError,
+                                            "Add a Task subclass under pruning_core/tasks/ and register it.")
+
+
+def register_task_type(cls: type[Task]) -> type[Task]:
+    """Class decorator: make ``cls`` the Task class for its ``task_type``."""
+    TASK_TYPES.add(cls.task_type, cls, description=(cls.__doc__ or "").strip().split("\n")[0],
+                   default_metric=cls.default_metric)
+    return cls

@@ -1,0 +1,126 @@
+"""Encoded data and batching: tokenised splits, length buckets, padding.
+
+An :class:`EncodedData` is a tokenised split; its :meth:`~EncodedData.batches` are sorted by
+length so a batch holds examples of similar length and little padding. The task that made it
+collates each batch (``task._collate``), since what a batch holds depends on the task type.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .base import Task
+
+IGNORE = -100                   # label id ignored by the loss (padding of translation targets)
+
+
+@dataclass
+class EncodedBatch:
+    """One batch, ready for ``model(**batch.inputs)``.
+
+    inputs: kwargs for the model, on its device; no labels inside. ``input_ids`` and
+        ``attention_mask`` are ``[B, T]`` (1 = real token, 0 = padding); seq2seq models also get
+        ``decoder_input_ids`` ``[B, T_dec]`` (the targets shifted right).
+    labels: ``[B]`` class ids (classification) or ``[B, T_dec]`` target ids, -100 = ignore.
+    token_masks: per attention kind ``[B, T]``, 1 for the real tokens the kind attends from:
+        ``encoder_self`` -> ``attention_mask``; ``decoder_self`` and ``cross`` -> ``labels != -100``.
+    n_examples: B.
+    index: ``[B]`` positions of these examples in the split's original order.
+    """
+
+    inputs: dict[str, Tensor]
+    labels: Tensor
+    token_masks: dict[str, Tensor]
+    n_examples: int
+    index: Tensor
+
+
+@dataclass
+class EncodedData:
+    """A tokenised split, cached and shared: treat it as read-only.
+
+    ``features[i]`` holds example i's token id lists (``input_ids``, maybe ``token_type_ids``,
+    and ``labels`` for translation); ``lengths[i]`` is the sort key of the length buckets.
+    """
+
+    task: "Task"
+    split: str
+    n_examples: int
+    fingerprint: str                        # sha256 of the examples, the tokenizer and max_length
+    texts: list                             # raw examples (dicts), for showing in the UI
+    references: list[str] | None            # translation targets (for BLEU), else None
+    features: list[dict[str, list[int]]] = field(repr=False, default_factory=list)
+    labels: list[int] | None = field(repr=False, default=None)   # classification class ids
+    lengths: list[int] = field(repr=False, default_factory=list)
+    specials: dict = field(repr=False, default_factory=dict)     # pad / decoder start ids
+    max_length: int = 128
+
+    def order(self, sort_by_length: bool = True) -> list[int]:
+        """Example positions in batch order: by length (ties by position), or as they are."""
+        if not sort_by_length:
+            return list(range(self.n_examples))
+        return sorted(range(self.n_examples), key=lambda i: (self.lengths[i], i))
+
+    def batches(self, batch_size: int = 64, device: torch.device | str | None = None,
+                sort_by_length: bool = True) -> Iterator[EncodedBatch]:
+        """``ceil(n / batch_size)`` batches covering every example once, shortest first."""
+        if batch_size < 1:
+            raise DataError(f"batch_size must be at least 1, got {batch_size}.")
+        order = self.order(sort_by_length)
+        for start in range(0, len(order), batch_size):
+            yield self.task._collate(self, order[start:start + batch_size], device)
+
+    def padding_fraction(self, batch_size: int = 64, sort_by_length: bool = True) -> float:
+        """Share of the encoder input positions that are padding, for this batching."""
+        order, pad, total = self.order(sort_by_length), 0, 0
+        for start in range(0, len(order), batch_size):
+            lens = [len(self.features[i]["input_ids"]) for i in order[start:start + batch_size]]
+            pad += max(lens) * len(lens) - sum(lens)
+            total += max(lens) * len(lens)
+        return pad / total if total else 0.0
+
+
+def pad(rows: Sequence[Sequence[int]], value: int) -> Tensor:
+    """``[len(rows), longest]`` long tensor, each row padded at the end with ``value``."""
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def accepts_argument(model: torch.nn.Module, name: str) -> bool:
+    """Whether ``model.forward`` names ``name`` explicitly (DistilBERT takes no ``token_type_ids``)."""
+    return name in inspect.signature(model.forward).parameters
+
+
+def tokenize_classification(tokenizer, examples: Sequence[dict], max_length: int,
+                            token_types: bool = True) -> list[dict[str, list[int]]]:
+    """Token ids of text (``text``) or text-pair (``text_a``, ``text_b``) examples, truncated."""
+    if not examples:
+        return []
+    if "text_a" in examples[0]:
+        enc = tokenizer([e["text_a"] for e in examples], [e["text_b"] for e in examples],
+                        truncation=True, max_length=max_length)
+    else:
+        enc = tokenizer([e["text"] for e in examples], truncation=True, max_length=max_length)
+    keys = ["input_ids"] + (["token_type_ids"] if token_types and "token_type_ids" in enc else [])
+    return [{k: list(enc[k][i]) for k in keys} for i in range(len(examples))]
+
+
+def collate_classification(features: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, Tensor]:
+    """Pad a list of tokenised examples: ``input_ids``, ``attention_mask`` (and ``token_type_ids``) [B, T]."""
+    out = {"input_ids": pad([f["input_ids"] for f in features], pad_id)}
+    lens = torch.tensor([len(f["input_ids"]) for f in features])
+    out["attention_mask"] = (torch.arange(out["input_ids"].shape[1])[None, :] < lens[:, None]).long()
+    if "token_type_ids" in features[0]:
+        out["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0)
+    return out

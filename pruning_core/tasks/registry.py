@@ -1,0 +1,124 @@
+"""The task registry: task names -> Task builders, and ``get_task`` for names and ``file:PATH``.
+
+- ``movie-sentiment``: the embedded default (see :mod:`pruning_core.data.movie_sentiment`);
+- ``file:PATH``: a local CSV / TSV / JSONL file (see :mod:`pruning_core.data.files`); its task
+  type (from the file's columns) picks the Task class from :data:`~.base.TASK_TYPES`;
+- GLUE names (``sst2``, ``mnli``, ...) and WMT names (``wmt14-fr-en``, ...) from the hub
+  (see :mod:`pruning_core.data.hub`).
+
+Each registered entry is a factory, so every ``get_task`` builds a fresh Task.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import DataError, did_you_mean
+from ..registry import Registry
+from .base import TASK_TYPES, Task
+from .classification import ClassificationTask
+from .translation import TranslationTask
+
+FILE_PREFIX = "file:"
+DEFAULT_TASK = "movie-sentiment"
+FAMILIES = ("embedded", "glue", "wmt")           # the order task names are listed in
+
+TASKS: Registry[Callable[[], Task]] = Registry("task", DataError)
+
+
+def register_task(name: str, description: str, factory: Callable[[], Task], family: str = "other") -> None:
+    """Register ``factory`` (builds the Task) under ``name``; a name registered twice raises."""
+    TASKS.add(name, factory, description=description, family=family)
+
+
+def task_names() -> list[str]:
+    """Every registered name (``file:PATH`` is accepted too): the embedded task, GLUE, WMT, others."""
+    rank = {f: i for i, f in enumerate(FAMILIES)}
+    return sorted(TASKS.names(), key=lambda n: rank.get(TASKS.entry(n).meta["family"], len(FAMILIES)))
+
+
+def _movie_sentiment() -> Task:
+    from ..data import movie_sentiment as ms
+
+    def token(split: str) -> str:
+        manifest = ms.read_manifest()
+        return manifest["files"][f"{split}.jsonl"]["sha256"] if manifest else ""
+
+    return ClassificationTask(ms.NAME, lambda split, limit: ms.load_split(split), splits=ms.SPLITS,
+                              default_split="validation", label_names=ms.LABEL_NAMES,
+                              description="movie review snippets, positive vs negative (the embedded default)",
+                              cache_token=token)
+
+
+def _file_task(spec: str) -> Task:
+    from ..data import files
+
+    path = Path(spec[len(FILE_PREFIX):]).expanduser()
+    if not str(path):
+        raise DataError("`file:` needs a path after it, like file:data/my_examples.csv.")
+    loaded = files.load_file(path)
+
+    def loader(split: str, limit: int | None) -> list[dict]:
+        return [dict(e) for e in files.load_split(path, split).examples]
+
+    def token(split: str) -> str:
+        st = path.stat()
+        return f"{path.resolve()}:{st.st_mtime_ns}:{st.st_size}"
+
+    cls = TASK_TYPES.get(loaded.task_type)
+    return cls(f"{FILE_PREFIX}{path}", loader, splits=files.SPLITS, default_split="test",
+               label_names=loaded.label_names, description=f"{loaded.shape} examples from {path}", cache_token=token)
+
+
+def _glue(name: str) -> Callable[[], Task]:
+    def factory() -> Task:
+        from ..data import hub
+        spec = hub.glue_spec(name)
+        return ClassificationTask(name, lambda split, limit: hub.load_glue(name, split, limit),
+                                  splits=tuple(spec.splits), default_split="validation",
+                                  metric_name=spec.metric_name, label_names=spec.label_names,
+                                  description=f"GLUE {name} (Hugging Face hub)")
+    return factory
+
+
+def _wmt(name: str) -> Callable[[], Task]:
+    def factory() -> Task:
+        from ..data import hub
+        spec = hub.wmt_names()[name]
+        return TranslationTask(name, lambda split, limit: hub.load_wmt(name, split, limit), splits=hub.WMT_SPLITS,
+                               default_split="test",
+                               description=f"{spec.dataset} {spec.source_lang}->{spec.target_lang} (Hugging Face hub)")
+    return factory
+
+
+def _register_builtin() -> None:
+    from ..data import hub
+    register_task(DEFAULT_TASK, "movie review snippets, positive vs negative (embedded default)",
+                  _movie_sentiment, family="embedded")
+    for name in hub.GLUE:
+        register_task(name, f"GLUE {name}", _glue(name), family="glue")
+    for name, spec in hub.wmt_names().items():
+        register_task(name, f"{spec.dataset} {spec.source_lang}->{spec.target_lang}", _wmt(name), family="wmt")
+
+
+_register_builtin()
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``: a registered name, or ``file:PATH`` for a local data file."""
+    name = name.strip()
+    if name.startswith(FILE_PREFIX):
+        return _file_task(name)
+    for candidate in (name, name.lower()):
+        if candidate in TASKS:
+            return TASKS.get(candidate)()
+    from ..data import hub
+    if name.lower() in hub.REGRESSION:
+        hub.glue_spec(name.lower())                       # raises: a regression task, with the choices
+    names = task_names()
+    hint = did_you_mean(name.lower(), names)
+    if not hint and (Path(name).expanduser().is_file() or Path(name).suffix.lower() in (".csv", ".tsv", ".jsonl")):
+        hint = f" To use a data file, write 'file:{name}'."
+    glue = [n for n in names if TASKS.entry(n).meta["family"] == "glue"]
+    raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, file:PATH, GLUE ({', '.join(glue)}), "
+                    "WMT (wmt14-fr-en, wmt16-de-en, wmt16-ro-en, ...).")

@@ -1,0 +1,94 @@
+"""Sequence-to-sequence translation: teacher-forced loss per target token, BLEU of decoded outputs."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..errors import DataError
+from ..metrics import BLEU
+from ..results import EvalResult
+from .base import EvalState, Task, register_task_type
+from .batching import IGNORE, EncodedBatch, EncodedData, collate_classification, pad
+
+
+@register_task_type
+class TranslationTask(Task):
+    """Sequence-to-sequence translation; metric corpus BLEU (sacrebleu), loss per target token."""
+
+    task_type = "translation"
+    default_metric = BLEU.name
+
+    def _specials(self, loaded) -> dict:
+        cfg = loaded.model.config
+        gen = getattr(loaded.model, "generation_config", None)
+        start = getattr(cfg, "decoder_start_token_id", None)
+        if start is None and gen is not None:
+            start = gen.decoder_start_token_id
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else loaded.tokenizer.pad_token_id
+        if start is None:
+            start = pad_id
+        return {"decoder_start": int(start), "decoder_pad": int(pad_id)}
+
+    def _encode_examples(self, loaded, split, examples, max_length) -> EncodedData:
+        for i, ex in enumerate(examples):
+            if "source" not in ex or "target" not in ex:
+                raise DataError(f"Task {self.name!r} example {i} of {split!r} lacks 'source' or 'target'.")
+        tok = loaded.tokenizer
+        enc = tok([e["source"] for e in examples], text_target=[e["target"] for e in examples],
+                  truncation=True, max_length=max_length)
+        features = [{"input_ids": list(enc["input_ids"][i]), "labels": list(enc["labels"][i])}
+                    for i in range(len(examples))]
+        specials = self._specials(loaded)
+        specials["pad"] = tok.pad_token_id if tok.pad_token_id is not None else specials["decoder_pad"]
+        return EncodedData(task=self, split=split, n_examples=len(examples), fingerprint="", texts=examples,
+                           references=[e["target"] for e in examples], features=features, labels=None,
+                           lengths=[len(f["input_ids"]) + len(f["labels"]) for f in features],
+                           specials=specials, max_length=max_length)
+
+    def _collate(self, data, idx, device) -> EncodedBatch:
+        feats = [data.features[i] for i in idx]
+        inputs = collate_classification(feats, data.specials["pad"])
+        labels = pad([f["labels"] for f in feats], IGNORE)                        # [B, T_dec]
+        decoder_input_ids = torch.full_like(labels, data.specials["decoder_start"])
+        decoder_input_ids[:, 1:] = labels[:, :-1]                                 # shift right
+        decoder_input_ids[decoder_input_ids == IGNORE] = data.specials["decoder_pad"]
+        inputs["decoder_input_ids"] = decoder_input_ids
+        if device is not None:
+            inputs = {k: v.to(device) for k, v in inputs.items()}
+            labels = labels.to(device)
+        target = (labels != IGNORE).long()
+        return EncodedBatch(inputs=inputs, labels=labels,
+                            token_masks={"encoder_self": inputs["attention_mask"], "decoder_self": target,
+                                         "cross": target},
+                            n_examples=len(idx), index=torch.tensor(list(idx), dtype=torch.long))
+
+    def loss_sum(self, loaded, batch, outputs) -> Tensor:
+        """Cross-entropy of ``outputs.logits`` [B, T_dec, V] over the real target tokens, summed."""
+        logits = outputs.logits.float()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1),
+                               ignore_index=IGNORE, reduction="sum")
+
+    def loss_weight(self, batch) -> int:
+        return int(batch.token_masks["cross"].sum())
+
+    def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
+        """Decode the batch (greedy when ``beams`` is 1) under the mask already in place."""
+        # the decoder's positions bound the output: start token + new tokens <= max positions
+        max_new = min(data.max_length, getattr(loaded.model.config, "max_position_embeddings", 1 << 20) - 1)
+        generated = loaded.model.generate(
+            input_ids=batch.inputs["input_ids"], attention_mask=batch.inputs["attention_mask"],
+            num_beams=state.options["beams"], do_sample=False, max_new_tokens=max_new)
+        texts = loaded.tokenizer.batch_decode(generated, skip_special_tokens=True)
+        for j, text in zip(batch.index.tolist(), texts):
+            state.predictions[j] = text.strip()
+
+    def summarise(self, data, state: EvalState) -> EvalResult:
+        """The task's metric of the decoded texts; a few samples in ``extra`` for showing."""
+        hyps = state.predictions
+        metric = self.metric
+        value = metric.of(hyps, data.references, state.loss, state.loss_weight)
+        extra = {metric.name: value, "target_tokens": state.loss_weight, "beams": state.options["beams"],
+                 "samples": [{"source": data.texts[j]["source"], "hypothesis": hyps[j],
+                              "reference": data.references[j]} for j in range(min(3, data.n_examples))]}
+        return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)
