@@ -135,19 +135,35 @@ class EmptyAttention(nn.Module):
     ``[batch, tokens, 0]`` tensor and the outer projection adds its bias.
     """
 
-    def __init__(self, children: Mapping[str, nn.Module], out_name: str | None, head_dim: int) -> None:
+    def __init__(self, children: Mapping[str, nn.Module], out_name: str | None, head_dim: int,
+                 cache_layer: int | None = None) -> None:
         super().__init__()
         for name, module in children.items():
             setattr(self, name, module)
         self.out_name = out_name
         self.head_dim = head_dim
         self.num_heads = 0
+        self.cache_layer = cache_layer
 
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, None]:
         empty = hidden_states.new_zeros(*hidden_states.shape[:-1], 0)   # [batch, tokens, 0]
-        if self.out_name is not None:
-            return getattr(self, self.out_name)(empty), None
-        return empty, None
+        cache = kwargs.get("past_key_values")
+        if cache is not None and self.cache_layer is not None:
+            # a decoder self-attention still counts its tokens in the key/value cache: models (BART) read
+            # the cached length of layer 0 to place the next token, and a cache of zero heads counts as
+            # empty, so one zero placeholder head [batch, 1, tokens, head_dim] is cached (never read)
+            cache = getattr(cache, "self_attention_cache", cache)
+            kv = hidden_states.new_zeros(hidden_states.shape[0], 1, hidden_states.shape[1], self.head_dim)
+            cache.update(kv, kv, self.cache_layer)
+        if self.out_name is None:
+            return empty, None
+        out = getattr(self, self.out_name)
+        if isinstance(out, nn.Linear):
+            return out(empty), None
+        # Conv1D cannot take a zero-width input (it flattens it with view(-1, 0)); its output is its bias
+        width = int(out.nf)
+        bias = out.bias if out.bias is not None else hidden_states.new_zeros(width)
+        return bias.to(hidden_states.dtype).expand(*hidden_states.shape[:-1], width), None
 
 
 class ArchitectureAdapter:
@@ -208,7 +224,8 @@ class ArchitectureAdapter:
         wanted = site.projections()
         children = {name: m for name, m in container.named_children() if any(m is w for w in wanted)}
         out_name = next((name for name, m in children.items() if m is site.out), None)
-        return EmptyAttention(children, out_name, site.head_dim)
+        cache_layer = getattr(container, "layer_idx", None) if site.kind == "decoder_self" else None
+        return EmptyAttention(children, out_name, site.head_dim, cache_layer)
 
     # -- compute, attention maps ---------------------------------------------------------------------
     def flop_dims(self, config) -> FlopDims:
