@@ -84,6 +84,7 @@ class FlopDims:
     is_encoder_decoder: bool
     head_kind: str                           # "classifier" (once per sequence) | "lm_head" (per token)
     head_size: int                           # labels, or vocabulary size
+    output_stack: str                        # the stack whose tokens the output head reads
 
 
 def keep_outputs(module: nn.Module, index: torch.Tensor) -> None:

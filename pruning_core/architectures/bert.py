@@ -42,7 +42,8 @@ class BertAdapter(ArchitectureAdapter):
                           head_dim=int(config.hidden_size) // heads, ffn_dim=int(config.intermediate_size))
         return FlopDims(hidden=int(config.hidden_size), stacks={"encoder": stack},
                         kind_stack={"encoder_self": "encoder"}, is_encoder_decoder=False,
-                        head_kind="classifier", head_size=int(getattr(config, "num_labels", 2) or 2))
+                        head_kind="classifier", head_size=int(getattr(config, "num_labels", 2) or 2),
+                        output_stack="encoder")
 
 
 register(BertAdapter())

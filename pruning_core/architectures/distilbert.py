@@ -34,7 +34,8 @@ class DistilBertAdapter(ArchitectureAdapter):
                           head_dim=int(config.dim) // heads, ffn_dim=int(config.hidden_dim))
         return FlopDims(hidden=int(config.dim), stacks={"encoder": stack}, kind_stack={"encoder_self": "encoder"},
                         is_encoder_decoder=False, head_kind="classifier",
-                        head_size=int(getattr(config, "num_labels", 2) or 2))
+                        head_size=int(getattr(config, "num_labels", 2) or 2),
+                        output_stack="encoder")
 
 
 register(DistilBertAdapter())

@@ -50,7 +50,8 @@ class GPT2Adapter(ArchitectureAdapter):
         stack = StackDims(layers=int(config.n_layer), heads=heads, kv_heads=heads, head_dim=d // heads,
                           ffn_dim=int(config.n_inner or 4 * d))
         return FlopDims(hidden=d, stacks={"decoder": stack}, kind_stack={"decoder_self": "decoder"},
-                        is_encoder_decoder=False, head_kind="lm_head", head_size=int(config.vocab_size))
+                        is_encoder_decoder=False, head_kind="lm_head", head_size=int(config.vocab_size),
+                        output_stack="decoder")
 
 
 register(GPT2Adapter())

@@ -49,7 +49,8 @@ class Seq2SeqAdapter(ArchitectureAdapter):
                                 "decoder": stack(config.decoder_layers, config.decoder_attention_heads,
                                                  config.decoder_ffn_dim)},
                         kind_stack={"encoder_self": "encoder", "decoder_self": "decoder", "cross": "decoder"},
-                        is_encoder_decoder=True, head_kind="lm_head", head_size=int(config.vocab_size))
+                        is_encoder_decoder=True, head_kind="lm_head", head_size=int(config.vocab_size),
+                        output_stack="decoder")
 
 
 register(Seq2SeqAdapter())
