@@ -33,6 +33,8 @@ def half_mask(layout: HeadLayout, seed: int = 0) -> HeadMask:
     """Remove half of every layer's heads (rounded down), chosen by ``random.Random(seed)``.
 
     The 50 % setting of Michel et al.'s speed table. Which heads go does not change the speed.
+    Same masks as ``presets.random_per_layer(layout, 0.5, seed)`` when every layer's head count is
+    even (or 1, 5, 9, ...); not otherwise, since that one rounds half to even (3 heads -> 2 removed).
     """
     rng = random.Random(seed)
     kinds = {}
