@@ -111,7 +111,7 @@ def gate_heads(model: nn.Module, sites: Sequence[AttentionSite],
 
     Args:
         model: the model the sites belong to (not modified; hooks are scoped to the block).
-        sites: its attention sites, from ``architectures.find_sites``.
+        sites: its attention sites, from ``architectures.find_sites`` (or ``LoadedModel.sites``).
         gates: per kind, one tensor ``[heads]`` per layer; 1.0 keeps a head, 0.0 removes it,
             anything between scales it. Tensors may require grad.
         record: keep the gated head outputs ``[..., heads, head_dim]`` of every forward pass in

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import transformers as tf
@@ -94,7 +95,45 @@ def test_half_mask_removes_half_of_every_layer():
 
 # -- the benchmark -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arch", ["bert", "bart"])
+def test_ceiling_of_a_decoder_only_model_counts_its_lm_head():
+    config = tiny_config("gpt2")                         # d=32, d_ff=64, 2 layers of 4 heads, vocab V
+    t, d = 12, 32
+    c = flop_ceiling(config, None, t)
+    assert c.decoder_len is None and [l.kind for l in c.layers] == ["decoder_self", "decoder_self"]
+    assert c.attention_macs == 2 * (t * 4 * d * d + 2 * t * t * d)
+    assert c.ffn_macs == 2 * t * 2 * d * 64
+    assert c.head_kind == "lm_head" and c.head_macs == t * d * config.vocab_size
+
+
+def test_site_macs_of_grouped_query_attention_and_gated_feed_forward():
+    from pruning_core.architectures import StackDims
+    from pruning_core.bench.ceiling import _site_macs
+    gqa = StackDims(layers=1, heads=4, kv_heads=2, head_dim=8, ffn_dim=64, ffn_matrices=3)
+    d, t = 32, 10
+    full = _site_macs(d, gqa, [1, 1, 1, 1], t, t)
+    assert full == t * 2 * d * 32 + t * 2 * d * 16 + 2 * t * t * 32       # k, v are half as wide
+    # one query head of each group removed: both key/value heads stay
+    assert full - _site_macs(d, gqa, [1, 0, 1, 0], t, t) == t * 2 * d * 16 + 2 * t * t * 16
+    # a whole group removed: its key/value head goes too
+    assert full - _site_macs(d, gqa, [0, 0, 1, 1], t, t) == t * 2 * d * 16 + t * 2 * d * 8 + 2 * t * t * 16
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "benchmarks" / "results").glob("bench_pruning*.json")))
+def test_saved_bench_files_round_trip_byte_for_byte(path):
+    text = path.read_text(encoding="utf-8")
+    again = BenchResult.from_json(json.loads(text)).to_json()
+    assert json.dumps(again, indent=1, ensure_ascii=False) + "\n" == text
+
+
+def test_a_malformed_bench_file_is_a_format_error(tmp_path):
+    loaded = tiny_loaded("bert", tmp_path)
+    data = benchmark(loaded, None, batch_sizes=(1,), measure_memory=False, **FAST).to_json()
+    del data["rows"][0]["median_s"]
+    with pytest.raises(FormatError, match="malformed"):
+        BenchResult.from_json(data)
+
+
+@pytest.mark.parametrize("arch", ["bert", "bart", "gpt2"])
 def test_benchmark_measures_three_variants_and_leaves_the_model_alone(arch, tmp_path):
     loaded = tiny_loaded(arch, tmp_path)
     before = weights_hash_of_module(loaded.model)
@@ -119,7 +158,7 @@ def test_benchmark_measures_three_variants_and_leaves_the_model_alone(arch, tmp_
     assert comp.ceiling_speedup == pytest.approx(result.ceiling.speedup)
     assert result.ceiling.speedup > 1.0
     assert comp.fraction_of_ceiling == pytest.approx(comp.speedup / comp.ceiling_speedup)
-    assert (result.decoder_len is not None) == (arch == "bart")
+    assert (result.decoder_len is not None) == bool(tiny_config(arch).is_encoder_decoder)
     assert result.attn_implementation == "eager"
 
 

@@ -6,14 +6,14 @@ import torch
 
 from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, gate_heads, installed_hook_count, ones_gates
-from tiny import ARCHS, logits_of, tiny_inputs, tiny_loaded
+from tiny import ALL_ARCHS, logits_of, tiny_inputs, tiny_loaded
 
 
 def some_mask(layout):
     return HeadMask.from_removed(layout, [(k, l, h) for k in layout.kinds for l in range(2) for h in (0, 2)])
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ALL_ARCHS)
 def test_full_mask_is_a_noop_and_a_mask_changes_outputs(arch, tmp_path):
     lm = tiny_loaded(arch, tmp_path)
     x = tiny_inputs(arch)

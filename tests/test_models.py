@@ -52,8 +52,9 @@ def test_missing_weights(bert_folder):
 
 def test_unsupported_architecture(tmp_path):
     import transformers as tf
-    folder = tmp_path / "gpt2"
-    tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=20)).save_pretrained(folder)
+    folder = tmp_path / "opt"           # a family without an adapter (GPT-2 has one now)
+    tf.OPTForCausalLM(tf.OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8, ffn_dim=16,
+                                   word_embed_proj_dim=8, vocab_size=20, max_position_embeddings=16)).save_pretrained(folder)
     with pytest.raises(UnsupportedArchitectureError, match="Supported model types"):
         load_model(str(folder))
 

@@ -8,7 +8,7 @@ from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.models import load_model, save_pruned, weights_hash_of_module
 from pruning_core.pruning import attention_parameter_count, parameter_count, prune_heads
-from tiny import ARCHS, logits_of, tiny_inputs, tiny_loaded
+from tiny import ALL_ARCHS, ARCHS, logits_of, tiny_inputs, tiny_loaded
 
 
 def mixed_mask(layout, kinds=None):
@@ -18,9 +18,11 @@ def mixed_mask(layout, kinds=None):
     return HeadMask.from_removed(layout, removed)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_pruned_equals_masked_and_original_untouched(arch, tmp_path):
-    lm = tiny_loaded(arch, tmp_path)
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("arch", ALL_ARCHS)
+def test_pruned_equals_masked_and_original_untouched(arch, attn, tmp_path):
+    lm = tiny_loaded(arch, tmp_path, attn_implementation=attn)
+    assert lm.model.config._attn_implementation == attn
     x = tiny_inputs(arch)
     before = weights_hash_of_module(lm.model)
     mask = mixed_mask(lm.layout)
@@ -61,7 +63,7 @@ def test_pruned_generate_equals_masked_generate(arch, tmp_path):
     assert torch.allclose(masked.scores[-1], pruned.scores[-1], atol=1e-4)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ALL_ARCHS)
 def test_save_and_reload_pruned_model(arch, tmp_path):
     lm = tiny_loaded(arch, tmp_path)
     x = tiny_inputs(arch)

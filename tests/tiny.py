@@ -1,11 +1,16 @@
-"""Tiny random models of every supported architecture, built offline (hidden 32, 2 layers, 4 heads)."""
+"""Tiny random models of every supported architecture, built offline (hidden 32, 2 layers, 4 heads).
+
+Adding an architecture family: one entry in ``CONFIGS`` (a tiny random config); the model class
+comes from the family's adapter (``adapter_for(config).auto_class``).
+"""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from pruning_core.architectures import find_sites, layout_of
+from pruning_core.architectures import adapter_for, find_sites, layout_of
 from pruning_core.models import LoadedModel, weights_hash_of_module
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<s>", "</s>", "<pad>", "<unk>"] + \
@@ -19,47 +24,57 @@ def make_bert_tokenizer(folder: Path):
     return BertTokenizerFast(vocab=str(folder / "vocab.txt"))
 
 
+def _tf():
+    import transformers
+    return transformers
+
+
+_COMMON = dict(vocab_size=len(VOCAB), max_position_embeddings=64)
+_SEQ2SEQ = dict(vocab_size=len(VOCAB), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                pad_token_id=7, bos_token_id=5, eos_token_id=6, decoder_start_token_id=5)
+
+CONFIGS: dict[str, Callable[[], object]] = {
+    "bert": lambda: _tf().BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, num_labels=2, **_COMMON),
+    "roberta": lambda: _tf().RobertaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                           intermediate_size=64, num_labels=2, pad_token_id=0, bos_token_id=2,
+                                           eos_token_id=3, vocab_size=len(VOCAB), max_position_embeddings=70),
+    "electra": lambda: _tf().ElectraConfig(hidden_size=32, embedding_size=32, num_hidden_layers=2,
+                                           num_attention_heads=4, intermediate_size=64, num_labels=2, **_COMMON),
+    "distilbert": lambda: _tf().DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64, num_labels=2,
+                                                 **_COMMON),
+    "bart": lambda: _tf().BartConfig(**_SEQ2SEQ, forced_eos_token_id=6),
+    "marian": lambda: _tf().MarianConfig(**_SEQ2SEQ),
+    "gpt2": lambda: _tf().GPT2Config(n_embd=32, n_layer=2, n_head=4, n_inner=64, vocab_size=len(VOCAB),
+                                     n_positions=64, pad_token_id=0, bos_token_id=5, eos_token_id=6),
+}
+
+# Every family with a tiny config (masking and pruning parity run on all of them) ...
+ALL_ARCHS = list(CONFIGS)
+# ... and those whose task type has tasks (classification, translation): scoring, evaluation, the app.
+ARCHS = [a for a in ALL_ARCHS if adapter_for(a).task_type in ("classification", "translation")]
+
+
 def tiny_config(arch: str):
-    import transformers as tf
-    common = dict(vocab_size=len(VOCAB), max_position_embeddings=64)
-    if arch == "bert":
-        return tf.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                             num_labels=2, **common)
-    if arch == "roberta":
-        return tf.RobertaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                num_labels=2, pad_token_id=0, bos_token_id=2, eos_token_id=3, vocab_size=len(VOCAB),
-                                max_position_embeddings=70)
-    if arch == "electra":
-        return tf.ElectraConfig(hidden_size=32, embedding_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=64, num_labels=2, **common)
-    if arch == "distilbert":
-        return tf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64, num_labels=2, **common)
-    seq = dict(vocab_size=len(VOCAB), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-               decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-               pad_token_id=7, bos_token_id=5, eos_token_id=6, decoder_start_token_id=5)
-    if arch == "bart":
-        return tf.BartConfig(**seq, forced_eos_token_id=6)
-    if arch == "marian":
-        return tf.MarianConfig(**seq)
-    raise ValueError(arch)
+    return CONFIGS[arch]()
 
 
 def tiny_model(arch: str, seed: int = 0, attn_implementation: str = "eager"):
-    import transformers as tf
     torch.manual_seed(seed)
     config = tiny_config(arch)
-    cls = tf.AutoModelForSeq2SeqLM if arch in ("bart", "marian") else tf.AutoModelForSequenceClassification
+    cls = getattr(_tf(), adapter_for(config).auto_class)
     model = cls.from_config(config, attn_implementation=attn_implementation)
     return model.eval()
 
 
-def tiny_loaded(arch: str, tmp: Path, seed: int = 0) -> LoadedModel:
-    model = tiny_model(arch, seed)
+def tiny_loaded(arch: str, tmp: Path, seed: int = 0, attn_implementation: str = "eager") -> LoadedModel:
+    model = tiny_model(arch, seed, attn_implementation)
     tok = make_bert_tokenizer(tmp / f"tok-{arch}")
     sites = find_sites(model)
-    task_type = "translation" if arch in ("bart", "marian") else "classification"
-    return LoadedModel(model=model, tokenizer=tok, model_id=f"tiny-{arch}", source="memory", task_type=task_type,
-                       arch=arch, weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites))
+    return LoadedModel(model=model, tokenizer=tok, model_id=f"tiny-{arch}", source="memory",
+                       task_type=adapter_for(model).task_type, arch=arch,
+                       weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites))
 
 
 def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> dict:
@@ -68,7 +83,7 @@ def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> di
     attn = torch.ones(batch, length, dtype=torch.long)
     attn[0, -2:] = 0   # one padded example
     inputs = {"input_ids": ids, "attention_mask": attn}
-    if arch in ("bart", "marian"):
+    if getattr(tiny_config(arch), "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(9, len(VOCAB), (batch, 5), generator=g)
     return inputs
 
@@ -76,6 +91,3 @@ def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> di
 def logits_of(model, inputs) -> torch.Tensor:
     with torch.no_grad():
         return model(**inputs).logits
-
-
-ARCHS = ["bert", "roberta", "electra", "distilbert", "bart", "marian"]

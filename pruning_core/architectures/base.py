@@ -1,0 +1,252 @@
+"""The architecture extension point: one :class:`ArchitectureAdapter` per family of models.
+
+An *attention site* is one multi-head attention of one layer (say, the cross-attention of
+decoder layer 2). Every site has an output projection whose *input* is the concatenation of the
+heads' outputs, head-major: ``[batch, tokens, heads * head_dim]``. Masking gates that input (a
+forward pre-hook, in :mod:`pruning_core.masking`); physical pruning slices the query/key/value
+outputs and the output projection's input columns.
+
+An adapter owns everything that depends on the family: where the sites are, how to slice them
+(separate or fused projections, ``nn.Linear`` or transformers' ``Conv1D``), which attributes hold
+the head count, the dimensions the FLOP ceiling needs, how to read attention maps from a model
+output, the task type and the transformers Auto class. Nothing else in the library looks at
+``config.model_type`` or at module attribute names.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from ..heads import KINDS, HeadLayout
+
+
+@dataclass
+class AttentionSite:
+    """One multi-head attention of one layer, as found in a model instance.
+
+    ``q``, ``k`` and ``v`` are the modules that produce queries, keys and values; with a fused
+    projection (GPT-2's ``c_attn``) they are the same module. Query heads and key/value heads are
+    counted separately so that grouped-query attention (``num_kv_heads < num_heads``) fits.
+    """
+
+    kind: str                 # "encoder_self" | "decoder_self" | "cross"
+    layer: int                # zero-based layer index within its stack
+    parent: nn.Module         # the module holding ``container`` as attribute ``attr``
+    attr: str                 # attribute name of the container (the attention module) in ``parent``
+    q: nn.Module              # query projection (nn.Linear or Conv1D), outputs heads * head_dim
+    k: nn.Module
+    v: nn.Module
+    out: nn.Module            # output projection, inputs heads * head_dim (the gate hook sits here)
+    num_heads: int            # query heads now (fewer after pruning, 0 when all were removed)
+    num_kv_heads: int         # key/value heads now (== num_heads without grouped-query attention)
+    head_dim: int
+
+    @property
+    def container(self) -> nn.Module:
+        return getattr(self.parent, self.attr)
+
+    def projections(self) -> list[nn.Module]:
+        """The distinct q/k/v/out modules (a fused projection counted once)."""
+        seen: list[nn.Module] = []
+        for m in (self.q, self.k, self.v, self.out):
+            if not any(m is s for s in seen):
+                seen.append(m)
+        return seen
+
+
+@dataclass(frozen=True)
+class StackDims:
+    """One stack of layers (the encoder, or the decoder) as the FLOP ceiling needs it."""
+
+    layers: int
+    heads: int                # query heads per layer in the config
+    kv_heads: int             # key/value heads per layer (== heads without grouped-query attention)
+    head_dim: int
+    ffn_dim: int              # feed-forward inner size
+    ffn_matrices: int = 2     # 2: up + down (BERT-style); 3: gate + up + down (gated, Llama-style)
+
+
+@dataclass(frozen=True)
+class FlopDims:
+    """Everything :func:`pruning_core.bench.flop_ceiling` reads from a model's config.
+
+    ``kind_stack`` says which stack each attention kind lives in ("encoder" or "decoder");
+    cross-attention reads encoder tokens for its keys and values.
+    """
+
+    hidden: int
+    stacks: Mapping[str, StackDims]          # "encoder" / "decoder" -> dims
+    kind_stack: Mapping[str, str]            # attention kind -> stack name
+    is_encoder_decoder: bool
+    head_kind: str                           # "classifier" (once per sequence) | "lm_head" (per token)
+    head_size: int                           # labels, or vocabulary size
+    output_stack: str                        # the stack whose tokens the output head reads
+
+
+def keep_outputs(module: nn.Module, index: torch.Tensor) -> None:
+    """Keep only the output features ``index`` of a Linear or Conv1D, in place (weight and bias)."""
+    _keep(module, index, outputs=True)
+
+
+def keep_inputs(module: nn.Module, index: torch.Tensor) -> None:
+    """Keep only the input features ``index`` of a Linear or Conv1D, in place (the bias stays)."""
+    _keep(module, index, outputs=False)
+
+
+def _keep(module: nn.Module, index: torch.Tensor, outputs: bool) -> None:
+    # nn.Linear stores weight as [out, in]; transformers' Conv1D as [in, out] (attributes nf = out, nx = in)
+    conv1d = hasattr(module, "nf") and hasattr(module, "nx")
+    dim = (1 if conv1d else 0) if outputs else (0 if conv1d else 1)
+    index = index.to(module.weight.device)
+    with torch.no_grad():
+        weight = module.weight.index_select(dim, index).clone()
+        module.weight = nn.Parameter(weight, requires_grad=module.weight.requires_grad)
+        if outputs and module.bias is not None:
+            module.bias = nn.Parameter(module.bias.index_select(0, index).clone(),
+                                       requires_grad=module.bias.requires_grad)
+    width = weight.shape[dim]
+    if conv1d:
+        setattr(module, "nf" if outputs else "nx", width)
+    else:
+        setattr(module, "out_features" if outputs else "in_features", width)
+
+
+def head_index(heads: Sequence[int], head_dim: int, offset: int = 0) -> torch.Tensor:
+    """Feature indices ``[offset + h*head_dim, offset + (h+1)*head_dim)`` of the given heads, in order."""
+    if not heads:
+        return torch.zeros(0, dtype=torch.long)
+    return torch.cat([torch.arange(offset + h * head_dim, offset + (h + 1) * head_dim) for h in heads])
+
+
+def in_width(module: nn.Module) -> int:
+    """Input features of a Linear or Conv1D."""
+    return int(module.nx if hasattr(module, "nx") else module.in_features)
+
+
+class EmptyAttention(nn.Module):
+    """An attention whose heads were all removed: zero-width projections, output = out-projection bias.
+
+    It keeps the (zero-width) projections under their original attribute names so that the
+    module tree, and the saved state dict, keep the same keys. ``out_name`` is None when the
+    output projection lives outside the attention module (BERT): then the output is the empty
+    ``[batch, tokens, 0]`` tensor and the outer projection adds its bias.
+    """
+
+    def __init__(self, children: Mapping[str, nn.Module], out_name: str | None, head_dim: int,
+                 cache_layer: int | None = None) -> None:
+        super().__init__()
+        for name, module in children.items():
+            setattr(self, name, module)
+        self.out_name = out_name
+        self.head_dim = head_dim
+        self.num_heads = 0
+        self.cache_layer = cache_layer
+
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, None]:
+        empty = hidden_states.new_zeros(*hidden_states.shape[:-1], 0)   # [batch, tokens, 0]
+        cache = kwargs.get("past_key_values")
+        if cache is not None and self.cache_layer is not None:
+            # a decoder self-attention still counts its tokens in the key/value cache: models (BART) read
+            # the cached length of layer 0 to place the next token, and a cache of zero heads counts as
+            # empty, so one zero placeholder head [batch, 1, tokens, head_dim] is cached (never read)
+            cache = getattr(cache, "self_attention_cache", cache)
+            kv = hidden_states.new_zeros(hidden_states.shape[0], 1, hidden_states.shape[1], self.head_dim)
+            cache.update(kv, kv, self.cache_layer)
+        if self.out_name is None:
+            return empty, None
+        out = getattr(self, self.out_name)
+        if isinstance(out, nn.Linear):
+            return out(empty), None
+        # Conv1D cannot take a zero-width input (it flattens it with view(-1, 0)); its output is its bias
+        width = int(out.nf)
+        bias = out.bias if out.bias is not None else hidden_states.new_zeros(width)
+        return bias.to(hidden_states.dtype).expand(*hidden_states.shape[:-1], width), None
+
+
+class ArchitectureAdapter:
+    """What headprune needs to know about one family of architectures.
+
+    A subclass sets the class attributes and implements :meth:`find_sites`, :meth:`set_head_count`
+    and :meth:`flop_dims`. The defaults of :meth:`prune_site` handle separate q/k/v projections;
+    a fused projection overrides :meth:`slice_qkv`.
+    """
+
+    name: ClassVar[str]                          # family name, recorded as ``LoadedModel.arch``
+    model_types: ClassVar[tuple[str, ...]]       # ``config.model_type`` values it handles
+    task_type: ClassVar[str]                     # "classification" | "translation" | "language_model"
+    auto_class: ClassVar[str]                    # transformers Auto class used to load it
+    attention_outputs: ClassVar[Mapping[str, str]]   # kind -> model-output attribute with its maps
+
+    # -- finding the sites ---------------------------------------------------------------------------
+    def find_sites(self, model: nn.Module) -> list[AttentionSite]:
+        """Every attention site of ``model`` (any order; :meth:`sites` sorts them)."""
+        raise NotImplementedError
+
+    def sites(self, model: nn.Module) -> list[AttentionSite]:
+        """All attention sites of ``model``, sorted by kind (KINDS order), then layer."""
+        return sorted(self.find_sites(model), key=lambda s: (KINDS.index(s.kind), s.layer))
+
+    def layout(self, model: nn.Module) -> HeadLayout:
+        return layout_of(self.sites(model))
+
+    # -- physical pruning ----------------------------------------------------------------------------
+    def prune_site(self, site: AttentionSite, keep: Sequence[int]) -> None:
+        """Keep only the query heads ``keep`` of ``site``, in place; no heads left -> EmptyAttention."""
+        keep = list(keep)
+        if site.num_kv_heads != site.num_heads:
+            from ..errors import UnsupportedArchitectureError
+            raise UnsupportedArchitectureError(
+                f"Physical pruning of grouped-query attention ({site.num_heads} query heads, {site.num_kv_heads} "
+                f"key/value heads) is not implemented for {self.name!r}; use masking instead.")
+        self.slice_qkv(site, keep)
+        keep_inputs(site.out, head_index(keep, site.head_dim))
+        if keep:
+            self.set_head_count(site.container, len(keep), site.head_dim)
+        else:
+            setattr(site.parent, site.attr, self.empty_attention(site))
+
+    def slice_qkv(self, site: AttentionSite, keep: Sequence[int]) -> None:
+        """Keep the query/key/value outputs of heads ``keep`` (separate projections)."""
+        index = head_index(keep, site.head_dim)
+        for proj in (site.q, site.k, site.v):
+            keep_outputs(proj, index)
+
+    def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
+        """Write the new head count into the attention module's own attributes."""
+        raise NotImplementedError
+
+    def empty_attention(self, site: AttentionSite) -> nn.Module:
+        """The module that replaces an attention with no heads left (its projections already sliced)."""
+        container = site.container
+        wanted = site.projections()
+        children = {name: m for name, m in container.named_children() if any(m is w for w in wanted)}
+        out_name = next((name for name, m in children.items() if m is site.out), None)
+        cache_layer = getattr(container, "layer_idx", None) if site.kind == "decoder_self" else None
+        return EmptyAttention(children, out_name, site.head_dim, cache_layer)
+
+    # -- compute, attention maps ---------------------------------------------------------------------
+    def flop_dims(self, config) -> FlopDims:
+        """The dimensions the FLOP ceiling counts with, read from the config."""
+        raise NotImplementedError
+
+    def attention_maps(self, outputs) -> dict[str, list[torch.Tensor]]:
+        """Per kind, one ``[batch, heads, q_tokens, k_tokens]`` tensor per layer, from a model output
+        computed with ``output_attentions=True`` (eager attention). Missing maps give an empty list."""
+        return {kind: list(getattr(outputs, attr, None) or ()) for kind, attr in self.attention_outputs.items()}
+
+
+def layout_of(sites: Sequence[AttentionSite]) -> HeadLayout:
+    """Heads per layer of each kind, from sites sorted as :meth:`ArchitectureAdapter.sites` sorts them."""
+    kinds: dict[str, list[int]] = {}
+    for s in sites:
+        kinds.setdefault(s.kind, []).append(s.num_heads)
+    return HeadLayout({k: tuple(v) for k, v in kinds.items()})
+
+
+def heads_of(module: nn.Module, head_dim: int) -> int:
+    """Heads feeding an output projection: its input width / head_dim (0 when no head is left)."""
+    return in_width(module) // head_dim if head_dim else 0

@@ -1,0 +1,49 @@
+"""BERT-style encoders: bert, roberta, electra, xlm-roberta, camembert (sequence classification).
+
+Each layer's ``attention.self`` holds ``query``/``key``/``value``; the output projection
+``attention.output.dense`` sits outside it, so an attention with no heads left returns an empty
+``[batch, tokens, 0]`` tensor and the outer projection adds its bias.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, heads_of
+from .registry import register
+
+
+class BertAdapter(ArchitectureAdapter):
+    name = "bert-encoder"
+    model_types = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
+    task_type = "classification"
+    auto_class = "AutoModelForSequenceClassification"
+    attention_outputs = {"encoder_self": "attentions"}
+
+    def find_sites(self, model: nn.Module) -> list[AttentionSite]:
+        config = model.config
+        default_dim = config.hidden_size // config.num_attention_heads
+        sites = []
+        for i, layer in enumerate(model.base_model.encoder.layer):
+            attn = layer.attention
+            a = attn.self
+            d = int(getattr(a, "attention_head_size", None) or getattr(a, "head_dim", None) or default_dim)
+            heads = heads_of(attn.output.dense, d)
+            sites.append(AttentionSite("encoder_self", i, attn, "self", a.query, a.key, a.value,
+                                       attn.output.dense, heads, heads, d))
+        return sites
+
+    def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
+        attention.num_attention_heads = heads
+        attention.all_head_size = heads * head_dim
+
+    def flop_dims(self, config) -> FlopDims:
+        heads = int(config.num_attention_heads)
+        stack = StackDims(layers=int(config.num_hidden_layers), heads=heads, kv_heads=heads,
+                          head_dim=int(config.hidden_size) // heads, ffn_dim=int(config.intermediate_size))
+        return FlopDims(hidden=int(config.hidden_size), stacks={"encoder": stack},
+                        kind_stack={"encoder_self": "encoder"}, is_encoder_decoder=False,
+                        head_kind="classifier", head_size=int(getattr(config, "num_labels", 2) or 2),
+                        output_stack="encoder")
+
+
+register(BertAdapter())

@@ -1,0 +1,41 @@
+"""DistilBERT (sequence classification): ``transformer.layer[i].attention`` holds q/k/v/out_lin."""
+from __future__ import annotations
+
+from torch import nn
+
+from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, heads_of
+from .registry import register
+
+
+class DistilBertAdapter(ArchitectureAdapter):
+    name = "distilbert"
+    model_types = ("distilbert",)
+    task_type = "classification"
+    auto_class = "AutoModelForSequenceClassification"
+    attention_outputs = {"encoder_self": "attentions"}
+
+    def find_sites(self, model: nn.Module) -> list[AttentionSite]:
+        default_dim = model.config.dim // model.config.n_heads
+        sites = []
+        for i, layer in enumerate(model.base_model.transformer.layer):
+            a = layer.attention
+            d = int(getattr(a, "attention_head_size", None) or getattr(a, "head_dim", None) or default_dim)
+            heads = heads_of(a.out_lin, d)
+            sites.append(AttentionSite("encoder_self", i, layer, "attention", a.q_lin, a.k_lin, a.v_lin,
+                                       a.out_lin, heads, heads, d))
+        return sites
+
+    def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
+        attention.n_heads = heads
+
+    def flop_dims(self, config) -> FlopDims:
+        heads = int(config.n_heads)
+        stack = StackDims(layers=int(config.n_layers), heads=heads, kv_heads=heads,
+                          head_dim=int(config.dim) // heads, ffn_dim=int(config.hidden_dim))
+        return FlopDims(hidden=int(config.dim), stacks={"encoder": stack}, kind_stack={"encoder_self": "encoder"},
+                        is_encoder_decoder=False, head_kind="classifier",
+                        head_size=int(getattr(config, "num_labels", 2) or 2),
+                        output_stack="encoder")
+
+
+register(DistilBertAdapter())

@@ -1,0 +1,184 @@
+"""The benchmark: dense, masked and pruned variants of one model, timed side by side.
+
+:func:`benchmark` times three variants of one model in one run, interleaved round by round so
+machine noise hits them alike: **dense** (the model as given), **masked** (the same model under
+:func:`~pruning_core.masking.apply_mask`: gates zero the heads' outputs, every head is still
+computed, so it saves nothing) and **pruned** (the copy from
+:func:`~pruning_core.pruning.prune_heads`). It never modifies the model passed in. Beside the
+measurements it records the FLOP ceiling (:mod:`.ceiling`) of the same forward pass.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import random
+import statistics
+import time
+from collections.abc import Sequence
+
+import torch
+
+from ..errors import HeadpruneError
+from ..heads import HeadLayout, HeadMask
+from ..masking import apply_mask
+from ..progress import ProgressCallback, report
+from ..pruning import parameter_count, prune_heads
+from .ceiling import flop_ceiling
+from .results import CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, BenchComparison, BenchResult, BenchRow
+from .timing import LatencyStats, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
+
+
+
+def half_mask(layout: HeadLayout, seed: int = 0) -> HeadMask:
+    """Remove half of every layer's heads (rounded down), chosen by ``random.Random(seed)``.
+
+    The 50 % setting of Michel et al.'s speed table. Which heads go does not change the speed.
+    Same masks as ``presets.random_per_layer(layout, 0.5, seed)`` when every layer's head count is
+    even (or 1, 5, 9, ...); not otherwise, since that one rounds half to even (3 heads -> 2 removed).
+    """
+    rng = random.Random(seed)
+    kinds = {}
+    for kind, rows in layout.kinds.items():
+        new_rows = []
+        for n in rows:
+            gone = set(rng.sample(range(n), n // 2))
+            new_rows.append(tuple(0 if h in gone else 1 for h in range(n)))
+        kinds[kind] = tuple(new_rows)
+    return HeadMask(kinds)
+
+
+
+def synthetic_inputs(config, batch_size: int, seq_len: int, decoder_len: int | None,
+                     device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random token ids of exactly ``seq_len`` tokens (never the pad id), attention mask all ones.
+
+    Encoder-decoder models also get ``decoder_input_ids`` of ``decoder_len`` tokens and
+    ``use_cache=False`` (a teacher-forced forward pass, as in evaluation of the loss).
+    """
+    g = torch.Generator().manual_seed(seed)
+    vocab = int(config.vocab_size)
+    pad = getattr(config, "pad_token_id", None)
+
+    def ids(length: int) -> torch.Tensor:
+        if pad is not None and 0 <= pad < vocab and vocab > 1:
+            x = torch.randint(0, vocab - 1, (batch_size, length), generator=g)
+            return (x + (x >= pad).long()).to(device)        # skip the pad id
+        return torch.randint(0, vocab, (batch_size, length), generator=g).to(device)
+
+    inputs = {"input_ids": ids(seq_len),
+              "attention_mask": torch.ones(batch_size, seq_len, dtype=torch.long, device=device)}
+    if getattr(config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = ids(decoder_len)
+        inputs["use_cache"] = False
+    return inputs
+
+
+def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int] = (1, 8, 32),
+              seq_len: int = 128, decoder_len: int | None = None, device: str | None = None,
+              warmup: int = 3, repeats: int = 10, min_seconds: float = 2.0, measure_memory: bool = True,
+              seed: int = 0, progress: ProgressCallback | None = None) -> BenchResult:
+    """Time dense, masked and pruned variants of ``loaded`` side by side, and count the FLOP ceiling.
+
+    Args:
+        loaded: a ``LoadedModel``; never modified (the pruned variant is ``prune_heads``' copy; if
+            ``device`` differs from the model's, a copy is moved there). Its attention
+            implementation (``eager`` / ``sdpa``) is what gets measured and is recorded.
+        mask: 1 = keep, 0 = remove, per kind and layer. ``None``: :func:`half_mask` (seed 0).
+        batch_sizes: sequences per forward pass.
+        seq_len: tokens per sequence, exactly (synthetic ids, no padding).
+        decoder_len: decoder tokens for encoder-decoder models (default ``seq_len``).
+        device: 'cpu' or 'cuda' (checked by ``models.resolve_device``); None: the model's own device.
+        warmup: untimed rounds per batch size.
+        repeats, min_seconds: timed rounds per batch size: at least ``repeats`` rounds and at least
+            ``min_seconds`` of timed forward passes (three variants together).
+        measure_memory: one extra forward pass per variant and batch size for the peak memory.
+        progress: ``report`` callback, stage ``"bench"``; raise ``Cancelled`` from it to stop.
+
+    Returns:
+        a :class:`BenchResult`. Timing runs under ``torch.inference_mode()``, one forward pass per
+        call (for translation models: teacher-forced, ``use_cache=False``, logits over the vocabulary).
+    """
+    from ..models import resolve_device
+    from ..results import provenance
+
+    started = time.perf_counter()
+    load_before = load_average()
+    if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
+        raise HeadpruneError(f"batch_sizes must be positive integers, got {list(batch_sizes)}.")
+    if repeats < 1 or warmup < 0 or min_seconds < 0:
+        raise HeadpruneError(f"Need repeats >= 1, warmup >= 0, min_seconds >= 0; got {repeats}, {warmup}, "
+                             f"{min_seconds}.")
+    config = loaded.model.config
+    max_pos = getattr(config, "max_position_embeddings", None)
+    if max_pos is not None and seq_len > max_pos:
+        raise HeadpruneError(f"seq_len {seq_len} is longer than the model's {max_pos} positions; use a shorter one.")
+    enc_dec = bool(getattr(config, "is_encoder_decoder", False))
+    dec_len = (decoder_len or seq_len) if enc_dec else None
+    if mask is None:
+        mask = half_mask(loaded.layout, seed=0)
+    mask.check_fits(loaded.layout)
+    dev = loaded.device if device is None else resolve_device(device)
+    same = dev.type == loaded.device.type and (dev.index is None or dev.index == loaded.device.index)
+    base = loaded if same else loaded.to(dev)   # a copy on another device; never move the caller's model
+    dense = base.model
+    if dense.training:                         # never flip the caller's model to eval: use a copy
+        dense = copy.deepcopy(dense).eval()
+        base = base.derive(dense, base.model_id)
+    report(progress, "bench", 0, len(batch_sizes), "pruning a copy")
+    pruned = prune_heads(dense, mask).eval()
+    sites = base.sites
+    ceiling = flop_ceiling(config, mask, seq_len, decoder_len=dec_len)
+    attn_impl = str(getattr(config, "_attn_implementation", None) or "unknown")
+
+    def run_dense(inputs: dict) -> object:
+        return dense(**inputs)
+
+    def run_masked(inputs: dict) -> object:
+        with apply_mask(base, mask):
+            return dense(**inputs)
+
+    def run_pruned(inputs: dict) -> object:
+        return pruned(**inputs)
+
+    variants = {"dense": (run_dense, dense, mask.n_total), "masked": (run_masked, dense, mask.n_total),
+                "pruned": (run_pruned, pruned, mask.n_kept)}
+    rows: list[BenchRow] = []
+    comparisons: list[BenchComparison] = []
+    with torch.inference_mode():
+        for i, bs in enumerate(int(b) for b in batch_sizes):
+            inputs = synthetic_inputs(config, bs, seq_len, dec_len, dev, seed=seed + i)
+            timed = interleaved_latencies({name: (lambda f=f: f(inputs)) for name, (f, _, _) in variants.items()},
+                                          warmup=warmup, repeats=repeats, min_seconds=min_seconds, device=dev,
+                                          progress=progress, stage="bench", done=i, total=len(batch_sizes))
+            times = timed.seconds
+            for name, (f, model, heads) in variants.items():
+                report(progress, "bench", i, len(batch_sizes), f"batch {bs}: memory of {name}")
+                peak = peak_forward_bytes(lambda: f(inputs), dev) if measure_memory else None
+                wb = weights_bytes(model)
+                rows.append(BenchRow(name, bs, LatencyStats.of(times[name]), parameter_count(model), wb,
+                                     None if peak is None else wb + peak, heads))
+            stats = {r.variant: r.latency for r in rows[-3:]}
+            speedup = stats["dense"].median / stats["pruned"].median
+            paired = statistics.median(a / b for a, b in zip(times["dense"], times["pruned"]))
+            comparisons.append(BenchComparison(
+                bs, speedup, paired, stats["dense"].min / stats["pruned"].min,
+                stats["masked"].median / stats["dense"].median, ceiling.speedup,
+                None if dev.type == "cuda" else timed.cpu_share(torch.get_num_threads())))
+            report(progress, "bench", i + 1, len(batch_sizes), f"batch {bs}: {speedup:.3f}x")
+    settings = {"batch_sizes": [int(b) for b in batch_sizes], "seq_len": seq_len, "decoder_len": dec_len,
+                "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "seed": seed,
+                "inputs": "synthetic token ids, no padding, attention mask all ones"
+                          + ("; teacher-forced decoder, use_cache=False" if enc_dec else ""),
+                "order": "variants interleaved per round, first variant rotating"}
+    return BenchResult(model_id=str(loaded.model_id), arch=str(loaded.arch), task_type=str(loaded.task_type),
+                       device=str(dev), attn_implementation=attn_impl, torch_threads=torch.get_num_threads(),
+                       interop_threads=torch.get_num_interop_threads(), seq_len=seq_len, decoder_len=dec_len,
+                       mask=mask, ceiling=ceiling, rows=tuple(rows), comparisons=tuple(comparisons),
+                       memory_measure=(CUDA_MEMORY_MEASURE if dev.type == "cuda" else CPU_MEMORY_MEASURE)
+                       if measure_memory else "not measured",
+                       machine={"cpus": os.cpu_count(), "load_before": load_before, "load_after": load_average()},
+                       settings=settings,
+                       provenance=provenance(loaded, method="bench", settings=settings, device=str(dev)),
+                       seconds=time.perf_counter() - started)
+
+
