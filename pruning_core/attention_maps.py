@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .architectures import adapter_for
 from .errors import HeadpruneError
 from .heads import HeadMask
 from .masking import apply_mask
@@ -115,24 +116,11 @@ def _stack_attentions(attentions, expected_layers: int) -> tuple[np.ndarray, ...
     return tuple(out)
 
 
-def _attention_outputs(loaded, outputs) -> dict[str, tuple]:
-    """A model output's attention tensors by kind: per layer ``[batch, heads, T_query, T_key]``.
-
-    Stand-in until the architecture adapters read attention maps themselves
-    (``adapter.attention_maps(outputs)``): encoder-only models return ``attentions``; seq2seq
-    models ``encoder_attentions``, ``decoder_attentions`` and ``cross_attentions``.
-    """
-    if "decoder_self" in loaded.layout.kinds:
-        return {"encoder_self": outputs.encoder_attentions, "decoder_self": outputs.decoder_attentions,
-                "cross": outputs.cross_attentions}
-    return {"encoder_self": outputs.attentions}
-
-
 def _maps_of(loaded, outputs) -> dict[str, tuple[np.ndarray, ...]]:
     """Per kind, per layer ``[heads, T_query, T_key]`` float32 arrays of the first batch item."""
     layout = loaded.layout.kinds
     return {kind: _stack_attentions(maps, len(layout[kind]))
-            for kind, maps in _attention_outputs(loaded, outputs).items()}
+            for kind, maps in adapter_for(loaded).attention_maps(outputs).items()}
 
 
 def _zero_removed(maps: Mapping[str, tuple[np.ndarray, ...]], mask: HeadMask) -> dict[str, tuple[np.ndarray, ...]]:

@@ -257,9 +257,9 @@ def test_unsupported_architecture_and_too_large_models_are_refused_politely(app_
 
     import app.cache
 
-    odd = tmp_path / "gpt2-like"
+    odd = tmp_path / "opt-like"
     odd.mkdir()
-    (odd / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8}')
+    (odd / "config.json").write_text('{"model_type": "opt", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8}')
     (odd / "model.safetensors").write_bytes(b"")
     big = tmp_path / "big-copy"
     shutil.copytree(tiny_bert.model, big)
