@@ -12,8 +12,6 @@ from .base import ScoreConfig, Scorer, register_scorer
 
 class RandomScorer(Scorer):
     name = "random"
-    needs_labels = False
-    description = "Uniform random scores from a seed: the baseline any real scorer must beat"
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         rng = random.Random(config.seed)
@@ -30,8 +28,6 @@ class RandomScorer(Scorer):
 
 class AblationScorer(Scorer):
     name = "ablation"
-    needs_labels = True
-    description = "Metric drop when that head alone is removed (loss increase breaks ties)"
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         from ..experiments import ablation_table
@@ -50,5 +46,7 @@ class AblationScorer(Scorer):
                            seconds=time.perf_counter() - start)
 
 
-register_scorer(RandomScorer())
-register_scorer(AblationScorer())
+register_scorer(RandomScorer(), needs_labels=False, cost="one_pass",
+                description="Uniform random scores from a seed: the baseline any real scorer must beat")
+register_scorer(AblationScorer(), needs_labels=True, cost="per_head",
+                description="Metric drop when that head alone is removed (loss increase breaks ties)")
