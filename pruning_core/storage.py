@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,16 @@ def read_manifest(path: str | Path, fmt: str, fix: str, require: Sequence[str] =
     if not isinstance(data, dict) or data.get("format") != fmt or any(k not in data for k in require):
         raise CacheError(f"{path} is not a {fmt} manifest. {fix}")
     return data
+
+
+def verify_files(folder: str | Path, expected: Mapping[str, str | None], fix: str) -> None:
+    """Raise CacheError (ending with ``fix``) unless every ``folder / name`` exists with SHA-256 ``expected[name]``."""
+    for name, sha in expected.items():
+        path = Path(folder) / name
+        if not path.is_file():
+            raise CacheError(f"Cached file {path} is missing. {fix}")
+        if sha256_file(path) != sha:
+            raise CacheError(f"Cached file {path} is corrupt (its SHA-256 differs from the manifest). {fix}")
 
 
 # -- pinned files from PyPI ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pruning_core.masking import installed_hook_count
 from pruning_core.models import LoadedModel, weights_hash_of_module
 from pruning_core.presets import keep_top_fraction_per_layer
 from pruning_core.pruning import prune_heads
+from pruning_core.registry import Registry
 from pruning_core.results import ScoreResult
 from pruning_core.smp import sources as smp_sources
 from pruning_core.smp.pruner import (CONFIG_FILE, WEIGHTS_FILE, PrunerConfig, PrunerFile, SMPPruner,
@@ -403,9 +404,10 @@ def test_cli_smp_train_on_a_tiny_model_folder(tmp_path, headprune_home, monkeypa
     folder = tmp_path / "tiny-model"
     loaded.model.save_pretrained(folder)
     loaded.tokenizer.save_pretrained(folder)
+    sources = Registry("SMP text source", DataError)
     for name, texts in TEXTS.items():
-        monkeypatch.setitem(smp_sources.SOURCES, name, smp_sources.TextSource(
-            name, "test", lambda texts=texts: texts, lambda force, progress: None))
+        sources.add(name, smp_sources.TextSource(name, "test", lambda texts=texts: texts, lambda force, progress: None))
+    monkeypatch.setattr(smp_sources, "SOURCES", sources)
     out = tmp_path / "train.json"
     rc = main(["smp", "train", "--model", str(folder), "--sources", "alpha,beta,gamma", "--steps", "5",
                "--batch-size", "8", "--heldout", "16", "--out", str(out)])

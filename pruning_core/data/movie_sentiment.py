@@ -41,7 +41,7 @@ from pathlib import Path
 from ..errors import CacheError, DataError, did_you_mean
 from ..progress import ProgressCallback, report
 from .. import storage
-from ..storage import sha256_bytes, sha256_file, write_json, write_jsonl
+from ..storage import sha256_bytes, write_json, write_jsonl
 
 NAME = "movie-sentiment"
 SDIST_REQUIREMENT = "vaderSentiment==3.3.2"
@@ -234,13 +234,8 @@ def verify(folder: Path | None = None) -> dict:
     if manifest is None:
         raise CacheError(f"The movie-sentiment data is not prepared (no {folder / MANIFEST}). "
                          "Run `headprune prepare`.")
-    for name, entry in manifest["files"].items():
-        path = folder / name
-        if not path.is_file():
-            raise CacheError(f"Cached data file {path} is missing. Run `headprune prepare --force`.")
-        if sha256_file(path) != entry.get("sha256"):
-            raise CacheError(f"Cached data file {path} is corrupt (its SHA-256 differs from the manifest). "
-                             "Run `headprune prepare --force`.")
+    storage.verify_files(folder, {name: entry.get("sha256") for name, entry in manifest["files"].items()},
+                         "Run `headprune prepare --force`.")
     return manifest
 
 
@@ -269,8 +264,11 @@ def prepare(force: bool = False, progress: ProgressCallback | None = None, sdist
     return build_cache(data, folder, progress)
 
 
-def _read_jsonl(path: Path) -> list:
-    with open(path, encoding="utf-8") as f:
+def _read_cached(folder: Path | None, name: str) -> list:
+    """The rows of cache file ``name``, after verifying the whole cache against its manifest."""
+    folder = folder or data_dir()
+    verify(folder)
+    with open(folder / name, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -279,9 +277,7 @@ def load_split(split: str, folder: Path | None = None) -> list[dict]:
     if split not in SPLITS:
         raise DataError(f"movie-sentiment has no split {split!r}.{did_you_mean(split, SPLITS)} "
                         f"Splits: {', '.join(SPLITS)}.")
-    folder = folder or data_dir()
-    verify(folder)
-    return _read_jsonl(folder / f"{split}.jsonl")
+    return _read_cached(folder, f"{split}.jsonl")
 
 
 def snippet_texts(name: str, folder: Path | None = None) -> list[str]:
@@ -289,6 +285,4 @@ def snippet_texts(name: str, folder: Path | None = None) -> list[str]:
     if name not in SNIPPET_FILES:
         raise DataError(f"Unknown snippet source {name!r}.{did_you_mean(name, SNIPPET_FILES)} "
                         f"Sources: {', '.join(SNIPPET_FILES)}.")
-    folder = folder or data_dir()
-    verify(folder)
-    return _read_jsonl(folder / f"snippets-{name}.jsonl")
+    return _read_cached(folder, f"snippets-{name}.jsonl")

