@@ -32,7 +32,7 @@ from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, default_model_dir, load_model
 from pruning_core.progress import ProgressCallback, report
 from pruning_core.results import EvalResult, ScoreResult
-from pruning_core.scoring import SCORERS, ScoreConfig, get_scorer
+from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from . import attention
 
@@ -225,25 +225,18 @@ def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | Non
 
 
 def scorer_names() -> list[str]:
-    """Scorers from ``pruning_core.scoring.SCORERS`` (SMP appears once it registers)."""
-    return list(SCORERS)
+    """The registered scorers (``pruning_core.scoring``), sorted by name."""
+    return _registered_scorers()
 
 
 def scorer_description(name: str) -> str:
-    return getattr(SCORERS.get(name), "description", "")
-
-
-def scorer_meta(name: str) -> dict:
-    """A scorer's metadata: ``needs_labels`` (bool) and ``cost`` ("cheap": a few passes over the
-    data; "per_head": one evaluation per head). The one place the app reads it."""
-    scorer = get_scorer(name)
-    return {"needs_labels": bool(getattr(scorer, "needs_labels", True)), "cost": getattr(scorer, "cost", "cheap")}
+    return scorer_info(name).description
 
 
 def score_limit(scorer: str, eval_limit: int) -> int:
     """Examples a scorer uses: one that evaluates once per head uses the evaluation subset, the
     others at least :data:`SCORE_LIMIT` examples."""
-    return eval_limit if scorer_meta(scorer)["cost"] == "per_head" else max(SCORE_LIMIT, eval_limit)
+    return eval_limit if scorer_info(scorer).cost == "per_head" else max(SCORE_LIMIT, eval_limit)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -170,8 +170,9 @@ def scorer_picker(page: str) -> str:
     names = cache.scorer_names()
     current = state.scorer_name()
     if current not in names:
-        st.error(f"Unknown scorer {current!r}; available: {', '.join(names)}. Using {names[0]!r}.")
-        state.set_scorer(current := names[0])
+        fallback = state.DEFAULT_SCORER if state.DEFAULT_SCORER in names else names[0]
+        st.error(f"Unknown scorer {current!r}; available: {', '.join(names)}. Using {fallback!r}.")
+        state.set_scorer(current := fallback)
     key = bind(state.widget_key(page, "scorer"), current)
     st.selectbox("Importance score", names, key=key, format_func=lambda n: n,
                  help="\n\n".join(f"**{n}**: {cache.scorer_description(n)}" for n in names),

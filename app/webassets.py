@@ -19,7 +19,6 @@ import functools
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from pruning_core.errors import HeadpruneError
+from pruning_core.storage import sha256_bytes, write_bytes
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LOCK_FILE = ASSETS / "js.lock.json"
@@ -44,10 +44,6 @@ class ScriptsMissing(HeadpruneError):
 def lock() -> dict[str, dict]:
     """The pinned scripts: name -> {package, version, tarball, integrity, file, sha256, license, ...}."""
     return json.loads(LOCK_FILE.read_text(encoding="utf-8"))["scripts"]
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def vendor_path(name: str) -> Path:
@@ -70,7 +66,7 @@ def script(name: str) -> str:
             f"The {name} script ({entry['package']} {entry['version']}) that the bertviz views need is not "
             f"installed in {path.parent}. Run `{FETCH_COMMAND}` once on a machine with network "
             "(`make install` does it).") from None
-    if _sha256(data) != entry["sha256"]:
+    if sha256_bytes(data) != entry["sha256"]:
         raise ScriptsMissing(f"{path} is not the pinned {entry['package']} {entry['version']} (sha256 differs). "
                              f"Run `{FETCH_COMMAND} --force` to fetch it again.")
     return data.decode("utf-8")
@@ -137,14 +133,6 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
     return f.read()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)      # mkstemp makes 0600; the dashboard may run as another user
-    os.replace(tmp, path)
-
-
 def fetch(force: bool = False) -> list[Path]:
     """Download every pinned script that is missing (or all, with ``force``); returns the files written."""
     VENDOR.mkdir(parents=True, exist_ok=True)
@@ -159,10 +147,10 @@ def fetch(force: bool = False) -> list[Path]:
         with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as tar:
             code = _member(tar, entry["file"])
             license_text = _member(tar, entry["license_file"])
-        if _sha256(code) != entry["sha256"]:
+        if sha256_bytes(code) != entry["sha256"]:
             raise HeadpruneError(f"{what}: {entry['file']} does not match the pinned sha256.")
-        _write_atomic(vendor_path(name), code)
-        _write_atomic(VENDOR / f"{name}.LICENSE.txt", license_text)
+        write_bytes(vendor_path(name), code, mode=0o644)      # the dashboard may run as another user
+        write_bytes(VENDOR / f"{name}.LICENSE.txt", license_text, mode=0o644)
         written.append(vendor_path(name))
         script.cache_clear()
     return written

@@ -100,12 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8501)
     p.set_defaults(func=cmd_app)
 
-    try:
-        from .smp.cli import add_smp_commands
-    except ImportError:
-        pass
-    else:
-        add_smp_commands(sub)
+    from .smp.cli import add_smp_commands
+    add_smp_commands(sub)
     return parser
 
 

@@ -24,15 +24,13 @@ import contextlib
 import importlib.util
 import os
 import platform
-import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .manifests import read_manifest_file
+from . import storage
 from .data import movie_sentiment as ms
 from .errors import CacheError, ModelLoadError
 from .finetune import FinetuneConfig, finetune_classifier
@@ -105,14 +103,14 @@ def _base_version() -> str | None:
 # -- manifest --------------------------------------------------------------------------------------
 
 def _folder_hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): ms.sha256_file(p) for p in sorted(folder.rglob("*"))
+    return {str(p.relative_to(folder)): storage.sha256_file(p) for p in sorted(folder.rglob("*"))
             if p.is_file() and p.name != MANIFEST}
 
 
 def read_manifest(model_dir: Path | None = None) -> dict | None:
     """The default model's manifest, or None when it has none (not prepared)."""
-    return read_manifest_file((model_dir or default_model_dir()) / MANIFEST, MANIFEST_FORMAT,
-                              "Run `headprune prepare --force`.")
+    return storage.read_manifest((model_dir or default_model_dir()) / MANIFEST, MANIFEST_FORMAT,
+                                 "Run `headprune prepare --force`.")
 
 
 def _data_hashes(data_manifest: dict) -> dict[str, str]:
@@ -183,7 +181,7 @@ def _train(folder: Path, progress: ProgressCallback | None) -> dict:
     tokenizer.save_pretrained(folder)
     report(progress, "prepare:save", 1, 1, str(folder))
     return {"base": {"package": BASE_DISTRIBUTION.split("==")[0], "version": _base_version(),
-                     "weights_sha256": ms.sha256_file(base / "model.safetensors")},
+                     "weights_sha256": storage.sha256_file(base / "model.safetensors")},
             "finetune": {"config": {k: getattr(FINETUNE, k) for k in FINETUNE.__dataclass_fields__},
                          "stats": stats.to_json()}}
 
@@ -223,16 +221,6 @@ def _exclusive(folder: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _clean_leftovers(model_dir: Path) -> list[str]:
-    """Remove temp / old folders left by an interrupted run."""
-    removed = []
-    for p in model_dir.parent.glob(f"{model_dir.name}.*-*"):
-        if p.is_dir() and (p.name.startswith(f"{model_dir.name}.tmp-") or p.name.startswith(f"{model_dir.name}.old-")):
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(p.name)
-    return removed
-
-
 def _report(manifest: dict, model_dir: Path, *, skipped: bool, reason: str | None, start: float,
             cleaned: list[str]) -> PrepareReport:
     acc = manifest.get("accuracy", {})
@@ -254,12 +242,12 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
         progress: receives ``prepare:*`` events; raise ``Cancelled`` from it to stop (nothing half-written stays).
         sdist: a local ``vaderSentiment-3.3.2.tar.gz`` to use instead of downloading it (offline machines).
     """
-    from .results import versions, write_json
+    from .results import versions
 
     start = time.perf_counter()
     model_dir = default_model_dir()
     with _exclusive(model_dir.parent):
-        cleaned = _clean_leftovers(model_dir)
+        cleaned = storage.remove_leftovers(model_dir)
         data_manifest = ms.prepare(force=force, progress=progress, sdist=sdist)
         if force:
             reason = "forced"
@@ -272,34 +260,26 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
                 reason = str(exc) if (model_dir / MANIFEST).exists() else "not prepared"
                 if cleaned:
                     reason += f" (removed leftovers of an interrupted run: {', '.join(cleaned)})"
-        tmp = model_dir.parent / f"{model_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         threads = torch.get_num_threads()
         try:
-            # every core by default; OMP_NUM_THREADS, when set, wins (e.g. on a shared, busy machine)
-            torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
-            parts = _train(tmp, progress)
-            accuracy = _evaluate(tmp, progress)
-            manifest = {
-                "format": MANIFEST_FORMAT,
-                "model": "default",
-                **parts,
-                "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": _data_hashes(data_manifest),
-                         "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in ms.SPLITS},
-                         "split_rule": ms.SPLIT_RULE},
-                "accuracy": accuracy,
-                "files": _folder_hashes(tmp),
-                "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            write_json(tmp / MANIFEST, manifest)          # last file of the folder
-            old = model_dir.parent / f"{model_dir.name}.old-{uuid.uuid4().hex[:8]}"
-            if model_dir.exists():
-                os.replace(model_dir, old)
-            os.replace(tmp, model_dir)                    # the commit
-            shutil.rmtree(old, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            with storage.staged_folder(model_dir) as tmp:      # renamed into place on success
+                # every core by default; OMP_NUM_THREADS, when set, wins (e.g. on a shared, busy machine)
+                torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
+                parts = _train(tmp, progress)
+                accuracy = _evaluate(tmp, progress)
+                manifest = {
+                    "format": MANIFEST_FORMAT,
+                    "model": "default",
+                    **parts,
+                    "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": _data_hashes(data_manifest),
+                             "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in ms.SPLITS},
+                             "split_rule": ms.SPLIT_RULE},
+                    "accuracy": accuracy,
+                    "files": _folder_hashes(tmp),
+                    "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+                storage.write_json(tmp / MANIFEST, manifest)  # last file of the folder
         finally:
             torch.set_num_threads(threads)
     report(progress, "prepare", 1, 1, "done")

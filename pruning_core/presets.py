@@ -1,6 +1,9 @@
-"""Mask presets built from scores: the ways people pick which heads to remove.
+"""Mask presets: the ways people pick which heads to remove, from scores or at random.
 
-All functions return a new :class:`HeadMask`; none modifies its input.
+The one home of "drop a share of every layer": removing ``fraction`` of a layer of ``n`` heads
+removes :func:`removed_per_layer` ``= round(fraction * n)`` of them (Python rounds halves to even:
+1 of 2, 2 of 3, 2 of 4, 2 of 5, 6 of 12). SMP's "keep the top half" and the random-half baseline
+use these functions. All functions return a new :class:`HeadMask`; none modifies its input.
 """
 from __future__ import annotations
 
@@ -14,6 +17,11 @@ def _check_fraction(fraction: float) -> None:
     if not 0.0 <= fraction <= 1.0:
         raise HeadpruneError(f"The share of heads to remove must be between 0 and 1 (e.g. 0.5 for 50 %); "
                              f"got {fraction}.")
+
+
+def removed_per_layer(n_heads: int, fraction: float) -> int:
+    """Heads removed from a layer of ``n_heads`` when ``fraction`` of every layer is removed."""
+    return round(fraction * n_heads)
 
 
 def remove_least_important(scores: HeadScores, fraction: float, per_layer: bool = False, seed: int = 0) -> HeadMask:
@@ -31,8 +39,16 @@ def remove_least_important(scores: HeadScores, fraction: float, per_layer: bool 
     for kind, rows in scores.kinds.items():
         for layer, row in enumerate(rows):
             order = sorted(range(len(row)), key=lambda h: (row[h], rng.random()))
-            removed += [(kind, layer, h) for h in order[:round(fraction * len(row))]]
+            removed += [(kind, layer, h) for h in order[:removed_per_layer(len(row), fraction)]]
     return HeadMask.from_removed(layout, removed)
+
+
+def keep_top_fraction_per_layer(scores: HeadScores, keep_fraction: float = 0.5, seed: int = 0) -> HeadMask:
+    """Keep the best ``keep_fraction`` of every layer (SMP: half), ties broken by ``seed``.
+
+    A layer of ``n`` heads keeps ``n - removed_per_layer(n, 1 - keep_fraction)`` (6 of 12, 2 of 4, 1 of 2, 1 of 3).
+    """
+    return remove_least_important(scores, 1.0 - keep_fraction, per_layer=True, seed=seed)
 
 
 def keep_top_per_layer(scores: HeadScores, keep: int = 1) -> HeadMask:
@@ -56,5 +72,5 @@ def random_per_layer(layout: HeadLayout, fraction: float, seed: int = 0) -> Head
     removed = []
     for kind, rows in layout.kinds.items():
         for layer, n in enumerate(rows):
-            removed += [(kind, layer, h) for h in rng.sample(range(n), round(fraction * n))]
+            removed += [(kind, layer, h) for h in rng.sample(range(n), removed_per_layer(n, fraction))]
     return HeadMask.from_removed(layout, removed)

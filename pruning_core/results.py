@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import FormatError
 from .heads import HeadLayout, HeadMask, HeadScores
+from .storage import write_json  # noqa: F401  (re-exported: results are written atomically)
 
 MASK_FORMAT = "headprune.mask/1"
 SCORES_FORMAT = "headprune.scores/1"
@@ -51,25 +50,6 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
         "device": device or (str(loaded.device) if loaded is not None else None),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-def write_json(path: str | Path, data: dict) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)            # mkstemp makes 0600; a result file is for sharing
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def read_json(path: str | Path, expected_prefix: str | None = None) -> dict:

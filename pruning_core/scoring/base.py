@@ -1,11 +1,13 @@
-"""The scorer extension point: a base class, its config, and the registry."""
+"""The scorer extension point: a base class, its config, and the registry with each method's metadata."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import HeadpruneError, did_you_mean
+from ..errors import HeadpruneError
 from ..heads import HeadMask
 from ..progress import ProgressCallback
+from ..registry import Registry
 from ..results import ScoreResult
 
 
@@ -25,12 +27,46 @@ class ScoreConfig:
             raise HeadpruneError(f"batch_size must be at least 1, got {self.batch_size}.")
 
 
+COSTS: dict[str, str] = {
+    "one_pass": "one pass over the scoring data (gradient, random, smp)",
+    "per_head": "one evaluation per head (ablation): slow on big models",
+}
+
+
+@dataclass(frozen=True)
+class ScorerInfo:
+    """What the registry declares about a scorer; readable without loading it (SMP is lazy)."""
+
+    name: str
+    description: str
+    needs_labels: bool      # True: scoring reads the task's labels (a loss or a metric); False: texts only
+    cost: str               # a key of COSTS
+
+
 class Scorer:
-    """One importance-scoring method. Subclasses set the class attributes and implement ``score``."""
+    """One importance-scoring method. Subclasses set ``name`` and implement ``score``.
+
+    What a method needs and costs is declared once, where it is registered (:func:`register_scorer`);
+    ``needs_labels``, ``cost`` and ``description`` read it back from the registry.
+    """
 
     name: str = ""
-    needs_labels: bool = True
-    description: str = ""
+
+    @property
+    def info(self) -> ScorerInfo:
+        return scorer_info(self.name)
+
+    @property
+    def needs_labels(self) -> bool:
+        return self.info.needs_labels
+
+    @property
+    def cost(self) -> str:
+        return self.info.cost
+
+    @property
+    def description(self) -> str:
+        return self.info.description
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress: ProgressCallback | None = None,
               mask: HeadMask | None = None) -> ScoreResult:
@@ -39,17 +75,40 @@ class Scorer:
         raise NotImplementedError
 
 
-SCORERS: dict[str, Scorer] = {}
+SCORERS: Registry[Scorer] = Registry("scoring method", HeadpruneError)
 
 
-def register_scorer(scorer: Scorer) -> Scorer:
-    SCORERS[scorer.name] = scorer
-    return scorer
+def _check_meta(name: str, needs_labels: bool, cost: str) -> None:
+    if not isinstance(needs_labels, bool):
+        raise ValueError(f"Scorer {name!r}: needs_labels must be True or False, got {needs_labels!r}.")
+    if cost not in COSTS:
+        raise ValueError(f"Scorer {name!r}: cost must be one of {', '.join(COSTS)}, got {cost!r}.")
+
+
+def register_scorer(scorer: Scorer, *, needs_labels: bool, cost: str, description: str) -> Scorer:
+    """Register ``scorer`` under ``scorer.name`` with its metadata; a taken name raises."""
+    _check_meta(scorer.name, needs_labels, cost)
+    return SCORERS.add(scorer.name, scorer, description=description, needs_labels=needs_labels, cost=cost)
+
+
+def register_lazy_scorer(name: str, loader: Callable[[], Scorer], *, needs_labels: bool, cost: str,
+                         description: str) -> None:
+    """Register a scorer whose module is imported on first use (``loader()`` returns the scorer)."""
+    _check_meta(name, needs_labels, cost)
+    SCORERS.add_lazy(name, loader, description=description, needs_labels=needs_labels, cost=cost)
 
 
 def get_scorer(name: str) -> Scorer:
-    try:
-        return SCORERS[name]
-    except KeyError:
-        raise HeadpruneError(f"Unknown scoring method {name!r}.{did_you_mean(name, SCORERS)} "
-                             f"Available: {', '.join(sorted(SCORERS))}.") from None
+    """The scorer registered as ``name`` (HeadpruneError with "did you mean" when unknown)."""
+    return SCORERS.get(name)
+
+
+def scorer_names() -> list[str]:
+    """Every registered scoring method, sorted."""
+    return SCORERS.names()
+
+
+def scorer_info(name: str) -> ScorerInfo:
+    """Description, ``needs_labels`` and ``cost`` of ``name``, without importing a lazy scorer."""
+    entry = SCORERS.entry(name)
+    return ScorerInfo(entry.name, entry.description, entry.meta["needs_labels"], entry.meta["cost"])

@@ -13,8 +13,6 @@ from .base import ScoreConfig, Scorer, register_scorer
 
 class RandomScorer(Scorer):
     name = "random"
-    needs_labels = False
-    description = "Uniform random scores from a seed: the baseline any real scorer must beat"
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         rng = random.Random(config.seed)
@@ -31,9 +29,6 @@ class RandomScorer(Scorer):
 
 class AblationScorer(Scorer):
     name = "ablation"
-    needs_labels = True
-    description = "Metric worsening when that head alone is removed (loss increase breaks ties)"
-    cost = "per_head"            # one evaluation per head (read by the dashboard through its scorer metadata)
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         from ..experiments import ablation_table
@@ -55,5 +50,7 @@ class AblationScorer(Scorer):
                            seconds=time.perf_counter() - start)
 
 
-register_scorer(RandomScorer())
-register_scorer(AblationScorer())
+register_scorer(RandomScorer(), needs_labels=False, cost="one_pass",
+                description="Uniform random scores from a seed: the baseline any real scorer must beat")
+register_scorer(AblationScorer(), needs_labels=True, cost="per_head",
+                description="Metric worsening when that head alone is removed (loss increase breaks ties)")

@@ -66,8 +66,6 @@ def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch
 
 class GradientScorer(Scorer):
     name = "gradient"
-    needs_labels = True
-    description = "Michel et al. 2019: expected |dL/dxi_h| per token (first-order Taylor estimate of the loss change)"
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         start = time.perf_counter()
@@ -81,4 +79,6 @@ class GradientScorer(Scorer):
                            seconds=time.perf_counter() - start)
 
 
-register_scorer(GradientScorer())
+register_scorer(GradientScorer(), needs_labels=True, cost="one_pass",
+                description="Michel et al. 2019: expected |dL/dxi_h| per token (first-order Taylor estimate "
+                            "of the loss change)")

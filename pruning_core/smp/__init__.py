@@ -8,7 +8,7 @@ only its texts (no labels): score, keep the top 50 % per layer, prune physically
 - :mod:`.sources`  unlabeled English text sources (movie, amazon, nyt, tweets, bible)
 - :mod:`.pruner`   the network, attention maps, save / load (``headprune.smp_pruner/1``)
 - :mod:`.train`    the objective, the straight-through Gumbel top-k sampler, training
-- :mod:`.scorer`   the ``smp`` scorer and the keep-top-half-per-layer mask
+- :mod:`.scorer`   the ``smp`` scorer (keep the top half per layer: :mod:`pruning_core.presets`)
 - :mod:`.compare`  fine-tuning comparison: full, SMP-pruned, random-pruned, prune-after-fine-tuning
 """
 from .pruner import PRUNER_FORMAT, PrunerConfig, PrunerFile, SMPPruner, load_pruner, save_pruner

@@ -238,7 +238,7 @@ def run_condition(spec: dict, progress: ProgressCallback | None = None) -> dict:
     from ..pruning import attention_parameter_count, parameter_count, prune_heads
     from ..scoring import ScoreConfig, get_scorer
     from ..tasks import get_task
-    from .pruner import keep_top_per_layer_share
+    from ..presets import keep_top_fraction_per_layer
     from .train import PRETRAINED
 
     task = get_task(spec["task"])
@@ -258,7 +258,7 @@ def run_condition(spec: dict, progress: ProgressCallback | None = None) -> dict:
         start = time.perf_counter()
         scored = get_scorer("gradient").score(loaded, task, ScoreConfig(split="train", limit=spec["score_limit"],
                                                                         max_length=max_length), progress=progress)
-        mask = keep_top_per_layer_share(scored.scores, spec["keep_fraction"])
+        mask = keep_top_fraction_per_layer(scored.scores, spec["keep_fraction"])
         selection = time.perf_counter() - start
     if mask is not None and not mask.is_full():
         loaded = loaded.derive(prune_heads(loaded.model, mask))
@@ -338,7 +338,7 @@ def _smp_mask(config: CompareConfig, progress: ProgressCallback | None) -> tuple
     """Score the task's training texts with the pruner on the pre-trained model; keep the top share per layer."""
     from ..scoring import ScoreConfig
     from ..tasks import get_task
-    from .pruner import keep_top_per_layer_share
+    from ..presets import keep_top_fraction_per_layer
     from .scorer import SMPScorer, resolve_pruner
     from .train import load_base_model
 
@@ -349,7 +349,7 @@ def _smp_mask(config: CompareConfig, progress: ProgressCallback | None) -> tuple
     start = time.perf_counter()
     scored = SMPScorer(pfile).score(base, task, ScoreConfig(split="train", limit=config.score_limit,
                                                             max_length=config.finetune.max_length), progress=progress)
-    mask = keep_top_per_layer_share(scored.ranking_scores, config.keep_fraction, seed=config.seed)
+    mask = keep_top_fraction_per_layer(scored.ranking_scores, config.keep_fraction, seed=config.seed)
     return mask, time.perf_counter() - start, {"model": base.model_id, "weights_sha256": base.weights_sha256,
                                                "layout": base.layout.to_json(), "scores": scored.to_json()}
 

@@ -27,8 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,10 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..hashing import sha256_file
 from ..errors import FormatError, UnsupportedArchitectureError
 from ..heads import HeadMask, HeadScores
-from ..results import check_format, write_json
+from ..results import check_format
+from ..storage import atomic_path, sha256_file, write_json
 
 PRUNER_FORMAT = "headprune.smp_pruner/1"
 WEIGHTS_FILE = "pruner.safetensors"
@@ -254,15 +252,6 @@ def scores_from_logits(loaded, logits: list[torch.Tensor], mask: HeadMask | None
     return HeadScores.from_lists(kinds)
 
 
-def keep_top_per_layer_share(scores: HeadScores, keep_fraction: float = 0.5, seed: int = 0) -> HeadMask:
-    """Keep the best ``keep_fraction`` of heads in every layer (SMP: half), ties broken by ``seed``.
-
-    A layer of ``n`` heads keeps ``n - round((1 - keep_fraction) * n)`` (6 of 12, 2 of 4, 1 of 2).
-    """
-    from ..presets import remove_least_important
-    return remove_least_important(scores, 1.0 - keep_fraction, per_layer=True, seed=seed)
-
-
 # -- save / load -----------------------------------------------------------------------------------
 
 @dataclass
@@ -299,15 +288,9 @@ def save_pruner(pfile: PrunerFile, folder: str | Path) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CONFIG_FILE).unlink(missing_ok=True)       # without it the folder reads as "no pruner"
-    fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS_FILE}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        state = {k: v.detach().cpu().contiguous() for k, v in pfile.pruner.state_dict().items()}
-        save_file(state, tmp, metadata={"format": PRUNER_FORMAT})
-        os.replace(tmp, folder / WEIGHTS_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    state = {k: v.detach().cpu().contiguous() for k, v in pfile.pruner.state_dict().items()}
+    with atomic_path(folder / WEIGHTS_FILE) as tmp:
+        save_file(state, str(tmp), metadata={"format": PRUNER_FORMAT})
     data = {
         "format": PRUNER_FORMAT,
         "config": pfile.pruner.config.to_json(),

