@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -107,3 +108,17 @@ class Registry(Generic[T]):
     def items(self) -> list[tuple[str, T]]:
         """Every (name, implementation), sorted by name; loads lazy entries."""
         return [(n, self.get(n)) for n in self.names()]
+
+
+def lazy_object(target: str, *args: Any) -> Callable[[], Any]:
+    """A loader for :meth:`Registry.add_lazy` that imports ``"package.module:Name"`` on first use
+    and returns ``Name(*args)`` (an entry point written as data, so no module imports the one
+    that registers into it)."""
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"A lazy target is 'package.module:Name', got {target!r}.")
+
+    def load() -> Any:
+        return getattr(importlib.import_module(module), name)(*args)
+    return load
+

@@ -40,3 +40,13 @@ def test_lazy_entry_loads_once_and_metadata_needs_no_load():
     assert reg.get("smp") == "loaded" and reg.get("smp") == "loaded"
     assert calls == [1]
     assert reg.items() == [("smp", "loaded")]
+
+
+def test_lazy_object_imports_on_first_use_only():
+    from pruning_core.registry import lazy_object
+
+    reg = Registry("thing")
+    reg.add_lazy("od", lazy_object("collections:OrderedDict"))
+    assert type(reg.get("od")).__name__ == "OrderedDict"
+    with pytest.raises(ValueError, match="package.module:Name"):
+        lazy_object("collections.OrderedDict")

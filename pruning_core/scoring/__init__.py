@@ -14,14 +14,9 @@ from .base import (COSTS, SCORERS, ScoreConfig, Scorer, ScorerInfo, get_scorer, 
                    register_scorer, scorer_info, scorer_names)
 from . import gradient as _gradient  # noqa: F401  (registers)
 from . import baselines as _baselines  # noqa: F401  (registers)
+from ..registry import lazy_object
 
-
-def _load_smp() -> Scorer:
-    from ..smp.scorer import SMPScorer
-    return SMPScorer()
-
-
-register_lazy_scorer("smp", _load_smp, needs_labels=False, cost="one_pass",
+register_lazy_scorer("smp", lazy_object("pruning_core.smp.scorer:SMPScorer"), needs_labels=False, cost="one_pass",
                      description="Zhang et al. 2020 (Single-Shot Meta-Pruning): a learned network reads each "
                                  "head's attention map; label-free, meant for keeping the top half of every "
                                  "layer before fine-tuning")
