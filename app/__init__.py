@@ -3,7 +3,7 @@
 Streamlit-bound: ``state`` (session state and URL), ``cache`` (every cached call into
 pruning_core), ``ui`` (shared widgets and jobs), ``headmap_ui`` (the clickable head map),
 ``share_ui`` (the Share page's session glue). Pure (no Streamlit): ``analysis``, ``share``,
-``report``, ``charts``, ``headmap``, ``speed``, ``attention``, ``webassets``. See docs/APP_NOTES.md.
+``report``, ``charts``, ``headmap``, ``speed``, ``attention``, ``webassets``. See docs/DESIGN.md.
 
 Dependencies point one way: ``app_pages -> app -> pruning_core``. Nothing here scores, masks or
 prunes by itself; it calls pruning_core and caches the results.

@@ -200,3 +200,10 @@ def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) a process has used: robust to other load on the box."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ok(at):
+    """``at`` (a Streamlit ``AppTest`` after a run) with no exception and no error shown; returns it."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at

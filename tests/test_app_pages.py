@@ -14,7 +14,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import ROOT, app_env, build_tiny_app
+from browser_helpers import ROOT, app_env, build_tiny_app, ok
 
 TIMEOUT = 120
 HEAD_MAP = "app_pages/head_map.py"
@@ -44,12 +44,6 @@ def app_for(monkeypatch, tmp_path):
             at.switch_page(page).run()
         return at
     return start
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
 
 
 def metric(at: AppTest, label: str) -> str:

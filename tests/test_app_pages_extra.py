@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import share, webassets
 from app.analysis import ANALYSIS_FORMAT
-from browser_helpers import ROOT, app_env, build_tiny_app
+from browser_helpers import ROOT, app_env, build_tiny_app, ok
 
 TIMEOUT = 180
 ATTENTION, SPEED, SHARE = "app_pages/attention.py", "app_pages/speed.py", "app_pages/share.py"
@@ -51,12 +51,6 @@ def app_for(monkeypatch, tmp_path):
         at.switch_page(page).run()
         return at
     return start
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
 
 
 def predictions(at: AppTest) -> dict[str, str]:
