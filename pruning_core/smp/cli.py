@@ -54,7 +54,8 @@ def add_smp_commands(subparsers) -> None:
 
     p = sub.add_parser("compare", help="full vs SMP-pruned vs random-pruned vs pruned after fine-tuning")
     _finetune_args(p)
-    checked(p, "--random-seeds", type=int, default=3, check=positive_int, help="random 50 %% masks to fine-tune (default 3)")
+    checked(p, "--random-seeds", type=int, default=3, check=positive_int,
+            help="random 50 %% masks to fine-tune (default 3)")
     p.add_argument("--in-process", action="store_true",
                    help="run every condition in this process (default: one fresh process each, for clean peak memory)")
     p.set_defaults(func=cmd_compare)
@@ -74,7 +75,8 @@ def _finetune_args(p: argparse.ArgumentParser) -> None:
     checked(p, "--batch-size", type=int, default=32, check=positive_int)
     checked(p, "--max-length", type=int, default=64, check=positive_int)
     p.add_argument("--seed", type=int, default=0)
-    checked(p, "--keep", type=float, default=0.5, check=fraction, help="share of heads kept in every layer (default 0.5)")
+    checked(p, "--keep", type=float, default=0.5, check=fraction,
+            help="share of heads kept in every layer (default 0.5)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     checked(p, "--threads", type=int, default=None, check=positive_int,
             help="CPU threads for torch in every condition (default: torch's choice)")
