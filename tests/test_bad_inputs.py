@@ -230,3 +230,15 @@ def test_link_mask_text_accepts_upper_case_hex():
 def test_link_with_a_lenient_mask_is_refused_by_the_cli(workdir, capsys):  # noqa: F811
     err = refused(capsys, "evaluate", "tiny", *TASK, "--mask-link", "http://localhost:8501/?mask=e:03.c")
     assert "not readable" in err and "'03'" in err
+
+
+def test_a_write_that_fails_late_is_a_clean_error(workdir, capsys, monkeypatch):  # noqa: F811
+    import pruning_core.results
+
+    def full_disk(path, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(pruning_core.results, "write_json", full_disk)
+    assert run("evaluate", "tiny", *TASK, "--out", "e.json") == 2
+    err = capsys.readouterr().err                     # the progress bar of the evaluation comes first
+    assert "Traceback" not in err and err.rstrip().endswith("Choose a folder you can write to.")
+    assert "headprune: error: Could not write --out 'e.json': No space left on device" in err
