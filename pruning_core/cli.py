@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from .children import signals_raise
+from .cli_args import (checked, fraction, int_list, output_file, output_folder, positive_int, run_checks,
+                       write_output)
 from .errors import HeadpruneError
 from .progress import tqdm_progress
 
@@ -19,10 +21,10 @@ def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> 
     if task:
         p.add_argument("--task", required=True, help="movie-sentiment, a GLUE/WMT name (sst2, wmt14-fr-en), or file:PATH")
         p.add_argument("--split", default=None, help="data split (default: validation; file tasks: test)")
-        p.add_argument("--limit", type=int, default=None, help="use at most N examples")
-        p.add_argument("--batch-size", type=int, default=32)
+        checked(p, "--limit", type=int, default=None, check=positive_int, help="use at most N examples")
+        checked(p, "--batch-size", type=int, default=32, check=positive_int)
     if out:
-        p.add_argument("--out", help="write the result as JSON to this file")
+        checked(p, "--out", check=output_file, help="write the result as JSON to this file")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pytorch_model.bin weights (unpickling can run code: trusted files only)")
@@ -43,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="metric and loss, optionally under a head mask")
     _common(p)
     _mask_options(p, "a headprune.mask/1 file")
-    p.add_argument("--beams", type=int, default=1, help="beam size for translation (1 = greedy)")
+    checked(p, "--beams", type=int, default=1, check=positive_int,
+            help="beam size for translation (1 = greedy); other tasks refuse values other than 1")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("score", help="importance score of every head")
@@ -58,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remove", type=float, default=None, help="share of heads to remove, e.g. 0.5")
     p.add_argument("--per-layer", action="store_true", help="remove that share in every layer, not globally")
     p.add_argument("--keep-per-layer", type=int, default=None, help="keep only the N best heads of every layer")
-    p.add_argument("--out", required=True)
+    checked(p, "--out", required=True, check=output_file)
     p.set_defaults(func=cmd_mask)
 
     p = sub.add_parser("ablate", help="single-head ablation table")
@@ -73,9 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curve", help="iterative pruning curve: metric as heads are removed")
     _common(p)
     p.add_argument("--method", default="gradient")
-    p.add_argument("--step", type=float, default=0.1, help="share of all heads removed per step")
+    checked(p, "--step", type=float, default=0.1, check=fraction, help="share of all heads removed per step")
     p.add_argument("--rescore", action="store_true", help="re-score the remaining heads after each step")
-    p.add_argument("--score-limit", type=int, default=None, help="examples used for scoring (default: --limit)")
+    checked(p, "--score-limit", type=int, default=None, check=positive_int,
+            help="examples used for scoring (default: --limit)")
     p.add_argument("--no-normalize", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_curve)
@@ -83,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prune", help="physically remove the masked heads and save the smaller model")
     p.add_argument("model")
     _mask_options(p, "a headprune.mask/1 file", required=True)
-    p.add_argument("--out", required=True, help="folder to save the pruned model to")
+    checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=cmd_prune)
@@ -91,9 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
     _common(p, task=False)
     _mask_options(p, "a headprune.mask/1 file (default: remove half the heads of every layer, seeded)")
-    p.add_argument("--batch-sizes", default="1,8,32")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--repeats", type=int, default=None)
+    checked(p, "--batch-sizes", default="1,8,32", check=int_list)
+    checked(p, "--seq-len", type=int, default=128, check=positive_int)
+    checked(p, "--repeats", type=int, default=None, check=positive_int)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("app", help="start the dashboard")
@@ -140,9 +144,14 @@ def _task_and_split(args):
 
 def _write(args, data: dict) -> None:
     if getattr(args, "out", None):
-        from .results import write_json
-        path = write_json(args.out, data)
-        print(f"wrote {path}")
+        print(f"wrote {write_output('--out', args.out, data)}")
+
+
+def _require_heads(loaded, what: str) -> None:
+    """Refuse to ``what`` (score, ablate ...) the heads of a model that has none left."""
+    if loaded.layout.total_heads == 0:
+        raise HeadpruneError(f"Model {loaded.model_id!r} has no attention heads left (all were removed when it "
+                             f"was pruned), so there are none to {what}. Use the model it was pruned from.")
 
 
 def _fmt(metric_name: str, value: float) -> str:
@@ -178,6 +187,7 @@ def cmd_info(args) -> None:
 def cmd_evaluate(args) -> None:
     from .results import provenance
     task, split = _task_and_split(args)
+    task.check_beams(args.beams)
     loaded = _load(args)
     mask = _read_mask(args, loaded.layout)
     data = task.encode(loaded, split, args.limit)
@@ -202,6 +212,7 @@ def cmd_score(args) -> None:
     scorer = get_scorer(args.method)
     task, _ = _task_and_split(args)
     loaded = _load(args)
+    _require_heads(loaded, "score")
     result = scorer.score(loaded, task, _score_config(args), progress=tqdm_progress())
     print(f"{scorer.name} scores of {loaded.layout.total_heads} heads in {result.seconds:.1f} s "
           f"({'per-layer l2-normalised' if result.normalize else 'raw'}); least important first:")
@@ -212,7 +223,7 @@ def cmd_score(args) -> None:
 
 def cmd_mask(args) -> None:
     from .presets import keep_top_per_layer, remove_least_important
-    from .results import load_scores, mask_to_json, write_json
+    from .results import load_scores, mask_to_json
     scores = load_scores(args.scores)
     if (args.remove is None) == (args.keep_per_layer is None):
         raise HeadpruneError("Give exactly one of --remove FRACTION or --keep-per-layer N.")
@@ -220,7 +231,7 @@ def cmd_mask(args) -> None:
         mask = remove_least_important(scores.ranking_scores, args.remove, per_layer=args.per_layer)
     else:
         mask = keep_top_per_layer(scores.ranking_scores, args.keep_per_layer)
-    write_json(args.out, mask_to_json(mask, scores.provenance.get("model"),
+    write_output("--out", args.out, mask_to_json(mask, scores.provenance.get("model"),
                                       {"from_scores": str(args.scores), "method": scores.method,
                                        "remove": args.remove, "per_layer": args.per_layer,
                                        "keep_per_layer": args.keep_per_layer}))
@@ -231,6 +242,7 @@ def cmd_ablate(args) -> None:
     from .experiments import ablation_table
     task, split = _task_and_split(args)
     loaded = _load(args)
+    _require_heads(loaded, "ablate")
     data = task.encode(loaded, split, args.limit)
     table = ablation_table(loaded, task, data, batch_size=args.batch_size, progress=tqdm_progress())
     print(f"base {table.metric_name} {_fmt(table.metric_name, table.base_metric)} on {table.n_examples} examples; "
@@ -247,6 +259,7 @@ def cmd_one_per_layer(args) -> None:
     from .results import load_scores
     task, split = _task_and_split(args)
     loaded = _load(args)
+    _require_heads(loaded, "reduce to one per layer")
     data = task.encode(loaded, split, args.limit)
     scores = load_scores(args.scores, loaded.layout) if args.scores else None
     res = one_head_per_layer(loaded, task, data, scores=scores, batch_size=args.batch_size, progress=tqdm_progress())
@@ -264,6 +277,7 @@ def cmd_curve(args) -> None:
     scorer = get_scorer(args.method)
     task, split = _task_and_split(args)
     loaded = _load(args)
+    _require_heads(loaded, "prune step by step")
     data = task.encode(loaded, split, args.limit)
     curve = pruning_curve(loaded, task, data, scorer, _score_config(args, args.score_limit), step=args.step,
                           rescore=args.rescore, batch_size=args.batch_size, progress=tqdm_progress())
@@ -325,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.set_verbosity_error()
     try:
         with signals_raise():           # SIGTERM unwinds like an exception: temp files and children go
+            run_checks(args)
             args.func(args)
     except HeadpruneError as exc:
         print(f"headprune: error: {exc}", file=sys.stderr)

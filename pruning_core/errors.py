@@ -33,6 +33,10 @@ class CacheError(HeadpruneError):
     """The headprune cache is missing, incomplete or corrupt."""
 
 
+class UsageError(HeadpruneError):
+    """A command-line option has a value the command cannot use (0 examples, an output path in a file)."""
+
+
 class Cancelled(HeadpruneError):
     """Long work was cancelled through its progress callback."""
 

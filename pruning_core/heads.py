@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,10 +101,24 @@ class HeadMask:
 
     @classmethod
     def from_lists(cls, kinds: Mapping[str, Sequence[Sequence[int]]]) -> "HeadMask":
-        try:
-            return cls({k: tuple(tuple(int(v) for v in row) for row in rows) for k, rows in kinds.items()})
-        except (TypeError, ValueError) as exc:
-            raise FormatError(f"A mask must be lists of 0/1 per layer: {exc}") from None
+        """A mask from lists of rows of the whole numbers 0 and 1 (as read from JSON).
+
+        Strict: 0.5, 1.0, true/false and "1" are refused, not rounded or converted.
+        """
+        if not isinstance(kinds, Mapping):
+            raise FormatError(f"A mask must map attention kinds to lists of 0/1 rows; got {type(kinds).__name__}.")
+        out = {}
+        for kind, rows in kinds.items():
+            if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or \
+                    any(isinstance(r, (str, bytes)) or not isinstance(r, Sequence) for r in rows):
+                raise FormatError(f"A mask must be lists of 0/1 per layer; {kind} is {rows!r}.")
+            for layer, row in enumerate(rows):
+                for head, v in enumerate(row):
+                    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v not in (0, 1):
+                        raise FormatError(f"Mask values must be exactly 0 (removed) or 1 (kept); {kind} layer "
+                                          f"{layer} head {head} is {v!r}. Fix the mask or make a new one.")
+            out[kind] = tuple(tuple(int(v) for v in row) for row in rows)
+        return cls(out)
 
     @classmethod
     def from_removed(cls, layout: HeadLayout, removed: "set[HeadId] | Sequence[HeadId]") -> "HeadMask":

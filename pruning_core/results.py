@@ -91,7 +91,10 @@ def mask_from_json(data: dict, layout: HeadLayout | None = None, where: str = "t
     check_format(data, MASK_FORMAT, where)
     if not isinstance(data.get("kinds"), dict):
         raise FormatError(f"{where} has no 'kinds' object.")
-    mask = HeadMask.from_lists(data["kinds"])
+    try:
+        mask = HeadMask.from_lists(data["kinds"])
+    except FormatError as exc:
+        raise FormatError(f"{where}: {exc}") from None
     if layout is not None:
         mask.check_fits(layout)
     return mask

@@ -14,6 +14,7 @@ a link, the address bar and the command line never disagree.
 """
 from __future__ import annotations
 
+import string
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
         for part in text.split(","):
             code, _, body = part.partition(":")
             kind = _CODE_KIND[code.strip()]
+            if kind in kinds:
+                raise ValueError(f"{kind} is given twice")
             sizes = layout.kinds.get(kind)
             layers = body.split(".")
             if sizes is None or len(layers) != len(sizes):
@@ -58,6 +61,10 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
                                   f"{len(sizes) if sizes else 0}. The link was made for another model.")
             rows = []
             for hexbits, n in zip(layers, sizes):
+                width = (n + 3) // 4
+                if len(hexbits) != width or not set(hexbits) <= set(string.hexdigits):
+                    raise ValueError(f"layer {len(rows)} of {kind} is {hexbits!r}; it must be exactly {width} "
+                                     f"hex digit{'s' if width != 1 else ''}")
                 value = int(hexbits, 16) if hexbits else 0
                 if value >= 1 << n:
                     raise FormatError(f"The mask in the link has more than {n} heads in a {kind} layer; "

