@@ -18,13 +18,20 @@ import string
 _PUNCTUATION = frozenset(string.punctuation)   # CommonMark lets a backslash escape any of these
 _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 _BACKTICKS = re.compile(r"`+")
+_WORDS = re.compile(r"(\s+)")
+# what GFM turns into a link by itself, escaped or not ("http://...", "www.x", "a@b.c"): it finds
+# these in the text after parsing, so only a code span keeps them plain
+_AUTOLINK = re.compile(r"(?i)://|www\.|@[^\s@]*\.|\b(?:mailto|xmpp):")
 
 
 def md_escape(value: object) -> str:
     """``value`` as Markdown that renders to exactly its text: every ASCII punctuation character
-    is backslash-escaped, so no link, image, emphasis, HTML, heading, list, autolink, LaTeX
-    (``$``) or Streamlit directive (``:red[...]``, ``:material/...:``) can start inside it."""
-    return "".join("\\" + ch if ch in _PUNCTUATION else ch for ch in str(value))
+    is backslash-escaped, so no link, image, emphasis, HTML, heading, list, LaTeX (``$``) or
+    Streamlit directive (``:red[...]``, ``:material/...:``) can start inside it; words GFM would
+    link by themselves (URLs, ``www.``, e-mail addresses) are shown as inline code instead."""
+    return "".join(md_code(word) if _AUTOLINK.search(word)
+                   else "".join("\\" + ch if ch in _PUNCTUATION else ch for ch in word)
+                   for word in _WORDS.split(str(value)))
 
 
 def md_code(value: object) -> str:

@@ -48,9 +48,10 @@ def show_notices() -> None:
 def show_error(exc: BaseException, what: str = "") -> None:
     """A readable message instead of a traceback (the traceback goes to the server log).
 
-    ``what`` and the message are shown as plain text (they often hold a value from a link or a file).
+    ``what`` is Markdown (callers pass values in it through :mod:`app.text`); the message is shown
+    as plain text (it often holds a value from a link or a file).
     """
-    prefix = f"{md_escape(what)}: " if what else ""
+    prefix = f"{what}: " if what else ""
     if isinstance(exc, HeadpruneError):
         st.error(f"{prefix}{md_escape(exc)}", icon=":material/error:")
     else:
@@ -63,10 +64,10 @@ def show_error(exc: BaseException, what: str = "") -> None:
 
 def _describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str]:
     if event is None:
-        return None, md_escape(label)
+        return None, label
     count = f"{event.done}/{event.total}" if event.total else f"{event.done}"
     note = f" · {event.message}" if event.message else ""
-    return event.fraction, md_escape(f"{label} · {event.stage} {count}{note}")
+    return event.fraction, f"{label} · {md_escape(f'{event.stage} {count}{note}')}"
 
 
 def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,
@@ -75,7 +76,8 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
 
     Args:
         job: a name for this piece of work, unique on the page (used for Cancel bookkeeping).
-        label: what the user sees, e.g. "Scoring heads (gradient)" (plain text, may hold a model spec).
+        label: what the user sees, e.g. "Scoring heads (gradient)"; Markdown, so a value from a link or a
+            file in it goes through :mod:`app.text` (``md_code(spec)``).
         auto: when False, or when the user cancelled this job before, ask for a click first.
 
     Returns the result, or ``None`` when it failed (message shown), was cancelled, or waits for
@@ -83,7 +85,7 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
     """
     if state.is_cancelled(job) or not auto:
         note = "Cancelled. " if state.is_cancelled(job) else ""
-        if not st.button(f"{note}Run: {md_escape(label)}", key=state.widget_key("job", f"run_{job}")):
+        if not st.button(f"{note}Run: {label}", key=state.widget_key("job", f"run_{job}")):
             return None
         state.clear_cancelled(job)
 
@@ -131,7 +133,7 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
     if error is None:
         return box.get("result")
     if isinstance(error, Cancelled):
-        st.info(f"{md_escape(label)}: cancelled.")
+        st.info(f"{label}: cancelled.")
     elif isinstance(error, Exception):
         show_error(error, label)
     else:
@@ -222,7 +224,7 @@ def load_architecture(spec: str):
         st.warning("The embedded default model is not prepared yet. Prepare it on the **Model & data** page "
                    "(or run `headprune prepare`), or choose another model there.")
         return None
-    return run_job(f"load_{spec}", f"Loading model {spec}", cache.architecture, spec, progress=False)
+    return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
 
 
 def latency_panel(bench) -> None:
@@ -253,7 +255,7 @@ def show_predictions(run) -> None:
     if run.dense_prediction.label != run.pruned_prediction.label:
         st.warning("The mask changes the model's answer for this sentence.")
     notes = [f"The input was cut to its first {MAX_TOKENS} tokens."] if run.truncated else []
-    st.caption(" ".join([*notes, *map(md_escape, run.notes), f"Computed in {run.seconds:.2f} s."]))
+    st.caption(" ".join([*notes, *run.notes, f"Computed in {run.seconds:.2f} s."]))     # the library's own notes
 
 
 # -- model and task pickers (Model & data page) -------------------------------------------------

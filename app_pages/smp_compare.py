@@ -32,7 +32,7 @@ except FileNotFoundError:
     st.stop()
 except ValueError as exc:           # a HeadpruneError (wrong format), or not JSON at all
     ui.show_error(exc if isinstance(exc, HeadpruneError) else FormatError(f"not valid JSON ({exc})"),
-                  f"Reading {source}")
+                  f"Reading {md_code(source)}")
     st.stop()
 
 rows = pd.DataFrame(summary_rows(result)).set_index("short")

@@ -7,6 +7,7 @@ react-markdown follows) and looking for links and images in the HTML.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,11 @@ def html_of(markdown: str) -> str:
 
 
 def assert_inert(markdown: str) -> None:
+    """No link or image, and (as GFM links bare URLs found in text) no URL outside a code span."""
     out = html_of(markdown)
     assert "<a " not in out and "<img" not in out, (markdown, out)
+    outside_code = re.sub(r"<code>.*?</code>", "", out, flags=re.S)
+    assert not re.search(r"(?i)://|www\.|@\w+\.", outside_code), (markdown, out)
 
 
 # -- app.text ------------------------------------------------------------------------------------------
@@ -52,6 +56,7 @@ def test_md_code_keeps_ordinary_values_readable():
     assert md_code("movie-sentiment") == "`movie-sentiment`"
     assert md_code("a`b") == "``a`b``"
     assert md_escape("file:a_b.csv") == "file\\:a\\_b\\.csv"
+    assert md_escape("see http://example.invalid/x.") == "see `http://example.invalid/x.`"
 
 
 # -- app.access --------------------------------------------------------------------------------------
