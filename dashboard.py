@@ -9,7 +9,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import state
+from app import state, ui
+from app.text import md_code
 
 ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")
@@ -30,10 +31,11 @@ PAGES = [
 page = st.navigation([st.Page(str(ROOT / f), title=t, icon=i, url_path=Path(f).stem, default=(n == 0))
                       for n, (f, t, i) in enumerate(PAGES)])
 
-with st.sidebar:
+ui.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
+with st.sidebar:                # values from a link or a file are shown through app.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")
-    st.markdown(f"Model `{state.model_spec()}`  \nTask `{state.task_spec()}`  \nScore `{state.scorer_name()}`  \n"
-                f"Evaluated on {state.eval_limit()} examples")
+    st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(state.task_spec())}  \n"
+                f"Score {md_code(state.scorer_name())}  \nEvaluated on {state.eval_limit()} examples")
 
 state.push_query_params()      # before the page: a page that stops early still updates the link
 page.run()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from pruning_core.results import EvalResult, ScoreResult
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from . import attention
+from .access import DataAccess, data_access_from, upload_root
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
 SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
@@ -46,6 +46,12 @@ MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of avai
 def app_device() -> str | None:
     """``HEADPRUNE_APP_DEVICE`` ('cpu' / 'cuda'), else None: CUDA when present (documented in the README)."""
     return os.environ.get("HEADPRUNE_APP_DEVICE") or None
+
+
+def data_access() -> DataAccess:
+    """Which local paths this server may open (:mod:`app.access`): the one place the dashboard
+    reads ``HEADPRUNE_DATA_DIRS`` and the address the server listens on."""
+    return data_access_from(os.environ, st.get_option("server.address"))
 
 
 # -- models ----------------------------------------------------------------------------------------
@@ -73,7 +79,9 @@ def load(spec: str) -> LoadedModel:
     """The model for ``spec`` ('default', a folder or a hub id), shared read-only by all sessions.
 
     Never modified: masks are applied per call (``apply_mask(loaded, mask)``), pruning copies it.
+    A local folder outside the allowed ones of an exposed server is refused (:mod:`app.access`).
     """
+    data_access().check_model(spec)
     return _load(spec, app_device())
 
 
@@ -156,9 +164,15 @@ def task_names() -> list[str]:
     return list(tasks.task_names())
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
 def task(name: str):
-    """The ``pruning_core.tasks.Task`` for ``name`` ('movie-sentiment', 'sst2', 'file:PATH', ...)."""
+    """The ``pruning_core.tasks.Task`` for ``name`` ('movie-sentiment', 'sst2', 'file:PATH', ...);
+    a ``file:`` outside the allowed folders of an exposed server is refused (:mod:`app.access`)."""
+    data_access().check_task(name)
+    return _task(name)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _task(name: str):
     return tasks.get_task(name)
 
 
@@ -195,7 +209,7 @@ def store_upload(name: str, content: bytes) -> Path:
     The extension (.csv / .tsv / .jsonl) is kept because it tells the file reader the format.
     """
     digest = hashlib.sha256(content).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / "headprune-uploads" / digest
+    folder = upload_root() / digest
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (_SAFE_NAME.sub("_", Path(name).name) or "data.csv")
     if not path.is_file():

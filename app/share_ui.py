@@ -8,6 +8,7 @@ from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
 from . import cache, state, ui
+from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
 
 
@@ -59,12 +60,12 @@ def restore_analysis(analysis: Analysis) -> None:
         arch = cache.architecture(target)
         warnings = analysis.check_model(arch)
     except HeadpruneError as exc:
-        state.add_notice("error", f"The analysis was not restored: {exc}")
+        state.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
     state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
                   limit=analysis.eval_limit)
     state.set_result("analysis", analysis)
     for text in warnings:
-        state.add_notice("warning", text)
-    state.add_notice("success", f"Restored: model `{target}`, task `{state.task_spec()}`, scorer "
-                                f"`{state.scorer_name()}`, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")
+        state.add_notice("warning", md_escape(text))
+    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(state.task_spec())}, scorer "
+                                f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from app.text import md_code, md_escape
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import KINDS, HeadLayout, HeadMask
 from pruning_core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, decode_mask, encode_mask
@@ -167,7 +168,7 @@ def _read_query_params() -> None:
         try:
             set_eval_limit(int(qp[QP_LIMIT]))
         except (ValueError, HeadpruneError):
-            add_notice("warning", f"Ignored the link's evaluation size {qp[QP_LIMIT]!r}: not a positive number.")
+            add_notice("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number.")
     if qp.get(QP_MASK):
         st.session_state[PENDING_MASK] = qp[QP_MASK]
 
@@ -250,7 +251,7 @@ def _history(layout: HeadLayout) -> MaskHistory:
         try:
             start, label = decode_mask(pending, layout), "mask from the link"
         except HeadpruneError as exc:
-            add_notice("error", f"{exc} Starting with all heads kept instead.")
+            add_notice("error", f"{md_escape(exc)} Starting with all heads kept instead.")
     hist = MaskHistory(model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
     if start != hist.current:
         hist.push(start, label)
@@ -358,7 +359,9 @@ def clear_cancelled(job: str) -> None:
 
 
 def add_notice(level: str, text: str) -> None:
-    """Queue a message ("info" | "warning" | "error" | "success") for the top of the next page."""
+    """Queue a message ("info" | "warning" | "error" | "success") for the top of the next page.
+
+    ``text`` is Markdown: pass values from a link, a file or an error through :mod:`app.text`."""
     st.session_state.setdefault(NOTICES, []).append((level, text))
 
 

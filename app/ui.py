@@ -19,6 +19,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from app import state
+from app.text import md_code, md_escape
 from pruning_core.attention_maps import MAX_TOKENS
 from pruning_core.errors import Cancelled, HeadpruneError
 from pruning_core.metrics import get_metric
@@ -45,13 +46,18 @@ def show_notices() -> None:
 
 
 def show_error(exc: BaseException, what: str = "") -> None:
-    """A readable message instead of a traceback (the traceback goes to the server log)."""
+    """A readable message instead of a traceback (the traceback goes to the server log).
+
+    ``what`` is Markdown (callers pass values in it through :mod:`app.text`); the message is shown
+    as plain text (it often holds a value from a link or a file).
+    """
     prefix = f"{what}: " if what else ""
     if isinstance(exc, HeadpruneError):
-        st.error(f"{prefix}{exc}", icon=":material/error:")
+        st.error(f"{prefix}{md_escape(exc)}", icon=":material/error:")
     else:
         log.exception("unexpected error in the dashboard", exc_info=exc)
-        st.error(f"{prefix}unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+        first = md_escape(str(exc).splitlines()[0]) if str(exc) else ""
+        st.error(f"{prefix}unexpected {type(exc).__name__}: {first} "
                  "The details are in the server log; the rest of the dashboard keeps working.",
                  icon=":material/error:")
 
@@ -61,7 +67,7 @@ def _describe(event: ProgressEvent | None, label: str) -> tuple[float | None, st
         return None, label
     count = f"{event.done}/{event.total}" if event.total else f"{event.done}"
     note = f" · {event.message}" if event.message else ""
-    return event.fraction, f"{label} · {event.stage} {count}{note}"
+    return event.fraction, f"{label} · {md_escape(f'{event.stage} {count}{note}')}"
 
 
 def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,
@@ -70,7 +76,8 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
 
     Args:
         job: a name for this piece of work, unique on the page (used for Cancel bookkeeping).
-        label: what the user sees, e.g. "Scoring heads (gradient)".
+        label: what the user sees, e.g. "Scoring heads (gradient)"; Markdown, so a value from a link or a
+            file in it goes through :mod:`app.text` (``md_code(spec)``).
         auto: when False, or when the user cancelled this job before, ask for a click first.
 
     Returns the result, or ``None`` when it failed (message shown), was cancelled, or waits for
@@ -163,16 +170,27 @@ def bind(key: str, value: Any) -> str:
     return key
 
 
-def scorer_picker(page: str) -> str:
-    """The scorer select box (all registered scorers), bound to the session's scorer."""
+def known_scorer() -> str:
+    """The session's scorer; an unknown one (from a link or a file) is replaced by the first registered
+    scorer, with a message on the next page. ``dashboard.py`` calls it before the sidebar shows it."""
     from app import cache
 
     names = cache.scorer_names()
     current = state.scorer_name()
     if current not in names:
         fallback = state.DEFAULT_SCORER if state.DEFAULT_SCORER in names else names[0]
-        st.error(f"Unknown scorer {current!r}; available: {', '.join(names)}. Using {fallback!r}.")
+        state.add_notice("error", f"Unknown scorer {md_code(current)}; available: {', '.join(names)}. "
+                                  f"Using {md_code(fallback)}.")
         state.set_scorer(current := fallback)
+    return current
+
+
+def scorer_picker(page: str) -> str:
+    """The scorer select box (all registered scorers), bound to the session's scorer."""
+    from app import cache
+
+    names = cache.scorer_names()
+    current = known_scorer()
     key = bind(state.widget_key(page, "scorer"), current)
     st.selectbox("Importance score", names, key=key, format_func=lambda n: n,
                  help="\n\n".join(f"**{n}**: {cache.scorer_description(n)}" for n in names),
@@ -207,7 +225,7 @@ def load_architecture(spec: str):
         st.warning("The embedded default model is not prepared yet. Prepare it on the **Model & data** page "
                    "(or run `headprune prepare`), or choose another model there.")
         return None
-    return run_job(f"load_{spec}", f"Loading model {spec}", cache.architecture, spec, progress=False)
+    return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
 
 
 def latency_panel(bench) -> None:
@@ -238,7 +256,7 @@ def show_predictions(run) -> None:
     if run.dense_prediction.label != run.pruned_prediction.label:
         st.warning("The mask changes the model's answer for this sentence.")
     notes = [f"The input was cut to its first {MAX_TOKENS} tokens."] if run.truncated else []
-    st.caption(" ".join([*notes, *run.notes, f"Computed in {run.seconds:.2f} s."]))
+    st.caption(" ".join([*notes, *run.notes, f"Computed in {run.seconds:.2f} s."]))     # the library's own notes
 
 
 # -- model and task pickers (Model & data page) -------------------------------------------------
@@ -263,7 +281,7 @@ def _apply_model() -> None:
         state.set_model_spec("default")
     elif not where:
         example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
-        state.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {example}).")
+        state.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")
     else:
         state.set_model_spec(str(Path(where).expanduser().absolute()) if source == "local" else where)
 
@@ -278,7 +296,7 @@ def model_picker() -> None:
         st.text_input("Folder or hub id (not needed for the default)", placeholder="/path/to/model or org/name",
                       key=bind(state.widget_key("model", "where"), "" if spec == "default" else spec))
         st.form_submit_button("Use this model", on_click=_apply_model, type="primary")
-    st.caption(f"In use: `{spec}`. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification) and "
+    st.caption(f"In use: {md_code(spec)}. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification) and "
                "BART, Marian (translation); weights as safetensors.")
 
 
@@ -292,10 +310,19 @@ def _apply_upload() -> None:
     try:
         cache.task(f"file:{path}")            # parses the whole file: errors name the line
     except HeadpruneError as exc:
-        state.add_notice("error", f"The uploaded file {upload.name!r} cannot be used: {exc}")
+        state.add_notice("error", f"The uploaded file {md_code(upload.name)} cannot be used: "
+                                  f"{md_escape(upload_message(exc, path, upload.name))}")
         return
     state.set_task_spec(f"file:{path}")
-    state.add_notice("success", f"Using the uploaded file {upload.name!r} as the task.")
+    state.add_notice("success", f"Using the uploaded file {md_code(upload.name)} as the task.")
+
+
+def upload_message(exc: BaseException, path, name: str) -> str:
+    """``exc``'s message with the upload's server path (and its folder) replaced by the file's name."""
+    text = str(exc)
+    for where in (str(path), repr(str(path)), str(path.parent)):
+        text = text.replace(where, repr(name) if where.startswith("'") else name)
+    return text
 
 
 def task_picker() -> None:

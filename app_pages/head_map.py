@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, headmap_ui, state, ui
+from app.text import md_code
 from pruning_core.metrics import get_metric
 
 ui.page_intro("Head map", """
@@ -61,7 +62,7 @@ with right:                           # drawn after the map: a click shows at on
                   delta_color="normal" if metric.higher_is_better else "inverse")
         m2.metric("loss", f"{ev.loss:.4f}", f"{ev.loss - dense.loss:+.4f}" if changed else None,
                   delta_color="inverse")
-        st.caption(f"On the first {ev.n_examples} examples of the evaluation split of `{task_name}`. "
+        st.caption(f"On the first {ev.n_examples} examples of the evaluation split of {md_code(task_name)}. "
                    f"All heads: {ui.metric_text(dense.metric_name, dense.metric)}.")
     pruned_params, dense_params = cache.pruned_parameters(spec, mask)
     m3, m4 = st.columns(2)

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, state, ui
+from app.text import md_code, md_escape
 
 ui.page_intro("Model & data", """
 Pick the model whose attention heads you want to study and the task it should still do well.
@@ -25,7 +26,7 @@ spec, task_name = state.model_spec(), state.task_spec()
 arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
-st.subheader(f"Architecture of `{arch.model_id}`")
+st.subheader(f"Architecture of {md_code(arch.model_id)}")
 a = st.columns(4)
 a[0].metric("model type", arch.model_type, help=f"a {arch.task_type} model (headprune adapter `{arch.arch}`)")
 a[1].metric("attention heads", arch.total_heads)
@@ -38,14 +39,15 @@ st.dataframe([{"attention kind": arch.kind_labels[k], "layers": len(rows),
 if arch.pruned_heads:
     st.info("This model was already pruned by headprune; removed heads are gone from its weights.")
 
-st.subheader(f"Task `{task_name}`")
+st.subheader(f"Task {md_code(task_name)}")
 limit = ui.eval_size_picker("model", narrow=True)
 examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, progress=False)
 if examples is not None:
     about = cache.task_summary(task_name)
     labels = ", ".join(f"{i} = {n}" for i, n in enumerate(about["label_names"] or []))
-    st.caption(f"{about['description'] or about['task_type']} · metric: {ui.metric_label(about['metric_name'])}"
-               + (f" · labels: {labels}" if labels else "") + f" · first rows of the `{about['split']}` split:")
+    st.caption(f"{md_escape(about['description'] or about['task_type'])} · metric: "
+               f"{md_escape(ui.metric_label(about['metric_name']))}"
+               + (f" · labels: {md_escape(labels)}" if labels else "") + f" · first rows of the {md_code(about['split'])} split:")
     st.dataframe(examples, hide_index=True)
     dense = ui.run_job("eval_dense", "Evaluating the model with all heads", cache.evaluate, spec, task_name,
                        limit, None)
@@ -53,5 +55,5 @@ if examples is not None:
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
                   ui.metric_text(dense.metric_name, dense.metric),
                   help=f"mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
-        st.caption(f"On the first {dense.n_examples} examples of the `{cache.split_of(task_name)}` split. "
+        st.caption(f"On the first {dense.n_examples} examples of the {md_code(cache.split_of(task_name))} split. "
                    "Go on to the **Head map** to remove heads.")

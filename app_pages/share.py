@@ -3,6 +3,7 @@ import streamlit as st
 
 from app import cache, report, share, share_ui, state, ui
 from app.analysis import read_shared_file
+from app.text import md_code, md_escape
 
 ui.page_intro("Share", """
 Send your analysis to a colleague, or keep it. **The JSON bundle** holds everything (model, task,
@@ -24,10 +25,12 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
         except Exception as exc:  # noqa: BLE001 - a message, never a traceback
             ui.show_error(exc, "Could not read the file")
         else:
-            st.markdown(f"**{upload.name}**: model `{a.model_id or spec}`, task `{a.task or task_name}`, scorer "
-                        f"`{a.scorer or scorer}`, **{a.mask.n_kept}/{a.mask.n_total} heads kept**"
-                        + (f", {a.evaluation.metric_name} "
-                           f"{ui.metric_text(a.evaluation.metric_name, a.evaluation.metric)}" if a.evaluation else "")
+            st.markdown(f"**{md_escape(upload.name)}**: model {md_code(a.model_id or spec)}, task "
+                        f"{md_code(a.task or task_name)}, scorer {md_code(a.scorer or scorer)}, "
+                        f"**{a.mask.n_kept}/{a.mask.n_total} heads kept**"
+                        + (f", {md_escape(a.evaluation.metric_name)} "
+                           f"{md_escape(ui.metric_text(a.evaluation.metric_name, a.evaluation.metric))}"
+                           if a.evaluation else "")
                         + ".")
             st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis, args=(a,),
                       key=state.widget_key("share", "restore"))

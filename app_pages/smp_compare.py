@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state, ui
+from app.text import md_code, md_escape
 from pruning_core.errors import FormatError, HeadpruneError
 from pruning_core.smp.compare import CompareResult, summary_rows
 
@@ -31,14 +32,14 @@ except FileNotFoundError:
     st.stop()
 except ValueError as exc:           # a HeadpruneError (wrong format), or not JSON at all
     ui.show_error(exc if isinstance(exc, HeadpruneError) else FormatError(f"not valid JSON ({exc})"),
-                  f"Reading {source}")
+                  f"Reading {md_code(source)}")
     st.stop()
 
 rows = pd.DataFrame(summary_rows(result)).set_index("short")
-st.caption(f"From `{source}` · {result.config.get('task')} · {rows['metric_name'].iloc[0]} on the "
-           f"{result.config.get('eval_split')} split · {result.provenance.get('created', '')}")
+st.caption(f"From {md_code(source)} · {md_escape(result.config.get('task'))} · {md_escape(rows['metric_name'].iloc[0])} "
+           f"on the {md_escape(result.config.get('eval_split'))} split · {md_escape(result.provenance.get('created', ''))}")
 c = st.columns(3)
-c[0].markdown(f"**{rows['metric_name'].iloc[0].capitalize()} minus (a)**, points (mean of the seeds for (c))")
+c[0].markdown(f"**{md_escape(rows['metric_name'].iloc[0].capitalize())} minus (a)**, points (mean of the seeds for (c))")
 c[0].bar_chart(rows["delta_vs_full_points"], horizontal=True, height=260, x_label="points", y_label="")
 c[1].markdown("**Fine-tuning CPU time** (s)")
 c[1].bar_chart(rows["finetune_cpu_seconds"].dropna(), horizontal=True, height=260, x_label="seconds", y_label="")

@@ -18,7 +18,7 @@ LAYERS = [
     {"finetune", "scoring"},
     {"prepare"},
     {"smp"},
-    {"cli", "__main__"},
+    {"cli", "cli_args", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}

@@ -1,0 +1,116 @@
+"""Which server files a dashboard session may read, by the address the server listens on.
+
+On the loopback address (``headprune app``'s default) the user is the operator: any ``file:``
+task and any local model folder can be opened. A server exposed on purpose (``headprune app
+--host ADDR``) reads local paths given through the UI or a link only inside the folders its
+operator listed (``--data-dir DIR``, passed as :data:`ENV_DATA_DIRS`) and inside the private
+upload folder; uploads, hub ids and the embedded default keep working.
+
+A refused path gets the same message whether it exists or not, and the message never shows a
+resolved server path. Paths are resolved (symlinks, ``..``) before the check, so neither can
+lead out of an allowed folder.
+
+Pure: no Streamlit. The dashboard reads the environment and the server address in one place,
+:func:`app.cache.data_access`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pruning_core.errors import HeadpruneError
+
+ENV_DATA_DIRS = "HEADPRUNE_DATA_DIRS"      # os.pathsep-separated folders; set (even empty) = restricted
+FILE_PREFIX = "file:"
+DEFAULT_MODEL = "default"
+
+
+class PathNotAllowedError(HeadpruneError):
+    """A local path outside the folders an exposed server may read."""
+
+
+def upload_root() -> Path:
+    """The private folder uploaded data files are written to (always readable by the app)."""
+    return Path(tempfile.gettempdir()) / "headprune-uploads"
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` is only reachable from this machine ('127.0.0.1', '::1', 'localhost').
+    An empty host means every address, so it is not loopback."""
+    if not host:
+        return False
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_within(path: str | Path, roots: Iterable[str | Path]) -> bool:
+    """Whether ``path``, with symlinks and ``..`` resolved, lies inside one of ``roots`` (also resolved)."""
+    try:
+        target = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError):        # a symlink loop, an unreadable component
+        return False
+    for root in roots:
+        try:
+            if target.is_relative_to(Path(root).expanduser().resolve()):
+                return True
+        except (OSError, RuntimeError):
+            continue
+    return False
+
+
+def _looks_like_path(spec: str) -> bool:
+    """A model spec that ``pruning_core.models.load_model`` would open as a local folder."""
+    return (spec.startswith((".", "/", "~")) or (os.sep in spec and spec.count("/") > 1)
+            or Path(spec).expanduser().exists())
+
+
+@dataclass(frozen=True)
+class DataAccess:
+    """``restricted`` False: any local path. True: only paths inside ``roots``."""
+
+    restricted: bool = False
+    roots: tuple[Path, ...] = ()
+
+    def _refuse(self, what: str, given: str) -> PathNotAllowedError:
+        return PathNotAllowedError(
+            f"{what} {given!r} is not allowed: this dashboard is reachable from other machines, so it opens "
+            "local files only inside the folders its operator allowed (headprune app --data-dir DIR). "
+            "Upload a data file instead, or ask the operator to allow its folder.")
+
+    def check_task(self, name: str) -> None:
+        """Refuse a ``file:PATH`` task outside the allowed folders (other task names pass)."""
+        if self.restricted and name.startswith(FILE_PREFIX):
+            if not is_within(name[len(FILE_PREFIX):], self.roots):
+                raise self._refuse("The data file", name[len(FILE_PREFIX):])
+
+    def check_model(self, spec: str) -> None:
+        """Refuse a local model folder outside the allowed folders (the default and hub ids pass)."""
+        if self.restricted and spec != DEFAULT_MODEL and _looks_like_path(spec) and not is_within(spec, self.roots):
+            raise self._refuse("The model folder", spec)
+
+
+def data_access_from(env: Mapping[str, str], server_address: str | None) -> DataAccess:
+    """The policy for a server listening on ``server_address`` with environment ``env``.
+
+    Restricted when :data:`ENV_DATA_DIRS` is set (``headprune app --host`` sets it) or when the
+    address is set and not loopback; the allowed folders are those listed plus :func:`upload_root`.
+    An unset address counts as loopback: ``.streamlit/config.toml`` binds 127.0.0.1.
+    """
+    listed = env.get(ENV_DATA_DIRS)
+    restricted = listed is not None or (bool(server_address) and not is_loopback(server_address))
+    if not restricted:
+        return DataAccess()
+    dirs = [Path(d) for d in (listed or "").split(os.pathsep) if d.strip()]
+    return DataAccess(True, (*dirs, upload_root()))
+
+
+__all__ = ["ENV_DATA_DIRS", "DataAccess", "PathNotAllowedError", "data_access_from", "is_loopback", "is_within",
+           "upload_root"]

@@ -1,0 +1,68 @@
+"""End-to-end (Chromium + Playwright): a crafted link cannot make the dashboard fetch or link to
+another site (issue 8, item 3). The link puts Markdown image and link syntax, broken out of a
+backtick, into the task, scorer and model; the page must send no request beyond the dashboard's
+own server and hold no ``<a>`` or ``<img>`` pointing at another host (the menu's links to the
+dashboard's own pages keep the query string, crafted text included).
+Skipped when Chromium is not installed (``make browser``).
+"""
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from browser_helpers import ARTIFACTS, CHROMIUM_ARGS, DashboardServer, app_env, build_tiny_app, chromium_path, new_page
+
+pytestmark = pytest.mark.browser
+playwright = pytest.importorskip("playwright.sync_api")
+EVIL = "x` ![pic](http://example.invalid/track.png) [click me](http://example.invalid/phish) `y"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("browser-safety")
+    tiny = build_tiny_app(folder, "bert")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=40),
+                         ARTIFACTS.parent / "streamlit-safety.log") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if path is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.mark.parametrize("params", [{"task": EVIL}, {"task": EVIL, "scorer": EVIL, "model": EVIL, "mask": EVIL}])
+def test_a_crafted_link_fetches_and_links_nothing_elsewhere(server, browser, params):
+    page = new_page(browser)
+    foreign = []
+    page.on("request", lambda r: foreign.append(r.url)
+            if urlsplit(r.url).hostname not in ("127.0.0.1", "localhost") and not r.url.startswith(("data:", "blob:"))
+            else None)
+    query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items())
+    page.goto(f"{server.url}/head_map?{query}")
+    page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stMarkdown"]')
+    page.get_by_text("Task").first.wait_for()
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')"
+                           " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=90_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(ARTIFACTS / f"crafted-link-{len(params)}.png"), full_page=True)
+    # the menu's own links carry the query string (with the crafted text in it): only the host counts
+    hosts = page.evaluate("() => [...document.querySelectorAll('a[href], img[src]')]"
+                          ".map(e => new URL(e.href || e.src, location.href).hostname)")
+    bad = page.evaluate("() => [...document.querySelectorAll('a[href], img[src]')].filter(e => new URL(e.href || e.src, location.href).hostname === 'example.invalid').map(e => e.outerHTML + ' IN ' + (e.closest('[data-testid]') || {}).getAttribute?.('data-testid') + ' / ' + e.parentElement.outerHTML.slice(0, 300))")
+    assert not bad, bad
+    assert hosts and not [h for h in hosts if h not in ("127.0.0.1", "localhost")], hosts
+    assert page.locator('img[src*="example.invalid"]').count() == 0
+    sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+    assert "![pic](http://example.invalid/track.png)" in sidebar        # shown as text
+    if "scorer" in params:
+        assert "Score gradient" in " ".join(sidebar.split())            # the scorer in use, not the link's
+    assert foreign == [], foreign
