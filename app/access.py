@@ -3,7 +3,7 @@
 On the loopback address (``headprune app``'s default) the user is the operator: any ``file:``
 task and any local model folder can be opened. A server exposed on purpose (``headprune app
 --host ADDR``) reads local paths given through the UI or a link only inside the folders its
-operator listed (``--data-dir DIR``, passed as :data:`ENV_DATA_DIRS`) and inside the private
+operator listed (``--data-dir DIR``, passed as :data:`DATA_DIRS_ENV`) and inside the private
 upload folder; uploads, hub ids and the embedded default keep working.
 
 A refused path gets the same message whether it exists or not, and the message never shows a
@@ -15,7 +15,6 @@ Pure: no Streamlit. The dashboard reads the environment and the server address i
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -23,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pruning_core.errors import HeadpruneError
+from pruning_core.serving import DATA_DIRS_ENV, is_loopback
 
-ENV_DATA_DIRS = "HEADPRUNE_DATA_DIRS"      # os.pathsep-separated folders; set (even empty) = restricted
 FILE_PREFIX = "file:"
 DEFAULT_MODEL = "default"
 
@@ -36,19 +35,6 @@ class PathNotAllowedError(HeadpruneError):
 def upload_root() -> Path:
     """The private folder uploaded data files are written to (always readable by the app)."""
     return Path(tempfile.gettempdir()) / "headprune-uploads"
-
-
-def is_loopback(host: str | None) -> bool:
-    """Whether ``host`` is only reachable from this machine ('127.0.0.1', '::1', 'localhost').
-    An empty host means every address, so it is not loopback."""
-    if not host:
-        return False
-    if host.strip("[]").lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def is_within(path: str | Path, roots: Iterable[str | Path]) -> bool:
@@ -100,11 +86,11 @@ class DataAccess:
 def data_access_from(env: Mapping[str, str], server_address: str | None) -> DataAccess:
     """The policy for a server listening on ``server_address`` with environment ``env``.
 
-    Restricted when :data:`ENV_DATA_DIRS` is set (``headprune app --host`` sets it) or when the
+    Restricted when :data:`DATA_DIRS_ENV` is set (``headprune app --host`` sets it) or when the
     address is set and not loopback; the allowed folders are those listed plus :func:`upload_root`.
     An unset address counts as loopback: ``.streamlit/config.toml`` binds 127.0.0.1.
     """
-    listed = env.get(ENV_DATA_DIRS)
+    listed = env.get(DATA_DIRS_ENV)
     restricted = listed is not None or (bool(server_address) and not is_loopback(server_address))
     if not restricted:
         return DataAccess()
@@ -112,5 +98,5 @@ def data_access_from(env: Mapping[str, str], server_address: str | None) -> Data
     return DataAccess(True, (*dirs, upload_root()))
 
 
-__all__ = ["ENV_DATA_DIRS", "DataAccess", "PathNotAllowedError", "data_access_from", "is_loopback", "is_within",
+__all__ = ["DATA_DIRS_ENV", "DataAccess", "PathNotAllowedError", "data_access_from", "is_loopback", "is_within",
            "upload_root"]

@@ -17,7 +17,6 @@ cached functions (a cached function must not draw, or its cache hits would repla
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pruning_core import attention_maps, bench, experiments, prepare, pruning, tasks
+from pruning_core import attention_maps, bench, experiments, prepare, pruning, storage, tasks
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, default_model_dir, load_model
@@ -208,14 +207,11 @@ def store_upload(name: str, content: bytes) -> Path:
 
     The extension (.csv / .tsv / .jsonl) is kept because it tells the file reader the format.
     """
-    digest = hashlib.sha256(content).hexdigest()[:16]
-    folder = upload_root() / digest
+    folder = upload_root() / storage.sha256_bytes(content)[:16]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (_SAFE_NAME.sub("_", Path(name).name) or "data.csv")
     if not path.is_file():
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, path)
+        storage.write_bytes(path, content)
     return path
 
 

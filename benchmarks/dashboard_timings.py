@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from browser_helpers import (CHROMIUM_ARGS, DashboardServer, chromium_path, click_point, head_points,  # noqa: E402
+from browser_helpers import (DashboardServer, chromium_browser, chromium_path, click_point, head_points,  # noqa: E402
                              metric_value, new_page, process_cpu_s, wait_idle, wait_metric)
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -78,18 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     if path is None:
         print("Chromium is not installed: run `make browser` (apt-get install chromium).", file=sys.stderr)
         return 2
-    from playwright.sync_api import sync_playwright
-
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, headless=True)
-        try:
-            log = ROOT / "test-artifacts" / "dashboard_timings-streamlit.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            result = measure(browser, args.model, args.task, log)
-        finally:
-            browser.close()
+    with chromium_browser(path) as browser:
+        log = ROOT / "test-artifacts" / "dashboard_timings-streamlit.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        result = measure(browser, args.model, args.task, log)
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=1))
     print(f"wrote {out}")

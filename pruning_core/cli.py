@@ -14,6 +14,7 @@ from .cli_args import (checked, fraction, int_list, output_file, output_folder, 
                        write_output)
 from .errors import HeadpruneError
 from .progress import tqdm_progress
+from .serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
 
 
 def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> None:
@@ -312,32 +313,14 @@ def cmd_prune(args) -> None:
 
 def cmd_bench(args) -> None:
     from .bench import benchmark, format_bench
-    from .presets import random_per_layer
-    try:
-        sizes = tuple(int(s) for s in args.batch_sizes.split(","))
-    except ValueError:
-        raise HeadpruneError(f"--batch-sizes must be numbers separated by commas, like 1,8,32; got {args.batch_sizes!r}.") from None
+    sizes = tuple(int(s) for s in args.batch_sizes.split(","))     # checked by cli_args.int_list
     loaded = _load(args, attn="sdpa")
-    mask = _read_mask(args, loaded.layout) or random_per_layer(loaded.layout, 0.5, seed=0)
+    mask = _read_mask(args, loaded.layout)          # None: the benchmark's own half mask (seed 0)
     kwargs = {"repeats": args.repeats} if args.repeats else {}
     result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
                        progress=tqdm_progress(), **kwargs)
     print(format_bench(result))
     _write(args, result.to_json())
-
-
-LOOPBACK = "127.0.0.1"
-DATA_DIRS_ENV = "HEADPRUNE_DATA_DIRS"      # read by the dashboard in app.access / app.cache.data_access
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-    if host.strip("[]").lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def app_command(args, entry: Path) -> tuple[list[str], dict[str, str]]:
@@ -350,7 +333,7 @@ def app_command(args, entry: Path) -> tuple[list[str], dict[str, str]]:
     import os
     cmd = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.port", str(args.port),
            "--server.address", args.host]
-    if _is_loopback(args.host):
+    if is_loopback(args.host):
         if args.data_dir:
             print("headprune: note: --data-dir only matters with --host (the dashboard is on this machine only)",
                   file=sys.stderr)

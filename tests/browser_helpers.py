@@ -5,7 +5,7 @@
   ``HEADPRUNE_APP_TASK``) without the real default. Used by test_app_pages.py and
   test_app_browser.py.
 - :class:`DashboardServer` starts ``streamlit run dashboard.py`` on a free localhost port.
-- :func:`chromium_path` / :data:`CHROMIUM_ARGS`: Playwright drives the system Chromium
+- :func:`chromium_path` / :func:`chromium_browser`: Playwright drives the system Chromium
   (``apt-get install chromium``; ``make browser``); it never downloads a browser of its own.
 - Page helpers for Playwright (:func:`new_page`, :func:`wait_idle`, :func:`wait_metric`,
   :func:`head_points`, :func:`click_point`), shared by test_app_browser.py and
@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -136,6 +137,19 @@ def chromium_path() -> str | None:
         if candidate and Path(candidate).is_file():
             return candidate
     return None
+
+
+@contextlib.contextmanager
+def chromium_browser(path: str):
+    """Headless Chromium at ``path`` driven by Playwright; closed on leaving the block."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 # -- driving a dashboard page in Chromium (Playwright) ---------------------------------------------

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from browser_helpers import (ARTIFACTS, CHROMIUM_ARGS, DashboardServer, app_env, build_tiny_app, chromium_path,
+from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path,
                              click_point, head_points, new_page, wait_idle, wait_metric)
 
 pytestmark = pytest.mark.browser
@@ -35,10 +35,8 @@ def browser():
     path = chromium_path()
     if path is None:
         pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, headless=True)
+    with chromium_browser(path) as b:
         yield b
-        b.close()
 
 
 def test_click_a_head_then_open_the_shared_link(server, browser):

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from browser_helpers import ARTIFACTS, CHROMIUM_ARGS, DashboardServer, app_env, build_tiny_app, chromium_path, new_page
+from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path, new_page
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
@@ -33,10 +33,8 @@ def browser():
     path = chromium_path()
     if path is None:
         pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, headless=True)
+    with chromium_browser(path) as b:
         yield b
-        b.close()
 
 
 @pytest.mark.parametrize("params", [{"task": EVIL}, {"task": EVIL, "scorer": EVIL, "model": EVIL, "mask": EVIL}])

@@ -14,7 +14,8 @@ from .ceiling import CeilingLayer, CeilingReport, flop_ceiling
 from .report import format_bench
 from .results import (BENCH_FORMAT, CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, MASKING_NOTE, VARIANTS,
                       BenchComparison, BenchResult, BenchRow)
-from .run import benchmark, half_mask, synthetic_inputs
+from ..presets import half_mask
+from .run import benchmark, synthetic_inputs
 from .timing import LatencyStats, Timings, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
 
 __all__ = ["BENCH_FORMAT", "CPU_MEMORY_MEASURE", "CUDA_MEMORY_MEASURE", "MASKING_NOTE", "VARIANTS",

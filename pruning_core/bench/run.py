@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -19,32 +18,14 @@ from collections.abc import Sequence
 import torch
 
 from ..errors import HeadpruneError
-from ..heads import HeadLayout, HeadMask
+from ..heads import HeadMask
 from ..masking import apply_mask
 from ..progress import ProgressCallback, report
+from ..presets import half_mask
 from ..pruning import parameter_count, prune_heads
 from .ceiling import flop_ceiling
 from .results import CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, BenchComparison, BenchResult, BenchRow
 from .timing import LatencyStats, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
-
-
-
-def half_mask(layout: HeadLayout, seed: int = 0) -> HeadMask:
-    """Remove half of every layer's heads (rounded down), chosen by ``random.Random(seed)``.
-
-    The 50 % setting of Michel et al.'s speed table. Which heads go does not change the speed.
-    Same masks as ``presets.random_per_layer(layout, 0.5, seed)`` when every layer's head count is
-    even (or 1, 5, 9, ...); not otherwise, since that one rounds half to even (3 heads -> 2 removed).
-    """
-    rng = random.Random(seed)
-    kinds = {}
-    for kind, rows in layout.kinds.items():
-        new_rows = []
-        for n in rows:
-            gone = set(rng.sample(range(n), n // 2))
-            new_rows.append(tuple(0 if h in gone else 1 for h in range(n)))
-        kinds[kind] = tuple(new_rows)
-    return HeadMask(kinds)
 
 
 
@@ -126,7 +107,6 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         base = base.derive(dense, base.model_id)
     report(progress, "bench", 0, len(batch_sizes), "pruning a copy")
     pruned = prune_heads(dense, mask).eval()
-    sites = base.sites
     ceiling = flop_ceiling(config, mask, seq_len, decoder_len=dec_len)
     attn_impl = str(getattr(config, "_attn_implementation", None) or "unknown")
 
