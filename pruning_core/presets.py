@@ -3,7 +3,9 @@
 The one home of "drop a share of every layer": removing ``fraction`` of a layer of ``n`` heads
 removes :func:`removed_per_layer` ``= round(fraction * n)`` of them (Python rounds halves to even:
 1 of 2, 2 of 3, 2 of 4, 2 of 5, 6 of 12). SMP's "keep the top half" and the random-half baseline
-use these functions. All functions return a new :class:`HeadMask`; none modifies its input.
+use these functions. For grouped-query attention, :func:`prune_by_group` and :func:`prune_k_per_group`
+keep every layer's key/value groups even (physical pruning then copies no key/value head). All
+functions return a new :class:`HeadMask`; none modifies its input.
 """
 from __future__ import annotations
 

@@ -172,8 +172,8 @@ class ArchitectureAdapter:
     """What headprune needs to know about one family of architectures.
 
     A subclass sets the class attributes and implements :meth:`find_sites`, :meth:`set_head_count`
-    and :meth:`flop_dims`. The defaults of :meth:`prune_site` handle separate q/k/v projections;
-    a fused projection overrides :meth:`slice_qkv`.
+    and :meth:`flop_dims`. The defaults of :meth:`prune_site` handle separate q/k/v projections,
+    grouped-query attention included (:func:`kv_plan`); a fused projection overrides :meth:`slice_qkv`.
     """
 
     name: ClassVar[str]                          # family name, recorded as ``LoadedModel.arch``

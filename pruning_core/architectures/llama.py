@@ -13,7 +13,11 @@ goes with the last one. When the kept groups of a layer end uneven, the kept key
 copied so that every group has the same size again (:func:`~.base.kv_plan`, ``gcd`` of the kept
 counts) -- exact, always loadable, but the copies cost key/value width (and cache); the presets
 ``prune_by_group`` and ``prune_k_per_group`` (:mod:`pruning_core.presets`) make even masks that
-copy nothing. Phi-3 (fused ``qkv_proj`` sized from the shared config) does not fit and is not listed.
+copy nothing. A layer that loses every head becomes an ``EmptyAttention`` that still caches one
+placeholder head, so the cache keeps counting tokens during ``generate``. ``generate`` uses the
+dynamic cache; a static cache (``cache_implementation="static"``) sizes itself from the unpruned
+config and does not fit a pruned model. Phi-3 (fused ``qkv_proj`` split by the shared config's head
+counts) does not fit and is not listed.
 """
 from __future__ import annotations
 
