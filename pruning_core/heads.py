@@ -217,3 +217,20 @@ class HeadScores:
 
     def to_json(self) -> dict:
         return {k: [list(r) for r in rows] for k, rows in self.kinds.items()}
+
+
+# per kind, per layer, per key/value group: the query head ids of the group (architectures.kv_groups_of)
+KVGroups = Mapping[str, Sequence[Sequence[Sequence[int]]]]
+
+
+def group_scores(scores: HeadScores, groups: KVGroups) -> HeadScores:
+    """Scores per key/value group: the sum of its query heads' scores (grouped-query attention).
+
+    The result has one cell per group instead of one per query head (``[layers][groups]`` per kind):
+    a second view of the same I_h, saying which key/value heads matter. Without grouping every
+    head is its own group and the scores come back unchanged.
+    """
+    _check_grid({k: [[h for g in row for h in g] for row in rows] for k, rows in groups.items()},
+                scores.layout, "key/value grouping")
+    return HeadScores({k: tuple(tuple(sum(scores.kinds[k][l][h] for h in g) for g in row)
+                                for l, row in enumerate(rows)) for k, rows in groups.items()})

@@ -3,7 +3,9 @@
 The one home of "drop a share of every layer": removing ``fraction`` of a layer of ``n`` heads
 removes :func:`removed_per_layer` ``= round(fraction * n)`` of them (Python rounds halves to even:
 1 of 2, 2 of 3, 2 of 4, 2 of 5, 6 of 12). SMP's "keep the top half" and the random-half baseline
-use these functions. All functions return a new :class:`HeadMask`; none modifies its input.
+use these functions. For grouped-query attention, :func:`prune_by_group` and :func:`prune_k_per_group`
+keep every layer's key/value groups even (physical pruning then copies no key/value head). All
+functions return a new :class:`HeadMask`; none modifies its input.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import random
 from collections.abc import Callable
 
 from .errors import HeadpruneError
-from .heads import HeadLayout, HeadMask, HeadScores
+from .heads import HeadLayout, HeadMask, HeadScores, KVGroups, group_scores
 
 
 def _check_fraction(fraction: float) -> None:
@@ -87,3 +89,35 @@ def _random_per_layer(layout: HeadLayout, how_many: Callable[[int], int], seed: 
         for layer, n in enumerate(rows):
             removed += [(kind, layer, h) for h in rng.sample(range(n), how_many(n))]
     return HeadMask.from_removed(layout, removed)
+
+
+def prune_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed: int = 0) -> HeadMask:
+    """Remove whole key/value groups (a key/value head and all its query heads): the
+    round(fraction * groups) groups with the lowest summed score over all layers.
+
+    ``groups``: :func:`pruning_core.architectures.kv_groups_of` of the model's sites. Every layer's
+    groups stay even, so physical pruning copies no key/value head.
+    """
+    _check_fraction(fraction)
+    by_group = group_scores(scores, groups)
+    count = round(fraction * by_group.layout.total_heads)
+    removed = [(k, l, h) for k, l, g in by_group.ranked(seed=seed)[:count] for h in groups[k][l][g]]
+    return HeadMask.from_removed(scores.layout, removed)
+
+
+def prune_k_per_group(scores: HeadScores, groups: KVGroups, k: int, seed: int = 0) -> HeadMask:
+    """Remove the ``k`` lowest-scoring query heads of every key/value group of every layer (ties
+    broken by ``seed``); ``k`` = group size removes everything. Groups stay even."""
+    sizes = {len(g) for rows in groups.values() for row in rows for g in row}
+    if k < 0 or (sizes and k > min(sizes)):
+        raise HeadpruneError(f"Query heads to remove per key/value group must be between 0 and the group size "
+                             f"({min(sizes or {0})}); got {k}.")
+    group_scores(scores, groups)              # checks that the groups fit the scores
+    rng = random.Random(seed)
+    removed = []
+    for kind, rows in groups.items():
+        for layer, row in enumerate(rows):
+            for group in row:
+                order = sorted(group, key=lambda h: (scores.kinds[kind][layer][h], rng.random()))
+                removed += [(kind, layer, h) for h in order[:k]]
+    return HeadMask.from_removed(scores.layout, removed)

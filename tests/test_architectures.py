@@ -8,7 +8,7 @@ from pruning_core.errors import UnsupportedArchitectureError
 from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.pruning import prune_heads
-from tiny import ALL_ARCHS, logits_of, tiny_config, tiny_inputs, tiny_loaded, tiny_model
+from tiny import ALL_ARCHS, kv_heads, logits_of, tiny_config, tiny_inputs, tiny_loaded, tiny_model
 
 
 def test_registry_lists_every_family_and_explains_unknown_types():
@@ -30,7 +30,7 @@ def test_adapter_for_accepts_type_config_model_and_loaded(arch, tmp_path):
     assert isinstance(adapter, ArchitectureAdapter)
     assert adapter_for(loaded) is adapter_for(loaded.model) is adapter_for(loaded.config) is adapter
     for site in loaded.sites:
-        assert site.num_kv_heads == site.num_heads == 4 and site.head_dim == 8
+        assert site.num_heads == 4 and site.num_kv_heads == kv_heads(arch) and site.head_dim == 8
 
 
 @pytest.mark.parametrize("arch", ALL_ARCHS)
@@ -41,7 +41,8 @@ def test_flop_dims_agree_with_the_model(arch):
     assert set(dims.kind_stack) == set(layout.kinds)
     for kind, rows in layout.kinds.items():
         stack = dims.stacks[dims.kind_stack[kind]]
-        assert stack.layers == len(rows) and all(n == stack.heads == stack.kv_heads for n in rows)
+        assert stack.layers == len(rows) and all(n == stack.heads for n in rows)
+        assert stack.kv_heads == kv_heads(arch)
         assert stack.heads * stack.head_dim == dims.hidden == 32 and stack.ffn_dim == 64
     assert dims.is_encoder_decoder == bool(getattr(model.config, "is_encoder_decoder", False))
 

@@ -1,5 +1,8 @@
 """Tiny random models of every supported architecture, built offline (hidden 32, 2 layers, 4 heads).
 
+Decoder-only Llama-style models use grouped-query attention: :func:`kv_heads` says how many
+key/value heads each has (4 query heads share 2, or 1 for Mistral; Gemma 4, no grouping).
+
 Adding an architecture family: one entry in ``CONFIGS`` (a tiny random config); the model class
 comes from the family's adapter (``adapter_for(config).auto_class``).
 """
@@ -34,6 +37,9 @@ _SEQ2SEQ = dict(vocab_size=len(VOCAB), d_model=32, encoder_layers=2, decoder_lay
                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
                 pad_token_id=7, bos_token_id=5, eos_token_id=6, decoder_start_token_id=5)
 
+_DECODER = dict(vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=64, pad_token_id=0, bos_token_id=5, eos_token_id=6)
+
 CONFIGS: dict[str, Callable[[], object]] = {
     "bert": lambda: _tf().BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, num_labels=2, **_COMMON),
@@ -48,6 +54,12 @@ CONFIGS: dict[str, Callable[[], object]] = {
     "marian": lambda: _tf().MarianConfig(**_SEQ2SEQ),
     "gpt2": lambda: _tf().GPT2Config(n_embd=32, n_layer=2, n_head=4, n_inner=64, vocab_size=len(VOCAB),
                                      n_positions=64, pad_token_id=0, bos_token_id=5, eos_token_id=6),
+    # decoder-only LMs with grouped-query attention: 4 query heads sharing 2 key/value heads (Mistral: 1)
+    "llama": lambda: _tf().LlamaConfig(num_key_value_heads=2, tie_word_embeddings=True, **_DECODER),
+    "qwen2": lambda: _tf().Qwen2Config(num_key_value_heads=2, tie_word_embeddings=False, **_DECODER),
+    "mistral": lambda: _tf().MistralConfig(num_key_value_heads=1, sliding_window=4, tie_word_embeddings=False,
+                                         **_DECODER),
+    "gemma": lambda: _tf().GemmaConfig(num_key_value_heads=4, head_dim=8, tie_word_embeddings=False, **_DECODER),
 }
 
 # Every family with a tiny config (masking and pruning parity run on all of them) ...
@@ -58,6 +70,11 @@ ARCHS = [a for a in ALL_ARCHS if adapter_for(a).task_type in ("classification", 
 
 def tiny_config(arch: str):
     return CONFIGS[arch]()
+
+
+def kv_heads(arch: str) -> int:
+    """Key/value heads per layer of the tiny ``arch`` (== its 4 query heads without grouped-query attention)."""
+    return int(getattr(tiny_config(arch), "num_key_value_heads", None) or 4)
 
 
 def tiny_model(arch: str, seed: int = 0, attn_implementation: str = "eager"):

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..heads import HeadLayout
 from .base import (ArchitectureAdapter, AttentionSite, EmptyAttention, FlopDims, StackDims, keep_inputs,
-                   keep_outputs, layout_of)
+                   keep_outputs, kv_groups, kv_groups_of, kv_plan, layout_of)
 from .registry import ARCHITECTURES, adapter_for, register, supported_model_types
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
@@ -36,5 +36,5 @@ def layout_for(model: nn.Module) -> HeadLayout:
 
 
 __all__ = ["ARCHITECTURES", "ArchitectureAdapter", "AttentionSite", "EmptyAttention", "FlopDims", "StackDims",
-           "adapter_for", "find_sites", "keep_inputs", "keep_outputs", "layout_for", "layout_of", "register",
-           "supported_model_types"]
+           "adapter_for", "find_sites", "keep_inputs", "keep_outputs", "kv_groups", "kv_groups_of", "kv_plan",
+           "layout_for", "layout_of", "register", "supported_model_types"]

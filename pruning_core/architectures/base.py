@@ -14,6 +14,7 @@ output, the task type and the transformers Auto class. Nothing else in the libra
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -171,8 +172,8 @@ class ArchitectureAdapter:
     """What headprune needs to know about one family of architectures.
 
     A subclass sets the class attributes and implements :meth:`find_sites`, :meth:`set_head_count`
-    and :meth:`flop_dims`. The defaults of :meth:`prune_site` handle separate q/k/v projections;
-    a fused projection overrides :meth:`slice_qkv`.
+    and :meth:`flop_dims`. The defaults of :meth:`prune_site` handle separate q/k/v projections,
+    grouped-query attention included (:func:`kv_plan`); a fused projection overrides :meth:`slice_qkv`.
     """
 
     name: ClassVar[str]                          # family name, recorded as ``LoadedModel.arch``
@@ -195,25 +196,27 @@ class ArchitectureAdapter:
 
     # -- physical pruning ----------------------------------------------------------------------------
     def prune_site(self, site: AttentionSite, keep: Sequence[int]) -> None:
-        """Keep only the query heads ``keep`` of ``site``, in place; no heads left -> EmptyAttention."""
-        keep = list(keep)
-        if site.num_kv_heads != site.num_heads:
-            from ..errors import UnsupportedArchitectureError
-            raise UnsupportedArchitectureError(
-                f"Physical pruning of grouped-query attention ({site.num_heads} query heads, {site.num_kv_heads} "
-                f"key/value heads) is not implemented for {self.name!r}; use masking instead.")
-        self.slice_qkv(site, keep)
+        """Keep only the query heads ``keep`` of ``site``, in place; no heads left -> EmptyAttention.
+
+        Key/value heads follow :func:`kv_plan`: a group's key/value head stays while any of its
+        query heads stays, copied when the kept groups are uneven (exact; see that function).
+        """
+        keep = sorted(keep)
+        kv_keep = kv_plan(site, keep)
+        self.slice_qkv(site, keep, kv_keep)
         keep_inputs(site.out, head_index(keep, site.head_dim))
         if keep:
             self.set_head_count(site.container, len(keep), site.head_dim)
         else:
             setattr(site.parent, site.attr, self.empty_attention(site))
 
-    def slice_qkv(self, site: AttentionSite, keep: Sequence[int]) -> None:
-        """Keep the query/key/value outputs of heads ``keep`` (separate projections)."""
-        index = head_index(keep, site.head_dim)
-        for proj in (site.q, site.k, site.v):
-            keep_outputs(proj, index)
+    def slice_qkv(self, site: AttentionSite, keep: Sequence[int], kv_keep: Sequence[int]) -> None:
+        """Keep the query outputs of heads ``keep`` and the key/value outputs of heads ``kv_keep``
+        (key/value head ids, possibly repeated; separate projections)."""
+        keep_outputs(site.q, head_index(keep, site.head_dim))
+        kv_index = head_index(kv_keep, site.head_dim)
+        for proj in (site.k, site.v):
+            keep_outputs(proj, kv_index)
 
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         """Write the new head count into the attention module's own attributes."""
@@ -237,6 +240,54 @@ class ArchitectureAdapter:
         """Per kind, one ``[batch, heads, q_tokens, k_tokens]`` tensor per layer, from a model output
         computed with ``output_attentions=True`` (eager attention). Missing maps give an empty list."""
         return {kind: list(getattr(outputs, attr, None) or ()) for kind, attr in self.attention_outputs.items()}
+
+
+def kv_groups(site: AttentionSite) -> list[list[int]]:
+    """The query head ids of each key/value head of ``site``, in key/value head order.
+
+    transformers' grouped-query attention (``repeat_kv``) gives key/value head ``j`` the query heads
+    ``j*g .. j*g + g-1`` with ``g = num_heads // num_kv_heads``; without grouping every head is its
+    own group. An attention with no heads left has no groups.
+    """
+    if site.num_heads == 0 or site.num_kv_heads == 0:
+        return []
+    g = site.num_heads // site.num_kv_heads
+    return [list(range(j * g, (j + 1) * g)) for j in range(site.num_kv_heads)]
+
+
+def kv_groups_of(sites: Sequence[AttentionSite]) -> dict[str, tuple[tuple[tuple[int, ...], ...], ...]]:
+    """Per kind, per layer, the query head ids of each key/value group (:func:`kv_groups`), for
+    :func:`pruning_core.heads.group_scores` and the group presets."""
+    kinds: dict[str, list[tuple[tuple[int, ...], ...]]] = {}
+    for s in sites:
+        kinds.setdefault(s.kind, []).append(tuple(tuple(g) for g in kv_groups(s)))
+    return {k: tuple(v) for k, v in kinds.items()}
+
+
+def kv_plan(site: AttentionSite, keep: Sequence[int]) -> list[int]:
+    """The key/value heads (original ids, in order, repeated where copied) that query heads ``keep``
+    (sorted) need, so that transformers' uniform grouping stays exact after pruning.
+
+    Group ``j`` keeps ``c_j`` query heads (groups with ``c_j = 0`` lose their key/value head). With
+    ``g = gcd`` of the nonzero ``c_j``, key/value head ``j`` is kept ``c_j / g`` times and the attention
+    gets ``num_key_value_groups = g``: the kept query heads of group ``j`` sit side by side, so each run
+    of ``g`` of them reads a copy of its own key/value head. Even groups (every ``c_j`` equal) copy
+    nothing; uneven ones (say 2 and 3 kept of 3) copy, which can cost more key/value width than the
+    removed query heads save; the presets ``prune_by_group`` / ``prune_k_per_group`` keep groups even.
+    Without grouped-query attention this is ``keep`` itself.
+    """
+    groups = kv_groups(site)
+    if site.num_heads and site.num_heads != site.num_kv_heads * len(groups[0]):
+        from ..errors import UnsupportedArchitectureError
+        raise UnsupportedArchitectureError(
+            f"{site.kind} layer {site.layer} has {site.num_heads} query heads, not a multiple of its "
+            f"{site.num_kv_heads} key/value heads; it cannot be pruned physically (use masking).")
+    counts = [(j, sum(1 for h in keep if h in group)) for j, group in enumerate(groups)]
+    counts = [(j, c) for j, c in counts if c]
+    if not counts:
+        return []
+    g = math.gcd(*(c for _, c in counts))
+    return [j for j, c in counts for _ in range(c // g)]
 
 
 def layout_of(sites: Sequence[AttentionSite]) -> HeadLayout:

@@ -35,7 +35,8 @@ class GPT2Adapter(ArchitectureAdapter):
                                        heads, heads, d))
         return sites
 
-    def slice_qkv(self, site: AttentionSite, keep: Sequence[int]) -> None:
+    def slice_qkv(self, site: AttentionSite, keep: Sequence[int], kv_keep: Sequence[int]) -> None:
+        # no grouped-query attention in GPT-2: kv_keep == keep
         width = site.num_heads * site.head_dim          # c_attn outputs q | k | v, each ``width`` wide
         index = torch.cat([head_index(keep, site.head_dim, offset=part * width) for part in range(3)])
         keep_outputs(site.q, index)
