@@ -249,21 +249,39 @@ def score_limit(scorer: str, eval_limit: int) -> int:
     return eval_limit if scorer_info(scorer).cost == "per_head" else max(SCORE_LIMIT, eval_limit)
 
 
+def score_split_of(task_name: str) -> str:
+    """The split curves score heads on: train when the task has training examples of its own, so
+    the order is not chosen on the examples it is measured on; else the evaluation split."""
+    t = task(task_name)
+    return "train" if t.distinct_split("train") else split_of(task_name)
+
+
+def curve_seeds(scorer: str) -> int:
+    """Seeds a curve of ``scorer`` averages: 3 when its scores come from the seed (random), else 1."""
+    return 3 if scorer_info(scorer).seeded else 1
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
-           _progress: ProgressCallback | None = None) -> ScoreResult:
-    """Importance scores of every head by ``scorer`` (larger = more important)."""
-    config = ScoreConfig(split=split_of(task_name), limit=limit, seed=seed)
+           _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
+    """Importance scores of every head by ``scorer`` (larger = more important), on ``split``
+    (default: the evaluation split)."""
+    config = ScoreConfig(split=split or split_of(task_name), limit=limit, seed=seed)
     return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def curve(spec: str, task_name: str, scorer: str, limit: int | None, score_limit_: int | None,
           step: float = 0.1, rescore: bool = False, _progress: ProgressCallback | None = None,
-          batch_size: int = EVAL_BATCH):
-    """Iterative pruning curve (metric vs share of heads removed) of one scorer."""
-    initial = scores(spec, task_name, scorer, score_limit_, _progress=_progress)
-    config = ScoreConfig(split=split_of(task_name), limit=score_limit_)
+          batch_size: int = EVAL_BATCH, seeds: int = 1):
+    """Iterative pruning curve (metric vs share of heads removed) of one scorer, scored on the
+    training split (:func:`score_split_of`); with ``seeds`` > 1 the mean and band over seeds."""
+    config = ScoreConfig(split=score_split_of(task_name), limit=score_limit_)
+    if seeds > 1:
+        return experiments.seeded_curves(load(spec), task(task_name), data(spec, task_name, limit),
+                                         get_scorer(scorer), config, seeds, step=step, rescore=rescore,
+                                         batch_size=batch_size, progress=_progress)
+    initial = scores(spec, task_name, scorer, score_limit_, _progress=_progress, split=config.split)
     return experiments.pruning_curve(load(spec), task(task_name), data(spec, task_name, limit), get_scorer(scorer),
                                      config, step=step, rescore=rescore, initial_scores=initial,
                                      batch_size=batch_size, progress=_progress)
@@ -282,7 +300,8 @@ def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | No
                   score_limit_: int | None = None, _progress: ProgressCallback | None = None,
                   batch_size: int = EVAL_BATCH):
     """Each layer reduced to its best head (by ``scorer``'s scores, or by search when None)."""
-    chosen = scores(spec, task_name, scorer, score_limit_, _progress=_progress) if scorer else None
+    chosen = (scores(spec, task_name, scorer, score_limit_, _progress=_progress, split=score_split_of(task_name))
+              if scorer else None)
     return experiments.one_head_per_layer(load(spec), task(task_name), data(spec, task_name, limit), scores=chosen,
                                           batch_size=batch_size, progress=_progress)
 

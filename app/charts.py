@@ -1,4 +1,5 @@
-"""Plotly figures other than the head map: the mask history and the pruning curves.
+"""Plotly figures other than the head map: the mask history, the pruning curves (with intervals
+and seed bands) and the single-head ablation heatmap (non-significant cells marked).
 
 Figure builders take plain data and return a ``go.Figure``; they draw nothing themselves, so the
 Share page's offline HTML report can reuse them.
@@ -56,9 +57,12 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     k, title = _scale(metric_name)
     fig = go.Figure()
     for i, (name, c) in enumerate(curves.items()):
+        _add_band(fig, c, name, k, PALETTE[i % len(PALETTE)])
         fig.add_trace(go.Scatter(
             x=[100 * p.fraction_removed for p in c.points], y=[k * p.metric for p in c.points],
-            mode="lines+markers", name=name,
+            error_y=_error_bars(c.points, k),
+            mode="lines+markers", name=name if len(getattr(c, "seeds", ())) < 2 else f"{name} (mean of "
+                                                                                      f"{len(c.seeds)} seeds)",
             line=dict(color=PALETTE[i % len(PALETTE)], width=2, dash=None if i % 2 == 0 else "dash"),
             marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
             hovertemplate=f"{name}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
@@ -74,3 +78,63 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
                       xaxis=dict(title="heads removed (%)", range=[-2, 102]), yaxis=dict(title=title),
                       legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+def _error_bars(points: Sequence, k: float) -> dict | None:
+    """The 95 % intervals of the points as asymmetric error bars (None when the points have none)."""
+    if not points or any(getattr(p, "low", None) is None for p in points):
+        return None
+    return dict(type="data", symmetric=False, thickness=1, width=3,
+                array=[k * (p.high - p.metric) for p in points], arrayminus=[k * (p.metric - p.low) for p in points])
+
+
+def _add_band(fig: go.Figure, curve, name: str, k: float, colour: str) -> None:
+    """The min–max band over seeds of a curve run with several seeds (nothing otherwise)."""
+    points = curve.points
+    if len(getattr(curve, "seeds", ())) < 2 or any(p.band_low is None for p in points):
+        return
+    xs = [100 * p.fraction_removed for p in points]
+    upper, lower = [k * p.band_high for p in points], [k * p.band_low for p in points]
+    fig.add_trace(go.Scatter(x=xs + xs[::-1], y=upper + lower[::-1],
+                             fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0), hoverinfo="skip",
+                             name=f"{name}: range over {len(curve.seeds)} seeds"))
+
+
+def ablation_figure(table) -> go.Figure:
+    """Layer x head heatmap of Δ metric when each head alone is removed (``experiments.AblationResult``).
+
+    Cells whose change is not significant after Holm–Bonferroni adjustment are greyed over and
+    marked "n.s."; significant ones are marked "*". Colour: red = the metric got worse.
+    """
+    metric = get_metric(table.metric_name)
+    kinds = sorted({r.kind for r in table.rows}, key=lambda kind: [r.kind for r in table.rows].index(kind))
+    rows = [(kind, layer) for kind in kinds for layer in sorted({r.layer for r in table.rows if r.kind == kind})]
+    n_heads = 1 + max((r.head for r in table.rows), default=0)
+    where = {(r.kind, r.layer, r.head): r for r in table.rows}
+    z, marks, grey, hover = [], [], [], []
+    for kind, layer in rows:
+        cells = [where.get((kind, layer, h)) for h in range(n_heads)]
+        z.append([None if r is None else metric.delta(r.metric, table.base_metric) for r in cells])
+        marks.append(["" if r is None or r.significant is None else ("*" if r.significant else "n.s.") for r in cells])
+        grey.append([1 if r is not None and r.significant is False else None for r in cells])
+        hover.append(["" if r is None else _ablation_hover(metric, table, r) for r in cells])
+    labels = [f"L{layer}" if len(kinds) == 1 else f"{kind} L{layer}" for kind, layer in rows]
+    limit = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_heads)), y=labels, text=marks, texttemplate="%{text}", hovertext=hover,
+        hoverinfo="text", zmid=0, zmin=-limit, zmax=limit,
+        colorscale="RdBu" if metric.higher_is_better else "RdBu_r",
+        colorbar=dict(title=f"Δ {metric.label}")))
+    fig.add_trace(go.Heatmap(z=grey, x=list(range(n_heads)), y=labels, showscale=False, hoverinfo="skip",
+                             colorscale=[[0, "rgba(200,200,200,0.65)"], [1, "rgba(200,200,200,0.65)"]]))
+    fig.update_layout(height=max(220, 34 * len(rows) + 90), margin=dict(l=70, r=10, t=20, b=50),
+                      xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", autorange="reversed"))
+    return fig
+
+
+def _ablation_hover(metric, table, r) -> str:
+    text = f"{r.kind} L{r.layer} H{r.head}<br>Δ {metric.format_delta(r.metric, table.base_metric)}"
+    if r.p_value is not None:
+        text += (f"<br>95 % [{metric.delta(r.delta_low, 0):+.2f}, {metric.delta(r.delta_high, 0):+.2f}]"
+                 f"<br>p {r.p_value:.3g}, Holm p {r.p_holm:.3g}")
+    return text

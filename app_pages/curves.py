@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, charts, state, ui
+from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
 ui.page_intro("Curves", """
@@ -30,7 +31,7 @@ with c[3]:
 curves = {}
 for name in chosen:
     result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
-                        cache.score_limit(name, limit), step, rescore)
+                        cache.score_limit(name, limit), step, rescore, seeds=cache.curve_seeds(name))
     if result is not None:
         curves[name] = result
 mask = state.current_mask(arch.layout)
@@ -42,7 +43,11 @@ if curves:
     st.plotly_chart(charts.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None),
                     alt="Metric against the share of heads removed, one line per scorer")
-    st.caption(f"Each point: the metric on the first {next(iter(curves.values())).n_examples} evaluation examples.")
+    first = next(iter(curves.values()))
+    st.caption(f"Each point: the metric on the first {first.n_examples} evaluation examples "
+               f"({md_code(first.provenance.get('split'))}), with its 95 % interval; heads scored on "
+               f"{md_code(first.provenance.get('settings', {}).get('score_split'))}. A shaded band: the range "
+               "over seeds of a seeded scorer (the line is their mean).")
     ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 
@@ -53,7 +58,11 @@ with ablation_tab:
         table = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit)
         if table is not None:
             st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
-                       f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps.")
+                       f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
+                       "Cells marked n.s. (greyed) are not significant after correction; * are.")
+            st.plotly_chart(charts.ablation_figure(table), key="ablation_heatmap",
+                            alt="Change of the metric when each head alone is removed, per layer and head")
+            st.caption(md_escape(f"{table.note} Test: {table.test or 'none'}."))
             ui.downloads("ablation", ui.rows_frame(table.rows), table.to_json())
 with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],

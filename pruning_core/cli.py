@@ -12,9 +12,12 @@ from pathlib import Path
 from .children import signals_raise
 from .cli_args import (checked, fraction, int_list, output_file, output_folder, positive_int, run_checks,
                        write_output)
-from .errors import HeadpruneError
+from .errors import HeadpruneError, UsageError
 from .progress import tqdm_progress
 from .serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
+
+DEFAULT_SCORE_SPLIT = "train"     # heads are scored on training data and measured on held-out data (the paper)
+DEFAULT_SCORE_LIMIT = 512
 
 
 def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> None:
@@ -55,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="gradient", help="gradient, random, ablation, smp")
     p.add_argument("--no-normalize", action="store_true", help="rank by raw scores, not per-layer l2-normalised ones")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--score-split", dest="split", help="the same as --split: the split the heads are scored on")
+    checked(p, "--score-limit", dest="limit", type=int, default=None, check=positive_int, help="the same as --limit")
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("mask", help="make a mask file from a scores file")
@@ -71,7 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("one-per-layer", help="reduce each layer to its best head, one layer at a time")
     _common(p)
-    p.add_argument("--scores", help="choose each layer's best head from this scores file (default: search)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--scores", help="choose each layer's best head from this scores file (default: search)")
+    how.add_argument("--method", help="choose each layer's best head by scoring the heads with this method "
+                                      "(on --score-split) (default: search)")
+    _score_options(p)
     p.set_defaults(func=cmd_one_per_layer)
 
     p = sub.add_parser("curve", help="iterative pruning curve: metric as heads are removed")
@@ -79,10 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="gradient")
     checked(p, "--step", type=float, default=0.1, check=fraction, help="share of all heads removed per step")
     p.add_argument("--rescore", action="store_true", help="re-score the remaining heads after each step")
-    checked(p, "--score-limit", type=int, default=None, check=positive_int,
-            help="examples used for scoring (default: --limit)")
-    p.add_argument("--no-normalize", action="store_true")
+    _score_options(p)
     p.add_argument("--seed", type=int, default=0)
+    checked(p, "--seeds", type=int, default=None, check=positive_int,
+            help="run the curve with N seeds (--seed, +1, ...) and write mean, sd and band per point "
+                 "(default: 3 for a method whose scores come from the seed, such as random; else 1)")
     p.set_defaults(func=cmd_curve)
 
     p = sub.add_parser("prune", help="physically remove the masked heads and save the smaller model")
@@ -124,6 +134,29 @@ def _mask_options(p: argparse.ArgumentParser, help: str, required: bool = False)
     group.add_argument("--mask", help=help)
     group.add_argument("--mask-link", metavar="URL",
                        help="read the mask from a shared dashboard link (its 'mask' query parameter) instead")
+
+
+def _score_options(p: argparse.ArgumentParser) -> None:
+    """Where heads are scored, apart from where they are measured (--split)."""
+    p.add_argument("--score-split", default=None,
+                   help=f"split the heads are scored on (default: {DEFAULT_SCORE_SPLIT}; the metric is measured on "
+                        "--split, so the order is not chosen on the data it is measured on)")
+    checked(p, "--score-limit", type=int, default=DEFAULT_SCORE_LIMIT, check=positive_int,
+            help=f"examples of --score-split used for scoring (default {DEFAULT_SCORE_LIMIT})")
+    p.add_argument("--no-normalize", action="store_true", help="rank by raw scores, not per-layer l2-normalised ones")
+
+
+def _score_split(args, task) -> str:
+    """The split to score on: --score-split, else train when the task has training examples of its own."""
+    split = args.score_split or DEFAULT_SCORE_SPLIT
+    if split not in task.splits:
+        raise UsageError(f"Task {task.name!r} has no {split!r} split to score the heads on; pass --score-split "
+                         f"with one of: {', '.join(task.splits)}.")
+    if args.score_split is None and not task.distinct_split(split):
+        raise UsageError(f"Task {task.name!r} is one set of examples (every split name is the whole file), so the "
+                         "heads would be scored on the examples they are measured on. Pass --score-split "
+                         f"{task.default_split} to accept that, or use a task with a train split.")
+    return split
 
 
 def _read_mask(args, layout):
@@ -207,11 +240,12 @@ def cmd_evaluate(args) -> None:
                                                                       "beams": args.beams}), mask))
 
 
-def _score_config(args, limit=None):
+def _score_config(args, split: str | None = None, limit: int | None = None):
+    """Scoring settings: on ``split`` and ``limit`` when given, else on --split and --limit."""
     from .scoring import ScoreConfig
-    _, split = _task_and_split(args)
+    split = split or _task_and_split(args)[1]
     return ScoreConfig(split=split, limit=limit if limit is not None else args.limit,
-                       normalize=not args.no_normalize, seed=args.seed, batch_size=args.batch_size)
+                       normalize=not args.no_normalize, seed=getattr(args, "seed", 0), batch_size=args.batch_size)
 
 
 def cmd_score(args) -> None:
@@ -240,6 +274,8 @@ def cmd_mask(args) -> None:
         mask = keep_top_per_layer(scores.ranking_scores, args.keep_per_layer)
     write_output("--out", args.out, mask_to_json(mask, scores.provenance.get("model"),
                                       {"from_scores": str(args.scores), "method": scores.method,
+                                       "score_split": scores.provenance.get("split"),
+                                       "score_n": scores.provenance.get("n_examples"),
                                        "remove": args.remove, "per_layer": args.per_layer,
                                        "keep_per_layer": args.keep_per_layer}))
     print(f"mask keeps {mask.n_kept}/{mask.n_total} heads; wrote {args.out}")
@@ -257,7 +293,14 @@ def cmd_ablate(args) -> None:
     from .metrics import get_metric
     metric = get_metric(table.metric_name)
     for r in sorted(table.rows, key=lambda r: metric.sort_key(r.delta_metric))[:10]:
-        print(f"  {r.kind:12s} layer {r.layer:2d} head {r.head:2d}  {r.delta_metric:+.4f}  (loss {r.delta_loss:+.4f})")
+        test = (f"  95 % [{r.delta_low:+.4f}, {r.delta_high:+.4f}], p {r.p_value:.3g}, Holm p {r.p_holm:.3g}"
+                if r.p_value is not None else "")
+        print(f"  {r.kind:12s} layer {r.layer:2d} head {r.head:2d}  {r.delta_metric:+.4f}  (loss {r.delta_loss:+.4f})"
+              f"{test}")
+    if table.test:
+        print(f"{table.n_significant(adjusted=False)} of {len(table.rows)} heads differ from the unpruned model at "
+              f"p < 0.05 ({table.test}); {table.n_significant(adjusted=True)} after Holm–Bonferroni correction "
+              f"for {len(table.rows)} tests.")
     _write(args, table.to_json())
 
 
@@ -269,6 +312,13 @@ def cmd_one_per_layer(args) -> None:
     _require_heads(loaded, "reduce to one per layer")
     data = task.encode(loaded, split, args.limit)
     scores = load_scores(args.scores, loaded.layout) if args.scores else None
+    if args.method:
+        from .scoring import get_scorer
+        scorer = get_scorer(args.method)
+        config = _score_config(args, _score_split(args, task), args.score_limit)
+        scores = scorer.score(loaded, task, config, progress=tqdm_progress())
+        print(f"heads scored by {scorer.name} on {config.split} ({scores.provenance.get('n_examples')} examples), "
+              f"measured on {split} ({data.n_examples} examples)")
     res = one_head_per_layer(loaded, task, data, scores=scores, batch_size=args.batch_size, progress=tqdm_progress())
     print(f"base {res.metric_name} {_fmt(res.metric_name, res.base_metric)}; each layer alone reduced to one head:")
     for r in res.rows:
@@ -279,20 +329,30 @@ def cmd_one_per_layer(args) -> None:
 
 
 def cmd_curve(args) -> None:
-    from .experiments import pruning_curve
+    from .experiments import seeded_curves
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
+    seeds = args.seeds or (3 if scorer.info.seeded else 1)
+    if seeds > 1 and not scorer.info.seeded:
+        raise UsageError(f"--seeds {seeds} repeats the curve under other seeds, but method {scorer.name!r} does not "
+                         "draw its scores from the seed: every seed gives the same curve. Leave --seeds out.")
     task, split = _task_and_split(args)
     loaded = _load(args)
     _require_heads(loaded, "prune step by step")
+    config = _score_config(args, _score_split(args, task), args.score_limit)
     data = task.encode(loaded, split, args.limit)
-    curve = pruning_curve(loaded, task, data, scorer, _score_config(args, args.score_limit), step=args.step,
-                          rescore=args.rescore, batch_size=args.batch_size, progress=tqdm_progress())
-    print(f"{scorer.name} pruning curve ({'re-scored' if args.rescore else 'scored once'}), "
-          f"{curve.metric_name} on {curve.n_examples} examples:")
+    curve = seeded_curves(loaded, task, data, scorer, config, seeds, step=args.step, rescore=args.rescore,
+                          batch_size=args.batch_size, progress=tqdm_progress())
+    settings = curve.provenance.get("settings", {})
+    print(f"{scorer.name} pruning curve ({'re-scored' if args.rescore else 'scored once'}): heads scored on "
+          f"{config.split} ({settings.get('score_n')} examples), {curve.metric_name} measured on {split} "
+          f"({curve.n_examples} examples)" + (f", mean ± sd over {seeds} seeds" if seeds > 1 else "") + ":")
     for p in curve.points:
+        spread = f" ± {_fmt(curve.metric_name, p.sd)}" if p.sd is not None else ""
+        interval = (f"  95 % [{_fmt(curve.metric_name, p.low)}, {_fmt(curve.metric_name, p.high)}]"
+                    if p.low is not None else "")
         print(f"  {p.fraction_removed:6.1%} removed ({p.heads_removed:3d} heads)  "
-              f"{_fmt(curve.metric_name, p.metric)}  loss {p.loss:.4f}")
+              f"{_fmt(curve.metric_name, p.metric)}{spread}{interval}  loss {p.loss:.4f}")
     _write(args, curve.to_json())
 
 

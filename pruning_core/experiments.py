@@ -1,19 +1,36 @@
 """The experiments of Michel et al. (2019): single-head ablation, one head per layer, and
 iterative pruning curves. Each returns a typed result that round-trips through JSON.
 
+Every reported difference carries its evidence (:mod:`pruning_core.significance`): each ablation
+row a paired test against the unpruned model, a 95 % interval of the difference and a
+Holm–Bonferroni adjusted p-value; each curve point the 95 % interval of its metric, and a curve
+over several seeds (``random``) the mean, standard deviation and min–max band per point.
+
 Which way is better is the metric's (:mod:`pruning_core.metrics`): a lower-is-better metric such
 as perplexity picks the head with the *lowest* value and ranks heads by the metric *increase*.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+
+import numpy as np
 
 from .errors import HeadpruneError
 from .heads import HeadMask
 from .metrics import get_metric
 from .progress import ProgressCallback, report
 from .results import EvalResult, ScoreResult, check_format, provenance
+from .significance import compare
+from .stats import bootstrap_interval, holm, mean_sd
+
+ALPHA = 0.05
+
+
+def _known(cls, data: dict) -> dict:
+    """The keys of ``data`` that are fields of dataclass ``cls`` (files from newer versions still load)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,11 @@ class AblationRow:
     delta_metric: float      # metric without this head minus the base metric (worse = head helps)
     loss: float
     delta_loss: float
+    delta_low: float | None = None      # 95 % interval of delta_metric (paired, metric units)
+    delta_high: float | None = None
+    p_value: float | None = None        # paired test against the model with every (base) head
+    p_holm: float | None = None         # Holm–Bonferroni adjusted over all rows of the table
+    significant: bool | None = None     # p_holm < 0.05; None when untested (an old file)
 
 
 @dataclass(frozen=True)
@@ -35,34 +57,76 @@ class AblationResult:
     n_examples: int
     rows: tuple[AblationRow, ...]
     provenance: dict = field(default_factory=dict)
+    test: str = ""                      # the paired test used ("" when none could be run)
+    note: str = ""                      # the multiple-comparison note
+
+    def n_significant(self, adjusted: bool = True, alpha: float = ALPHA) -> int:
+        """Heads whose removal changes the metric at ``p < alpha`` (Holm-adjusted, or raw)."""
+        key = "p_holm" if adjusted else "p_value"
+        return sum(1 for r in self.rows if getattr(r, key) is not None and getattr(r, key) < alpha)
 
     def to_json(self) -> dict:
         return {"format": "headprune.ablation/1", "metric_name": self.metric_name, "base_metric": self.base_metric,
-                "base_loss": self.base_loss, "n_examples": self.n_examples,
+                "base_loss": self.base_loss, "n_examples": self.n_examples, "test": self.test, "alpha": ALPHA,
+                "multiple_comparisons": self.note, "n_significant_raw": self.n_significant(False),
+                "n_significant_holm": self.n_significant(True),
                 "rows": [asdict(r) for r in self.rows], "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict) -> "AblationResult":
         check_format(data, "headprune.ablation/1")
         return cls(data["metric_name"], data["base_metric"], data["base_loss"], data["n_examples"],
-                   tuple(AblationRow(**r) for r in data["rows"]), data.get("provenance", {}))
+                   tuple(AblationRow(**_known(AblationRow, r)) for r in data["rows"]), data.get("provenance", {}),
+                   data.get("test", ""), data.get("multiple_comparisons", ""))
+
+
+def _with_tests(rows: list[AblationRow], comparisons: list) -> tuple[list[AblationRow], str, str]:
+    """Rows with their paired tests and Holm-adjusted p-values; the test used and the note."""
+    tested = [i for i, c in enumerate(comparisons) if c is not None]
+    if not tested:
+        return rows, "", "No paired test: the evaluations kept no per-example results."
+    adjusted = dict(zip(tested, holm([comparisons[i].p_value for i in tested])))
+    out = []
+    for i, row in enumerate(rows):
+        c = comparisons[i]
+        if c is not None:
+            row = replace(row, delta_low=c.low, delta_high=c.high, p_value=c.p_value, p_holm=adjusted[i],
+                          significant=adjusted[i] < ALPHA)
+        out.append(row)
+    raw = sum(1 for i in tested if comparisons[i].p_value < ALPHA)
+    held = sum(1 for i in tested if adjusted[i] < ALPHA)
+    note = (f"{len(tested)} heads tested, one comparison each against the unpruned model: {raw} differ at "
+            f"p < {ALPHA} before correction, {held} after Holm–Bonferroni adjustment for {len(tested)} "
+            f"comparisons ('significant' uses the adjusted p-value).")
+    return out, comparisons[tested[0]].test, note
 
 
 def ablation_table(loaded, task, data, *, base_mask: HeadMask | None = None, batch_size: int = 64,
-                   progress: ProgressCallback | None = None) -> AblationResult:
-    """Evaluate the model with each (still kept) head removed alone."""
+                   progress: ProgressCallback | None = None, tests: bool = True) -> AblationResult:
+    """Evaluate the model with each (still kept) head removed alone.
+
+    With ``tests`` each row gets a paired test against the base model on the same examples (exact
+    McNemar for accuracy-like metrics, paired bootstrap otherwise), a 95 % interval of its delta
+    and a Holm-adjusted p-value; the ``ablation`` scorer, which only ranks, skips them.
+    """
     base_mask = base_mask or HeadMask.full(loaded.layout)
     base = task.evaluate(loaded, data, base_mask, batch_size=batch_size)
     heads = [h for h in loaded.layout.heads() if base_mask.kinds[h[0]][h[1]][h[2]] == 1]
-    rows = []
+    metric, refs = get_metric(base.metric_name), task.references(data)
+    rows, comparisons = [], []
     for i, (kind, layer, head) in enumerate(heads):
         res = task.evaluate(loaded, data, base_mask.toggled(kind, layer, head), batch_size=batch_size)
         rows.append(AblationRow(kind, layer, head, res.metric, res.metric - base.metric, res.loss,
                                 res.loss - base.loss))
+        comparisons.append(compare(metric, base, res, refs, seed=i) if tests else None)
         report(progress, "ablation", i + 1, len(heads), f"{kind} L{layer} H{head}")
+    rows, test, note = _with_tests(rows, comparisons)
     return AblationResult(base.metric_name, base.metric, base.loss, data.n_examples, tuple(rows),
                           provenance(loaded, task=task.name, split=data.split, n_examples=data.n_examples,
-                                     method="ablation", settings={"base_heads_removed": len(base_mask.removed())}))
+                                     method="ablation", settings={"base_heads_removed": len(base_mask.removed()),
+                                                                  "test": test, "alpha": ALPHA,
+                                                                  "adjustment": "holm"}),
+                          test, note)
 
 
 @dataclass(frozen=True)
@@ -151,7 +215,14 @@ class CurvePoint:
     heads_removed: int
     metric: float
     loss: float
-    mask: dict                      # HeadMask.to_json()
+    mask: dict                      # HeadMask.to_json() (of the first seed when there are several)
+    low: float | None = None        # 95 % interval of metric over the evaluation examples
+    high: float | None = None
+    per_example: tuple = ()         # EvalResult.per_example of this point (one seed only)
+    sd: float | None = None         # over seeds: sample standard deviation of metric (metric = the mean)
+    band_low: float | None = None   # over seeds: lowest and highest metric
+    band_high: float | None = None
+    seed_metrics: tuple = ()        # over seeds: the metric of each seed
 
 
 @dataclass(frozen=True)
@@ -164,18 +235,25 @@ class CurveResult:
     n_examples: int
     points: tuple[CurvePoint, ...]
     provenance: dict = field(default_factory=dict)
+    seeds: tuple[int, ...] = ()     # the scorer seeds averaged (several for a band of `random`)
+
+    @property
+    def has_band(self) -> bool:
+        return len(self.seeds) > 1
 
     def to_json(self) -> dict:
         return {"format": "headprune.curve/1", "method": self.method, "metric_name": self.metric_name,
                 "step": self.step, "rescore": self.rescore, "total_heads": self.total_heads,
-                "n_examples": self.n_examples, "points": [asdict(p) for p in self.points],
+                "n_examples": self.n_examples, "seeds": list(self.seeds), "points": [asdict(p) for p in self.points],
                 "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict) -> "CurveResult":
         check_format(data, "headprune.curve/1")
+        points = tuple(CurvePoint(**{k: tuple(v) if isinstance(v, list) else v
+                                     for k, v in _known(CurvePoint, p).items()}) for p in data["points"])
         return cls(data["method"], data["metric_name"], data["step"], data["rescore"], data["total_heads"],
-                   data["n_examples"], tuple(CurvePoint(**p) for p in data["points"]), data.get("provenance", {}))
+                   data["n_examples"], points, data.get("provenance", {}), tuple(data.get("seeds") or ()))
 
 
 def removal_schedule(total: int, step: float) -> list[int]:
@@ -208,14 +286,51 @@ def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1
             removed.append(order.pop(0))
         mask = HeadMask.from_removed(layout, removed)
         res: EvalResult = task.evaluate(loaded, data, mask, batch_size=batch_size)
+        low, high = res.interval if res.interval is not None else (None, None)
         points.append(CurvePoint(len(removed) / total if total else 0.0, len(removed), res.metric, res.loss,
-                                 mask.to_json()))
+                                 mask.to_json(), low, high, tuple(res.per_example)))
         report(progress, f"curve:{scorer.name}", i + 1, len(schedule), f"{len(removed)}/{total} removed")
         if rescore and 0 < len(removed) < total and i + 1 < len(schedule):
             fresh = scorer.score(loaded, task, score_config, mask=mask)
             order = fresh.ranking_scores.ranked(mask=mask, seed=score_config.seed)
     settings = {"step": step, "rescore": rescore, "score_split": score_config.split,
-                "score_limit": score_config.limit, "normalize": scores.normalize, "seed": score_config.seed}
+                "score_limit": score_config.limit, "score_n": scores.provenance.get("n_examples"),
+                "eval_split": data.split, "eval_n": data.n_examples, "normalize": scores.normalize,
+                "seed": score_config.seed}
     return CurveResult(scorer.name, res.metric_name, step, rescore, total, data.n_examples, tuple(points),
                        provenance(loaded, task=task.name, split=data.split, n_examples=data.n_examples,
-                                  method=scorer.name, settings=settings))
+                                  method=scorer.name, settings=settings), (score_config.seed,))
+
+
+def seeded_curves(loaded, task, data, scorer, score_config, seeds: int, **kwargs) -> CurveResult:
+    """:func:`pruning_curve` for ``seeds`` seeds (``score_config.seed``, +1, ...) combined per point.
+
+    Each point's metric is the mean over the seeds, with ``sd``, the min–max band and each seed's
+    value; its interval is a bootstrap over examples of the seed-mean (per-example metrics only).
+    """
+    if seeds < 1:
+        raise HeadpruneError(f"seeds must be at least 1, got {seeds}.")
+    curves = [pruning_curve(loaded, task, data, scorer, replace(score_config, seed=score_config.seed + i), **kwargs)
+              for i in range(seeds)]
+    return combine_seeds(curves) if seeds > 1 else curves[0]
+
+
+def combine_seeds(curves: list[CurveResult]) -> CurveResult:
+    """One curve from curves of the same method and schedule under different seeds (see seeded_curves)."""
+    first = curves[0]
+    metric = get_metric(first.metric_name)
+    points = []
+    for j, p in enumerate(first.points):
+        column = [c.points[j] for c in curves]
+        values = [q.metric for q in column]
+        mean, sd = mean_sd(values)
+        low = high = None
+        if metric.per_example and all(len(q.per_example) == first.n_examples for q in column):
+            scores = np.mean([np.asarray(q.per_example, dtype=float) for q in column], axis=0)   # [n]
+            low, high = bootstrap_interval(lambda idx: float(scores[idx].mean()), scores.size)
+        points.append(CurvePoint(p.fraction_removed, p.heads_removed, mean, float(np.mean([q.loss for q in column])),
+                                 p.mask, low, high, (), sd, min(values), max(values), tuple(values)))
+    seeds = tuple(s for c in curves for s in c.seeds)
+    settings = {**first.provenance.get("settings", {}), "seeds": list(seeds), "seed": None}
+    return replace(first, points=tuple(points), seeds=seeds,
+                   provenance={**first.provenance, "settings": settings})

@@ -35,6 +35,11 @@ class Metric:
     fmt: display format of ``scale * value`` ("{:.1f} %", "{:.2f} BLEU").
     delta_fmt: display format of a difference in display units ("{:+.1f} points").
     plain_fmt: the unscaled value in command-line output ("{:.4f}").
+    per_example: True when the metric is the mean of a score per example (accuracy: 1 right, 0
+        wrong), so intervals and paired tests work on those scores (Wilson, McNemar); False for a
+        corpus-level metric (F1, MCC, BLEU, WER, perplexity), resampled whole (bootstrap).
+    resamples: bootstrap resamples for an interval or paired test of this metric (fewer for
+        metrics that are slow to compute).
     """
 
     name: str
@@ -46,12 +51,20 @@ class Metric:
     fmt: str = "{:.1f} %"
     delta_fmt: str = "{:+.1f} points"
     plain_fmt: str = "{:.4f}"
+    per_example: bool = False
+    resamples: int = 1000
 
     def of(self, predictions: Sequence, references: Sequence, loss_sum: float = 0.0, n_tokens: int = 0) -> float:
         """This metric of one evaluation run: from predictions and references, or from the loss."""
         if self.inputs == "loss":
             return float(self.compute(loss_sum, n_tokens))
         return float(self.compute(predictions, references))
+
+    def example_scores(self, predictions: Sequence, references: Sequence) -> list[float]:
+        """One score per example (the metric is their mean); only for ``per_example`` metrics."""
+        if not self.per_example:
+            raise HeadpruneError(f"Metric {self.name!r} is corpus-level: it has no score per example.")
+        return [float(self.compute([p], [r])) for p, r in zip(predictions, references)]
 
     def display(self, value: float) -> float:
         """``value`` in display units (x 100 for percentages)."""
@@ -175,12 +188,13 @@ def perplexity(loss_sum: float, n_tokens: int) -> float:
     return math.exp(loss_sum / max(1, n_tokens))
 
 
-ACCURACY = register_metric(Metric("accuracy", "accuracy", True, accuracy), "share of examples classified right")
+ACCURACY = register_metric(Metric("accuracy", "accuracy", True, accuracy, per_example=True),
+                           "share of examples classified right")
 F1 = register_metric(Metric("f1", "F1", True, binary_f1), "binary F1 of the positive class (id 1)")
 MCC = register_metric(Metric("mcc", "MCC", True, matthews_corrcoef), "Matthews correlation coefficient")
 BLEU = register_metric(Metric("bleu", "BLEU", True, corpus_bleu, inputs="text", scale=1.0, fmt="{:.2f} BLEU",
-                              delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}"), "corpus BLEU (sacrebleu)")
-WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text"), "word error rate")
+                              delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}", resamples=200), "corpus BLEU (sacrebleu)")
+WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200), "word error rate")
 PERPLEXITY = register_metric(Metric("perplexity", "perplexity", False, perplexity, inputs="loss", scale=1.0,
                                     fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}"),
                              "exp of the mean cross-entropy per token")

@@ -148,7 +148,14 @@ def load_scores(path: str | Path, layout: HeadLayout | None = None) -> ScoreResu
 
 @dataclass(frozen=True)
 class EvalResult:
-    """The metric and mean loss of one model (under one mask) on one data split."""
+    """The metric and mean loss of one model (under one mask) on one data split.
+
+    per_example: one entry per example in the split's order, so that others can recompute the
+    metric or compare two models example by example: the score per example (accuracy: 1 right,
+    0 wrong) when the metric is ``per_example``, else the predictions (class ids, decoded texts).
+    interval: 95 % interval of ``metric`` (Wilson for accuracy, bootstrap over examples otherwise);
+    None when unknown (a result written before intervals existed, or a loss-based metric).
+    """
 
     metric_name: str          # a pruning_core.metrics name: how to show it and which way is better
     metric: float
@@ -156,10 +163,14 @@ class EvalResult:
     n_examples: int
     extra: dict = field(default_factory=dict)   # other metrics, e.g. {"accuracy": .., "f1": ..}
     seconds: float = 0.0
+    per_example: tuple = ()
+    interval: tuple[float, float] | None = None
 
     def to_json(self, provenance_: dict | None = None, mask: HeadMask | None = None) -> dict:
         data = {"format": "headprune.eval/1", "metric_name": self.metric_name, "metric": self.metric,
-                "loss": self.loss, "n_examples": self.n_examples, "extra": self.extra, "seconds": self.seconds}
+                "interval": list(self.interval) if self.interval is not None else None,
+                "loss": self.loss, "n_examples": self.n_examples, "extra": self.extra, "seconds": self.seconds,
+                "per_example": list(self.per_example)}
         if mask is not None:
             data["mask"] = mask.to_json()
             data["heads_kept"] = mask.n_kept
@@ -170,5 +181,7 @@ class EvalResult:
     @classmethod
     def from_json(cls, data: dict) -> "EvalResult":
         check_format(data, "headprune.eval/1")
+        interval = data.get("interval")
         return cls(data["metric_name"], float(data["metric"]), float(data["loss"]), int(data["n_examples"]),
-                   dict(data.get("extra") or {}), float(data.get("seconds", 0.0)))
+                   dict(data.get("extra") or {}), float(data.get("seconds", 0.0)),
+                   tuple(data.get("per_example") or ()), tuple(interval) if interval else None)

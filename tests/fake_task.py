@@ -14,7 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from pruning_core.masking import apply_mask
+from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult
+from pruning_core.significance import evidence
 
 
 @dataclass
@@ -77,8 +79,11 @@ class FakeTask:
                                    ignore_index=-100, reduction="sum")
         return F.cross_entropy(logits, batch.labels, reduction="sum")
 
+    def references(self, data):
+        return None if self.seq2seq else data.labels.tolist()
+
     def evaluate(self, loaded, data, mask=None, *, batch_size=64, beams=1, progress=None):
-        correct, total, loss = 0.0, 0, 0.0
+        correct, total, loss, preds = 0.0, 0, 0.0, []
         with torch.inference_mode(), apply_mask(loaded, mask):
             for b in data.batches(batch_size):
                 out = loaded.model(**b.inputs)
@@ -90,6 +95,8 @@ class FakeTask:
                 else:
                     correct += float((out.logits.argmax(-1) == b.labels).sum())
                     total += b.n_examples
+                    preds += out.logits.argmax(-1).tolist()
         if self.metric_name == "perplexity":
             return EvalResult("perplexity", math.exp(loss / total), loss / total, data.n_examples)
-        return EvalResult("accuracy", correct / total, loss / total, data.n_examples)
+        kept = {} if self.seq2seq else evidence(get_metric("accuracy"), preds, self.references(data))
+        return EvalResult("accuracy", correct / total, loss / total, data.n_examples, **kept)

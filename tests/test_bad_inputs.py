@@ -128,7 +128,7 @@ def test_numbers_out_of_range(workdir, capsys, args, message):  # noqa: F811
 
 
 def test_a_step_of_exactly_one_is_fine(workdir):  # noqa: F811
-    assert run("curve", "tiny", *TASK, "--method", "random", "--step", "1") == 0
+    assert run("curve", "tiny", *TASK, "--method", "random", "--step", "1", "--score-split", "test") == 0
 
 
 # -- beams -----------------------------------------------------------------------------------------

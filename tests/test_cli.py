@@ -46,7 +46,7 @@ def test_score_mask_evaluate_prune_flow(workdir, capsys):
 
 def test_curve_and_ablation_outputs(workdir):
     assert run("curve", "tiny", "--task", "file:tiny.csv", "--method", "random", "--step", "0.5",
-               "--out", "c.json") == 0
+               "--score-split", "test", "--out", "c.json") == 0
     curve = json.loads((workdir / "c.json").read_text())
     assert [p["heads_removed"] for p in curve["points"]] == [0, 4, 8]
     assert run("ablate", "tiny", "--task", "file:tiny.csv", "--out", "a.json") == 0

@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # The library's layers, lowest first; a module may import its own layer and the ones below.
 LAYERS = [
     {"errors", "registry", "progress", "storage", "heads", "metrics", "share_link", "children", "serving",
-     "__version__"},
+     "stats", "__version__"},
     {"architectures"},
     {"masking", "pruning"},
-    {"models", "results", "cli_args"},
+    {"models", "results", "cli_args", "significance"},
     {"data", "presets", "experiments"},
     {"tasks", "attention_maps", "bench"},
     {"finetune", "scoring"},

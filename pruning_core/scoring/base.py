@@ -41,6 +41,7 @@ class ScorerInfo:
     description: str
     needs_labels: bool      # True: scoring reads the task's labels (a loss or a metric); False: texts only
     cost: str               # a key of COSTS
+    seeded: bool = False    # True: the scores themselves come from the seed (random): average several
 
 
 class Scorer:
@@ -85,17 +86,24 @@ def _check_meta(name: str, needs_labels: bool, cost: str) -> None:
         raise ValueError(f"Scorer {name!r}: cost must be one of {', '.join(COSTS)}, got {cost!r}.")
 
 
-def register_scorer(scorer: Scorer, *, needs_labels: bool, cost: str, description: str) -> Scorer:
-    """Register ``scorer`` under ``scorer.name`` with its metadata; a taken name raises."""
+def register_scorer(scorer: Scorer, *, needs_labels: bool, cost: str, description: str,
+                    seeded: bool = False) -> Scorer:
+    """Register ``scorer`` under ``scorer.name`` with its metadata; a taken name raises.
+
+    seeded: the scores are drawn from the seed (not just ties broken by it), so a curve of this
+    scorer is worth repeating over several seeds.
+    """
     _check_meta(scorer.name, needs_labels, cost)
-    return SCORERS.add(scorer.name, scorer, description=description, needs_labels=needs_labels, cost=cost)
+    return SCORERS.add(scorer.name, scorer, description=description, needs_labels=needs_labels, cost=cost,
+                       seeded=bool(seeded))
 
 
 def register_lazy_scorer(name: str, loader: Callable[[], Scorer], *, needs_labels: bool, cost: str,
-                         description: str) -> None:
+                         description: str, seeded: bool = False) -> None:
     """Register a scorer whose module is imported on first use (``loader()`` returns the scorer)."""
     _check_meta(name, needs_labels, cost)
-    SCORERS.add_lazy(name, loader, description=description, needs_labels=needs_labels, cost=cost)
+    SCORERS.add_lazy(name, loader, description=description, needs_labels=needs_labels, cost=cost,
+                     seeded=bool(seeded))
 
 
 def get_scorer(name: str) -> Scorer:
@@ -111,4 +119,5 @@ def scorer_names() -> list[str]:
 def scorer_info(name: str) -> ScorerInfo:
     """Description, ``needs_labels`` and ``cost`` of ``name``, without importing a lazy scorer."""
     entry = SCORERS.entry(name)
-    return ScorerInfo(entry.name, entry.description, entry.meta["needs_labels"], entry.meta["cost"])
+    return ScorerInfo(entry.name, entry.description, entry.meta["needs_labels"], entry.meta["cost"],
+                      entry.meta.get("seeded", False))

@@ -35,7 +35,8 @@ class AblationScorer(Scorer):
 
         start = time.perf_counter()
         data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
-        table = ablation_table(loaded, task, data, base_mask=mask, batch_size=config.batch_size, progress=progress)
+        table = ablation_table(loaded, task, data, base_mask=mask, batch_size=config.batch_size, progress=progress,
+                               tests=False)
         # how much worse the metric gets (a drop, or a rise for lower-is-better metrics), plus a tiny
         # share of the loss increase so equal metrics still rank
         metric = get_metric(table.metric_name)
@@ -50,7 +51,7 @@ class AblationScorer(Scorer):
                            seconds=time.perf_counter() - start)
 
 
-register_scorer(RandomScorer(), needs_labels=False, cost="one_pass",
+register_scorer(RandomScorer(), needs_labels=False, cost="one_pass", seeded=True,
                 description="Uniform random scores from a seed: the baseline any real scorer must beat")
 register_scorer(AblationScorer(), needs_labels=True, cost="per_head",
                 description="Metric worsening when that head alone is removed (loss increase breaks ties)")

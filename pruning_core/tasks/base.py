@@ -32,6 +32,7 @@ from ..metrics import Metric, get_metric
 from ..progress import ProgressCallback, report
 from ..registry import Registry
 from ..results import EvalResult
+from ..significance import evidence
 from . import cache
 from .batching import EncodedBatch, EncodedData
 
@@ -72,7 +73,8 @@ class Task:
 
     def __init__(self, name: str, loader: Loader, *, splits: Sequence[str], default_split: str,
                  metric_name: str | None = None, label_names: Sequence[str] | None = None,
-                 description: str = "", cache_token: Callable[[str], str] | None = None) -> None:
+                 description: str = "", cache_token: Callable[[str], str] | None = None,
+                 shared_splits: bool = False) -> None:
         self.name = name
         self._loader = loader
         self.splits = tuple(splits)
@@ -82,6 +84,7 @@ class Task:
         self.num_labels = len(self.label_names) if self.label_names is not None else None
         self.description = description
         self._cache_token = cache_token or (lambda split: "")
+        self.shared_splits = shared_splits    # True: every split name gives the same examples (a data file)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, metric={self.metric_name})"
@@ -95,6 +98,10 @@ class Task:
         if split not in self.splits:
             raise DataError(f"Task {self.name!r} has no split {split!r}.{did_you_mean(split, self.splits)} "
                             f"Its splits: {', '.join(self.splits)}.")
+
+    def distinct_split(self, split: str) -> bool:
+        """Whether ``split`` holds examples of its own (False for a data file, whose splits are one set)."""
+        return split in self.splits and not self.shared_splits
 
     def check_beams(self, beams: int) -> None:
         """Raise unless ``beams`` is 1, or at least 1 for a task that decodes (``beam_search``)."""
@@ -167,7 +174,14 @@ class Task:
                 state.loss_weight += self.loss_weight(batch)
                 self.predict_batch(loaded, data, batch, outputs, state)
                 report(progress, "evaluate", i + 1, total, self.name)
-        return replace(self.summarise(data, state), seconds=time.perf_counter() - start)
+        result = self.summarise(data, state)
+        kept = evidence(get_metric(result.metric_name), state.predictions, self.references(data))
+        return replace(result, seconds=time.perf_counter() - start, **kept)
+
+    @staticmethod
+    def references(data: EncodedData) -> list | None:
+        """What predictions are compared with, one per example: class ids, or reference texts."""
+        return data.labels if data.labels is not None else data.references
 
     # -- implemented per task type ------------------------------------------------------------------
     def _encode_examples(self, loaded, split: str, examples: list[dict], max_length: int) -> EncodedData:

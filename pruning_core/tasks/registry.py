@@ -67,7 +67,8 @@ def _file_task(spec: str) -> Task:
 
     cls = TASK_TYPES.get(loaded.task_type)
     return cls(f"{FILE_PREFIX}{path}", loader, splits=files.SPLITS, default_split="test",
-               label_names=loaded.label_names, description=f"{loaded.shape} examples from {path}", cache_token=token)
+               label_names=loaded.label_names, description=f"{loaded.shape} examples from {path}", cache_token=token,
+               shared_splits=True)
 
 
 def _glue(name: str) -> Callable[[], Task]:
