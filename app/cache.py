@@ -39,6 +39,8 @@ EVAL_BATCH = 64          # examples per forward pass when evaluating
 SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
 LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
+LATENCY_WARMUP = 2
+LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
 
 
@@ -288,18 +290,15 @@ def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | No
 
 
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
-    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe."""
-    return _latency(spec, mask, LATENCY_BATCH, LATENCY_SEQ_LEN, _progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=512)
-def _latency(spec: str, mask: HeadMask, batch_size: int, seq_len: int,
-             _progress: ProgressCallback | None = None):
+    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
+    measured now: dense and pruned interleaved in the same call, several rounds. Deliberately not
+    cached here: a timing belongs to its moment and machine load, so :mod:`app.latency_ui` keeps it
+    per session and shows when and under what load it was made."""
     loaded = load(spec)
-    max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or seq_len
-    return bench.benchmark(loaded, mask, batch_sizes=(batch_size,), seq_len=min(seq_len, max_pos),
-                           device=str(loaded.device), warmup=3, repeats=5, min_seconds=0.5,
-                           measure_memory=False, progress=_progress)
+    max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or LATENCY_SEQ_LEN
+    return bench.benchmark(loaded, mask, batch_sizes=(LATENCY_BATCH,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+                           device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
+                           min_seconds=0.5, measure_memory=False, progress=_progress)
 
 
 def evaluate_many(spec: str, task_name: str, limit: int | None, masks: list[HeadMask],
