@@ -9,6 +9,8 @@ and the only place the dashboard loads, scores, evaluates, times, prunes or runs
   their arguments: model spec, task name, data size, mask and settings. A cached function reads
   nothing but its arguments (and the other cached calls they name); settings such as the device
   or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
+- Timings (:func:`latency`, :func:`speed_sweep`) are never cached: a latency belongs to its
+  moment and machine load. Pages keep them per session and show when and under what load.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
 keeps them out of the cache key. Run long calls through :func:`app.ui.run_job`, which supplies
@@ -351,18 +353,15 @@ def devices() -> list[str]:
 
 def speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
                 _progress: ProgressCallback | None = None):
-    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling."""
-    return _speed_sweep(spec, mask, batch_sizes, seq_len, device, SWEEP_WARMUP, SWEEP_REPEATS, SWEEP_MIN_SECONDS,
-                        _progress)
+    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling.
 
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
-                 warmup: int, repeats: int, min_seconds: float, _progress: ProgressCallback | None = None):
+    Measured now on every call, never cached: a timing belongs to its moment and machine load (the
+    Speed page keeps the result in the session and shows when and under what load it was made)."""
     loaded = load(spec)
     max_pos = getattr(loaded.model.config, "max_position_embeddings", None)
     if max_pos is not None and seq_len > max_pos:
         raise HeadpruneError(f"{seq_len} tokens is more than this model's {max_pos} positions; choose a shorter "
                              "sequence length.")
-    return bench.benchmark(loaded, mask, batch_sizes=batch_sizes, seq_len=seq_len, device=device, warmup=warmup,
-                           repeats=repeats, min_seconds=min_seconds, progress=_progress)
+    return bench.benchmark(loaded, mask, batch_sizes=batch_sizes, seq_len=seq_len, device=device,
+                           warmup=SWEEP_WARMUP, repeats=SWEEP_REPEATS, min_seconds=SWEEP_MIN_SECONDS,
+                           progress=_progress)

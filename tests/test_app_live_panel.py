@@ -63,6 +63,7 @@ def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert):
     assert speed_claims(at) == []
     assert any("all heads kept: same model as dense" in t.lower() for t in texts(at))
     assert "pruned vs dense" not in [m.label for m in at.metric]
+    assert not any(".." in t.replace("...", "") for t in texts(at))          # no double period
 
     ok(click_head(at, "encoder_self", 0, 1))
     assert metric(at, "heads kept") == "7 / 8"
@@ -154,3 +155,17 @@ def test_speed_chart_axes_contain_every_point_and_whisker(tmp_path):
         assert all(xlo < math.log10(x) < xhi for x in trace.x)
     names = [t.name for t in fig.data]
     assert "masked / dense" not in names and any(MASKED_TEXT in (n or "") for n in names)
+
+
+def test_measured_text_says_when_and_under_what_load(tmp_path):
+    import dataclasses
+    import datetime as dt
+
+    loaded = tiny_loaded("bert", tmp_path)
+    result = benchmark(loaded, half_mask(loaded.layout), batch_sizes=(1,), warmup=0, repeats=2, min_seconds=0.0,
+                       seq_len=8, measure_memory=False)
+    result = dataclasses.replace(result, provenance={**result.provenance, "created": "2026-01-02T10:00:00+00:00"},
+                                 machine={"cpus": 2, "load_before": [3.5, 1, 1], "load_after": [4.25, 1, 1]})
+    text = speed.measured_text(result, dt.datetime(2026, 1, 2, 10, 5, tzinfo=dt.timezone.utc))
+    assert text == "measured at 10:00:00 UTC (5 min ago); load average 3.50 before, 4.25 after, on 2 CPUs"
+    assert "unknown time" in speed.measured_text(dataclasses.replace(result, provenance={}))
