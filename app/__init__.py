@@ -2,6 +2,7 @@
 
 Streamlit-bound: ``state`` (session state and URL), ``cache`` (every cached call into
 pruning_core), ``ui`` (shared widgets and jobs), ``headmap_ui`` (the clickable head map),
+``latency_ui`` (the Head map's per-session latency probe),
 ``share_ui`` (the Share page's session glue). Pure (no Streamlit): ``analysis``, ``share``,
 ``report``, ``charts``, ``headmap``, ``speed``, ``attention``, ``webassets``. See docs/DESIGN.md.
 

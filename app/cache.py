@@ -9,6 +9,8 @@ and the only place the dashboard loads, scores, evaluates, times, prunes or runs
   their arguments: model spec, task name, data size, mask and settings. A cached function reads
   nothing but its arguments (and the other cached calls they name); settings such as the device
   or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
+- Timings (:func:`latency`, :func:`speed_sweep`) are never cached: a latency belongs to its
+  moment and machine load. Pages keep them per session and show when and under what load.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
 keeps them out of the cache key. Run long calls through :func:`app.ui.run_job`, which supplies
@@ -39,6 +41,8 @@ EVAL_BATCH = 64          # examples per forward pass when evaluating
 SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
 LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
+LATENCY_WARMUP = 2
+LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
 
 
@@ -307,18 +311,15 @@ def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | No
 
 
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
-    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe."""
-    return _latency(spec, mask, LATENCY_BATCH, LATENCY_SEQ_LEN, _progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=512)
-def _latency(spec: str, mask: HeadMask, batch_size: int, seq_len: int,
-             _progress: ProgressCallback | None = None):
+    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
+    measured now: dense and pruned interleaved in the same call, several rounds. Deliberately not
+    cached here: a timing belongs to its moment and machine load, so :mod:`app.latency_ui` keeps it
+    per session and shows when and under what load it was made."""
     loaded = load(spec)
-    max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or seq_len
-    return bench.benchmark(loaded, mask, batch_sizes=(batch_size,), seq_len=min(seq_len, max_pos),
-                           device=str(loaded.device), warmup=3, repeats=5, min_seconds=0.5,
-                           measure_memory=False, progress=_progress)
+    max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or LATENCY_SEQ_LEN
+    return bench.benchmark(loaded, mask, batch_sizes=(LATENCY_BATCH,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+                           device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
+                           min_seconds=0.5, measure_memory=False, progress=_progress)
 
 
 def evaluate_many(spec: str, task_name: str, limit: int | None, masks: list[HeadMask],
@@ -371,18 +372,15 @@ def devices() -> list[str]:
 
 def speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
                 _progress: ProgressCallback | None = None):
-    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling."""
-    return _speed_sweep(spec, mask, batch_sizes, seq_len, device, SWEEP_WARMUP, SWEEP_REPEATS, SWEEP_MIN_SECONDS,
-                        _progress)
+    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling.
 
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
-                 warmup: int, repeats: int, min_seconds: float, _progress: ProgressCallback | None = None):
+    Measured now on every call, never cached: a timing belongs to its moment and machine load (the
+    Speed page keeps the result in the session and shows when and under what load it was made)."""
     loaded = load(spec)
     max_pos = getattr(loaded.model.config, "max_position_embeddings", None)
     if max_pos is not None and seq_len > max_pos:
         raise HeadpruneError(f"{seq_len} tokens is more than this model's {max_pos} positions; choose a shorter "
                              "sequence length.")
-    return bench.benchmark(loaded, mask, batch_sizes=batch_sizes, seq_len=seq_len, device=device, warmup=warmup,
-                           repeats=repeats, min_seconds=min_seconds, progress=_progress)
+    return bench.benchmark(loaded, mask, batch_sizes=batch_sizes, seq_len=seq_len, device=device,
+                           warmup=SWEEP_WARMUP, repeats=SWEEP_REPEATS, min_seconds=SWEEP_MIN_SECONDS,
+                           progress=_progress)

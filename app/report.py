@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from pruning_core.bench import speed_verdict
 from pruning_core.heads import KIND_LABELS
 from pruning_core.metrics import get_metric
 
@@ -121,7 +122,9 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
         cards.append(("loss, this mask", f"{a.evaluation.loss:.3f}"))
     if a.bench is not None:
         comp = a.bench.comparisons[-1]
-        cards.append((f"speed-up at batch {comp.batch_size}", f"{comp.speedup:.2f}× (ceiling {comp.ceiling_speedup:.2f}×)"))
+        verdict = speed_verdict(a.bench, comp.batch_size)
+        cards.append((f"pruned vs dense at batch {comp.batch_size}",
+                      f"{verdict.short} ({verdict.spread}; ceiling {comp.ceiling_speedup:.2f}×)"))
         cards.append(("parameters (pruned)", f"{a.bench.row('pruned', comp.batch_size).parameters:,}"))
     parts.append("<h2>Summary</h2>" + _cards(cards))
     if a.evaluation is not None:
@@ -204,9 +207,11 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
                      + _figure_html(speed.speed_figure(b), "speed"))
         frame = speed.speed_table(b)
         parts.append(_table(list(frame.columns), frame.astype(object).where(frame.notna(), "").values.tolist(),
-                            numeric={0, 2, 4, 5, 6, 8, 9, 10}))
+                            numeric={0, 2, 4, 8, 9, 10}))
+        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in speed.verdict_lines(b)) + "</ul>")
         parts.append(f'<p class="muted">{_e(b.device)}, {b.torch_threads} threads, attention '
-                     f"{_e(b.attn_implementation)}, {b.seq_len} tokens per sequence; {_e(b.memory_measure)}.</p>")
+                     f"{_e(b.attn_implementation)}, {b.seq_len} tokens per sequence; {_e(speed.measured_text(b))}; "
+                     f"{_e(b.memory_measure)}.</p>")
 
     # -- provenance --
     prov: list = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, state, ui
+from . import cache, latency_ui, state, ui
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
 
@@ -36,11 +36,9 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
         if with_ablation else None
     one = ui.run_job(f"one_{scorer}", "One head per layer", cache.one_per_layer, spec, task_name, limit, scorer,
                      score_limit) if with_one_per_layer else None
-    bench = state.get_result("bench")
-    if (bench is None or bench.mask != mask) and not mask.is_full():
-        bench = ui.run_job("latency", "Timing dense vs pruned", cache.latency, spec, mask)
-    elif bench is not None and bench.mask != mask:
-        bench = None
+    bench = state.get_result("bench")          # the Speed page's sweep, else the Head map's probe
+    if bench is None or bench.mask != mask:
+        bench = latency_ui.measurement(spec, mask)
     return Analysis(
         model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
         weights_sha256=loaded.weights_sha256, eval_limit=limit, scores=scores, curves=curves,

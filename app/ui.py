@@ -9,6 +9,7 @@ the user cancelled does not restart by itself; the page offers a "Cancelled. Run
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -141,6 +142,29 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
     return None
 
 
+def _updating_text(what: str) -> str:
+    return f":material/hourglass_top: {what}: updating…"
+
+
+def updating(what: str):
+    """A placeholder (``st.empty``) that says "<what>: updating…" until :func:`filling` draws the new
+    value into it, so a value of the previous mask is never left on screen unmarked."""
+    slot = st.empty()
+    slot.caption(_updating_text(what))
+    return slot
+
+
+@contextlib.contextmanager
+def filling(slot, what: str):
+    """Draw into ``slot`` (from :func:`updating`): the "updating…" line stays on top (with any progress
+    bar below it) while the block computes, and goes when the block has drawn the new values."""
+    with slot.container():
+        note = st.empty()
+        note.caption(_updating_text(what))
+        yield
+        note.empty()
+
+
 def metric_label(name: str) -> str:
     """The metric's label from the registry: 'BLEU', 'MCC', 'F1', 'accuracy'."""
     return get_metric(name).label
@@ -149,6 +173,22 @@ def metric_label(name: str) -> str:
 def metric_text(name: str, value: float) -> str:
     """The metric's display format: accuracy-like metrics as percentages, BLEU as points."""
     return get_metric(name).format(value)
+
+
+def is_zero_text(delta: str) -> bool:
+    """Whether a formatted change ('+0.0 points', '-0.0000', '+0.0 %') shows no change at its precision."""
+    number = delta.split(" ")[0]
+    return any(ch.isdigit() for ch in number) and not any(ch in "123456789" for ch in number)
+
+
+def delta_kwargs(delta: str | None, color: str = "normal") -> dict:
+    """``st.metric`` keyword arguments for a change: a change of zero at display precision gets no arrow and
+    no colour (a '+0.0' is not an improvement); ``color`` ('normal' / 'inverse') otherwise."""
+    if delta is None:
+        return {"delta": None}
+    if is_zero_text(delta):
+        return {"delta": f"{delta.lstrip('+-')} (no change)", "delta_color": "off", "delta_arrow": "off"}
+    return {"delta": delta, "delta_color": color}
 
 
 def count_text(n: int) -> str:
@@ -226,21 +266,6 @@ def load_architecture(spec: str):
                    "(or run `headprune prepare`), or choose another model there.")
         return None
     return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
-
-
-def latency_panel(bench) -> None:
-    """Dense vs physically pruned latency and throughput from a ``pruning_core.bench.BenchResult``."""
-    size = bench.batch_sizes[0]
-    dense, pruned = bench.row("dense", size), bench.row("pruned", size)
-    comparison = bench.comparisons[0]
-    m1, m2 = st.columns(2)
-    m1.metric("latency (pruned)", f"{1000 * pruned.latency.median:.1f} ms",
-              f"{1000 * (pruned.latency.median - dense.latency.median):+.1f} ms vs dense", delta_color="inverse")
-    m2.metric("speed-up", f"{comparison.speedup:.2f}x", f"FLOP ceiling {comparison.ceiling_speedup:.2f}x",
-              delta_color="off", delta_arrow="off")
-    st.caption(f"Physically pruned copy vs the full model, batch {size} x {bench.seq_len} tokens on {bench.device} "
-               f"({bench.torch_threads} threads), median of {pruned.latency.n} runs: {pruned.examples_per_s:.0f} "
-               f"vs {dense.examples_per_s:.0f} examples/s (dense {1000 * dense.latency.median:.1f} ms).")
 
 
 def show_predictions(run) -> None:

@@ -1,7 +1,7 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, headmap_ui, state, ui
+from app import cache, headmap_ui, latency_ui, state, ui
 from app.text import md_code
 from pruning_core.metrics import get_metric
 
@@ -51,32 +51,34 @@ with left:
 
 with right:                           # drawn after the map: a click shows at once, numbers follow
     st.subheader("Live panel")
-    ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
-    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+    # cheap numbers of the new mask first, then placeholders that say "updating…" until the
+    # metric and the latency of this mask exist: nothing on the panel belongs to the previous mask
     changed = not mask.is_full()
-    if ev is not None and dense is not None:
-        m1, m2 = st.columns(2)
-        metric = get_metric(ev.metric_name)
-        m1.metric(ui.metric_label(ev.metric_name), ui.metric_text(ev.metric_name, ev.metric),
-                  metric.format_delta(ev.metric, dense.metric) if changed else None,
-                  delta_color="normal" if metric.higher_is_better else "inverse")
-        m2.metric("loss", f"{ev.loss:.4f}", f"{ev.loss - dense.loss:+.4f}" if changed else None,
-                  delta_color="inverse")
-        st.caption(f"On the first {ev.n_examples} examples of the evaluation split of {md_code(task_name)}. "
-                   f"All heads: {ui.metric_text(dense.metric_name, dense.metric)}.")
     pruned_params, dense_params = cache.pruned_parameters(spec, mask)
     m3, m4 = st.columns(2)
     m3.metric("heads kept", f"{mask.n_kept} / {mask.n_total}")
     m4.metric("parameters", ui.count_text(pruned_params),
-              f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
-              delta_color="inverse")
-    speed_slot = st.container()
+              **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
+                                "inverse"))
+    metric_slot = ui.updating("metric and loss")
+    speed_slot = ui.updating("latency") if changed else st.empty()
     st.markdown("**History** · click a point to go back to that step")
     history_slot = st.container()
 
-with speed_slot:
-    bench = ui.run_job("latency", "Timing dense vs pruned", cache.latency, spec, mask)
-    if bench is not None:
-        ui.latency_panel(bench)
+with ui.filling(metric_slot, "metric and loss"):
+    ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
+    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+    if ev is not None and dense is not None:
+        m1, m2 = st.columns(2)
+        metric = get_metric(ev.metric_name)
+        m1.metric(ui.metric_label(ev.metric_name), ui.metric_text(ev.metric_name, ev.metric),
+                  **ui.delta_kwargs(metric.format_delta(ev.metric, dense.metric) if changed else None,
+                                    "normal" if metric.higher_is_better else "inverse"))
+        m2.metric("loss", f"{ev.loss:.4f}", **ui.delta_kwargs(f"{ev.loss - dense.loss:+.4f}" if changed else None,
+                                                               "inverse"))
+        st.caption(f"On the first {ev.n_examples} examples of the evaluation split of {md_code(task_name)}. "
+                   f"All heads: {ui.metric_text(dense.metric_name, dense.metric)}.")
 with history_slot:
     headmap_ui.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")
+with ui.filling(speed_slot, "latency"):
+    latency_ui.latency_panel(spec, mask)

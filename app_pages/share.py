@@ -58,14 +58,18 @@ with share_tab:
                        "text/html", on_click="ignore", icon=":material/description:",
                        key=state.widget_key("share", "html"))
     loaded = cache.load(spec)
-    d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
-                       lambda: share.pruned_model_zip(loaded, mask), f"{share.pruned_folder_name(spec, mask)}.zip",
-                       "application/zip", on_click="ignore", icon=":material/folder_zip:",
-                       key=state.widget_key("share", "zip"))
+    if mask.is_full():                    # nothing removed: the pruned model would be the model itself
+        d3.caption("No pruned model to download: all heads are kept. Remove heads on the Head map first.")
+    else:
+        d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
+                           lambda: share.pruned_model_zip(loaded, mask), f"{share.pruned_folder_name(spec, mask)}.zip",
+                           "application/zip", on_click="ignore", icon=":material/folder_zip:",
+                           key=state.widget_key("share", "zip"))
     included = [k for k, v in analysis.to_json().items()
                 if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
-    st.caption(f"The bundle has {', '.join(included)}. Unzip the model and load it with "
-               "`pruning_core.models.load_model(folder)` or `headprune eval --model folder`.")
+    st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
+               + ("" if mask.is_full() else " Unzip the model and load it with "
+                  "`pruning_core.models.load_model(folder)` or `headprune eval --model folder`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
     st.code(share.share_link(share.link_base(st.context.url), analysis.link_params()), language=None,
             wrap_lines=True)

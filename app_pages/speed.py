@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, speed, state, ui
+from pruning_core.bench import MASKED_TEXT
 
 ui.page_intro("Speed", """
 Masking a head (multiplying its output by 0) gives the pruned model's answers but **saves no
@@ -44,9 +45,16 @@ if result.mask != mask or (result.batch_sizes, result.seq_len, result.device.spl
                "Press Run the sweep to measure the current ones.")
 
 st.plotly_chart(speed.speed_figure(result), config={"displaylogo": False},
-                alt="Throughput and speed-up of dense, masked and pruned models per batch size, with the FLOP ceiling")
+                alt="Throughput of dense, masked and pruned models and the pruned model's speed-up per batch size, "
+                    "medians with IQR error bars, with the FLOP ceiling")
+st.markdown("**The pruned model, per batch size** (dense and pruned timed in the same call, interleaved):\n"
+            + "\n".join(f"- {line}" for line in speed.verdict_lines(result))
+            + f"\n\nThe masked model is the {MASKED_TEXT}: its latency is shown, never as a speed-up.")
 st.markdown(speed.ceiling_text(result))
+if result.busy:
+    st.warning("Other processes competed for the CPUs during this sweep: the latencies are inflated and noisy. "
+               "Run the sweep again on a quieter machine.", icon=":material/speed:")
 st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
-           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds. "
-           f"Peak memory: {result.memory_measure}.")
+           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds, error "
+           f"bars and ranges are interquartile; {speed.measured_text(result)}. Peak memory: {result.memory_measure}.")
 ui.downloads("speed", speed.speed_table(result), result.to_json())

@@ -6,6 +6,8 @@
 - :mod:`.run`: :func:`benchmark` (dense vs masked vs pruned) and its synthetic inputs.
 - :mod:`.results`: the result dataclasses and the ``headprune.bench/1`` JSON format
   (:mod:`.codec` writes and reads them generically).
+- :mod:`.verdict`: :func:`speed_verdict`, what a measured speed-up may be called (gain, within
+  noise, above the ceiling, no change for a full mask).
 - :mod:`.report`: :func:`format_bench`, the terminal table.
 """
 from __future__ import annotations
@@ -17,8 +19,12 @@ from .results import (BENCH_FORMAT, CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, MAS
 from ..presets import half_mask
 from .run import benchmark, synthetic_inputs
 from .timing import LatencyStats, Timings, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
+from .verdict import (FULL_MASK_TEXT, MASKED_TEXT, VERDICTS, SpeedVerdict, judge_speedup, speed_verdict,
+                      speedup_spread)
 
 __all__ = ["BENCH_FORMAT", "CPU_MEMORY_MEASURE", "CUDA_MEMORY_MEASURE", "MASKING_NOTE", "VARIANTS",
-           "BenchComparison", "BenchResult", "BenchRow", "CeilingLayer", "CeilingReport", "LatencyStats", "Timings",
+           "BenchComparison", "BenchResult", "BenchRow", "CeilingLayer", "CeilingReport", "FULL_MASK_TEXT",
+           "LatencyStats", "MASKED_TEXT", "SpeedVerdict", "Timings", "VERDICTS", "judge_speedup", "speed_verdict",
+           "speedup_spread",
            "benchmark", "flop_ceiling", "format_bench", "half_mask", "interleaved_latencies", "load_average",
            "peak_forward_bytes", "synthetic_inputs", "weights_bytes"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .results import MASKING_NOTE, VARIANTS, BenchResult
+from .verdict import MASKED_TEXT, speed_verdict
 
 
 def _mib(n: int | None) -> str:
@@ -37,6 +38,9 @@ def format_bench(result: BenchResult) -> str:
             lines.append(f"{comp.batch_size:>5}  {variant:<7} {lat.median * 1e3:>10.2f} {iqr:>17} "
                          f"{r.examples_per_s:>8.1f} {_mib(r.peak_memory_bytes):>9} {r.parameters:>11,}  "
                          f"{sp:>8} {ce:>8} {frac:>8}  {paired:>15}")
+    lines.append("")
+    lines += [f"batch {comp.batch_size}: pruned {speed_verdict(result, comp.batch_size).text}; masked: {MASKED_TEXT}"
+              for comp in result.comparisons]
     lines += ["",
               "speed-up = dense median / variant median; ceiling = 1 / (1 - removed fraction of multiply-adds); "
               "paired = median over rounds of dense/pruned from the same round.",
