@@ -182,9 +182,11 @@ def _measure(loaded: LoadedModel, task, score_data, eval_data, config: DynamicsC
         count = round(fraction * layout.total_heads)
         mask = HeadMask.from_removed(layout, order[:count])
         res = task.evaluate(loaded, eval_data, mask, batch_size=config.batch_size)
-        base = base or (res if count == 0 else None)
+        if count == 0:
+            base = res                      # the unpruned model: no second evaluation needed
         points.append(CurvePoint(fraction, count, res.metric, res.loss, mask.to_json()))
-    base = base or task.evaluate(loaded, eval_data, None, batch_size=config.batch_size)
+    if base is None:
+        base = task.evaluate(loaded, eval_data, None, batch_size=config.batch_size)
     return raw, base, tuple(points)
 
 
@@ -204,9 +206,8 @@ def training_dynamics(model, tokenizer, task, config: DynamicsConfig = DynamicsC
     if loaded.layout.total_heads == 0:
         raise HeadpruneError(f"Model {model_id!r} has no attention heads to measure.")
     examples = task.load("train")
-    total = -(-len(examples) // config.finetune.batch_size) * config.finetune.epochs
-    if config.finetune.max_steps:
-        total = config.finetune.max_steps
+    steps_per_epoch = -(-len(examples) // config.finetune.batch_size)
+    total = config.finetune.max_steps or steps_per_epoch * config.finetune.epochs      # as finetune counts
     if config.steps[-1] > total:
         raise HeadpruneError(f"Step {config.steps[-1]} is past the end of fine-tuning ({total} steps: "
                              f"{len(examples)} examples, batch {config.finetune.batch_size}, "
@@ -230,7 +231,6 @@ def training_dynamics(model, tokenizer, task, config: DynamicsConfig = DynamicsC
     stats = finetune_classifier(model, tokenizer, examples, config.finetune, progress=train_progress,
                                 on_step=on_step)
     final = _flat(measured[-1][1])
-    steps_per_epoch = -(-len(examples) // config.finetune.batch_size)
     checkpoints, previous, last_step = [], None, 0
     for step, raw, base, points, seconds, _ in measured:
         flat = _flat(raw)
