@@ -221,3 +221,20 @@ def test_dynamics_page_without_a_file_or_with_a_bad_one(page):
     assert any("No dynamics run yet" in i.value for i in at.info) and not at.error
     at = page('{"format": "headprune.curve/1"}')
     assert at.error and "dynamics" in at.error[0].value and "needed here" in at.error[0].value
+
+
+def test_cli_runs_on_a_model_folder_and_writes_json(tmp_path, capsys):
+    from browser_helpers import build_tiny_app
+    from pruning_core.cli import main
+    tiny = build_tiny_app(tmp_path / "app", "bert")             # 48 snippets: 2 steps an epoch at batch 32
+    out = tmp_path / "res" / "dynamics.json"
+    assert main(["dynamics", "--model", str(tiny.model), "--task", tiny.task, "--steps", "0,1,3",
+                 "--fractions", "0,0.5", "--score-limit", "8", "--eval-limit", "16", "--batch-size", "8",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "rho_final" in printed and f"wrote {out}" in printed
+    result = DynamicsResult.from_json(json.loads(out.read_text()))
+    assert [c.step for c in result.checkpoints] == [0, 1, 3] and result.total_steps == 4
+    assert result.provenance["model"] == str(tiny.model) and result.provenance["task"] == tiny.task
+    assert main(["dynamics", "--model", str(tiny.model), "--task", tiny.task, "--steps", "0,9"]) == 2
+    assert "past the end of fine-tuning (4 steps" in capsys.readouterr().err
