@@ -26,6 +26,7 @@ PAGES = [
     ("app_pages/speed.py", "Speed", ":material/speed:"),
     ("app_pages/share.py", "Share", ":material/share:"),
     ("app_pages/smp_compare.py", "SMP compare", ":material/compare_arrows:"),
+    ("app_pages/dynamics.py", "Dynamics", ":material/timeline:"),
 ]
 
 page = st.navigation([st.Page(str(ROOT / f), title=t, icon=i, url_path=Path(f).stem, default=(n == 0))

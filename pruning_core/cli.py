@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .smp.cli import add_smp_commands
     add_smp_commands(sub)
+    from .dynamics_cli import add_dynamics_command
+    add_dynamics_command(sub)
     return parser
 
 

@@ -23,7 +23,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -180,7 +180,8 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 # -- the loop --------------------------------------------------------------------------------------
 
 def finetune_classifier(model: nn.Module, tokenizer, train_examples: Sequence[dict], config: FinetuneConfig,
-                        progress: ProgressCallback | None = None) -> FinetuneStats:
+                        progress: ProgressCallback | None = None,
+                        on_step: Callable[[int, nn.Module], bool | None] | None = None) -> FinetuneStats:
     """Fine-tune ``model`` in place on ``train_examples`` and leave it in eval mode.
 
     Args:
@@ -191,6 +192,10 @@ def finetune_classifier(model: nn.Module, tokenizer, train_examples: Sequence[di
         train_examples: raw examples ``{"text", "label"}`` or ``{"text_a", "text_b", "label"}``.
         config: see :class:`FinetuneConfig`.
         progress: called after every step with stage ``"finetune"``; raise ``Cancelled`` to stop.
+        on_step: ``on_step(step, model)`` is called once before the first update (step 0) and after
+            every optimiser step (1, 2, ...), e.g. to measure the model during training. It may switch
+            the model to eval mode (train mode is restored after it); returning True stops training
+            there (the learning-rate schedule stays that of the whole run).
     """
     from .models import resolve_device
 
@@ -219,10 +224,17 @@ def finetune_classifier(model: nn.Module, tokenizer, train_examples: Sequence[di
     step = 0
     devices = [device.index or 0] if device.type == "cuda" else []
     model.train()
+
+    def hook() -> bool:
+        stop = on_step is not None and bool(on_step(step, model))
+        model.train()
+        return stop
+
     try:
         with torch.random.fork_rng(devices=devices), _PeakMemory(device) as memory:
             torch.manual_seed(config.seed)                   # dropout, without touching the caller's RNG
-            while step < total_steps:
+            stopped = hook()
+            while step < total_steps and not stopped:
                 for idx in bucketed_batches(lengths, config.batch_size, rng):
                     inputs = collate_classification([features[i] for i in idx], pad_id)
                     inputs = {k: v.to(device) for k, v in inputs.items()}
@@ -238,12 +250,13 @@ def finetune_classifier(model: nn.Module, tokenizer, train_examples: Sequence[di
                     losses.append(loss.detach().item())
                     step += 1
                     report(progress, "finetune", step, total_steps, f"loss {losses[-1]:.3f}")
-                    if step >= total_steps:
+                    stopped = hook()
+                    if step >= total_steps or stopped:
                         break
     finally:
         model.eval()
         optimizer.zero_grad(set_to_none=True)
-    window = min(50, len(losses))
+    window = max(1, min(50, len(losses)))
     return FinetuneStats(steps=step, epochs=step / steps_per_epoch, n_examples=len(features),
                          final_train_loss=sum(losses[-window:]) / window,
                          first_train_loss=sum(losses[:window]) / window,

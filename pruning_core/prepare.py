@@ -161,18 +161,29 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-def _train(folder: Path, progress: ProgressCallback | None) -> dict:
-    """Fine-tune the base model and save model + tokenizer into ``folder``; returns manifest parts."""
+def base_classifier(attn_implementation: str | None = None):
+    """``(model, tokenizer)``: the pre-trained MiniLM-L6 with a fresh, seeded 2-class head, as
+    ``prepare`` fine-tunes it (the same initial weights every call). ``attn_implementation``:
+    transformers' choice when None (what ``prepare`` trains with), or e.g. "eager"."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     base = base_model_dir()
-    report(progress, "prepare:model", 1, 1, str(base))
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    torch.manual_seed(SEED)                               # the new classifier head's initialisation
-    with _quiet_transformers():                           # the "classifier MISSING" report is expected
-        model = AutoModelForSequenceClassification.from_pretrained(
-            base, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()},
-            local_files_only=True, use_safetensors=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)                           # the new classifier head's initialisation
+        with _quiet_transformers():                       # the "classifier MISSING" report is expected
+            model = AutoModelForSequenceClassification.from_pretrained(
+                base, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()},
+                local_files_only=True, use_safetensors=True,
+                **({"attn_implementation": attn_implementation} if attn_implementation else {}))
+    return model, tokenizer
+
+
+def _train(folder: Path, progress: ProgressCallback | None) -> dict:
+    """Fine-tune the base model and save model + tokenizer into ``folder``; returns manifest parts."""
+    base = base_model_dir()
+    report(progress, "prepare:model", 1, 1, str(base))
+    model, tokenizer = base_classifier()
     stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
                                 progress=_stage(progress, "prepare:train"))
     report(progress, "prepare:save", 0, 1, str(folder))

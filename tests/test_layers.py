@@ -17,9 +17,9 @@ LAYERS = [
     {"data", "presets", "experiments"},
     {"tasks", "attention_maps", "bench"},
     {"finetune", "scoring"},
-    {"prepare"},
+    {"prepare", "dynamics"},
     {"smp"},
-    {"cli", "__main__"},
+    {"cli", "dynamics_cli", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}
