@@ -116,7 +116,7 @@ class DynamicsResult:
     def from_json(cls, data: dict) -> "DynamicsResult":
         check_format(data, FORMAT)
         try:
-            checkpoints = tuple(Checkpoint(**{**c, "points": tuple(CurvePoint(**p) for p in c["points"])})
+            checkpoints = tuple(Checkpoint(**{**c, "points": tuple(CurvePoint.from_json(p) for p in c["points"])})
                                 for c in data["checkpoints"])
             return cls(str(data["metric_name"]), int(data["total_steps"]), int(data["total_heads"]),
                        int(data["n_score_examples"]), int(data["n_eval_examples"]), checkpoints,

@@ -224,6 +224,11 @@ class CurvePoint:
     band_high: float | None = None
     seed_metrics: tuple = ()        # over seeds: the metric of each seed
 
+    @classmethod
+    def from_json(cls, data: dict) -> "CurvePoint":
+        """Read a point back (JSON lists become the tuples they were; unknown keys are ignored)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in _known(cls, data).items()})
+
 
 @dataclass(frozen=True)
 class CurveResult:
@@ -250,8 +255,7 @@ class CurveResult:
     @classmethod
     def from_json(cls, data: dict) -> "CurveResult":
         check_format(data, "headprune.curve/1")
-        points = tuple(CurvePoint(**{k: tuple(v) if isinstance(v, list) else v
-                                     for k, v in _known(CurvePoint, p).items()}) for p in data["points"])
+        points = tuple(CurvePoint.from_json(p) for p in data["points"])
         return cls(data["method"], data["metric_name"], data["step"], data["rescore"], data["total_heads"],
                    data["n_examples"], points, data.get("provenance", {}), tuple(data.get("seeds") or ()))
 

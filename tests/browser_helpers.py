@@ -221,3 +221,20 @@ def ok(at):
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     return at
+
+
+def open_app(monkeypatch, home, tiny, page: str, mask: str | None = None, eval_limit: int = 12,
+             timeout: int = 180):
+    """An ``AppTest`` of the dashboard on ``tiny`` (HEADPRUNE_HOME = ``home``), opened on ``page``,
+    optionally by a link carrying ``mask`` in the URL's text form."""
+    from streamlit.testing.v1 import AppTest
+
+    for key, value in app_env(tiny, home, eval_limit).items():
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=timeout)
+    if mask:
+        at.query_params["mask"] = mask
+    at.run()
+    at.switch_page(page).run()
+    return at
+

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import parse_tree_from_messages
 
 from app import speed, ui
-from browser_helpers import ROOT, app_env, build_tiny_app, ok
+from browser_helpers import build_tiny_app, ok, open_app
 from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
 from test_app_pages import button, click_head, metric
 from tiny import tiny_loaded
@@ -32,14 +32,7 @@ def tiny_bert(tmp_path_factory):
 @pytest.fixture
 def app_for(monkeypatch, tmp_path):
     def start(tiny, page: str, mask: str | None = None) -> AppTest:
-        for key, value in app_env(tiny, tmp_path / "hp-home", 12).items():
-            monkeypatch.setenv(key, value)
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
-        if mask:
-            at.query_params["mask"] = mask
-        at.run()
-        at.switch_page(page).run()
-        return at
+        return open_app(monkeypatch, tmp_path / "hp-home", tiny, page, mask, timeout=TIMEOUT)
     return start
 
 

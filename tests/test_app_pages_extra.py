@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import share, webassets
 from app.analysis import ANALYSIS_FORMAT
-from browser_helpers import ROOT, app_env, build_tiny_app, ok
+from browser_helpers import build_tiny_app, ok, open_app
 
 TIMEOUT = 180
 ATTENTION, SPEED, SHARE = "app_pages/attention.py", "app_pages/speed.py", "app_pages/share.py"
@@ -42,14 +42,7 @@ def app_for(monkeypatch, tmp_path):
     """``app_for(tiny, page, mask=None)``: the dashboard on ``tiny``, opened on ``page`` (optionally by a
     link carrying ``mask`` in the URL's text form)."""
     def start(tiny, page: str, mask: str | None = None, eval_limit: int = 12) -> AppTest:
-        for key, value in app_env(tiny, tmp_path / "hp-home", eval_limit).items():
-            monkeypatch.setenv(key, value)
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
-        if mask:
-            at.query_params["mask"] = mask
-        at.run()
-        at.switch_page(page).run()
-        return at
+        return open_app(monkeypatch, tmp_path / "hp-home", tiny, page, mask, eval_limit, timeout=TIMEOUT)
     return start
 
 

@@ -8,7 +8,7 @@ from pruning_core.errors import UnsupportedArchitectureError
 from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.pruning import prune_heads
-from tiny import ALL_ARCHS, kv_heads, logits_of, tiny_config, tiny_inputs, tiny_loaded, tiny_model
+from tiny import ALL_ARCHS, assert_generate_parity, kv_heads, logits_of, tiny_config, tiny_inputs, tiny_loaded, tiny_model
 
 
 def test_registry_lists_every_family_and_explains_unknown_types():
@@ -99,12 +99,4 @@ def test_generate_masked_equals_pruned_when_layer_0_loses_every_head(arch, kind,
     if not tiny_config(arch).is_encoder_decoder:
         x["attention_mask"] = torch.ones_like(x["attention_mask"])       # left-to-right LM: no right padding
     mask = HeadMask.from_removed(lm.layout, [(kind, 0, h) for h in range(4)] + [(kind, 1, 0)])
-    kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, num_beams=1, output_scores=True,
-              return_dict_in_generate=True, pad_token_id=0)
-    with torch.no_grad():
-        with apply_mask(lm, mask):
-            masked = lm.model.generate(**x, **kw)
-        pruned = prune_heads(lm.model, mask).generate(**x, **kw)
-    assert torch.equal(masked.sequences, pruned.sequences)
-    for a, b in zip(masked.scores, pruned.scores):
-        assert torch.allclose(a.nan_to_num(0.0, 0.0, 0.0), b.nan_to_num(0.0, 0.0, 0.0), atol=1e-4)
+    assert_generate_parity(lm, x, mask, new_tokens=6)

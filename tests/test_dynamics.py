@@ -3,8 +3,8 @@ records, what step 0 is, the JSON format, the CLI's option checks and the dashbo
 from __future__ import annotations
 
 import copy
+import functools
 import json
-import random
 
 import pytest
 import torch
@@ -16,30 +16,11 @@ from pruning_core.experiments import CurvePoint
 from pruning_core.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.models import weights_hash_of_module
 from pruning_core.tasks.classification import ClassificationTask
-from tiny import VOCAB, make_bert_tokenizer, tiny_model
+from tiny import synthetic_sentiment, tiny_model, tokenizer_for
+
+synthetic = functools.partial(synthetic_sentiment, max_filler=8)    # 2 to 8 filler words
 
 FINETUNE = FinetuneConfig(epochs=2, lr=3e-3, batch_size=16, max_length=16, seed=1)   # 96 examples: 6 steps an epoch
-
-
-def tokenizer_for(tmp_path):
-    tok = make_bert_tokenizer(tmp_path / "tok")
-    if len(tok) < len(VOCAB):
-        from transformers import BertTokenizerFast
-        tok = BertTokenizerFast.from_pretrained(str(tmp_path / "tok"))
-    return tok
-
-
-def synthetic(n=96, seed=0):
-    """Label 1 iff the sentence holds 'good' or 'great'."""
-    rng = random.Random(seed)
-    filler = "the a movie film plot acting it was is very really".split()
-    rows = []
-    for _ in range(n):
-        words = [rng.choice(filler) for _ in range(rng.randint(2, 8))]
-        label = rng.randint(0, 1)
-        words.insert(rng.randrange(len(words) + 1), rng.choice(["good", "great"] if label else ["bad", "awful"]))
-        rows.append({"text": " ".join(words), "label": label})
-    return rows
 
 
 def synthetic_task():

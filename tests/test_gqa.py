@@ -12,7 +12,7 @@ from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.models import load_model, save_pruned
 from pruning_core.presets import prune_by_group, prune_k_per_group
 from pruning_core.pruning import attention_parameter_count, prune_heads
-from tiny import VOCAB, kv_heads, logits_of, tiny_config, tiny_inputs, tiny_loaded
+from tiny import VOCAB, assert_generate_parity, kv_heads, logits_of, tiny_config, tiny_inputs, tiny_loaded
 
 GQA = ["llama", "qwen2", "mistral"]       # 4 query heads on 2, 2 and 1 key/value heads
 DECODERS = GQA + ["gemma"]
@@ -74,16 +74,7 @@ def test_generate_greedy_masked_equals_pruned(arch, removed, tmp_path):
     x = tiny_inputs(arch, batch=2, length=5)
     x["attention_mask"] = torch.ones_like(x["attention_mask"])
     mask = mask_of(lm.layout, removed)
-    kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False, num_beams=1, output_scores=True,
-              return_dict_in_generate=True, pad_token_id=0)
-    with torch.no_grad():
-        with apply_mask(lm, mask):
-            masked = lm.model.generate(**x, **kw)
-        pruned = prune_heads(lm.model, mask).generate(**x, **kw)
-    assert torch.equal(masked.sequences, pruned.sequences)
-    for a, b in zip(masked.scores, pruned.scores):
-        assert torch.allclose(a, b, atol=1e-4)
-    assert installed_hook_count(lm.model) == 0
+    assert_generate_parity(lm, x, mask, new_tokens=5)
 
 
 def test_whole_group_removes_its_key_value_head_part_of_a_group_keeps_it(tmp_path):

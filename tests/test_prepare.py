@@ -13,28 +13,8 @@ from pruning_core.data import movie_sentiment as ms
 from pruning_core.errors import Cancelled, CacheError, HeadpruneError
 from pruning_core.finetune import FinetuneConfig, bucketed_batches, finetune_classifier, linear_schedule
 from pruning_core.models import default_model_dir, load_model
-from tiny import VOCAB, make_bert_tokenizer, tiny_model
-
-
-def tokenizer_for(tmp_path):
-    tok = make_bert_tokenizer(tmp_path / "tok")
-    if len(tok) < len(VOCAB):                    # tiny.py's constructor may not read vocab.txt
-        from transformers import BertTokenizerFast
-        tok = BertTokenizerFast.from_pretrained(str(tmp_path / "tok"))
-    return tok
-
-
-def synthetic(n=96, seed=0):
-    """Label 1 iff the sentence contains 'good' or 'great'; lengths vary."""
-    rng = random.Random(seed)
-    filler = "the a movie film plot acting it was is very really".split()
-    rows = []
-    for _ in range(n):
-        words = [rng.choice(filler) for _ in range(rng.randint(2, 10))]
-        label = rng.randint(0, 1)
-        words.insert(rng.randrange(len(words) + 1), rng.choice(["good", "great"] if label else ["bad", "awful"]))
-        rows.append({"text": " ".join(words), "label": label})
-    return rows
+from tiny import tiny_model, tokenizer_for
+from tiny import synthetic_sentiment as synthetic
 
 
 # -- finetune --------------------------------------------------------------------------------------

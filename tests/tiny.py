@@ -108,3 +108,46 @@ def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> di
 def logits_of(model, inputs) -> torch.Tensor:
     with torch.no_grad():
         return model(**inputs).logits
+
+
+def tokenizer_for(folder: Path):
+    """A BERT tokenizer over :data:`VOCAB` saved in ``folder / "tok"``."""
+    tok = make_bert_tokenizer(folder / "tok")
+    if len(tok) < len(VOCAB):                    # the constructor may not read vocab.txt
+        from transformers import BertTokenizerFast
+        tok = BertTokenizerFast.from_pretrained(str(folder / "tok"))
+    return tok
+
+
+def synthetic_sentiment(n: int = 96, seed: int = 0, max_filler: int = 10) -> list[dict]:
+    """Label 1 iff the sentence holds 'good' or 'great'; 2 to ``max_filler`` filler words."""
+    import random
+
+    rng = random.Random(seed)
+    filler = "the a movie film plot acting it was is very really".split()
+    rows = []
+    for _ in range(n):
+        words = [rng.choice(filler) for _ in range(rng.randint(2, max_filler))]
+        label = rng.randint(0, 1)
+        words.insert(rng.randrange(len(words) + 1), rng.choice(["good", "great"] if label else ["bad", "awful"]))
+        rows.append({"text": " ".join(words), "label": label})
+    return rows
+
+
+def assert_generate_parity(lm: LoadedModel, inputs: dict, mask, new_tokens: int) -> None:
+    """Greedy ``generate`` under ``mask`` and on the pruned copy: same tokens, same scores (NaN = -inf rows
+    compare as 0), and no hook left on the model."""
+    from pruning_core.masking import apply_mask, installed_hook_count
+    from pruning_core.pruning import prune_heads
+
+    kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
+              output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+    with torch.no_grad():
+        with apply_mask(lm, mask):
+            masked = lm.model.generate(**inputs, **kw)
+        pruned = prune_heads(lm.model, mask).generate(**inputs, **kw)
+    assert torch.equal(masked.sequences, pruned.sequences)
+    for a, b in zip(masked.scores, pruned.scores):
+        assert torch.allclose(a.nan_to_num(0.0, 0.0, 0.0), b.nan_to_num(0.0, 0.0, 0.0), atol=1e-4)
+    assert installed_hook_count(lm.model) == 0
+
