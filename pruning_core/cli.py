@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="gradient", help="gradient, random, ablation, smp")
     p.add_argument("--no-normalize", action="store_true", help="rank by raw scores, not per-layer l2-normalised ones")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--score-split", dest="split", help="the same as --split: the split the heads are scored on")
+    p.add_argument("--score-split", dest="split",
+                   help=f"the same as --split: the split the heads are scored on (default: {DEFAULT_SCORE_SPLIT}, "
+                        f"first {DEFAULT_SCORE_LIMIT} examples, when the task has one; else the task's own split)")
     checked(p, "--score-limit", dest="limit", type=int, default=None, check=positive_int, help="the same as --limit")
     p.set_defaults(func=cmd_score)
 
@@ -254,9 +256,12 @@ def cmd_score(args) -> None:
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
     task, _ = _task_and_split(args)
+    split, limit = args.split, args.limit
+    if split is None and task.distinct_split(DEFAULT_SCORE_SPLIT):     # score on train, measure elsewhere
+        split, limit = DEFAULT_SCORE_SPLIT, limit or DEFAULT_SCORE_LIMIT
     loaded = _load(args)
     _require_heads(loaded, "score")
-    result = scorer.score(loaded, task, _score_config(args), progress=tqdm_progress())
+    result = scorer.score(loaded, task, _score_config(args, split, limit), progress=tqdm_progress())
     print(f"{scorer.name} scores of {loaded.layout.total_heads} heads in {result.seconds:.1f} s "
           f"({'per-layer l2-normalised' if result.normalize else 'raw'}); least important first:")
     for kind, layer, head in result.ranking_scores.ranked(seed=args.seed)[:10]:

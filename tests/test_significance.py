@@ -109,3 +109,18 @@ def test_cli_score_split_for_the_mask_producer(workdir):  # noqa: F811
     assert run("mask", "s.json", "--remove", "0.5", "--out", "m.json") == 0
     mask_prov = json.loads((workdir / "m.json").read_text())["provenance"]
     assert mask_prov["score_split"] == "train" and mask_prov["score_n"] == 6
+
+
+def test_cli_score_defaults_to_a_train_subset_when_the_task_has_one(workdir, monkeypatch):  # noqa: F811
+    import pruning_core.tasks as tasks
+    from tiny import synthetic_sentiment
+
+    data = {"train": synthetic_sentiment(40, 0), "validation": synthetic_sentiment(12, 1)}
+    task = tasks.ClassificationTask("two-splits", lambda split, limit: data[split], splits=("train", "validation"),
+                                    default_split="validation", label_names=["neg", "pos"])
+    monkeypatch.setattr(tasks, "get_task", lambda name: task)
+    assert run("score", "tiny", "--task", "two-splits", "--method", "gradient", "--out", "s.json") == 0
+    prov = json.loads((workdir / "s.json").read_text())["provenance"]
+    assert prov["split"] == "train" and prov["n_examples"] == 40        # all 40 (< the default 512)
+    assert run("score", "tiny", "--task", "two-splits", "--split", "validation", "--out", "v.json") == 0
+    assert json.loads((workdir / "v.json").read_text())["provenance"]["split"] == "validation"
