@@ -351,8 +351,11 @@ def cmd_curve(args) -> None:
     curve = seeded_curves(loaded, task, data, scorer, config, seeds, step=args.step, rescore=args.rescore,
                           batch_size=args.batch_size, progress=tqdm_progress())
     settings = curve.provenance.get("settings", {})
-    print(f"{scorer.name} pruning curve ({'re-scored' if args.rescore else 'scored once'}): heads scored on "
-          f"{config.split} ({settings.get('score_n')} examples), {curve.metric_name} measured on {split} "
+    score_n = settings.get("score_n")
+    scored_on = (f"heads scored on {config.split} ({score_n} examples)" if score_n is not None
+                 else "heads ranked from the seed alone (no data read)")
+    print(f"{scorer.name} pruning curve ({'re-scored' if args.rescore else 'scored once'}): {scored_on}, "
+          f"{curve.metric_name} measured on {split} "
           f"({curve.n_examples} examples)" + (f", mean ± sd over {seeds} seeds" if seeds > 1 else "") + ":")
     for p in curve.points:
         spread = f" ± {_fmt(curve.metric_name, p.sd)}" if p.sd is not None else ""
