@@ -174,7 +174,7 @@ def load_file(path: str | Path) -> FileData:
     suffix = path.suffix.lower()
     if suffix not in DELIMITERS and suffix not in JSONL and suffix not in TEXT:
         raise DataError(f"{path}: unknown file type {suffix or '(no extension)'!r}. "
-                        "Use .csv, .tsv, .jsonl or .txt.")
+                        "Use .csv, .tsv or .jsonl (or .txt: one document per line).")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
