@@ -173,3 +173,13 @@ def test_cli_evaluate_and_curve_on_txt_file(tmp_path, txt_file, capsys):
     assert curve["metric_name"] == "perplexity" and ppl[0] == pytest.approx(res["metric"], rel=1e-4)
     assert ppl[-1] > ppl[0] * 1.5                                 # perplexity rises as heads go
     assert all(p["low"] is not None and p["low"] <= p["metric"] <= p["high"] for p in curve["points"])
+
+
+def test_movie_text_is_registered_and_needs_prepare(headprune_home):
+    task = get_task("movie-text")
+    assert task.task_type == "language_model" and task.metric_name == "perplexity"
+    assert task.splits == ("train", "validation", "test") and task.default_split == "validation"
+    assert "movie-text" in tasks.task_names() and "labels ignored" in task.description
+    from pruning_core.errors import CacheError
+    with pytest.raises(CacheError, match="headprune prepare"):
+        task.load("test")
