@@ -23,7 +23,9 @@ DEFAULT_SCORE_LIMIT = 512
 def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> None:
     p.add_argument("model", help="'default', a local model folder, or a Hugging Face hub id")
     if task:
-        p.add_argument("--task", required=True, help="movie-sentiment, a GLUE/WMT name (sst2, wmt14-fr-en), or file:PATH")
+        p.add_argument("--task", required=True,
+                       help="movie-sentiment, movie-text (language models), a GLUE/WMT name (sst2, wmt14-fr-en), "
+                            "or file:PATH (.csv, .tsv, .jsonl; .txt for language models)")
         p.add_argument("--split", default=None, help="data split (default: validation; file tasks: test)")
         checked(p, "--limit", type=int, default=None, check=positive_int, help="use at most N examples")
         checked(p, "--batch-size", type=int, default=32, check=positive_int)

@@ -6,6 +6,9 @@ into statistics (:mod:`pruning_core.stats`), never branching on a metric's name:
 
 - :func:`evidence`: what an :class:`EvalResult` keeps per example and the 95 % interval of its
   metric (Wilson for 0/1 scores, bootstrap over examples otherwise);
+- a loss-based metric (``Metric.inputs == "loss"``: perplexity) is resampled over examples when
+  each prediction is that example's ``(loss_sum, weight)`` pair (a language-model window): the
+  metric of a resample is ``compute(sum of losses, sum of weights)``;
 - :func:`compare`: a paired test of two evaluations on the same examples (exact McNemar for 0/1
   scores, paired bootstrap otherwise) with a 95 % interval of the difference.
 """
@@ -33,11 +36,26 @@ def _subset(values: Sequence, idx: np.ndarray) -> list:
     return [values[i] for i in idx]
 
 
+def _loss_pairs(metric: Metric, predictions: Sequence) -> np.ndarray | None:
+    """``[n, 2]``: the ``(loss_sum, weight)`` of each example for a loss-based metric, else None."""
+    if metric.inputs != "loss" or not predictions:
+        return None
+    if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in predictions):
+        return None
+    return np.asarray(predictions, dtype=float).reshape(len(predictions), 2)
+
+
+def _loss_metric(metric: Metric, pairs: np.ndarray, idx: np.ndarray) -> float:
+    """``metric`` of the examples ``idx`` (with repeats) from their ``(loss_sum, weight)`` pairs [n, 2]."""
+    loss, weight = pairs[idx].sum(0)
+    return metric.of((), (), float(loss), int(round(weight)))
+
+
 def evidence(metric: Metric, predictions: Sequence, references: Sequence | None, *, seed: int = 0) -> dict:
     """``{"per_example": tuple, "interval": (low, high) | None}`` for an EvalResult of ``metric``.
 
     predictions, references: one per example (class ids and labels, or texts). A loss-based
-    metric keeps the predictions and has no interval (the loss per example is not kept).
+    metric keeps the predictions; it has an interval when they are ``(loss_sum, weight)`` pairs.
     """
     n = len(predictions)
     if metric.per_example and references is not None:
@@ -47,6 +65,10 @@ def evidence(metric: Metric, predictions: Sequence, references: Sequence | None,
             return {"per_example": scores, "interval": stats.wilson_interval(int(sum(scores)), n)}
         return {"per_example": scores, "interval": stats.bootstrap_interval(
             lambda idx: float(np.mean([scores[i] for i in idx])), n, resamples=metric.resamples, seed=seed)}
+    pairs = _loss_pairs(metric, predictions)
+    if pairs is not None:
+        return {"per_example": tuple(predictions), "interval": stats.bootstrap_interval(
+            lambda idx: _loss_metric(metric, pairs, idx), n, resamples=metric.resamples, seed=seed, level=LEVEL)}
     if metric.inputs == "loss" or references is None or n == 0:
         return {"per_example": tuple(predictions), "interval": None}
     interval = stats.bootstrap_interval(
@@ -70,7 +92,8 @@ def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Seq
             seed: int = 0) -> Comparison | None:
     """Paired test of ``other`` against ``base`` (both of ``metric`` on the same examples).
 
-    None when either lacks per-example results (an old file, a loss-based metric) or when they
+    None when either lacks per-example results (an old file, a loss-based metric without
+    ``(loss_sum, weight)`` pairs) or when they
     were not on the same number of examples.
     """
     a, b = base.per_example, other.per_example
@@ -81,6 +104,14 @@ def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Seq
         mean_delta, low, high, p = stats.paired_bootstrap(a, b, resamples=metric.resamples, seed=seed, level=LEVEL)
         if _is_binary(a) and _is_binary(b):
             return Comparison(MCNEMAR, delta, low, high, stats.paired_correctness(a, b)[2])
+        return Comparison(BOOTSTRAP, delta, low, high, p)
+    pairs_a, pairs_b = _loss_pairs(metric, a), _loss_pairs(metric, b)
+    if pairs_a is not None and pairs_b is not None:
+        if np.array_equal(pairs_a, pairs_b):
+            return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0)
+        low, high, p = stats.paired_difference(
+            lambda idx: _loss_metric(metric, pairs_b, idx) - _loss_metric(metric, pairs_a, idx), len(a),
+            resamples=metric.resamples, seed=seed, level=LEVEL)
         return Comparison(BOOTSTRAP, delta, low, high, p)
     if metric.inputs == "loss" or references is None:
         return None

@@ -1,13 +1,15 @@
-"""Local data files: CSV, TSV or JSONL, in one of three shapes (see :mod:`pruning_core.data`).
+"""Local data files: CSV, TSV, JSONL or plain text, in one of four shapes (see :mod:`pruning_core.data`).
 
 Columns (extra columns are ignored):
 
 - ``text`` + ``label``: single text classification;
 - ``text_a`` + ``text_b`` + ``label``: text pair classification (NLI, paraphrase);
-- ``source`` + ``target``: translation.
+- ``source`` + ``target``: translation;
+- ``text`` without ``label``: documents for a language model (perplexity).
 
 Format by extension: ``.csv`` (comma), ``.tsv`` / ``.tab`` (tab; both with a header row),
-``.jsonl`` / ``.ndjson`` (one JSON object per line). Files must be UTF-8 (a BOM is accepted).
+``.jsonl`` / ``.ndjson`` (one JSON object per line), ``.txt`` (one document per line, blank lines
+skipped: the document shape). Files must be UTF-8 (a BOM is accepted).
 
 Labels: if every label is a non-negative integer (``3`` in JSON, ``"3"`` in CSV), labels are class
 ids as they stand, with ``max + 1`` classes (at least 2) named ``"0"``, ``"1"``, ...; otherwise (text,
@@ -29,12 +31,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SHAPES
+from . import SHAPE_TASK_TYPES, SHAPES
 from ..errors import DataError
 
 SPLITS: tuple[str, ...] = ("test", "validation", "train")
 DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 JSONL = (".jsonl", ".ndjson")
+TEXT = (".txt",)
 _INT = re.compile(r"^[+-]?\d+$")
 
 
@@ -43,14 +46,14 @@ class FileData:
     """A loaded data file."""
 
     path: Path
-    shape: str                        # "text" | "pair" | "translation"
+    shape: str                        # "text" | "pair" | "translation" | "document"
     examples: tuple[dict, ...]        # raw examples, in file order
-    label_names: tuple[str, ...] | None   # id -> name; None for translation
+    label_names: tuple[str, ...] | None   # id -> name; None for translation and documents
     lines: tuple[int, ...]            # the line each example starts on (for messages)
 
     @property
     def task_type(self) -> str:
-        return "translation" if self.shape == "translation" else "classification"
+        return SHAPE_TASK_TYPES[self.shape]
 
     @property
     def num_labels(self) -> int | None:
@@ -64,7 +67,7 @@ def _fail(path: Path, line: int | None, problem: str) -> DataError:
 
 def _shape_of(columns: list[str], path: Path, line: int) -> str:
     cols = set(columns)
-    for shape in ("pair", "text", "translation"):
+    for shape in ("pair", "text", "translation", "document"):
         if set(SHAPES[shape]) <= cols:
             return shape
     wanted = " or ".join("+".join(c) for c in SHAPES.values())
@@ -133,6 +136,11 @@ def _read_jsonl(path: Path, text: str) -> tuple[list[dict], list[int], str]:
     return rows, lines, shape or "text"
 
 
+def _read_text(text: str) -> tuple[list[dict], list[int], str]:
+    rows = [({"text": line}, n) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    return [r for r, _ in rows], [n for _, n in rows], "document"
+
+
 def _label_ids(path: Path, raw_labels: list, lines: list[int]) -> tuple[list[int], tuple[str, ...]]:
     values = []
     for lab, line in zip(raw_labels, lines):
@@ -164,9 +172,9 @@ def load_file(path: str | Path) -> FileData:
     """Read and validate a CSV / TSV / JSONL data file (see the module docstring)."""
     path = Path(path).expanduser()
     suffix = path.suffix.lower()
-    if suffix not in DELIMITERS and suffix not in JSONL:
+    if suffix not in DELIMITERS and suffix not in JSONL and suffix not in TEXT:
         raise DataError(f"{path}: unknown file type {suffix or '(no extension)'!r}. "
-                        "Use .csv, .tsv or .jsonl.")
+                        "Use .csv, .tsv or .jsonl (or .txt: one document per line).")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -178,6 +186,8 @@ def load_file(path: str | Path) -> FileData:
         raise _fail(path, None, "is empty. It needs at least one example.")
     if suffix in JSONL:
         rows, lines, shape = _read_jsonl(path, text)
+    elif suffix in TEXT:
+        rows, lines, shape = _read_text(text)
     else:
         rows, lines, shape = _read_delimited(path, text, DELIMITERS[suffix])
     if not rows:

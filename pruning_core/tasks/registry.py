@@ -1,7 +1,9 @@
 """The task registry: task names -> Task builders, and ``get_task`` for names and ``file:PATH``.
 
 - ``movie-sentiment``: the embedded default (see :mod:`pruning_core.data.movie_sentiment`);
-- ``file:PATH``: a local CSV / TSV / JSONL file (see :mod:`pruning_core.data.files`); its task
+- ``movie-text``: the same snippets as documents for a language model (labels ignored; perplexity
+  over windows, see :mod:`.language_model`);
+- ``file:PATH``: a local CSV / TSV / JSONL / TXT file (see :mod:`pruning_core.data.files`); its task
   type (from the file's columns) picks the Task class from :data:`~.base.TASK_TYPES`;
 - GLUE names (``sst2``, ``mnli``, ...) and WMT names (``wmt14-fr-en``, ...) from the hub
   (see :mod:`pruning_core.data.hub`).
@@ -17,10 +19,14 @@ from ..errors import DataError, did_you_mean
 from ..registry import Registry
 from .base import TASK_TYPES, Task
 from .classification import ClassificationTask
+from .language_model import LanguageModelTask, text_loader
 from .translation import TranslationTask
 
 FILE_PREFIX = "file:"
 DEFAULT_TASK = "movie-sentiment"
+MOVIE_TEXT = "movie-text"
+MOVIE_TEXT_DESCRIPTION = ("movie review snippets as language-model documents (the movie-sentiment splits, labels "
+                          "ignored; one snippet per document, perplexity over windows)")
 FAMILIES = ("embedded", "glue", "wmt")           # the order task names are listed in
 
 TASKS: Registry[Callable[[], Task]] = Registry("task", DataError)
@@ -37,17 +43,28 @@ def task_names() -> list[str]:
     return sorted(TASKS.names(), key=lambda n: rank.get(TASKS.entry(n).meta["family"], len(FAMILIES)))
 
 
+def _movie_token(split: str) -> str:
+    """The cached movie-sentiment split's SHA-256 (so re-preparing the data drops encoded splits)."""
+    from ..data import movie_sentiment as ms
+    manifest = ms.read_manifest()
+    return manifest["files"][f"{split}.jsonl"]["sha256"] if manifest else ""
+
+
 def _movie_sentiment() -> Task:
     from ..data import movie_sentiment as ms
-
-    def token(split: str) -> str:
-        manifest = ms.read_manifest()
-        return manifest["files"][f"{split}.jsonl"]["sha256"] if manifest else ""
 
     return ClassificationTask(ms.NAME, lambda split, limit: ms.load_split(split), splits=ms.SPLITS,
                               default_split="validation", label_names=ms.LABEL_NAMES,
                               description="movie review snippets, positive vs negative (the embedded default)",
-                              cache_token=token)
+                              cache_token=_movie_token)
+
+
+def _movie_text() -> Task:
+    from ..data import movie_sentiment as ms
+
+    return LanguageModelTask(MOVIE_TEXT, text_loader(lambda split: [e["text"] for e in ms.load_split(split)]),
+                             splits=ms.SPLITS, default_split="validation", description=MOVIE_TEXT_DESCRIPTION,
+                             cache_token=_movie_token)
 
 
 def _file_task(spec: str) -> Task:
@@ -96,6 +113,7 @@ def _register_builtin() -> None:
     from ..data import hub
     register_task(DEFAULT_TASK, "movie review snippets, positive vs negative (embedded default)",
                   _movie_sentiment, family="embedded")
+    register_task(MOVIE_TEXT, MOVIE_TEXT_DESCRIPTION, _movie_text, family="embedded")
     for name in hub.GLUE:
         register_task(name, f"GLUE {name}", _glue(name), family="glue")
     for name, spec in hub.wmt_names().items():
@@ -118,8 +136,8 @@ def get_task(name: str) -> Task:
         hub.glue_spec(name.lower())                       # raises: a regression task, with the choices
     names = task_names()
     hint = did_you_mean(name.lower(), names)
-    if not hint and (Path(name).expanduser().is_file() or Path(name).suffix.lower() in (".csv", ".tsv", ".jsonl")):
+    if not hint and (Path(name).expanduser().is_file() or Path(name).suffix.lower() in (".csv", ".tsv", ".jsonl", ".txt")):
         hint = f" To use a data file, write 'file:{name}'."
     glue = [n for n in names if TASKS.entry(n).meta["family"] == "glue"]
-    raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, file:PATH, GLUE ({', '.join(glue)}), "
+    raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, {MOVIE_TEXT}, file:PATH, GLUE ({', '.join(glue)}), "
                     "WMT (wmt14-fr-en, wmt16-de-en, wmt16-ro-en, ...).")

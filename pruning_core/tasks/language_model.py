@@ -1,0 +1,152 @@
+"""Causal language modelling: next-token cross-entropy over sliding windows, metric perplexity.
+
+Each document (a line of a ``.txt`` file, a ``text`` field, a snippet) is tokenised whole (with
+the tokenizer's special tokens) and cut into **windows** of ``context_length`` tokens (the
+``max_length`` given to :meth:`Task.encode`, default 128, capped by the model's positions)
+starting every ``stride`` tokens (default: the context length, i.e. non-overlapping windows).
+Within a window each token is predicted from the tokens before it *in that window*; a token is
+a target only in the first window that can predict it, so every token is predicted at most once:
+with non-overlapping windows the first token of each window is context only (``C - 1`` targets
+per full window), as in the Hugging Face perplexity guide with ``stride == max_length``; with a
+smaller stride the overlap is context and only the new tokens are targets.
+
+The windows are this task type's examples: ``n_examples`` counts windows, and each window's
+prediction is its ``(loss_sum, tokens)`` pair, so a bootstrap over windows gives an interval of
+the perplexity (:mod:`pruning_core.significance`). The loss of a batch is the next-token
+cross-entropy summed over its targets; perplexity = exp(summed loss / targets).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..errors import DataError
+from ..metrics import PERPLEXITY
+from ..results import EvalResult
+from .base import EvalState, Loader, Task, register_task_type
+from .batching import IGNORE, EncodedBatch, EncodedData, pad
+
+DEFAULT_CONTEXT = 128
+
+
+def windows(ids: Sequence[int], context: int, stride: int) -> list[tuple[list[int], list[int]]]:
+    """``(input_ids, labels)`` of each window of ``ids`` (labels -100 where a token is not a target).
+
+    A window starts every ``stride`` tokens and holds up to ``context`` tokens; its targets are the
+    tokens after its first that no earlier window predicted. Windows without a target are dropped.
+    """
+    out, predicted_to = [], 1                    # tokens before predicted_to are predicted (or the first)
+    for begin in range(0, max(1, len(ids) - 1), stride):
+        end = min(begin + context, len(ids))
+        first = max(predicted_to, begin + 1)
+        if first < end:
+            window = list(ids[begin:end])
+            out.append((window, [IGNORE if begin + j < first else t for j, t in enumerate(window)]))
+            predicted_to = end
+        if end == len(ids):
+            break
+    return out
+
+
+def token_losses(outputs, labels: Tensor) -> Tensor:
+    """``[B]`` next-token cross-entropy summed per row: ``logits[:, t]`` predicts ``labels[:, t + 1]``.
+
+    outputs.logits: ``[B, T, V]``; labels: ``[B, T]`` token ids, -100 where not a target.
+    """
+    logits = outputs.logits[:, :-1].float()
+    target = labels[:, 1:]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE,
+                           reduction="none")
+    return loss.view(target.shape).sum(-1)
+
+
+@register_task_type
+class LanguageModelTask(Task):
+    """Causal language modelling over sliding windows; metric perplexity, loss per predicted token."""
+
+    task_type = "language_model"
+    default_metric = PERPLEXITY.name
+
+    def __init__(self, name: str, loader: Loader, *, stride: int | None = None, **kwargs) -> None:
+        super().__init__(name, loader, **kwargs)
+        if stride is not None and stride < 1:
+            raise DataError(f"stride must be a positive number of tokens, got {stride}.")
+        self.stride = stride                     # None: the context length (non-overlapping windows)
+
+    def _max_length(self, loaded, max_length: int) -> int:
+        context = Task._max_length(loaded, max_length)
+        cfg = loaded.model.config
+        positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+        return min(context, int(positions)) if positions else context
+
+    def _specials(self, loaded) -> dict:
+        return {"stride": self.stride}
+
+    def _encode_examples(self, loaded, split, examples, max_length) -> EncodedData:
+        context = max_length
+        stride = min(self.stride or context, context)
+        tok = loaded.tokenizer
+        for i, ex in enumerate(examples):
+            if not isinstance(ex.get("text"), str):
+                raise DataError(f"Task {self.name!r} document {i} of {split!r} has no 'text'.")
+        ids = tok([e["text"] for e in examples], truncation=False)["input_ids"]
+        features, texts = [], []
+        for doc, (example, doc_ids) in enumerate(zip(examples, ids)):
+            for k, (window, labels) in enumerate(windows(doc_ids, context, stride)):
+                features.append({"input_ids": window, "labels": labels})
+                texts.append({"text": example["text"], "document": doc, "window": k})
+        if not features:
+            raise DataError(f"Task {self.name!r} split {split!r}: no document has two tokens to predict from.")
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else getattr(tok, "eos_token_id", None)
+        return EncodedData(task=self, split=split, n_examples=len(features), fingerprint="", texts=texts,
+                           references=None, features=features, labels=None,
+                           lengths=[len(f["input_ids"]) for f in features],
+                           specials={"pad": 0 if pad_id is None else int(pad_id), "context_length": context,
+                                     "stride": stride, "documents": len(examples)},
+                           max_length=max_length)
+
+    def _collate(self, data, idx, device) -> EncodedBatch:
+        feats = [data.features[i] for i in idx]
+        input_ids = pad([f["input_ids"] for f in feats], data.specials["pad"])              # [B, T]
+        labels = pad([f["labels"] for f in feats], IGNORE)                                  # [B, T]
+        lens = torch.tensor([len(f["input_ids"]) for f in feats])
+        attention_mask = (torch.arange(input_ids.shape[1])[None, :] < lens[:, None]).long()
+        if device is not None:
+            input_ids, labels, attention_mask = input_ids.to(device), labels.to(device), attention_mask.to(device)
+        return EncodedBatch(inputs={"input_ids": input_ids, "attention_mask": attention_mask}, labels=labels,
+                            token_masks={"decoder_self": attention_mask}, n_examples=len(idx),
+                            index=torch.tensor(list(idx), dtype=torch.long))
+
+    def loss_sum(self, loaded, batch, outputs) -> Tensor:
+        """Next-token cross-entropy of ``outputs.logits`` [B, T, V] summed over the batch's targets."""
+        return token_losses(outputs, batch.labels).sum()
+
+    def loss_weight(self, batch) -> int:
+        return int((batch.labels[:, 1:] != IGNORE).sum())
+
+    def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
+        """Each window's ``(loss_sum, tokens)``: what a bootstrap over windows resamples."""
+        rows = token_losses(outputs, batch.labels).tolist()
+        counts = (batch.labels[:, 1:] != IGNORE).sum(-1).tolist()
+        for j, loss, n in zip(batch.index.tolist(), rows, counts):
+            state.predictions[j] = (float(loss), int(n))
+
+    def summarise(self, data, state: EvalState) -> EvalResult:
+        """Perplexity = exp(mean token loss); tokens, context length and stride in ``extra``."""
+        metric = self.metric
+        value = metric.of(state.predictions, [], state.loss, state.loss_weight)
+        extra = {metric.name: value, "mean_token_loss": state.mean_loss, "tokens": state.loss_weight,
+                 "context_length": data.specials["context_length"], "stride": data.specials["stride"],
+                 "documents": data.specials["documents"]}
+        return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)
+
+
+def text_loader(texts: Callable[[str], list[str]]) -> Loader:
+    """A loader of ``{"text"}`` documents from ``texts(split)`` (labels and other fields dropped)."""
+    def load(split: str, limit: int | None) -> list[dict]:
+        docs = [{"text": t} for t in texts(split) if t.strip()]
+        return docs[:limit] if limit is not None else docs
+    return load
