@@ -129,6 +129,14 @@ class Analysis:
             FormatError: another head layout, or another model id with other weights.
         """
         if dict(self.layout.kinds) != dict(loaded.layout.kinds):
+            if self.model_id in ("", str(loaded.model_id)):     # names the loaded model: the mask is what is wrong
+                try:
+                    self.mask.check_fits(loaded.layout)
+                except FormatError as exc:
+                    detail = str(exc)
+                raise FormatError(
+                    f"This file's mask does not fit model {str(loaded.model_id)!r}, which is loaded now: {detail} "
+                    "(The file names this model but was made for another shape, or was edited.)")
             raise FormatError(
                 f"This analysis was made for model {self.model_id!r} ({self.layout.describe()}), but the model "
                 f"loaded now, {loaded.model_id!r}, has {loaded.layout.describe()}. Choose model "

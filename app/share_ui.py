@@ -47,6 +47,13 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
                                                                   "curve_step": 0.1, "curve_rescore": False}))
 
 
+def check_restorable(analysis: Analysis) -> list[str]:
+    """Check ``analysis`` against the model it would be restored on (the file's model, else the
+    session's); returns warnings. Raises HeadpruneError naming the mismatch (wrong shape, other
+    weights) or why that model cannot be loaded here."""
+    return analysis.check_model(cache.architecture(analysis.model_id or state.model_spec()))
+
+
 def restore_analysis(analysis: Analysis) -> None:
     """Make ``analysis`` the session's state (model, task, scorer, size, mask); a button callback.
 
@@ -55,8 +62,7 @@ def restore_analysis(analysis: Analysis) -> None:
     """
     target = analysis.model_id or state.model_spec()
     try:
-        arch = cache.architecture(target)
-        warnings = analysis.check_model(arch)
+        warnings = check_restorable(analysis)
     except HeadpruneError as exc:
         state.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return

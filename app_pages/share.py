@@ -22,8 +22,9 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
     if upload is not None:
         try:
             a = read_shared_file(upload.getvalue(), repr(upload.name))
+            share_ui.check_restorable(a)           # checked against the model now, not after Restore
         except Exception as exc:  # noqa: BLE001 - a message, never a traceback
-            ui.show_error(exc, "Could not read the file")
+            ui.show_error(exc, "This file cannot be restored here")
         else:
             st.markdown(f"**{md_escape(upload.name)}**: model {md_code(a.model_id or spec)}, task "
                         f"{md_code(a.task or task_name)}, scorer {md_code(a.scorer or scorer)}, "
