@@ -128,8 +128,10 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
         cards.append(("parameters (pruned)", f"{a.bench.row('pruned', comp.batch_size).parameters:,}"))
     parts.append("<h2>Summary</h2>" + _cards(cards))
     if a.evaluation is not None:
-        parts.append(f'<p class="muted">Measured on the first {a.evaluation.n_examples} examples of the evaluation '
-                     "split.</p>")
+        split = a.provenance.get("split")
+        parts.append(f'<p class="muted">Measured on the first {a.evaluation.n_examples} examples of the '
+                     + (f"<b>{_e(split)}</b> split" if split else "evaluation split (not recorded in this file)")
+                     + (f" of task {_e(a.task)}" if a.task else "") + ".</p>")
 
     # -- the mask --
     parts.append("<h2>The mask</h2><p class=\"explain\">One grid per attention kind: rows are layers (0 at the top), "

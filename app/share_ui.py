@@ -43,8 +43,12 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
         model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
         weights_sha256=loaded.weights_sha256, eval_limit=limit, scores=scores, curves=curves,
         evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
-        provenance=analysis_provenance(loaded, task_name, {"eval_limit": limit, "scorer": scorer,
-                                                                  "curve_step": 0.1, "curve_rescore": False}))
+        provenance=analysis_provenance(
+            loaded, task_name, {"eval_limit": limit, "scorer": scorer, "score_split": cache.score_split_of(task_name),
+                                "score_seed": 0, "curve_step": 0.1, "curve_rescore": False,
+                                "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
+            split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
+            if (evaluation or dense) is not None else limit))
 
 
 def check_restorable(analysis: Analysis) -> list[str]:
