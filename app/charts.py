@@ -48,10 +48,13 @@ def history_figure(metrics: Sequence[float | None], labels: Sequence[str], curre
 
 
 def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | None = None,
-                  current_label: str = "current mask", dense_metric: float | None = None) -> go.Figure:
+                  current_label: str = "current mask", dense_metric: float | None = None,
+                  chance: float | None = None) -> go.Figure:
     """Metric vs share of heads removed, one line per scorer (``experiments.CurveResult``).
 
-    ``current`` = (fraction removed, metric) of the session's mask, drawn as a star.
+    ``current`` = (fraction removed, metric) of the session's mask, drawn as a star; ``chance``: the
+    metric of always answering the most frequent label (:func:`app.uncertainty.majority_share`),
+    drawn as a dashed line.
     """
     metric_name = next((c.metric_name for c in curves.values()), "accuracy")
     k, title = _scale(metric_name)
@@ -69,6 +72,9 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     if dense_metric is not None:
         fig.add_hline(y=k * dense_metric, line=dict(color="#888888", dash="dot"),
                       annotation_text="all heads", annotation_position="top right")
+    if chance is not None:
+        fig.add_hline(y=k * chance, line=dict(color="#b22222", dash="dash"),
+                      annotation_text=f"majority class ({100 * chance:.0f} %)", annotation_position="bottom right")
     if current is not None:
         fig.add_trace(go.Scatter(x=[100 * current[0]], y=[k * current[1]], mode="markers", name=current_label,
                                  marker=dict(symbol="star", size=18, color=PALETTE[5],

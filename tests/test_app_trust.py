@@ -52,3 +52,58 @@ def test_share_bundle_and_report_carry_split_examples_seeds_and_versions(app_for
     from app import report
     html = report.build_report(analysis)
     assert f"first 12 examples of the <b>{prov['split']}</b> split" in html
+
+
+# -- item 7: intervals, example counts, "within noise", chance line -----------------------------------------
+
+def test_uncertainty_rounds_to_what_the_interval_supports():
+    from app import uncertainty
+    from pruning_core import stats
+    from pruning_core.metrics import get_metric
+    from pruning_core.results import EvalResult
+    from pruning_core.significance import compare
+
+    wide = EvalResult("accuracy", 90 / 128, 0.5, 128, per_example=(1,) * 90 + (0,) * 38,
+                      interval=stats.wilson_interval(90, 128))
+    assert uncertainty.shown(wide) == uncertainty.Shown("70 %", "95 % interval 62–78 %, 128 examples")
+    narrow = EvalResult("accuracy", 0.8534, 0.5, 100000, interval=(0.851, 0.856))
+    assert uncertainty.shown(narrow).value == "85.3 %"
+    assert uncertainty.shown(EvalResult("accuracy", 0.5, 0.5, 4)).interval == "4 examples, no interval"
+    one_less = EvalResult("accuracy", 89 / 128, 0.5, 128, per_example=(1,) * 89 + (0,) * 39,
+                          interval=stats.wilson_interval(89, 128))
+    small = uncertainty.change(wide, one_less, compare(get_metric("accuracy"), wide, one_less, None))
+    assert small.within_noise and small.text == "-1 point" and "McNemar" in small.detail
+    half = EvalResult("accuracy", 0.5, 0.5, 128, per_example=(1,) * 64 + (0,) * 64)
+    big = uncertainty.change(wide, half, compare(get_metric("accuracy"), wide, half, None))
+    assert not big.within_noise and big.text == "-20 points"
+    assert uncertainty.majority_share([0, 1, 1, 1]) == 0.75
+    assert uncertainty.majority_share(["a text"]) is None and uncertainty.majority_share([]) is None
+
+
+def _plain(text: str) -> str:
+    return text.replace("\\", "")
+
+
+def test_head_map_metric_shows_interval_examples_and_a_noisy_delta_says_so(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, HEAD_MAP, mask="e:7.f"))       # one head of 8 removed, 12 examples
+    shown = next(m for m in at.metric if m.label == "accuracy")
+    assert "." not in shown.value                               # ± tens of points on 12 examples: whole points
+    assert "95 % interval" in shown.help and "12 examples" in shown.help
+    assert "within noise" in shown.proto.delta or "no change" in shown.proto.delta, shown.proto.delta
+    captions = " ".join(_plain(c.value) for c in at.caption)
+    assert "95 % interval" in captions and "12 examples" in captions and "All heads" in captions
+
+
+def test_model_page_metric_shows_interval_and_examples(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, MODEL_PAGE))
+    shown = next(m for m in at.metric if m.label.endswith("with all heads"))
+    assert "." not in shown.value and "95 % interval" in shown.help and "12 examples" in shown.help
+    assert any("95 % interval" in _plain(c.value) and "12 examples" in _plain(c.value) for c in at.caption)
+
+
+def test_curves_chart_has_a_majority_class_line(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, CURVES))
+    figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.key is None]
+    texts = [a.get("text", "") for f in figures for a in f["layout"].get("annotations", [])]
+    assert any(t.startswith("majority class (") for t in texts), texts
+    assert any("majority class" in _plain(c.value) for c in at.caption)
