@@ -58,7 +58,7 @@ def check_restorable(analysis: Analysis) -> list[str]:
     return analysis.check_model(cache.architecture(analysis.model_id or state.model_spec()))
 
 
-def restore_analysis(analysis: Analysis) -> None:
+def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     """Make ``analysis`` the session's state (model, task, scorer, size, mask); a button callback.
 
     The model named in the file is loaded and checked first: a file for a model of another shape,
@@ -71,7 +71,8 @@ def restore_analysis(analysis: Analysis) -> None:
         state.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
     state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
-                  limit=analysis.eval_limit)
+                  limit=analysis.eval_limit,
+                  source=f"mask restored from {file_name}" if file_name else "mask restored from a file")
     state.set_result("analysis", analysis)
     for text in warnings:
         state.add_notice("warning", md_escape(text))

@@ -33,7 +33,7 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
                            f"{md_escape(ui.metric_text(a.evaluation.metric_name, a.evaluation.metric))}"
                            if a.evaluation else "")
                         + ".")
-            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis, args=(a,),
+            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis, args=(a, upload.name),
                       key=state.widget_key("share", "restore"))
             st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
                        "the other pages then show that state (and the link reproduces it).")

@@ -107,3 +107,21 @@ def test_curves_chart_has_a_majority_class_line(app_for, tiny_bert):
     texts = [a.get("text", "") for f in figures for a in f["layout"].get("annotations", [])]
     assert any(t.startswith("majority class (") for t in texts), texts
     assert any("majority class" in _plain(c.value) for c in at.caption)
+
+
+# -- item 11 (small) -------------------------------------------------------------------------------------
+
+def test_history_names_a_mask_restored_from_a_file(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, SHARE))
+    mask = {"format": "headprune.mask/1", "model": str(tiny_bert.model),
+            "kinds": {"encoder_self": [[1, 0, 1, 1], [1, 1, 1, 1]]}}
+    at.file_uploader(key="hp_w_share_upload").set_value(
+        ("my_mask.json", json.dumps(mask).encode(), "application/json")).run()
+    ok(at)
+    at.button(key="hp_w_share_restore").click().run()
+    ok(at)
+    at.switch_page(HEAD_MAP).run()
+    ok(at)
+    captions = [_plain(c.value) for c in at.caption]
+    assert any("mask restored from my_mask.json" in c for c in captions), captions
+    assert not any("mask from the link" in c for c in captions)
