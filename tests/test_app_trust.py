@@ -125,3 +125,27 @@ def test_history_names_a_mask_restored_from_a_file(app_for, tiny_bert):
     captions = [_plain(c.value) for c in at.caption]
     assert any("mask restored from my_mask.json" in c for c in captions), captions
     assert not any("mask from the link" in c for c in captions)
+
+
+def test_an_unreachable_hub_model_message_has_no_double_period(app_for, tiny_bert):
+    """The config loader's own message ends with a period; ours did not strip it ("files.. The")."""
+    at = ok(app_for(tiny_bert, MODEL_PAGE))                     # HF_HUB_OFFLINE=1: the hub cannot be reached
+    at.radio(key="hp_w_model_source").set_value("hub")
+    at.text_input(key="hp_w_model_where").set_value("nosuchorg/nosuchmodel")
+    next(b for b in at.button if b.label == "Use this model").click().run()
+    assert not at.exception
+    errors = [_plain(e.value) for e in at.error]
+    assert any("Could not read the config" in e for e in errors), errors
+    assert not any(".." in e.replace("...", "") for e in errors), errors
+
+
+def test_an_unreadable_link_mask_message_has_no_double_period():
+    from pruning_core.errors import FormatError
+    from pruning_core.heads import HeadLayout
+    from pruning_core.share_link import decode_mask
+
+    for text in ("e:zz.ff", "q:f.f", "e:f"):
+        try:
+            decode_mask(text, HeadLayout({"encoder_self": (4, 4)}))
+        except FormatError as exc:
+            assert ".." not in str(exc).replace("...", ""), str(exc)
