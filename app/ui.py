@@ -202,6 +202,18 @@ def count_text(n: int) -> str:
     return str(n)
 
 
+def remembered(key: str, default: Any) -> dict:
+    """``key`` and ``on_change`` for a widget whose choice must survive runs in which it is not drawn
+    (Streamlit forgets such a widget's value, and the browser can then show one choice while the
+    page draws another). The choice is kept under a second session key."""
+    store = f"{key}__kept"
+    st.session_state[key] = st.session_state.get(store, default)
+
+    def keep() -> None:
+        st.session_state[store] = st.session_state[key]
+    return {"key": key, "on_change": keep}
+
+
 def bind(key: str, value: Any) -> str:
     """Give the widget ``key`` the value held in :mod:`app.state` before it is drawn; returns ``key``.
 

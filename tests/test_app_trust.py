@@ -149,3 +149,22 @@ def test_an_unreadable_link_mask_message_has_no_double_period():
             decode_mask(text, HeadLayout({"encoder_self": (4, 4)}))
         except FormatError as exc:
             assert ".." not in str(exc).replace("...", ""), str(exc)
+
+
+def test_attention_arrange_choice_survives_clearing_the_sentence(app_for, tiny_bert):
+    """The Arrange radio and the chart stay together after the sentence is cleared and typed again."""
+    at = ok(app_for(tiny_bert, "app_pages/attention.py", mask="e:7.f"))
+    grid = at.get("plotly_chart")[0].proto.spec
+    at.radio(key="hp_w_attention_arrange").set_value("grouped").run()
+    grouped = at.get("plotly_chart")[0].proto.spec
+    assert grouped != grid
+    at.text_input(key="hp_w_attention_text").set_value("").run()
+    ok(at)
+    assert not at.get("plotly_chart")
+    at.text_input(key="hp_w_attention_text").set_value("The plot was dull, but the acting was really great.").run()
+    ok(at)
+    radio = at.radio(key="hp_w_attention_arrange")
+    assert radio.value == "grouped"
+    assert at.get("plotly_chart")[0].proto.spec == grouped
+    # the browser is told the choice again (it forgot the radio while it was hidden and would show the default)
+    assert radio.proto.set_value and radio.proto.raw_value == "kept | removed", radio.proto
