@@ -77,7 +77,7 @@ def show_history(spec: str, task_name: str, limit: int, metric_name: str) -> Non
     if results is None:
         return
     fig = charts.history_figure([r.metric for r in results], [e.label for e in entries], state.history_index(),
-                                metric_name)
+                                metric_name, [r.interval for r in results])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},
                     alt="Metric after each change of the mask")

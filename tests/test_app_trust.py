@@ -168,3 +168,19 @@ def test_attention_arrange_choice_survives_clearing_the_sentence(app_for, tiny_b
     assert at.get("plotly_chart")[0].proto.spec == grouped
     # the browser is told the choice again (it forgot the radio while it was hidden and would show the default)
     assert radio.proto.set_value and radio.proto.raw_value == "kept | removed", radio.proto
+
+
+def test_report_cards_and_history_chart_carry_intervals():
+    from app import charts, report
+    from app.analysis import Analysis
+    from pruning_core import stats
+    from pruning_core.heads import HeadLayout, HeadMask
+    from pruning_core.results import EvalResult
+
+    layout = HeadLayout({"encoder_self": (2,)})
+    ev = EvalResult("accuracy", 90 / 128, 0.5, 128, interval=stats.wilson_interval(90, 128))
+    html = report.build_report(Analysis(model_id="m", layout=layout, mask=HeadMask.full(layout), evaluation=ev,
+                                        dense_evaluation=ev, provenance={"split": "validation"}))
+    assert "70 % (95 % interval 62–78 %, 128 examples)" in html
+    fig = charts.history_figure([0.7, 0.6], ["a", "b"], 1, "accuracy", [(0.62, 0.78), (0.5, 0.7)])
+    assert fig.data[0].error_y.array is not None and len(fig.data[0].error_y.array) == 2
