@@ -29,11 +29,12 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
             st.markdown(f"**{md_escape(upload.name)}**: model {md_code(a.model_id or spec)}, task "
                         f"{md_code(a.task or task_name)}, scorer {md_code(a.scorer or scorer)}, "
                         f"**{a.mask.n_kept}/{a.mask.n_total} heads kept**"
-                        + (f", {md_escape(a.evaluation.metric_name)} {md_escape(uncertainty.shown(a.evaluation).value)}"
-                           f" ({md_escape(uncertainty.shown(a.evaluation).interval)})" if a.evaluation else "")
+                        + (f", {md_escape(a.evaluation.metric_name)} {md_escape(seen.value)} "
+                           f"({md_escape(seen.interval)})" if (seen := a.evaluation and uncertainty.shown(a.evaluation))
+                           else "")
                         + ".")
-            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis, args=(a, upload.name),
-                      key=state.widget_key("share", "restore"))
+            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis,
+                      args=(a, upload.name), key=state.widget_key("share", "restore"))
             st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
                        "the other pages then show that state (and the link reproduces it).")
 
