@@ -65,9 +65,10 @@ class Analysis:
         """The ``headprune.analysis/1`` bundle; each result keeps its own format and provenance."""
         evals = {}
         if self.evaluation is not None:
-            evals["masked"] = self.evaluation.to_json(mask=self.mask)
+            evals["masked"] = self.evaluation.to_json(self.eval_provenance(self.evaluation), mask=self.mask)
         if self.dense_evaluation is not None:
-            evals["dense"] = self.dense_evaluation.to_json(mask=HeadMask.full(self.layout))
+            evals["dense"] = self.dense_evaluation.to_json(self.eval_provenance(self.dense_evaluation),
+                                                           mask=HeadMask.full(self.layout))
         return {
             "format": ANALYSIS_FORMAT,
             "model": {"id": self.model_id, "weights_sha256": self.weights_sha256, "layout": self.layout.to_json()},
@@ -86,6 +87,11 @@ class Analysis:
             "bench": self.bench.to_json() if self.bench else None,
             "provenance": dict(self.provenance),
         }
+
+    def eval_provenance(self, result: EvalResult) -> dict:
+        """The provenance of one evaluation in the bundle: the analysis's (model, task, split,
+        versions, seeds) with that evaluation's own example count."""
+        return {**dict(self.provenance), "method": "evaluate", "n_examples": result.n_examples}
 
     def to_bytes(self) -> bytes:
         return (json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
@@ -129,6 +135,14 @@ class Analysis:
             FormatError: another head layout, or another model id with other weights.
         """
         if dict(self.layout.kinds) != dict(loaded.layout.kinds):
+            if self.model_id in ("", str(loaded.model_id)):     # names the loaded model: the mask is what is wrong
+                try:
+                    self.mask.check_fits(loaded.layout)
+                except FormatError as exc:
+                    detail = str(exc)
+                raise FormatError(
+                    f"This file's mask does not fit model {str(loaded.model_id)!r}, which is loaded now: {detail} "
+                    "(The file names this model but was made for another shape, or was edited.)")
             raise FormatError(
                 f"This analysis was made for model {self.model_id!r} ({self.layout.describe()}), but the model "
                 f"loaded now, {loaded.model_id!r}, has {loaded.layout.describe()}. Choose model "
@@ -146,9 +160,12 @@ class Analysis:
         return []
 
 
-def analysis_provenance(loaded, task: str | None, settings: Mapping | None = None) -> dict:
-    """Provenance of a whole analysis (model + weights hash, task, versions, time)."""
-    return provenance(loaded, task=task, method="dashboard-analysis", settings=dict(settings or {}))
+def analysis_provenance(loaded, task: str | None, settings: Mapping | None = None, *, split: str | None = None,
+                        n_examples: int | None = None) -> dict:
+    """Provenance of a whole analysis (model + weights hash, task, evaluation split and example
+    count, settings with the seeds, versions, time)."""
+    return provenance(loaded, task=task, split=split, n_examples=n_examples, method="dashboard-analysis",
+                      settings=dict(settings or {}))
 
 
 def read_shared_file(raw: bytes | str, name: str = "the file") -> Analysis:

@@ -31,7 +31,9 @@ from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, default_model_dir, load_model
 from pruning_core.progress import ProgressCallback, report
+from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
+from pruning_core.significance import Comparison, compare
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from . import attention
@@ -236,6 +238,20 @@ def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | Non
               _progress: ProgressCallback | None = None) -> EvalResult:
     return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
                                     progress=_progress)
+
+
+def references(spec: str, task_name: str, limit: int | None) -> list | None:
+    """The gold labels (or reference texts) of the evaluated examples, in order; None when the data has none."""
+    found = task(task_name).references(data(spec, task_name, limit))
+    return None if found is None else list(found.tolist() if hasattr(found, "tolist") else found)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def comparison(spec: str, task_name: str, limit: int | None, mask: HeadMask | None) -> Comparison | None:
+    """Paired test of the model under ``mask`` against all heads on the same evaluated examples
+    (``pruning_core.significance.compare``); None without per-example results."""
+    base, other = evaluate(spec, task_name, limit, None), evaluate(spec, task_name, limit, mask)
+    return compare(get_metric(base.metric_name), base, other, references(spec, task_name, limit))
 
 
 def scorer_names() -> list[str]:

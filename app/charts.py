@@ -24,16 +24,23 @@ def _scale(metric_name: str) -> tuple[float, str]:
 
 
 def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,
-                   metric_name: str) -> go.Figure:
+                   metric_name: str, intervals: Sequence[tuple[float, float] | None] | None = None) -> go.Figure:
     """Metric after every change of the mask; the current step is a large ring.
 
-    Points carry ``customdata = [step]`` so a click can jump back to that step.
+    Points carry ``customdata = [step]`` so a click can jump back to that step; ``intervals`` (95 %,
+    one per step, in metric units) become error bars when every step has one.
     """
     k, title = _scale(metric_name)
     steps = list(range(len(metrics)))
     ys = [None if m is None else k * m for m in metrics]
+    bars = None
+    if intervals and len(intervals) == len(metrics) and all(i is not None and m is not None
+                                                             for i, m in zip(intervals, metrics)):
+        bars = dict(type="data", symmetric=False, thickness=1, width=3,
+                    array=[k * (hi - m) for (_, hi), m in zip(intervals, metrics)],
+                    arrayminus=[k * (m - lo) for (lo, _), m in zip(intervals, metrics)])
     fig = go.Figure(go.Scatter(
-        x=steps, y=ys, mode="lines+markers", customdata=[[s] for s in steps], name="history",
+        x=steps, y=ys, error_y=bars, mode="lines+markers", customdata=[[s] for s in steps], name="history",
         hovertext=[f"step {s}: {lab}" for s, lab in zip(steps, labels)], hoverinfo="text+y",
         line=dict(color=PALETTE[0], width=2), marker=dict(size=9, color=PALETTE[0])))
     if 0 <= current < len(ys) and ys[current] is not None:
@@ -48,10 +55,13 @@ def history_figure(metrics: Sequence[float | None], labels: Sequence[str], curre
 
 
 def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | None = None,
-                  current_label: str = "current mask", dense_metric: float | None = None) -> go.Figure:
+                  current_label: str = "current mask", dense_metric: float | None = None,
+                  chance: float | None = None) -> go.Figure:
     """Metric vs share of heads removed, one line per scorer (``experiments.CurveResult``).
 
-    ``current`` = (fraction removed, metric) of the session's mask, drawn as a star.
+    ``current`` = (fraction removed, metric) of the session's mask, drawn as a star; ``chance``: the
+    metric of always answering the most frequent label (:func:`app.uncertainty.majority_share`),
+    drawn as a dashed line.
     """
     metric_name = next((c.metric_name for c in curves.values()), "accuracy")
     k, title = _scale(metric_name)
@@ -69,6 +79,9 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     if dense_metric is not None:
         fig.add_hline(y=k * dense_metric, line=dict(color="#888888", dash="dot"),
                       annotation_text="all heads", annotation_position="top right")
+    if chance is not None:
+        fig.add_hline(y=k * chance, line=dict(color="#b22222", dash="dash"),
+                      annotation_text=f"majority class ({100 * chance:.0f} %)", annotation_position="bottom right")
     if current is not None:
         fig.add_trace(go.Scatter(x=[100 * current[0]], y=[k * current[1]], mode="markers", name=current_label,
                                  marker=dict(symbol="star", size=18, color=PALETTE[5],

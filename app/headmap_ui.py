@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import cache, charts, state, ui
 from app.headmap import figure
+from app.text import md_escape
 from pruning_core import presets
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
 
@@ -76,8 +77,9 @@ def show_history(spec: str, task_name: str, limit: int, metric_name: str) -> Non
     if results is None:
         return
     fig = charts.history_figure([r.metric for r in results], [e.label for e in entries], state.history_index(),
-                                metric_name)
+                                metric_name, [r.interval for r in results])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},
                     alt="Metric after each change of the mask")
-    st.caption(f"Step {state.history_index()} of {len(entries) - 1}: {entries[state.history_index()].label}.")
+    st.caption(f"Step {state.history_index()} of {len(entries) - 1}: "
+               f"{md_escape(entries[state.history_index()].label.rstrip('.'))}.")     # a label may hold a file name

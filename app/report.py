@@ -28,7 +28,7 @@ from pruning_core.bench import speed_verdict
 from pruning_core.heads import KIND_LABELS
 from pruning_core.metrics import get_metric
 
-from . import charts, headmap, speed, webassets
+from . import charts, headmap, speed, uncertainty, webassets
 from .analysis import BUNDLE_SCRIPT_ID, Analysis
 
 _CSS = """
@@ -113,11 +113,10 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
 
     # -- summary --
     cards = [("heads kept", f"{a.mask.n_kept} / {a.mask.n_total}")]
-    if a.evaluation is not None:
-        cards.append((f"{a.evaluation.metric_name}, this mask", _metric(a.evaluation.metric_name, a.evaluation.metric)))
-    if a.dense_evaluation is not None:
-        cards.append((f"{a.dense_evaluation.metric_name}, all heads",
-                      _metric(a.dense_evaluation.metric_name, a.dense_evaluation.metric)))
+    for result, which in ((a.evaluation, "this mask"), (a.dense_evaluation, "all heads")):
+        if result is not None:          # at the precision its interval supports, with the interval and n
+            seen = uncertainty.shown(result)
+            cards.append((f"{result.metric_name}, {which}", f"{seen.value} ({seen.interval})"))
     if a.evaluation is not None:
         cards.append(("loss, this mask", f"{a.evaluation.loss:.3f}"))
     if a.bench is not None:
@@ -128,8 +127,10 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
         cards.append(("parameters (pruned)", f"{a.bench.row('pruned', comp.batch_size).parameters:,}"))
     parts.append("<h2>Summary</h2>" + _cards(cards))
     if a.evaluation is not None:
-        parts.append(f'<p class="muted">Measured on the first {a.evaluation.n_examples} examples of the evaluation '
-                     "split.</p>")
+        split = a.provenance.get("split")
+        parts.append(f'<p class="muted">Measured on the first {a.evaluation.n_examples} examples of the '
+                     + (f"<b>{_e(split)}</b> split" if split else "evaluation split (not recorded in this file)")
+                     + (f" of task {_e(a.task)}" if a.task else "") + ".</p>")
 
     # -- the mask --
     parts.append("<h2>The mask</h2><p class=\"explain\">One grid per attention kind: rows are layers (0 at the top), "

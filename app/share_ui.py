@@ -43,11 +43,22 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
         model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
         weights_sha256=loaded.weights_sha256, eval_limit=limit, scores=scores, curves=curves,
         evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
-        provenance=analysis_provenance(loaded, task_name, {"eval_limit": limit, "scorer": scorer,
-                                                                  "curve_step": 0.1, "curve_rescore": False}))
+        provenance=analysis_provenance(
+            loaded, task_name, {"eval_limit": limit, "scorer": scorer, "score_split": cache.score_split_of(task_name),
+                                "score_seed": 0, "curve_step": 0.1, "curve_rescore": False,
+                                "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
+            split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
+            if (evaluation or dense) is not None else limit))
 
 
-def restore_analysis(analysis: Analysis) -> None:
+def check_restorable(analysis: Analysis) -> list[str]:
+    """Check ``analysis`` against the model it would be restored on (the file's model, else the
+    session's); returns warnings. Raises HeadpruneError naming the mismatch (wrong shape, other
+    weights) or why that model cannot be loaded here."""
+    return analysis.check_model(cache.architecture(analysis.model_id or state.model_spec()))
+
+
+def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     """Make ``analysis`` the session's state (model, task, scorer, size, mask); a button callback.
 
     The model named in the file is loaded and checked first: a file for a model of another shape,
@@ -55,13 +66,13 @@ def restore_analysis(analysis: Analysis) -> None:
     """
     target = analysis.model_id or state.model_spec()
     try:
-        arch = cache.architecture(target)
-        warnings = analysis.check_model(arch)
+        warnings = check_restorable(analysis)
     except HeadpruneError as exc:
         state.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
     state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
-                  limit=analysis.eval_limit)
+                  limit=analysis.eval_limit,
+                  source=f"mask restored from {file_name}" if file_name else "mask restored from a file")
     state.set_result("analysis", analysis)
     for text in warnings:
         state.add_notice("warning", md_escape(text))

@@ -65,6 +65,7 @@ SCORER = "hp_scorer"
 EVAL_LIMIT = "hp_eval_limit"
 HISTORY = "hp_history"
 PENDING_MASK = "hp_pending_mask"
+PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pending mask
 QP_READ = "hp_qp_read"
 QP_WRITTEN = "hp_qp_written"
 CANCELLED = "hp_cancelled"
@@ -248,8 +249,9 @@ def _history(layout: HeadLayout) -> MaskHistory:
     pending = st.session_state.get(PENDING_MASK)
     if pending:
         st.session_state[PENDING_MASK] = None
+        source, st.session_state[PENDING_SOURCE] = st.session_state.get(PENDING_SOURCE), None
         try:
-            start, label = decode_mask(pending, layout), "mask from the link"
+            start, label = decode_mask(pending, layout), source or "mask from the link"
         except HeadpruneError as exc:
             add_notice("error", f"{md_escape(exc)} Starting with all heads kept instead.")
     hist = MaskHistory(model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
@@ -320,10 +322,11 @@ def history_index() -> int:
 
 
 def restore(*, model: str | None = None, task: str | None = None, scorer: str | None = None,
-            mask: HeadMask | Mapping | str | None = None, limit: int | None = None) -> None:
+            mask: HeadMask | Mapping | str | None = None, limit: int | None = None,
+            source: str = "mask from the link") -> None:
     """Set several choices at once (a loaded analysis or link). ``mask`` may be a HeadMask, a
     ``headprune.mask/1`` kinds dict, or the URL text form; it is checked against the model's
-    layout when the model is next loaded."""
+    layout when the model is next loaded. ``source`` names the mask in the history."""
     if model is not None:
         set_model_spec(model)
         st.session_state[HISTORY] = None
@@ -340,6 +343,7 @@ def restore(*, model: str | None = None, task: str | None = None, scorer: str | 
             mask = encode_mask(mask)
         st.session_state[HISTORY] = None
         st.session_state[PENDING_MASK] = mask
+        st.session_state[PENDING_SOURCE] = source
 
 
 # -- jobs and notices ----------------------------------------------------------------------

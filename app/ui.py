@@ -181,13 +181,16 @@ def is_zero_text(delta: str) -> bool:
     return any(ch.isdigit() for ch in number) and not any(ch in "123456789" for ch in number)
 
 
-def delta_kwargs(delta: str | None, color: str = "normal") -> dict:
+def delta_kwargs(delta: str | None, color: str = "normal", *, within_noise: bool = False) -> dict:
     """``st.metric`` keyword arguments for a change: a change of zero at display precision gets no arrow and
-    no colour (a '+0.0' is not an improvement); ``color`` ('normal' / 'inverse') otherwise."""
+    no colour (a '+0.0' is not an improvement), nor does one whose paired 95 % interval covers zero
+    (``within_noise``: it says so); ``color`` ('normal' / 'inverse') otherwise."""
     if delta is None:
         return {"delta": None}
     if is_zero_text(delta):
         return {"delta": f"{delta.lstrip('+-')} (no change)", "delta_color": "off", "delta_arrow": "off"}
+    if within_noise:
+        return {"delta": f"{delta} (within noise)", "delta_color": "off", "delta_arrow": "off"}
     return {"delta": delta, "delta_color": color}
 
 
@@ -197,6 +200,18 @@ def count_text(n: int) -> str:
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return str(n)
+
+
+def remembered(key: str, default: Any) -> dict:
+    """``key`` and ``on_change`` for a widget whose choice must survive runs in which it is not drawn
+    (Streamlit forgets such a widget's value, and the browser can then show one choice while the
+    page draws another). The choice is kept under a second session key."""
+    store = f"{key}__kept"
+    st.session_state[key] = st.session_state.get(store, default)
+
+    def keep() -> None:
+        st.session_state[store] = st.session_state[key]
+    return {"key": key, "on_change": keep}
 
 
 def bind(key: str, value: Any) -> str:

@@ -49,13 +49,16 @@ ui.show_predictions(run)
 thumbs, head_tab, model_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view"])
 with thumbs:
     c1, c2, c3 = st.columns(3)
+    # remembered: these are not drawn while the sentence is empty, and must not fall back then
     kind = c1.selectbox("Attention kind", list(run.kinds), format_func=lambda k: arch.kind_labels[k],
-                        key=state.widget_key("attention", "kind")) if len(run.kinds) > 1 else run.kinds[0]
+                        **ui.remembered(state.widget_key("attention", "kind"), run.kinds[0])) \
+        if len(run.kinds) > 1 else run.kinds[0]
     kept_from = c2.radio("Kept heads as computed by", ["pruned", "dense"], horizontal=True,
                          format_func={"pruned": "the pruned model", "dense": "the full model"}.get,
-                         key=state.widget_key("attention", "kept_from"))
-    arrange = c3.radio("Arrange", ["grid", "grouped"], horizontal=True, key=state.widget_key("attention", "arrange"),
-                       format_func={"grid": "as on the head map", "grouped": "kept | removed"}.get)
+                         **ui.remembered(state.widget_key("attention", "kept_from"), "pruned"))
+    arrange = c3.radio("Arrange", ["grid", "grouped"], horizontal=True,
+                       format_func={"grid": "as on the head map", "grouped": "kept | removed"}.get,
+                       **ui.remembered(state.widget_key("attention", "arrange"), "grid"))
     st.plotly_chart(attention.thumbnails_figure(run, kind, kept_from=kept_from, arrange=arrange),
                     config={"displaylogo": False},
                     alt="Attention map of every head: rows are layers, kept heads in blue, removed heads in grey")

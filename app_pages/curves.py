@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, charts, state, ui
+from app import cache, charts, state, ui, uncertainty
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -40,14 +40,20 @@ current = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec
 dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
 if curves:
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
-    st.plotly_chart(charts.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
-                                         dense.metric if dense is not None else None),
-                    alt="Metric against the share of heads removed, one line per scorer")
     first = next(iter(curves.values()))
+    # chance: the accuracy of always answering the most frequent label (a metric that averages a
+    # per-example score); no line for corpus-level metrics (F1, BLEU) or texts
+    chance = uncertainty.majority_share(cache.references(spec, task_name, limit)) \
+        if get_metric(first.metric_name).per_example else None
+    st.plotly_chart(charts.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
+                                         dense.metric if dense is not None else None, chance),
+                    alt="Metric against the share of heads removed, one line per scorer")
     st.caption(f"Each point: the metric on the first {first.n_examples} evaluation examples "
                f"({md_code(first.provenance.get('split'))}), with its 95 % interval; heads scored on "
                f"{md_code(first.provenance.get('settings', {}).get('score_split'))}. A shaded band: the range "
-               "over seeds of a seeded scorer (the line is their mean).")
+               "over seeds of a seeded scorer (the line is their mean)."
+               + (f" Dashed red: the majority class, {100 * chance:.0f} % of these examples (always answering "
+                  "it scores that)." if chance is not None else ""))
     ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 

@@ -1,8 +1,8 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, headmap_ui, latency_ui, state, ui
-from app.text import md_code
+from app import cache, headmap_ui, latency_ui, state, ui, uncertainty
+from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
 ui.page_intro("Head map", """
@@ -71,13 +71,19 @@ with ui.filling(metric_slot, "metric and loss"):
     if ev is not None and dense is not None:
         m1, m2 = st.columns(2)
         metric = get_metric(ev.metric_name)
-        m1.metric(ui.metric_label(ev.metric_name), ui.metric_text(ev.metric_name, ev.metric),
-                  **ui.delta_kwargs(metric.format_delta(ev.metric, dense.metric) if changed else None,
-                                    "normal" if metric.higher_is_better else "inverse"))
+        now, base = uncertainty.shown(ev), uncertainty.shown(dense)
+        diff = uncertainty.change(dense, ev, cache.comparison(spec, task_name, limit, mask)) if changed else None
+        m1.metric(ui.metric_label(ev.metric_name), now.value,
+                  **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
+                                    within_noise=bool(diff and diff.within_noise)),
+                  help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
         m2.metric("loss", f"{ev.loss:.4f}", **ui.delta_kwargs(f"{ev.loss - dense.loss:+.4f}" if changed else None,
                                                                "inverse"))
-        st.caption(f"On the first {ev.n_examples} examples of the evaluation split of {md_code(task_name)}. "
-                   f"All heads: {ui.metric_text(dense.metric_name, dense.metric)}.")
+        st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
+                   f"{md_code(task_name)}: {md_escape(ui.metric_label(ev.metric_name))} {md_escape(now.value)} "
+                   f"({md_escape(now.interval)}). "
+                   f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
+                   + (f" Change: {md_escape(diff.detail)}." if diff else ""))
 with history_slot:
     headmap_ui.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")
 with ui.filling(speed_slot, "latency"):

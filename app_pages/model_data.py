@@ -1,7 +1,7 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app import cache, state, ui
+from app import cache, state, ui, uncertainty
 from app.text import md_code, md_escape
 
 ui.page_intro("Model & data", """
@@ -52,8 +52,8 @@ if examples is not None:
     dense = ui.run_job("eval_dense", "Evaluating the model with all heads", cache.evaluate, spec, task_name,
                        limit, None)
     if dense is not None:
-        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
-                  ui.metric_text(dense.metric_name, dense.metric),
-                  help=f"mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
-        st.caption(f"On the first {dense.n_examples} examples of the {md_code(cache.split_of(task_name))} split. "
-                   "Go on to the **Head map** to remove heads.")
+        base = uncertainty.shown(dense)
+        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads", base.value,
+                  help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
+        st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
+                   "split). Go on to the **Head map** to remove heads.")

@@ -1,7 +1,7 @@
 """Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
 import streamlit as st
 
-from app import cache, report, share, share_ui, state, ui
+from app import cache, report, share, share_ui, state, ui, uncertainty
 from app.analysis import read_shared_file
 from app.text import md_code, md_escape
 
@@ -22,18 +22,19 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
     if upload is not None:
         try:
             a = read_shared_file(upload.getvalue(), repr(upload.name))
+            share_ui.check_restorable(a)           # checked against the model now, not after Restore
         except Exception as exc:  # noqa: BLE001 - a message, never a traceback
-            ui.show_error(exc, "Could not read the file")
+            ui.show_error(exc, "This file cannot be restored here")
         else:
             st.markdown(f"**{md_escape(upload.name)}**: model {md_code(a.model_id or spec)}, task "
                         f"{md_code(a.task or task_name)}, scorer {md_code(a.scorer or scorer)}, "
                         f"**{a.mask.n_kept}/{a.mask.n_total} heads kept**"
-                        + (f", {md_escape(a.evaluation.metric_name)} "
-                           f"{md_escape(ui.metric_text(a.evaluation.metric_name, a.evaluation.metric))}"
-                           if a.evaluation else "")
+                        + (f", {md_escape(a.evaluation.metric_name)} {md_escape(seen.value)} "
+                           f"({md_escape(seen.interval)})" if (seen := a.evaluation and uncertainty.shown(a.evaluation))
+                           else "")
                         + ".")
-            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis, args=(a,),
-                      key=state.widget_key("share", "restore"))
+            st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis,
+                      args=(a, upload.name), key=state.widget_key("share", "restore"))
             st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
                        "the other pages then show that state (and the link reproduces it).")
 

@@ -155,7 +155,8 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     except (OSError, ValueError) as exc:
         hint = (" The Hugging Face hub could not be reached or has no such model; on an offline machine, "
                 "download the model elsewhere and pass its folder." if source == "hub" else "")
-        raise ModelLoadError(f"Could not read the config of {spec!r}: {str(exc).splitlines()[0]}.{hint}") from None
+        first = str(exc).splitlines()[0].rstrip(".")          # its own period would double ours
+        raise ModelLoadError(f"Could not read the config of {spec!r}: {first}.{hint}") from None
     adapter = adapter_for(config.model_type)
     auto_cls = getattr(transformers, adapter.auto_class)
     if source != "hub":

@@ -74,7 +74,7 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
     except (KeyError, ValueError) as exc:
         if isinstance(exc, HeadpruneError):
             raise
-        raise FormatError(f"The mask in the link ({text[:40]!r}) is not readable: {exc}. "
+        raise FormatError(f"The mask in the link ({text[:40]!r}) is not readable: {str(exc).rstrip('.')}. "
                           "Copy the whole link again from the Share page.") from None
     mask = HeadMask.from_lists(kinds)
     mask.check_fits(layout)

@@ -153,10 +153,27 @@ def test_share_page_refuses_a_file_for_another_model(app_for, tiny_bert):
               "mask": {"format": "headprune.mask/1", "kinds": {"encoder_self": [[1, 0]]}}}
     at.file_uploader(key="hp_w_share_upload").set_value(
         ("other.json", json.dumps(bundle).encode(), "application/json")).run()
-    at.button(key="hp_w_share_restore").click().run()
     assert not at.exception
-    assert any("was not restored" in e.value and "made for model" in e.value for e in at.error)
+    # refused at preview time, naming the real mismatch (the file names the loaded model itself)
+    errors = [e.value.replace("\\", "") for e in at.error]        # shown Markdown-escaped
+    assert any("cannot be restored" in e and "heads per layer [2]" in e and "[4, 4]" in e for e in errors), errors
+    assert not any("Choose model" in e.value for e in at.error)
+    assert not [b for b in at.button if b.key == "hp_w_share_restore"]   # no Restore offered
     assert "mask=" not in at.code[0].value                      # the session's mask is unchanged
+
+
+def test_share_page_refuses_a_bare_mask_of_the_wrong_shape_at_preview(app_for, tiny_bert):
+    """Issue 8 item 8: a mask file naming the loaded model but of another shape is not previewed as
+    "n/n heads kept" with a Restore button; the preview says what does not fit."""
+    at = ok(app_for(tiny_bert, SHARE))
+    mask = {"format": "headprune.mask/1", "model": str(tiny_bert.model), "kinds": {"encoder_self": [[1] * 5] * 3}}
+    at.file_uploader(key="hp_w_share_upload").set_value(
+        ("mask.json", json.dumps(mask).encode(), "application/json")).run()
+    assert not at.exception
+    assert not any("heads kept" in m.value for m in at.markdown)
+    assert not [b for b in at.button if b.key == "hp_w_share_restore"]
+    errors = [e.value.replace("\\", "") for e in at.error]
+    assert any("does not fit" in e and "[5, 5, 5]" in e for e in errors), errors
 
 
 def test_share_page_bad_upload_is_a_message(app_for, tiny_bert):

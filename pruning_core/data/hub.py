@@ -119,7 +119,8 @@ def _load_dataset(what: str, *args, **kwargs):
         raise _unreachable(what, f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     except Exception as exc:                              # datasets raises many types; show what happened
         hint = " In offline mode only datasets already in the local cache can be read." if offline else ""
-        raise DataError(f"Cannot load {what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}."
+        first = str(exc).splitlines()[0].rstrip(".") if str(exc) else ""    # its own period would double ours
+        raise DataError(f"Cannot load {what}: {type(exc).__name__}: {first}."
                         f"{hint} Use a local file with `file:PATH` instead.") from None
 
 

@@ -1,0 +1,100 @@
+"""How sure a shown number is: a metric with its 95 % interval and example count, to the precision
+the interval supports; a change that says "within noise" when its paired interval covers zero; the
+majority-class (chance) share of a set of labels.
+
+Pure: no Streamlit; takes :class:`EvalResult` s and :class:`Comparison` s (``pruning_core.significance``).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pruning_core.metrics import Metric, get_metric
+from pruning_core.results import EvalResult
+from pruning_core.significance import Comparison
+
+_DECIMALS = re.compile(r"\.(\d+)f")
+
+
+def decimals(metric: Metric, half_width: float | None) -> int:
+    """Decimals a value of ``metric`` deserves when its 95 % interval is ± ``half_width`` display units:
+    none from ± 1 up (± 3 points: '70 %', not '70.3 %'), one from ± 0.1, else the metric's own."""
+    found = _DECIMALS.search(metric.fmt)
+    own = int(found.group(1)) if found else 2
+    if half_width is None:
+        return own
+    need = 0 if half_width >= 1 else 1 if half_width >= 0.1 else 2
+    return min(own, need)
+
+
+def _fmt(fmt: str, places: int) -> str:
+    return _DECIMALS.sub(f".{places}f", fmt, count=1)
+
+
+def _half_width(metric: Metric, low: float, high: float) -> float:
+    return abs(metric.display(high) - metric.display(low)) / 2
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A metric as shown: the value (at the precision its interval supports) and the line beside it."""
+
+    value: str          # '70 %'
+    interval: str       # '95 % interval 62–77 %, 128 examples' ('128 examples, no interval' when unknown)
+
+
+def shown(result: EvalResult) -> Shown:
+    """``result``'s metric, rounded to what its 95 % interval supports, with the interval and ``n``."""
+    metric = get_metric(result.metric_name)
+    n = f"{result.n_examples} example{'s' if result.n_examples != 1 else ''}"
+    if result.interval is None:
+        return Shown(metric.format(result.metric), f"{n}, no interval")
+    low, high = result.interval
+    places = decimals(metric, _half_width(metric, low, high))
+    fmt = _fmt(metric.fmt, places)
+    number = _fmt("{:.1f}", places)
+    unit = fmt.replace("{:." + str(places) + "f}", "").strip()
+    span = f"{number.format(metric.display(low))}–{number.format(metric.display(high))}"
+    return Shown(fmt.format(metric.display(result.metric)),
+                 f"95 % interval {span}{' ' + unit if unit else ''}, {n}")
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change of metric as shown: the text and whether its paired 95 % interval covers zero."""
+
+    text: str               # '-3 points', '+0.8 BLEU'
+    within_noise: bool      # the paired interval covers zero (or there is no per-example evidence)
+    detail: str             # '95 % interval of the change −7 to +1 points (exact McNemar …)'
+
+
+def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -> Change:
+    """``other`` minus ``base`` on the same examples. With no paired comparison (no per-example
+    results) the change is shown but counted as within noise only when it is zero."""
+    metric = get_metric(base.metric_name)
+    delta = metric.delta(other.metric, base.metric)
+    if comparison is None:
+        return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
+    low, high = metric.display(comparison.low), metric.display(comparison.high)
+    places = decimals(metric, (high - low) / 2)
+    fmt = _fmt(metric.delta_fmt, places)
+    number = _fmt("{:+.1f}", places)
+    unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
+    return Change(re.sub(r"^([+-]?1) points$", r"\1 point", fmt.format(delta)), low <= 0 <= high,
+                  f"95 % interval of the change {number.format(low)} to {number.format(high)}"
+                  f"{' ' + unit if unit else ''} ({comparison.test}, p = {comparison.p_value:.2g})")
+
+
+def majority_share(labels: Sequence | None) -> float | None:
+    """The share of the most frequent label: the accuracy of always answering it (chance line).
+    None for no labels or labels that are not classes (texts of a translation task)."""
+    values = [] if labels is None else list(labels)
+    if not values or any(isinstance(v, (str, bytes)) for v in values):
+        return None
+    try:
+        classes = [int(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+    return Counter(classes).most_common(1)[0][1] / len(classes)
