@@ -21,12 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pruning_core import zoo
 from pruning_core.errors import HeadpruneError
 from pruning_core.serving import DATA_DIRS_ENV, is_loopback
 
 FILE_PREFIX = "file:"
-DEFAULT_MODEL = "default"
-
 
 class PathNotAllowedError(HeadpruneError):
     """A local path outside the folders an exposed server may read."""
@@ -78,8 +77,8 @@ class DataAccess:
                 raise self._refuse("The data file", name[len(FILE_PREFIX):])
 
     def check_model(self, spec: str) -> None:
-        """Refuse a local model folder outside the allowed folders (the default and hub ids pass)."""
-        if self.restricted and spec != DEFAULT_MODEL and _looks_like_path(spec) and not is_within(spec, self.roots):
+        """Refuse a local model folder outside the allowed folders (prepared models and hub ids pass)."""
+        if self.restricted and spec not in zoo.names() and _looks_like_path(spec) and not is_within(spec, self.roots):
             raise self._refuse("The model folder", spec)
 
 

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from pruning_core import attention_maps, bench, experiments, prepare, pruning, storage, tasks
+from pruning_core import attention_maps, bench, experiments, pruning, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
-from pruning_core.models import LoadedModel, default_model_dir, load_model
+from pruning_core.models import LoadedModel, load_model
 from pruning_core.progress import ProgressCallback, report
 from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
@@ -69,7 +69,7 @@ def _available_memory() -> int | None:
 
 def _check_fits_memory(spec: str) -> None:
     """Refuse a local model whose weight files clearly do not fit in memory (before trying)."""
-    folder = default_model_dir() if spec == "default" else Path(spec).expanduser()
+    folder = zoo.get(spec).folder() if spec in zoo.names() else Path(spec).expanduser()
     if not folder.is_dir():
         return
     size = (sum(p.stat().st_size for p in folder.glob("*.safetensors"))
@@ -104,14 +104,14 @@ def _load(spec: str, device: str | None) -> LoadedModel:
         raise
 
 
-def default_ready() -> bool:
-    """Whether the embedded default model has been prepared (``headprune prepare``)."""
-    return (default_model_dir() / "config.json").is_file()
+def not_prepared(spec: str) -> bool:
+    """Whether ``spec`` names a prepared model (:mod:`pruning_core.zoo`) that is not built on this machine."""
+    return spec in zoo.names() and not zoo.get(spec).is_prepared()
 
 
-def prepare_default(_progress: ProgressCallback | None = None) -> None:
-    """Fetch the default data and fine-tune the default model, then forget stale cached results."""
-    prepare.prepare_default(progress=_progress)
+def prepare_model(name: str, _progress: ProgressCallback | None = None) -> None:
+    """Build the prepared model ``name`` (``headprune prepare --model NAME``), then forget stale cached results."""
+    zoo.get(name).run_prepare(progress=_progress)
     _load.clear()
     st.cache_data.clear()
 

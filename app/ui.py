@@ -21,6 +21,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 
 from app import state
 from app.text import md_code, md_escape
+from pruning_core import zoo
 from pruning_core.attention_maps import MAX_TOKENS
 from pruning_core.errors import Cancelled, HeadpruneError
 from pruning_core.metrics import get_metric
@@ -276,9 +277,10 @@ def load_architecture(spec: str):
     """The model's ArchSummary (loading it if needed); None (message shown) when it cannot be loaded."""
     from app import cache
 
-    if spec == "default" and not cache.default_ready():
-        st.warning("The embedded default model is not prepared yet. Prepare it on the **Model & data** page "
-                   "(or run `headprune prepare`), or choose another model there.")
+    if cache.not_prepared(spec):
+        st.warning(f"The prepared model {md_code(spec)} is not prepared on this machine yet. Prepare it on the "
+                   f"**Model & data** page (or run {md_code(zoo.get(spec).command())}), or choose another model "
+                   "there.")
         return None
     return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
 
@@ -300,16 +302,22 @@ def show_predictions(run) -> None:
 
 
 # -- model and task pickers (Model & data page) -------------------------------------------------
-MODEL_SOURCES = {"default": "embedded default", "local": "local folder", "hub": "Hugging Face hub id"}
+MODEL_SOURCES = {"prepared": "prepared model", "local": "local folder", "hub": "Hugging Face hub id"}
 UPLOAD_TYPES = ["csv", "tsv", "tab", "jsonl", "ndjson"]
 
 
 def _source_of(spec: str) -> str:
     from pathlib import Path
 
-    if spec == "default":
-        return "default"
+    if spec in zoo.names():
+        return "prepared"
     return "local" if spec.startswith(("/", ".", "~")) or Path(spec).expanduser().exists() else "hub"
+
+
+def zoo_label(name: str) -> str:
+    """A prepared model's name, title and (when not built here) the command that builds it."""
+    entry = zoo.get(name)
+    return f"{name}: {entry.title}" + ("" if entry.is_prepared() else " (not prepared yet)")
 
 
 def _apply_model() -> None:
@@ -317,8 +325,8 @@ def _apply_model() -> None:
 
     source = st.session_state[state.widget_key("model", "source")]
     where = (st.session_state[state.widget_key("model", "where")] or "").strip()
-    if source == "default":
-        state.set_model_spec("default")
+    if source == "prepared":
+        state.set_model_spec(st.session_state[state.widget_key("model", "prepared")])
     elif not where:
         example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
         state.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")
@@ -327,17 +335,22 @@ def _apply_model() -> None:
 
 
 def model_picker() -> None:
-    """Embedded default / local folder / hub id, applied with one button."""
+    """A prepared model (the embedded default and the others ``headprune prepare --model`` builds), a local
+    folder or a hub id, applied with one button."""
     spec = state.model_spec()
+    prepared = spec in zoo.names()
     with st.form(state.widget_key("model", "form")):
         st.markdown("**Model**")
         st.radio("Source", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True,
                  key=bind(state.widget_key("model", "source"), _source_of(spec)))
-        st.text_input("Folder or hub id (not needed for the default)", placeholder="/path/to/model or org/name",
-                      key=bind(state.widget_key("model", "where"), "" if spec == "default" else spec))
+        st.selectbox("Prepared model", zoo.names(), format_func=zoo_label,
+                     key=bind(state.widget_key("model", "prepared"), spec if prepared else zoo.DEFAULT))
+        st.text_input("Folder or hub id (not needed for a prepared model)", placeholder="/path/to/model or org/name",
+                      key=bind(state.widget_key("model", "where"), "" if prepared else spec))
         st.form_submit_button("Use this model", on_click=_apply_model, type="primary")
-    st.caption(f"In use: {md_code(spec)}. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification) and "
-               "BART, Marian (translation); weights as safetensors.")
+    st.caption(f"In use: {md_code(spec)}. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification), "
+               "BART, Marian (translation), Llama, Qwen2, Mistral, Gemma, GPT-2 (language models); weights as "
+               "safetensors.")
 
 
 def _apply_upload() -> None:

@@ -3,6 +3,7 @@ import streamlit as st
 
 from app import cache, state, ui, uncertainty
 from app.text import md_code, md_escape
+from pruning_core import zoo
 
 ui.page_intro("Model & data", """
 Pick the model whose attention heads you want to study and the task it should still do well.
@@ -14,10 +15,13 @@ model reaches **with all its heads** on the evaluation subset, the baseline for 
 left, right = st.columns(2, gap="large")
 with left:
     ui.model_picker()
-    if state.model_spec() == "default" and not cache.default_ready():
-        st.warning("The embedded default (MiniLM-L6 fine-tuned on movie reviews) is not prepared yet. Preparing "
-                   "downloads the data and fine-tunes the model on this machine (a few minutes on CPU).")
-        if ui.run_job("prepare", "Preparing the embedded default", cache.prepare_default, auto=False) is not None:
+    if cache.not_prepared(state.model_spec()):
+        entry = zoo.get(state.model_spec())
+        st.warning(f"The prepared model {md_code(entry.name)} ({md_escape(entry.title)}) is not prepared on this "
+                   f"machine yet. Preparing it {md_escape(entry.cost)}; the command line is "
+                   f"{md_code(entry.command())}.")
+        if ui.run_job(f"prepare_{entry.name}", f"Preparing {md_code(entry.name)}", cache.prepare_model, entry.name,
+                      auto=False) is not None:
             st.rerun()
 with right:
     ui.task_picker()

@@ -40,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="headprune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("prepare", help="fetch the embedded data and fine-tune the default classifier")
+    p = sub.add_parser("prepare", help="fetch and build a prepared model (the default classifier unless --model)")
+    p.add_argument("--model", default="default", metavar="NAME",
+                   help="which prepared model to build (see --list); default: the embedded MiniLM-L6 classifier")
+    p.add_argument("--list", action="store_true", help="list the prepared models, whether each is ready, and stop")
     p.add_argument("--force", action="store_true", help="redo everything, even if a valid cache exists")
     p.set_defaults(func=cmd_prepare)
 
@@ -208,8 +211,14 @@ def _fmt(metric_name: str, value: float) -> str:
 # -- commands --------------------------------------------------------------------------------------
 
 def cmd_prepare(args) -> None:
-    from .prepare import prepare_default
-    report = prepare_default(force=args.force, progress=tqdm_progress())
+    from . import zoo
+    if args.list:
+        for name in zoo.names():
+            entry = zoo.get(name)
+            state = "prepared" if entry.is_prepared() else f"not prepared ({entry.cost})"
+            print(f"{name:<14} {entry.title}\n{'':<14} task {entry.task}; {state}")
+        return
+    report = zoo.get(args.model).run_prepare(force=args.force, progress=tqdm_progress())
     print(report.summary() if hasattr(report, "summary") else report)
 
 

@@ -1,4 +1,5 @@
-"""Loading models: the embedded default, a local folder, or a Hugging Face hub id.
+"""Loading models: a prepared model by name (the embedded default, see :mod:`.zoo`), a local folder,
+or a Hugging Face hub id.
 
 Always ``trust_remote_code=False``. Pickle weights (``pytorch_model.bin``) are refused unless
 the caller opts in with ``allow_pickle=True``, because unpickling runs arbitrary code.
@@ -21,18 +22,19 @@ from .architectures import AttentionSite, adapter_for, find_sites, layout_of
 from .errors import CacheError, ModelLoadError
 from .heads import HeadLayout
 from .pruning import CONFIG_KEY, restructure_for_loading
+from .zoo import MANIFEST, headprune_home
+from . import zoo
 
-DEFAULT_ID = "default"
+DEFAULT_ID = zoo.DEFAULT
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
-def headprune_home() -> Path:
-    """The cache folder: ``$HEADPRUNE_HOME``, else ``~/.cache/headprune`` (documented)."""
-    return Path(os.environ.get("HEADPRUNE_HOME") or Path.home() / ".cache" / "headprune")
+__all__ = ["DEFAULT_ID", "LoadedModel", "default_model_dir", "headprune_home", "load_model", "resolve_device",
+           "save_pruned", "weights_hash_of_module"]
 
 
 def default_model_dir() -> Path:
-    return headprune_home() / "default" / "model"
+    return zoo.get(DEFAULT_ID).folder()
 
 
 @dataclass
@@ -42,7 +44,7 @@ class LoadedModel:
     model: nn.Module
     tokenizer: object
     model_id: str                 # what the user asked for: "default", a folder, or a hub id
-    source: str                   # "default" | "local" | "hub" | "memory"
+    source: str                   # "default" | "prepared" (another zoo model) | "local" | "hub" | "memory"
     task_type: str                # "classification" | "translation"
     arch: str                     # adapter name
     weights_sha256: str
@@ -112,12 +114,11 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _resolve(spec: str) -> tuple[str, Path | str]:
-    if spec == DEFAULT_ID:
-        folder = default_model_dir()
-        if not (folder / "config.json").is_file():
-            raise CacheError(f"The embedded default model is not prepared yet (looked in {folder}). "
-                             "Run `headprune prepare` (or `make run`) first.")
-        return "default", folder
+    if spec in zoo.names():
+        entry = zoo.get(spec)
+        if not (entry.folder() / "config.json").is_file():
+            raise entry.not_prepared_error()
+        return ("default" if spec == DEFAULT_ID else "prepared"), entry.folder()
     path = Path(spec).expanduser()
     if path.exists() or spec.startswith((".", "/", "~")) or os.sep in spec and spec.count("/") > 1:
         if not path.is_dir():
@@ -135,7 +136,7 @@ def _resolve(spec: str) -> tuple[str, Path | str]:
 
 def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = False,
                attn_implementation: str = "eager") -> LoadedModel:
-    """Load ``spec`` ('default', a local folder, or a hub id) for head analysis.
+    """Load ``spec`` (a prepared model's name such as 'default', a local folder, or a hub id) for head analysis.
 
     Args:
         device: 'cpu', 'cuda', or None for CUDA when present.
@@ -147,8 +148,8 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
 
     source, where = _resolve(spec)
     dev = resolve_device(device)
-    if source == "default":
-        _check_default(Path(where))
+    if source in ("default", "prepared"):
+        _check_prepared(spec, Path(where))
     local_only = source != "hub"
     try:
         config = AutoConfig.from_pretrained(where, trust_remote_code=False, local_files_only=local_only)
@@ -190,21 +191,22 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
                        weights_sha256=weights_sha, sites=sites, layout=layout_of(sites))
 
 
-def _check_default(folder: Path) -> None:
-    """The prepared default must match the manifest `headprune prepare` wrote last."""
+def _check_prepared(name: str, folder: Path) -> None:
+    """A prepared model must match the manifest `headprune prepare` wrote last (see :mod:`.zoo`)."""
     import json
 
-    manifest = folder / "headprune_manifest.json"
+    what = "the embedded default" if name == DEFAULT_ID else f"the prepared model {name!r}"
+    fix = f"run `{zoo.get(name).command()} --force`"
+    manifest = folder / MANIFEST
     try:
         files = json.loads(manifest.read_text())["files"]
     except (OSError, ValueError, KeyError):
-        raise CacheError(f"The embedded default in {folder} is incomplete (no valid {manifest.name}); "
-                         "run `headprune prepare --force`.") from None
+        raise CacheError(f"The folder of {what} is incomplete (no valid {manifest.name}); {fix}.") from None
     weights = {n: sha for n, sha in files.items() if n.endswith(".safetensors")}
-    for name, sha in weights.items():
-        if not (folder / name).is_file() or _hash_files([folder / name]) != sha:
-            raise CacheError(f"The embedded default's {name} is missing or corrupt (SHA-256 differs from its "
-                             "manifest); run `headprune prepare --force`.")
+    for file_name, sha in weights.items():
+        if not (folder / file_name).is_file() or _hash_files([folder / file_name]) != sha:
+            raise CacheError(f"The weights file {file_name} of {what} is missing or corrupt (SHA-256 differs "
+                             f"from its manifest); {fix}.")
 
 
 def _load_pruned(auto_cls, config, folder: Path, attn_implementation: str) -> nn.Module:
