@@ -17,7 +17,7 @@ LAYERS = [
     {"data", "presets", "experiments"},
     {"tasks", "attention_maps", "bench"},
     {"finetune", "scoring"},
-    {"prepare", "dynamics"},
+    {"prepare", "dynamics", "zoo_prepare"},
     {"smp"},
     {"cli", "dynamics_cli", "__main__"},
 ]
