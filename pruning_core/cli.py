@@ -468,10 +468,12 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()      # our own bars only
     hf_logging.set_verbosity_error()
+    joined = False
     try:
         with signals_raise():           # SIGTERM unwinds like an exception: temp files and children go
             run_checks(args)
-            if _join_group(args) is None:
+            joined = distributed.current() is None and _join_group(args) is not None
+            if distributed.current() is None:
                 args.func(args)
             else:
                 _run_distributed(args)
@@ -482,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         print("headprune: interrupted", file=sys.stderr)
         return 130
     finally:
-        distributed.shutdown()
+        if joined:                      # a group this call joined (not one its caller had joined)
+            distributed.shutdown()
     return 0
 
 

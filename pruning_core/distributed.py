@@ -135,6 +135,11 @@ def init(device: str | None = None, timeout_s: float = 1800.0) -> World:
         return _WORLD
     import torch.distributed as dist
 
+    missing = [k for k in TORCHRUN_ENV if k not in os.environ]
+    if missing:
+        raise UsageError(f"--distributed needs the variables torchrun sets ({', '.join(TORCHRUN_ENV)}); "
+                         f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set. Start the command "
+                         "with `torchrun --nproc-per-node N -m pruning_core ...`, or leave --distributed out.")
     rank, size, local = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
     mine = local_device(device)
     backend = "nccl" if mine.startswith("cuda") else "gloo"
@@ -179,11 +184,15 @@ def batch_part() -> tuple[int, int] | None:
     return None if _WORLD is None else (_WORLD.rank, _WORLD.size)
 
 
-def owned(index: int) -> bool:
-    """Whether global batch ``index`` is this rank's (always True in a single process)."""
-    if _WORLD is None:
-        return True
-    return index % _WORLD.size == _WORLD.rank
+def batches(data, batch_size: int, device=None) -> tuple[Iterator, int]:
+    """This rank's batches of ``data`` (an EncodedData) and how many there are (at least 1, for progress).
+
+    Alone: ``data.batches(batch_size, device=device)`` exactly as before.
+    """
+    part = batch_part()
+    if part is None:
+        return data.batches(batch_size, device=device), max(1, -(-data.n_examples // batch_size))
+    return data.batches(batch_size, device=device, part=part), max(1, data.n_batches(batch_size, part))
 
 
 def check_injected_failure() -> None:

@@ -58,9 +58,9 @@ def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch
     totals = {k: [torch.zeros(n, dtype=torch.float64) for n in rows] for k, rows in layout.kinds.items()}
     tokens = {k: 0.0 for k in layout.kinds}
     part = distributed.batch_part()                 # None alone; else this rank's share of the batches
-    n_batches = max(1, data.n_batches(batch_size, part))
+    batches, n_batches = distributed.batches(data, batch_size, device)
     with distributed.guard("gradient scoring"):
-        for i, batch in enumerate(data.batches(batch_size, device=device, part=part)):
+        for i, batch in enumerate(batches):
             if part is not None:
                 distributed.check_injected_failure()
             contributions = token_contributions(loaded, task, batch, gates)

@@ -58,9 +58,9 @@ def mean_head_logits(loaded, pfile: PrunerFile, data, *, mask: HeadMask | None =
     sums: list[torch.Tensor] | None = None
     n = 0
     share = distributed.batch_part()          # None alone; else this rank's share of the batches
-    total = max(1, data.n_batches(batch_size, share))
+    batches, total = distributed.batches(data, batch_size, loaded.device)
     with distributed.guard("SMP scoring"), apply_mask(loaded, mask):
-        for i, batch in enumerate(data.batches(batch_size, device=loaded.device, part=share)):
+        for i, batch in enumerate(batches):
             distributed.check_injected_failure()
             am = batch.token_masks["encoder_self"]
             with capture_attention(loaded, am) as maps:
