@@ -462,6 +462,22 @@ def cmd_app(args) -> None:
     raise SystemExit(run_child(cmd, cwd=root, env={**os.environ, **env} if env else None))
 
 
+def _run(args) -> bool:
+    """Run the command alone, or on every rank under torchrun (docs/DISTRIBUTED.md); True if it joined a group."""
+    mapped = getattr(args, "device_map", None) is not None
+    joined = distributed.current() is None and distributed.join_for_command(
+        args.command, hasattr(args, "distributed"), getattr(args, "distributed", False),
+        getattr(args, "device", None), mapped) is not None
+    world = distributed.current()
+    if world is None:
+        args.func(args)
+        return False
+    if not mapped:
+        args.device = world.devices[world.rank]          # cuda:LOCAL_RANK, or cpu
+    distributed.run_everywhere(lambda: args.func(args), f"headprune {args.command}")
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -472,13 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with signals_raise():           # SIGTERM unwinds like an exception: temp files and children go
             run_checks(args)
-            joined = distributed.current() is None and _join_group(args) is not None
-            if distributed.current() is None:
-                args.func(args)
-            else:
-                _run_distributed(args)
+            joined = _run(args)
     except HeadpruneError as exc:
-        print(f"headprune: error: {_rank_prefix()}{exc}", file=sys.stderr)
+        print(f"headprune: error: {distributed.rank_prefix()}{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("headprune: interrupted", file=sys.stderr)
@@ -487,42 +499,3 @@ def main(argv: list[str] | None = None) -> int:
         if joined:                      # a group this call joined (not one its caller had joined)
             distributed.shutdown()
     return 0
-
-
-# -- data-parallel runs (torchrun) -----------------------------------------------------------------
-
-def _join_group(args):
-    """The torchrun group this command joins (``--distributed``, or detected), or None to run alone."""
-    import os
-    if not getattr(args, "distributed", False) and not distributed.launched_by_torchrun():
-        return None
-    if not hasattr(args, "distributed"):
-        raise UsageError(f"`headprune {args.command}` has no data pass to split over processes; run it without "
-                         "torchrun (or with --nproc-per-node 1).")
-    if args.device_map is not None and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
-        raise UsageError("--device-map spreads one model over this node's GPUs, so run one process per node: "
-                         "torchrun --nproc-per-node 1 (ranks on other nodes add data parallelism).")
-    world = distributed.init(args.device)
-    if args.device_map is None:
-        args.device = world.devices[world.rank]          # cuda:LOCAL_RANK, or cpu
-    return world
-
-
-def _run_distributed(args) -> None:
-    """The command on every rank; rank 0 prints and writes, the others stay quiet unless they fail."""
-    import contextlib
-    import os
-    with distributed.guard(f"headprune {args.command}"):
-        quiet = open(os.devnull, "w") if not distributed.is_writer() else None
-        with contextlib.redirect_stdout(quiet) if quiet else contextlib.nullcontext():
-            try:
-                args.func(args)
-            finally:
-                if quiet:
-                    quiet.close()
-        distributed.agree(f"headprune {args.command}")
-
-
-def _rank_prefix() -> str:
-    world = distributed.current()
-    return f"[rank {world.rank} of {world.size}] " if world is not None else ""

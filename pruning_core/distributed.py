@@ -278,3 +278,47 @@ def guard(what: str) -> Iterator[None]:
             with contextlib.suppress(Exception):     # a peer that is gone already: nothing to tell
                 _exchange(f"{type(exc).__name__}: {exc}".splitlines()[0][:500], what)
         raise
+
+
+# -- commands (the CLI) ----------------------------------------------------------------------------
+
+def join_for_command(command: str, supported: bool, asked: bool, device: str | None,
+                     device_map: bool) -> World | None:
+    """Join the group for a ``headprune`` command when asked (``--distributed``) or under torchrun.
+
+    supported: the command has data passes (takes ``--distributed``); device_map: ``--device-map``
+    was given (one process per node then). None: run alone.
+    """
+    if not asked and not launched_by_torchrun():
+        return None
+    if not supported:
+        raise UsageError(f"`headprune {command}` has no data pass to split over processes; run it without "
+                         "torchrun (or with --nproc-per-node 1).")
+    if device_map and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
+        raise UsageError("--device-map spreads one model over this node's GPUs, so run one process per node: "
+                         "torchrun --nproc-per-node 1 (ranks on other nodes add data parallelism).")
+    return init(device)
+
+
+def run_everywhere(command, what: str) -> None:
+    """``command()`` on every rank: rank 0 prints, the others stay quiet unless they fail.
+
+    Ends with :func:`agree`, so every rank leaves knowing the others succeeded.
+    """
+    import sys
+    with guard(what):
+        quiet = open(os.devnull, "w") if not is_writer() else None
+        with contextlib.redirect_stdout(quiet) if quiet else contextlib.nullcontext():
+            try:
+                command()
+            finally:
+                if quiet:
+                    quiet.close()
+                    sys.stdout.flush()
+        agree(what)
+
+
+def rank_prefix() -> str:
+    """``"[rank R of P] "`` for messages printed by every rank; empty alone."""
+    return f"[rank {_WORLD.rank} of {_WORLD.size}] " if _WORLD is not None else ""
+
