@@ -201,3 +201,16 @@ def test_device_map_values(value, expected):
 def test_bad_device_map_names_the_choices():
     with pytest.raises(UsageError, match="auto, balanced"):
         parse_device_map("everywhere")
+
+
+def test_rank_devices_and_torchrun_detection(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert distributed.local_device("cpu") == "cpu"
+    if not __import__("torch").cuda.is_available():
+        assert distributed.local_device(None) == "cpu"
+        with pytest.raises(UsageError, match="no CUDA GPU"):
+            distributed.local_device("cuda")
+    for size, expected in (("1", False), ("2", True)):
+        monkeypatch.setenv("WORLD_SIZE", size)
+        monkeypatch.setenv("RANK", "0")
+        assert distributed.launched_by_torchrun() is expected
