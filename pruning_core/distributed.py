@@ -305,16 +305,10 @@ def run_everywhere(command, what: str) -> None:
 
     Ends with :func:`agree`, so every rank leaves knowing the others succeeded.
     """
-    import sys
     with guard(what):
-        quiet = open(os.devnull, "w") if not is_writer() else None
-        with contextlib.redirect_stdout(quiet) if quiet else contextlib.nullcontext():
-            try:
+        with open(os.devnull, "w") if not is_writer() else contextlib.nullcontext() as quiet:
+            with contextlib.redirect_stdout(quiet) if quiet is not None else contextlib.nullcontext():
                 command()
-            finally:
-                if quiet:
-                    quiet.close()
-                    sys.stdout.flush()
         agree(what)
 
 

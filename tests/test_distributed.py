@@ -89,7 +89,10 @@ def _close(a, b, rel=1e-9, abs_=1e-12, path="") -> None:
 def test_all_reduced_scores_equal_one_process(launched, check):
     results, _ = launched
     pair = results[check]
-    _close(pair["distributed"], pair["single"], rel=1e-6 if check.startswith("smp") else 1e-9, path=check)
+    # SMP sums float32 logits (as one process does); its scores are a softmax, so a logit's rounding
+    # difference shows up as an absolute difference of the probabilities
+    rel, abs_ = (1e-5, 1e-4) if check.startswith("smp") else (1e-9, 1e-12)
+    _close(pair["distributed"], pair["single"], rel=rel, abs_=abs_, path=check)
 
 
 @pytest.mark.parametrize("check", ["cls_evaluate_bs2", "cls_evaluate_bs32", "cls_ablation", "cls_ablation_scorer",
