@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from .children import signals_raise
-from .cli_args import (checked, fraction, int_list, output_file, output_folder, positive_int, run_checks,
-                       write_output)
+from . import distributed
+from .cli_args import (checked, device_map, fraction, int_list, output_file, output_folder, positive_int,
+                       parse_device_map, run_checks, write_output)
 from .errors import HeadpruneError, UsageError
 from .progress import tqdm_progress
 from .serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
@@ -32,8 +33,15 @@ def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> 
     if out:
         checked(p, "--out", check=output_file, help="write the result as JSON to this file")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    checked(p, "--device-map", default=None, check=device_map,
+            help="spread a model too large for one GPU over several devices with accelerate: auto, balanced, "
+                 "sequential, or a JSON object / .json file {module name: device} (instead of --device)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pytorch_model.bin weights (unpickling can run code: trusted files only)")
+    if task:
+        p.add_argument("--distributed", action="store_true",
+                       help="data-parallel over the processes torchrun started (detected by itself under "
+                            "torchrun): `torchrun --nproc-per-node N -m pruning_core ...`; see docs/DISTRIBUTED.md")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +189,14 @@ def _read_mask(args, layout):
 
 def _load(args, attn: str = "eager"):
     from .models import load_model
-    return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn)
+    dmap = getattr(args, "device_map", None)
+    return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn,
+                      device_map=parse_device_map(dmap) if dmap is not None else None)
+
+
+def _progress():
+    """Progress bars on the process that prints (rank 0 under torchrun), none on the other ranks."""
+    return tqdm_progress() if distributed.is_writer() else None
 
 
 def _task_and_split(args):
@@ -192,8 +207,11 @@ def _task_and_split(args):
 
 
 def _write(args, data: dict) -> None:
+    """Write ``--out``: rank 0 only, once every rank got this far (a failed rank leaves no file)."""
     if getattr(args, "out", None):
-        print(f"wrote {write_output('--out', args.out, data)}")
+        distributed.agree(f"writing {args.out}")
+        if distributed.is_writer():
+            print(f"wrote {write_output('--out', args.out, data)}")
 
 
 def _require_heads(loaded, what: str) -> None:
@@ -218,7 +236,7 @@ def cmd_prepare(args) -> None:
             state = "prepared" if entry.is_prepared() else f"not prepared ({entry.cost})"
             print(f"{name:<14} {entry.title}\n{'':<14} task {entry.task}; {state}")
         return
-    report = zoo.get(args.model).run_prepare(force=args.force, progress=tqdm_progress())
+    report = zoo.get(args.model).run_prepare(force=args.force, progress=_progress())
     print(report.summary() if hasattr(report, "summary") else report)
 
 
@@ -246,7 +264,7 @@ def cmd_evaluate(args) -> None:
     loaded = _load(args)
     mask = _read_mask(args, loaded.layout)
     data = task.encode(loaded, split, args.limit)
-    res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=tqdm_progress())
+    res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=_progress())
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
     print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {res.metric_name} "
           f"{_fmt(res.metric_name, res.metric)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
@@ -272,7 +290,7 @@ def cmd_score(args) -> None:
         split, limit = DEFAULT_SCORE_SPLIT, limit or DEFAULT_SCORE_LIMIT
     loaded = _load(args)
     _require_heads(loaded, "score")
-    result = scorer.score(loaded, task, _score_config(args, split, limit), progress=tqdm_progress())
+    result = scorer.score(loaded, task, _score_config(args, split, limit), progress=_progress())
     print(f"{scorer.name} scores of {loaded.layout.total_heads} heads in {result.seconds:.1f} s "
           f"({'per-layer l2-normalised' if result.normalize else 'raw'}); least important first:")
     for kind, layer, head in result.ranking_scores.ranked(seed=args.seed)[:10]:
@@ -305,7 +323,7 @@ def cmd_ablate(args) -> None:
     loaded = _load(args)
     _require_heads(loaded, "ablate")
     data = task.encode(loaded, split, args.limit)
-    table = ablation_table(loaded, task, data, batch_size=args.batch_size, progress=tqdm_progress())
+    table = ablation_table(loaded, task, data, batch_size=args.batch_size, progress=_progress())
     print(f"base {table.metric_name} {_fmt(table.metric_name, table.base_metric)} on {table.n_examples} examples; "
           "largest changes when one head is removed:")
     from .metrics import get_metric
@@ -334,10 +352,10 @@ def cmd_one_per_layer(args) -> None:
         from .scoring import get_scorer
         scorer = get_scorer(args.method)
         config = _score_config(args, _score_split(args, task), args.score_limit)
-        scores = scorer.score(loaded, task, config, progress=tqdm_progress())
+        scores = scorer.score(loaded, task, config, progress=_progress())
         print(f"heads scored by {scorer.name} on {config.split} ({scores.provenance.get('n_examples')} examples), "
               f"measured on {split} ({data.n_examples} examples)")
-    res = one_head_per_layer(loaded, task, data, scores=scores, batch_size=args.batch_size, progress=tqdm_progress())
+    res = one_head_per_layer(loaded, task, data, scores=scores, batch_size=args.batch_size, progress=_progress())
     print(f"base {res.metric_name} {_fmt(res.metric_name, res.base_metric)}; each layer alone reduced to one head:")
     for r in res.rows:
         print(f"  {r.kind:12s} layer {r.layer:2d} keep head {r.kept_head:2d}  {_fmt(res.metric_name, r.metric)}"
@@ -360,7 +378,7 @@ def cmd_curve(args) -> None:
     config = _score_config(args, _score_split(args, task), args.score_limit)
     data = task.encode(loaded, split, args.limit)
     curve = seeded_curves(loaded, task, data, scorer, config, seeds, step=args.step, rescore=args.rescore,
-                          batch_size=args.batch_size, progress=tqdm_progress())
+                          batch_size=args.batch_size, progress=_progress())
     settings = curve.provenance.get("settings", {})
     score_n = settings.get("score_n")
     scored_on = (f"heads scored on {config.split} ({score_n} examples)" if score_n is not None
@@ -399,7 +417,7 @@ def cmd_bench(args) -> None:
     mask = _read_mask(args, loaded.layout)          # None: the benchmark's own half mask (seed 0)
     kwargs = {"repeats": args.repeats} if args.repeats else {}
     result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
-                       progress=tqdm_progress(), **kwargs)
+                       progress=_progress(), **kwargs)
     print(format_bench(result))
     _write(args, result.to_json())
 
@@ -444,20 +462,40 @@ def cmd_app(args) -> None:
     raise SystemExit(run_child(cmd, cwd=root, env={**os.environ, **env} if env else None))
 
 
+def _run(args) -> bool:
+    """Run the command alone, or on every rank under torchrun (docs/DISTRIBUTED.md); True if it joined a group."""
+    mapped = getattr(args, "device_map", None) is not None
+    joined = distributed.current() is None and distributed.join_for_command(
+        args.command, hasattr(args, "distributed"), getattr(args, "distributed", False),
+        getattr(args, "device", None), mapped) is not None
+    world = distributed.current()
+    if world is None:
+        args.func(args)
+        return False
+    if not mapped:
+        args.device = world.devices[world.rank]          # cuda:LOCAL_RANK, or cpu
+    distributed.run_everywhere(lambda: args.func(args), f"headprune {args.command}")
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()      # our own bars only
     hf_logging.set_verbosity_error()
+    joined = False
     try:
         with signals_raise():           # SIGTERM unwinds like an exception: temp files and children go
             run_checks(args)
-            args.func(args)
+            joined = _run(args)
     except HeadpruneError as exc:
-        print(f"headprune: error: {exc}", file=sys.stderr)
+        print(f"headprune: error: {distributed.rank_prefix()}{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("headprune: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if joined:                      # a group this call joined (not one its caller had joined)
+            distributed.shutdown()
     return 0

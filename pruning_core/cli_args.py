@@ -115,3 +115,34 @@ def write_output(option: str, path: str, data: dict) -> Path:
     except OSError as exc:
         raise UsageError(f"Could not write {option} {path!r}: {exc.strerror or exc}. "
                          "Choose a folder you can write to.") from None
+
+
+# -- models across devices -------------------------------------------------------------------------
+
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def parse_device_map(value: str) -> str | dict:
+    """``--device-map``: a strategy name, a single device ('cpu', 'cuda:1'), or {module name: device}
+    given as a JSON object or a ``.json`` file."""
+    import json
+    text = value.strip()
+    if text in DEVICE_MAP_STRATEGIES or text == "cpu" or text.startswith("cuda"):
+        return text
+    if text.endswith(".json"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--device-map file {value!r} cannot be read ({exc.strerror}).") from None
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        mapping = None
+    if not isinstance(mapping, dict) or not mapping:
+        raise UsageError(f"--device-map must be one of {', '.join(DEVICE_MAP_STRATEGIES)}, a device such as cpu or "
+                         f"cuda:0, or a JSON object {{module name: device}} (inline or a .json file); got {value!r}.")
+    return mapping
+
+
+def device_map(option: str, value: str) -> None:
+    parse_device_map(value)

@@ -104,6 +104,12 @@ def ones_gates(layout: HeadLayout, device: torch.device | str = "cpu",
             for k, rows in layout.kinds.items()}
 
 
+def _on_device_of(gate: torch.Tensor, module: nn.Module) -> torch.Tensor:
+    """``gate`` on ``module``'s device: a model split over devices (``device_map``) gates each layer where it is."""
+    weight = next(module.parameters(), None)
+    return gate if weight is None or weight.device == gate.device else gate.to(weight.device)
+
+
 @contextlib.contextmanager
 def gate_heads(model: nn.Module, sites: Sequence[AttentionSite],
                gates: Mapping[str, Sequence[torch.Tensor]], record: bool = False) -> Iterator[GateSession]:
@@ -127,7 +133,7 @@ def gate_heads(model: nn.Module, sites: Sequence[AttentionSite],
             got = rows[s.layer].shape[-1] if s.layer < len(rows) else "no row"
             raise FormatError(f"Gate for {s.kind} layer {s.layer} has {got} heads; the model has {s.num_heads}.")
         recorder = session.records.setdefault((s.kind, s.layer), []) if record else None
-        by_out[id(s.out)] = (rows[s.layer], recorder)
+        by_out[id(s.out)] = (_on_device_of(rows[s.layer], s.out), recorder)
     outer = _ACTIVE.get()
     token = _ACTIVE.set({**(outer or {}), **by_out})
     try:

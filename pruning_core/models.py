@@ -135,13 +135,15 @@ def _resolve(spec: str) -> tuple[str, Path | str]:
 
 
 def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = False,
-               attn_implementation: str = "eager") -> LoadedModel:
+               attn_implementation: str = "eager", device_map: str | dict | None = None) -> LoadedModel:
     """Load ``spec`` (a prepared model's name such as 'default', a local folder, or a hub id) for head analysis.
 
     Args:
         device: 'cpu', 'cuda', or None for CUDA when present.
         allow_pickle: accept ``pytorch_model.bin`` weights (unpickling can run code; only for trusted files).
         attn_implementation: 'eager' gives attention maps; 'sdpa' is faster for benchmarks.
+        device_map: spread the layers over devices with accelerate ('auto', 'balanced', or
+            {module name: device}); ``device`` is then ignored and inputs go to the first layer's device.
     """
     from transformers import AutoConfig, AutoTokenizer
     import transformers
@@ -170,6 +172,11 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
                 "arbitrary code. Convert them to safetensors, or pass --allow-pickle if you trust the file.")
     kwargs = dict(trust_remote_code=False, attn_implementation=attn_implementation,
                   use_safetensors=None if allow_pickle else True, local_files_only=local_only)
+    if device_map is not None:
+        if getattr(config, CONFIG_KEY, None):
+            raise ModelLoadError(f"Model {spec!r} was pruned by headprune; it loads on one device. Leave "
+                                 "--device-map out (a pruned model is smaller: it may fit now).")
+        kwargs["device_map"] = device_map
     try:
         removed = getattr(config, CONFIG_KEY, None)
         if removed:
@@ -179,7 +186,9 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
         tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local_only)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelLoadError(f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
-    model.eval().to(dev)
+    model.eval()
+    if device_map is None:
+        model.to(dev)
     if source == "hub":
         weights_sha = weights_hash_of_module(model)
     else:

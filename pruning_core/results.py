@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import distributed
 from .errors import FormatError
 from .heads import HeadLayout, HeadMask, HeadScores
 from .storage import write_json  # noqa: F401  (re-exported: results are written atomically)
@@ -37,7 +38,12 @@ def versions() -> dict[str, str]:
 
 def provenance(loaded=None, *, task: str | None = None, split: str | None = None, n_examples: int | None = None,
                method: str | None = None, settings: dict | None = None, device: str | None = None) -> dict:
-    """Where a result came from: model and weights hash, data, method and settings, versions, time."""
+    """Where a result came from: model and weights hash, data, method and settings, versions, time.
+
+    ``parallel``: world size, backend and every rank's device (one process: its device alone),
+    see :mod:`pruning_core.distributed`.
+    """
+    device = device or (str(loaded.device) if loaded is not None else None)
     return {
         "model": getattr(loaded, "model_id", None),
         "weights_sha256": getattr(loaded, "weights_sha256", None),
@@ -47,7 +53,8 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
         "method": method,
         "settings": settings or {},
         "versions": versions(),
-        "device": device or (str(loaded.device) if loaded is not None else None),
+        "device": device,
+        "parallel": distributed.describe(device),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The library's layers, lowest first; a module may import its own layer and the ones below.
 LAYERS = [
     {"errors", "registry", "progress", "storage", "heads", "metrics", "share_link", "children", "serving",
-     "stats", "zoo", "__version__"},
+     "stats", "zoo", "distributed", "__version__"},
     {"architectures"},
     {"masking", "pruning"},
     {"models", "results", "cli_args", "significance"},

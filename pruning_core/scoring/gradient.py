@@ -9,6 +9,9 @@ per token, then average over the real (non-padding) tokens of the scoring data:
 For encoder self-attention the tokens are the source tokens; for decoder self- and cross-
 attention the target tokens. L is the per-example cross-entropy (classification) or the
 per-token cross-entropy (translation), summed, so each token's product is its own.
+
+Data-parallel (under ``torchrun``, :mod:`pruning_core.distributed`): each rank sums its share of
+the batches, then one all-reduce of every head's sum and the token counts (a few hundred floats).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import time
 
 import torch
 
+from .. import distributed
 from ..heads import HeadMask, HeadScores
 from ..masking import gate_heads, gates_from_mask, ones_gates
 from ..progress import ProgressCallback, report
@@ -53,15 +57,27 @@ def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch
     gates = gates_from_mask(mask, device) if mask is not None else ones_gates(layout, device)
     totals = {k: [torch.zeros(n, dtype=torch.float64) for n in rows] for k, rows in layout.kinds.items()}
     tokens = {k: 0.0 for k in layout.kinds}
-    n_batches = max(1, -(-data.n_examples // batch_size))
-    for i, batch in enumerate(data.batches(batch_size, device=device)):
-        contributions = token_contributions(loaded, task, batch, gates)
-        for (kind, layer), contrib in contributions.items():
-            token_mask = batch.token_masks[kind].to(contrib.dtype).unsqueeze(-1)   # [B, T, 1]
-            totals[kind][layer] += (contrib.abs() * token_mask).sum((0, 1)).double().cpu()
-        for kind in layout.kinds:
-            tokens[kind] += float(batch.token_masks[kind].sum())
-        report(progress, "score:gradient", i + 1, n_batches)
+    part = distributed.batch_part()                 # None alone; else this rank's share of the batches
+    batches, n_batches = distributed.batches(data, batch_size, device)
+    with distributed.guard("gradient scoring"):
+        for i, batch in enumerate(batches):
+            if part is not None:
+                distributed.check_injected_failure()
+            contributions = token_contributions(loaded, task, batch, gates)
+            for (kind, layer), contrib in contributions.items():
+                token_mask = batch.token_masks[kind].to(contrib.device, contrib.dtype).unsqueeze(-1)   # [B, T, 1]
+                totals[kind][layer] += (contrib.abs() * token_mask).sum((0, 1)).double().cpu()
+            for kind in layout.kinds:
+                tokens[kind] += float(batch.token_masks[kind].sum())
+            report(progress, "score:gradient", i + 1, n_batches)
+        if part is not None:                        # one all-reduce: every head's sum and the token counts
+            kinds = list(layout.kinds)
+            counts = torch.tensor([tokens[k] for k in kinds], dtype=torch.float64)
+            flat = [t for k in kinds for t in totals[k]] + [counts]
+            summed = distributed.sum_tensors(flat, "gradient scoring")
+            rows = iter(summed[:-1])
+            totals = {k: [next(rows) for _ in totals[k]] for k in kinds}
+            tokens = dict(zip(kinds, summed[-1].tolist()))
     return HeadScores.from_lists({k: [(t / max(tokens[k], 1.0)).tolist() for t in rows]
                                   for k, rows in totals.items()})
 

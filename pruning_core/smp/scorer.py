@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from .. import distributed
 from ..errors import CacheError
 from ..heads import HeadMask
 from ..masking import apply_mask
@@ -56,9 +57,11 @@ def mean_head_logits(loaded, pfile: PrunerFile, data, *, mask: HeadMask | None =
     pruner = pfile.pruner.to(loaded.device).eval()
     sums: list[torch.Tensor] | None = None
     n = 0
-    total = max(1, -(-data.n_examples // batch_size))
-    with apply_mask(loaded, mask):
-        for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
+    share = distributed.batch_part()          # None alone; else this rank's share of the batches
+    batches, total = distributed.batches(data, batch_size, loaded.device)
+    with distributed.guard("SMP scoring"), apply_mask(loaded, mask):
+        for i, batch in enumerate(batches):
+            distributed.check_injected_failure()
             am = batch.token_masks["encoder_self"]
             with capture_attention(loaded, am) as maps:
                 loaded.model(**batch.inputs)
@@ -67,6 +70,13 @@ def mean_head_logits(loaded, pfile: PrunerFile, data, *, mask: HeadMask | None =
             sums = part if sums is None else [a + b for a, b in zip(sums, part)]
             n += batch.n_examples
             report(progress, "score:smp", i + 1, total)
+        if share is not None:                 # one all-reduce of the logit sums and the example count
+            device = next(pruner.parameters()).device
+            if sums is None:                  # this rank got no batch: it adds zeros
+                sums = [torch.zeros(s.num_heads, device=device) for s in loaded.sites]
+            *sums, count = distributed.sum_tensors([*sums, torch.tensor([float(n)], dtype=torch.float64)],
+                                                   "SMP scoring")
+            n = int(count.item())
     assert sums is not None
     return [s / max(n, 1) for s in sums]
 

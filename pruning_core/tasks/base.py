@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .. import distributed
 from ..errors import DataError, did_you_mean
 from ..heads import HeadMask
 from ..masking import apply_mask
@@ -166,6 +167,10 @@ class Task:
         self.check_beams(beams)
         start = time.perf_counter()
         state = EvalState(predictions=[None] * data.n_examples, options={"beams": beams})
+        part = distributed.batch_part()
+        if part is not None:
+            self._evaluate_part(loaded, data, mask, batch_size, part, state, progress)
+            return self._finish(data, state, start)
         total = math.ceil(data.n_examples / batch_size)
         with torch.inference_mode(), apply_mask(loaded, mask):
             for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
@@ -174,9 +179,43 @@ class Task:
                 state.loss_weight += self.loss_weight(batch)
                 self.predict_batch(loaded, data, batch, outputs, state)
                 report(progress, "evaluate", i + 1, total, self.name)
+        return self._finish(data, state, start)
+
+    def _finish(self, data: EncodedData, state: EvalState, start: float) -> EvalResult:
+        """The result of the predictions in ``state``, with per-example evidence and timing."""
         result = self.summarise(data, state)
         kept = evidence(get_metric(result.metric_name), state.predictions, self.references(data))
         return replace(result, seconds=time.perf_counter() - start, **kept)
+
+    def _evaluate_part(self, loaded, data: EncodedData, mask: HeadMask | None, batch_size: int,
+                       part: tuple[int, int], state: EvalState, progress: ProgressCallback | None) -> None:
+        """Fill ``state`` as :meth:`evaluate` would, running only this rank's batches.
+
+        Predictions and per-batch losses are gathered from every rank; the losses are re-added in
+        the single-process batch order, so the loss and every metric equal one process's exactly
+        (:mod:`pruning_core.distributed`).
+        """
+        rank, size = part
+        total = data.n_batches(batch_size, part)
+        losses: dict[int, tuple[float, int]] = {}             # global batch index -> (loss sum, weight)
+        mine: list[int] = []                                   # the examples this rank predicted
+        with distributed.guard(f"evaluate {self.name}"):
+            with torch.inference_mode(), apply_mask(loaded, mask):
+                for i, batch in enumerate(data.batches(batch_size, device=loaded.device, part=part)):
+                    distributed.check_injected_failure()
+                    outputs = loaded.model(**batch.inputs)
+                    losses[rank + i * size] = (float(self.loss_sum(loaded, batch, outputs)), self.loss_weight(batch))
+                    self.predict_batch(loaded, data, batch, outputs, state)
+                    mine += batch.index.tolist()
+                    report(progress, "evaluate", i + 1, total, self.name)
+            shares = distributed.gather(([(j, state.predictions[j]) for j in mine], losses), f"evaluate {self.name}")
+        for predictions, batch_losses in shares:
+            for j, p in predictions:
+                state.predictions[j] = p
+            losses.update(batch_losses)
+        for b in sorted(losses):                                # the single-process order
+            state.loss += losses[b][0]
+            state.loss_weight += losses[b][1]
 
     @staticmethod
     def references(data: EncodedData) -> list | None:

@@ -70,13 +70,26 @@ class EncodedData:
         return sorted(range(self.n_examples), key=lambda i: (self.lengths[i], i))
 
     def batches(self, batch_size: int = 64, device: torch.device | str | None = None,
-                sort_by_length: bool = True) -> Iterator[EncodedBatch]:
-        """``ceil(n / batch_size)`` batches covering every example once, shortest first."""
+                sort_by_length: bool = True, part: tuple[int, int] | None = None) -> Iterator[EncodedBatch]:
+        """``ceil(n / batch_size)`` batches covering every example once, shortest first.
+
+        part: ``(rank, world_size)``: only batches ``rank, rank + world_size, ...`` of that sequence
+        (a data-parallel rank's share, :mod:`pruning_core.distributed`); the others are not collated.
+        """
         if batch_size < 1:
             raise DataError(f"batch_size must be at least 1, got {batch_size}.")
         order = self.order(sort_by_length)
-        for start in range(0, len(order), batch_size):
+        first, every = part if part is not None else (0, 1)
+        for start in range(first * batch_size, len(order), every * batch_size):
             yield self.task._collate(self, order[start:start + batch_size], device)
+
+    def n_batches(self, batch_size: int, part: tuple[int, int] | None = None) -> int:
+        """How many batches :meth:`batches` yields (for ``part``: that rank's share)."""
+        total = -(-self.n_examples // batch_size)
+        if part is None:
+            return total
+        rank, size = part
+        return len(range(rank, total, size))
 
     def padding_fraction(self, batch_size: int = 64, sort_by_length: bool = True) -> float:
         """Share of the encoder input positions that are padding, for this batching."""
