@@ -263,6 +263,11 @@ def scorer_description(name: str) -> str:
     return scorer_info(name).description
 
 
+def slow_scorer(name: str) -> bool:
+    """Whether ``name`` evaluates the model once per head (minutes on a big model: start it on a click)."""
+    return scorer_info(name).cost == "per_head"
+
+
 def score_limit(scorer: str, eval_limit: int) -> int:
     """Examples a scorer uses: one that evaluates once per head uses the evaluation subset, the
     others at least :data:`SCORE_LIMIT` examples."""

@@ -49,7 +49,8 @@ def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool 
     store: dict = dict(state.get_result(RESULT) or {})
     result = None if again else store.get(_key(mask))
     if result is None and measure and not mask.is_full():
-        result = ui.run_job("latency", "Timing dense vs pruned, interleaved", cache.latency, spec, mask)
+        result = ui.run_job("latency", "Timing dense vs pruned, interleaved", cache.latency, spec, mask,
+                            fresh=True)
         if result is not None:
             store.pop(_key(mask), None)
             store[_key(mask)] = result

@@ -27,7 +27,7 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     curves = {}
     for name in curve_scorers:
         result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
-                            cache.score_limit(name, limit), 0.1, False)
+                            cache.score_limit(name, limit), 0.1, False, seeds=cache.curve_seeds(name))
         if result is not None:
             curves[name] = result
     evaluation = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)

@@ -25,7 +25,7 @@ layout, mask = arch.layout, state.current_mask(arch.layout)
 ui.show_notices()                     # e.g. a shared link whose mask does not fit this model
 
 result = ui.run_job(f"score_{scorer}", f"Scoring heads ({scorer})", cache.scores, spec, task_name, scorer,
-                    cache.score_limit(scorer, limit))
+                    cache.score_limit(scorer, limit), auto=not cache.slow_scorer(scorer))   # per head: on a click
 ranking = result.ranking_scores if result is not None else None
 left, right = st.columns([3, 2], gap="large")
 with left:
