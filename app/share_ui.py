@@ -8,6 +8,7 @@ from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
 from . import cache, latency_ui, state, ui
+from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
 
@@ -76,5 +77,5 @@ def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     state.set_result("analysis", analysis)
     for text in warnings:
         state.add_notice("warning", md_escape(text))
-    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(state.task_spec())}, scorer "
+    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task_label(state.task_spec()))}, scorer "
                                 f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")

@@ -19,6 +19,7 @@ from typing import Any
 import streamlit as st
 
 from app import jobs, state
+from app.access import hide_upload_paths, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
 from pruning_core.attention_maps import MAX_TOKENS
@@ -52,11 +53,11 @@ def show_error(exc: BaseException, what: str = "") -> None:
     as plain text (it often holds a value from a link or a file).
     """
     prefix = f"{what}: " if what else ""
-    if isinstance(exc, HeadpruneError):
-        st.error(f"{prefix}{md_escape(exc)}", icon=":material/error:")
+    if isinstance(exc, HeadpruneError):             # an upload is named by its file name, not its server path
+        st.error(f"{prefix}{md_escape(hide_upload_paths(str(exc)))}", icon=":material/error:")
     else:
         log.exception("unexpected error in the dashboard", exc_info=exc)
-        first = md_escape(str(exc).splitlines()[0]) if str(exc) else ""
+        first = md_escape(hide_upload_paths(str(exc).splitlines()[0])) if str(exc) else ""
         st.error(f"{prefix}unexpected {type(exc).__name__}: {first} "
                  "The details are in the server log; the rest of the dashboard keeps working.",
                  icon=":material/error:")
@@ -389,7 +390,7 @@ def task_picker() -> None:
     options = names if current in names else [current, *names]
     key = bind(state.widget_key("model", "task"), current)
     st.markdown("**Task**")
-    st.selectbox("Task name (type `file:PATH` for a file on the server)", options, key=key,
+    st.selectbox("Task name (type `file:PATH` for a file on the server)", options, key=key, format_func=task_label,
                  accept_new_options=True, on_change=lambda: state.set_task_spec(st.session_state[key] or current))
     st.file_uploader("... or upload a data file", type=UPLOAD_TYPES, key=state.widget_key("model", "upload"),
                      on_change=_apply_upload,

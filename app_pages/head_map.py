@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, headmap_ui, latency_ui, state, ui, uncertainty
+from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -77,13 +78,22 @@ with ui.filling(metric_slot, "metric and loss"):
                   **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
                                     within_noise=bool(diff and diff.within_noise)),
                   help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
-        m2.metric("loss", f"{ev.loss:.4f}", **ui.delta_kwargs(f"{ev.loss - dense.loss:+.4f}" if changed else None,
-                                                               "inverse"))
+        loss_slot = m2.empty()
+        loss_slot.metric("loss", f"{ev.loss:.4f}", help="The change follows: per-example losses are compared.")
         st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
-                   f"{md_code(task_name)}: {md_escape(ui.metric_label(ev.metric_name))} {md_escape(now.value)} "
+                   f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} {md_escape(now.value)} "
                    f"({md_escape(now.interval)}). "
                    f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                    + (f" Change: {md_escape(diff.detail)}." if diff else ""))
+        loss_diff = None
+        if changed:                   # the loss change with its paired interval over examples
+            per = [ui.run_job(f"losses_{n}", "Per-example losses", cache.example_outputs, spec, task_name, limit, m)
+                   for n, m in (("dense", None), ("mask", mask))]
+            loss_diff = uncertainty.loss_change(*per) if None not in per else None
+        loss_slot.metric("loss", f"{ev.loss:.4f}",
+                         **ui.delta_kwargs(loss_diff.text if loss_diff else None, "inverse",
+                                           within_noise=bool(loss_diff and loss_diff.within_noise)),
+                         help="Mean cross-entropy" + (f". Change: {loss_diff.detail}." if loss_diff else "."))
 with history_slot:
     headmap_ui.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")
 with ui.filling(speed_slot, "latency"):
