@@ -169,6 +169,15 @@ def filling(slot, what: str):
         note.empty()
 
 
+METRIC_GAP = "medium"
+
+
+def metric_row():
+    """A row of metrics that wraps onto the next line when the page is narrow (a projector at
+    1024 x 768) instead of cutting values to '70.…': put ``st.metric(..., width="content")`` in it."""
+    return st.container(horizontal=True, wrap=True, gap=METRIC_GAP)
+
+
 def metric_label(name: str) -> str:
     """The metric's label from the registry: 'BLEU', 'MCC', 'F1', 'accuracy'."""
     return get_metric(name).label

@@ -32,7 +32,7 @@ arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
 st.subheader(f"Architecture of {md_code(arch.model_id)}")
-a = st.columns(4)
+a = [ui.metric_row()] * 4            # one row that wraps on a narrow screen
 a[0].metric("model type", arch.model_type, help=f"a {arch.task_type} model (headprune adapter `{arch.arch}`)")
 a[1].metric("attention heads", arch.total_heads)
 a[2].metric("parameters", ui.count_text(arch.parameters))
