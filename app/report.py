@@ -104,7 +104,8 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
     title = title or f"headprune analysis: {a.model_id} on {task_label(a.task) if a.task else 'no task'}"
     parts: list[str] = []
     parts.append(f"<h1>{_e(title)}</h1>")
-    parts.append(f'<p class="sub">Model <b>{_e(a.model_id)}</b> · task <b>{_e(task_label(a.task) if a.task else "n/a")}</b> · importance '
+    task = task_label(a.task) if a.task else "n/a"           # an upload by its file name, not its server path
+    parts.append(f'<p class="sub">Model <b>{_e(a.model_id)}</b> · task <b>{_e(task)}</b> · importance '
                  f'score <b>{_e(a.scorer or "n/a")}</b> · report made {_e(created)}</p>')
     parts.append('<p class="explain">A transformer has many attention heads, and Michel et al. (2019) found that '
                  "many can be removed with little loss. This report records one such experiment: which heads were "

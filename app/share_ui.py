@@ -77,5 +77,6 @@ def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     state.set_result("analysis", analysis)
     for text in warnings:
         state.add_notice("warning", md_escape(text))
-    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task_label(state.task_spec()))}, scorer "
+    task = task_label(state.task_spec())
+    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task)}, scorer "
                                 f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")

@@ -87,7 +87,8 @@ with ui.filling(metric_slot, "metric and loss"):
         loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
                          help="The change follows: per-example losses are compared.")
         st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
-                   f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} {md_escape(now.value)} "
+                   f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} "
+                   f"{md_escape(now.value)} "
                    f"({md_escape(now.interval)}). "
                    f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                    + (f" Change: {md_escape(diff.detail)}." if diff else ""))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path, wait_idle
+from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path,
+                             wait_idle)
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -14,7 +15,10 @@ CUT = """() => {
   const cut = [];
   for (const box of document.querySelectorAll('[data-testid="stMetric"]')) {
     for (const e of box.querySelectorAll('*')) {
-      if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) { cut.push(box.innerText.replace(/\\n/g, ' | ')); break; }
+      if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) {
+        cut.push(box.innerText.replace(/\\n/g, ' | '));
+        break;
+      }
     }
   }
   return cut;
