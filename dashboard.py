@@ -10,6 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import state, ui
+from app.access import task_label
 from app.text import md_code
 
 ROOT = Path(__file__).resolve().parent
@@ -22,6 +23,7 @@ PAGES = [
     ("app_pages/model_data.py", "Model & data", ":material/dataset:"),
     ("app_pages/head_map.py", "Head map", ":material/grid_on:"),
     ("app_pages/curves.py", "Curves", ":material/show_chart:"),
+    ("app_pages/examples.py", "Per example", ":material/table_rows:"),
     ("app_pages/attention.py", "Attention", ":material/visibility:"),
     ("app_pages/speed.py", "Speed", ":material/speed:"),
     ("app_pages/share.py", "Share", ":material/share:"),
@@ -35,7 +37,7 @@ page = st.navigation([st.Page(str(ROOT / f), title=t, icon=i, url_path=Path(f).s
 ui.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
 with st.sidebar:                # values from a link or a file are shown through app.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")
-    st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(state.task_spec())}  \n"
+    st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(task_label(state.task_spec()))}  \n"
                 f"Score {md_code(state.scorer_name())}  \nEvaluated on {state.eval_limit()} examples")
 
 state.push_query_params()      # before the page: a page that stops early still updates the link

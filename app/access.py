@@ -16,6 +16,7 @@ Pure: no Streamlit. The dashboard reads the environment and the server address i
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -99,3 +100,19 @@ def data_access_from(env: Mapping[str, str], server_address: str | None) -> Data
 
 __all__ = ["DATA_DIRS_ENV", "DataAccess", "PathNotAllowedError", "data_access_from", "is_loopback", "is_within",
            "upload_root"]
+
+
+def task_label(spec: str) -> str:
+    """How a task is shown: an uploaded file by its own name, ``mine.csv (uploaded)``, never by the
+    server's temp path; every other name as it is. (Links and bundles keep the full name.)"""
+    if spec.startswith("file:") and is_within(spec[len("file:"):], [upload_root()]):
+        return f"{Path(spec[len('file:'):]).name} (uploaded)"
+    return spec
+
+
+def hide_upload_paths(text: str) -> str:
+    """``text`` (an error message) with every uploaded file's server path replaced by its own name
+    ("file:/tmp/headprune-uploads/ab12…/mine.csv" -> "mine.csv (uploaded)")."""
+    root = re.escape(str(upload_root()))
+    text = re.sub(rf"(?:file:)?{root}/[0-9a-f]+/([^\s'\"`,;:)]+)", r"\1 (uploaded)", text)
+    return re.sub(rf"{root}\S*", "(the upload folder)", text)

@@ -32,10 +32,11 @@ __all__ = ["MAX_TOKENS", "AttentionRun", "example_text", "thumbnails_figure", "h
 
 HOVER_CELL_LIMIT = 40_000  # above this many heatmap cells, the thumbnails' hover shows no token names
 
-# Paul Tol's "muted" qualitative scheme (colour-blind safe) + dark grey, replacing bertviz's
-# d3.schemeCategory10. bertviz indexes it modulo 10, so it needs 10 entries.
+# Paul Tol's "muted" qualitative scheme (colour-blind safe) + dark grey + two of his "vibrant" colours,
+# replacing bertviz's d3.schemeCategory10, which has 10 colours: with 12 heads two pairs of heads
+# shared a colour. :func:`head_colours` gives every head (and every layer in the model view) its own.
 HEAD_COLOURS = ["#332288", "#117733", "#CC6677", "#882255", "#44AA99", "#AA4499", "#999933", "#88CCEE",
-                "#DDCC77", "#555555"]       # darkest first: they are drawn on white
+                "#DDCC77", "#555555", "#EE7733", "#0077BB"]       # darkest first: they are drawn on white
 KEPT_SCALE = "Blues"       # single-hue sequential scales read the same for every colour vision
 REMOVED_SCALE = "Greys"
 
@@ -200,6 +201,24 @@ def _tensor_list(layers: Sequence[np.ndarray]) -> list[torch.Tensor]:
     return out
 
 
+def head_colours(n: int) -> list[str]:
+    """``n`` distinct colours: :data:`HEAD_COLOURS` first, then evenly spaced hues at two lightnesses."""
+    if n <= len(HEAD_COLOURS):
+        return HEAD_COLOURS[:max(n, 1)]
+    extra = n - len(HEAD_COLOURS)
+    more = [f"hsl({round(360 * k / extra + 17) % 360}, 65%, {38 if k % 2 else 52}%)" for k in range(extra)]
+    return HEAD_COLOURS + more
+
+
+def _colours_needed(run: AttentionRun) -> int:
+    """The most heads of any layer, or layers of any stack (the model view colours by layer)."""
+    sizes = [1]
+    for maps in (run.dense, run.pruned):
+        for layers in (m for m in maps.values() if m is not None):
+            sizes += [len(layers), *(len(heads) for heads in layers)]
+    return max(sizes)
+
+
 def _view_kwargs(run: AttentionRun, which: str) -> dict:
     if which not in ("dense", "pruned"):
         raise HeadpruneError(f"which must be 'dense' or 'pruned', got {which!r}.")
@@ -233,7 +252,9 @@ def _document(view: str, run: AttentionRun, which: str, fit_width: bool = False,
     vis_html = _VIS_ID.sub(vis_id, vis_html)
     js = js.replace("const params = PYTHON_PARAMS;", "const params = " + webassets.script_json(params) + ";", 1)
     js = js.replace("PYTHON_PARAMS", "params")     # the marker's mention in a comment
-    js = js.replace("d3.schemeCategory10", json.dumps(HEAD_COLOURS))
+    # one colour per head (head view) and per layer (model view): bertviz's own scheme has only 10
+    js = js.replace("d3.schemeCategory10", json.dumps(head_colours(_colours_needed(run))))
+    js = js.replace("config.layers[layer] % 10]", "config.layers[layer] % LAYER_COLORS.length]")
     title = f"bertviz {view.split('.')[0].replace('_', ' ')}: {which} model"
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title>"

@@ -26,10 +26,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from pruning_core import attention_maps, bench, experiments, pruning, storage, tasks, zoo
+from pruning_core import attention_maps, bench, experiments, per_example, pruning, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, load_model
+from pruning_core.per_example import ExampleOutputs
 from pruning_core.progress import ProgressCallback, report
 from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
@@ -246,6 +247,24 @@ def references(spec: str, task_name: str, limit: int | None) -> list | None:
     return None if found is None else list(found.tolist() if hasattr(found, "tolist") else found)
 
 
+def example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool = False,
+                    _progress: ProgressCallback | None = None) -> ExampleOutputs:
+    """Each evaluated example's loss (and with ``predictions`` its prediction) under ``mask``."""
+    return _example_outputs(spec, task_name, limit, _norm(mask), predictions, EVAL_BATCH, _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool,
+                     batch_size: int, _progress: ProgressCallback | None = None) -> ExampleOutputs:
+    return per_example.example_outputs(load(spec), task(task_name), data(spec, task_name, limit), mask,
+                                       predictions=predictions, batch_size=batch_size, progress=_progress)
+
+
+def example_inputs(spec: str, task_name: str, limit: int | None) -> list[dict]:
+    """The evaluated examples as read from the task (dicts of text fields and label), in order."""
+    return list(data(spec, task_name, limit).texts)
+
+
 @st.cache_data(show_spinner=False, max_entries=1024)
 def comparison(spec: str, task_name: str, limit: int | None, mask: HeadMask | None) -> Comparison | None:
     """Paired test of the model under ``mask`` against all heads on the same evaluated examples
@@ -261,6 +280,11 @@ def scorer_names() -> list[str]:
 
 def scorer_description(name: str) -> str:
     return scorer_info(name).description
+
+
+def slow_scorer(name: str) -> bool:
+    """Whether ``name`` evaluates the model once per head (minutes on a big model: start it on a click)."""
+    return scorer_info(name).cost == "per_head"
 
 
 def score_limit(scorer: str, eval_limit: int) -> int:

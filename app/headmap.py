@@ -15,7 +15,21 @@ from pruning_core.heads import KIND_LABELS, HeadMask, HeadScores
 
 COLORSCALE = "Cividis"
 REMOVED_COLOR = "#8c8c8c"
-CELL_PX = 34                     # marker pitch in pixels
+CELL_PX = 34                     # marker pitch in pixels (smaller for many heads, see cell_px)
+MAX_GRID_PX = 700                # the squares of one row fit in this many pixels
+MARGIN_PX = 60                   # left + right plot margins
+COLORBAR_PX = 90                 # the score colour bar and its title
+
+
+def cell_px(n_heads: int) -> int:
+    """The marker pitch for ``n_heads`` heads per row: 34 px, less when a row would exceed :data:`MAX_GRID_PX`."""
+    return max(14, min(CELL_PX, MAX_GRID_PX // max(1, n_heads)))
+
+
+def figure_width(n_heads: int, with_scores: bool = True) -> int:
+    """The figure's width in pixels: fixed by the layout, so the squares never overlap however
+    narrow the page (the page gives the map this width and wraps the panel below it instead)."""
+    return MARGIN_PX + cell_px(n_heads) * (n_heads + 1) + (COLORBAR_PX if with_scores else 0)
 
 
 def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str = "") -> go.Figure:
@@ -35,7 +49,8 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
                                f"{'remove' if keep else 'restore'}")
             if keep:
                 target["c"].append(value if value is not None else 0.5)
-    size = max(10, min(28, int(CELL_PX * 0.8)))
+    pitch = cell_px(n_heads)
+    size = max(10, min(28, int(pitch * 0.8)))
     all_scores = [v for r in (scores.kinds[kind] if scores is not None else []) for v in r]
     lo, hi = (min(all_scores), max(all_scores)) if all_scores else (0.0, 1.0)
     fig = go.Figure()
@@ -59,7 +74,8 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
         customdata=list(zip(removed["y"], removed["x"])), hovertext=removed["t"], hoverinfo="text",
         marker=dict(symbol="square-x-open", size=size, color=REMOVED_COLOR, line=dict(width=2))))
     fig.update_layout(
-        height=100 + CELL_PX * n_layers, width=None, margin=dict(l=50, r=10, t=40, b=40),
+        height=100 + pitch * n_layers, width=figure_width(n_heads, scores is not None),
+        margin=dict(l=50, r=10, t=40, b=40),
         title=dict(text=f"{KIND_LABELS[kind]}: {sum(map(sum, rows))}/{sum(map(len, rows))} heads kept",
                    font=dict(size=14), x=0, xanchor="left", y=0.99, yanchor="top"),
         showlegend=True, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,

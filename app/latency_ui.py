@@ -49,7 +49,8 @@ def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool 
     store: dict = dict(state.get_result(RESULT) or {})
     result = None if again else store.get(_key(mask))
     if result is None and measure and not mask.is_full():
-        result = ui.run_job("latency", "Timing dense vs pruned, interleaved", cache.latency, spec, mask)
+        result = ui.run_job("latency", "Timing dense vs pruned, interleaved", cache.latency, spec, mask,
+                            fresh=True)
         if result is not None:
             store.pop(_key(mask), None)
             store[_key(mask)] = result
@@ -62,11 +63,12 @@ def show_latency(result) -> None:
     size = result.batch_sizes[0]
     dense, pruned = result.row("dense", size).latency, result.row("pruned", size).latency
     verdict = speed_verdict(result, size)
-    m1, m2 = st.columns(2)
+    m1 = m2 = ui.metric_row()
     m1.metric("latency (pruned)", f"{1e3 * pruned.median:.1f} ms",
-              f"IQR {1e3 * pruned.q1:.1f}-{1e3 * pruned.q3:.1f} ms", delta_color="off", delta_arrow="off")
+              f"IQR {1e3 * pruned.q1:.1f}-{1e3 * pruned.q3:.1f} ms", delta_color="off", delta_arrow="off",
+              width="content")
     m2.metric("pruned vs dense", verdict.short, verdict.spread, delta_color="normal" if verdict.is_gain else "off",
-              delta_arrow="off")
+              delta_arrow="off", width="content")
     st.caption(f"Pruned: {verdict.text}. Dense {1e3 * dense.median:.1f} ms (IQR {1e3 * dense.q1:.1f}-"
                f"{1e3 * dense.q3:.1f}), timed in the same call, interleaved round by round: median of {pruned.n} "
                f"rounds, batch {size} x {result.seq_len} tokens on {result.device} ({result.torch_threads} "

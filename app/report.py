@@ -29,6 +29,7 @@ from pruning_core.heads import KIND_LABELS
 from pruning_core.metrics import get_metric
 
 from . import charts, headmap, speed, uncertainty, webassets
+from .access import task_label
 from .analysis import BUNDLE_SCRIPT_ID, Analysis
 
 _CSS = """
@@ -100,10 +101,11 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
     a = analysis
     bundle = a.to_json()
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    title = title or f"headprune analysis: {a.model_id} on {a.task or 'no task'}"
+    title = title or f"headprune analysis: {a.model_id} on {task_label(a.task) if a.task else 'no task'}"
     parts: list[str] = []
     parts.append(f"<h1>{_e(title)}</h1>")
-    parts.append(f'<p class="sub">Model <b>{_e(a.model_id)}</b> · task <b>{_e(a.task or "n/a")}</b> · importance '
+    task = task_label(a.task) if a.task else "n/a"           # an upload by its file name, not its server path
+    parts.append(f'<p class="sub">Model <b>{_e(a.model_id)}</b> · task <b>{_e(task)}</b> · importance '
                  f'score <b>{_e(a.scorer or "n/a")}</b> · report made {_e(created)}</p>')
     parts.append('<p class="explain">A transformer has many attention heads, and Michel et al. (2019) found that '
                  "many can be removed with little loss. This report records one such experiment: which heads were "
@@ -130,7 +132,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
         split = a.provenance.get("split")
         parts.append(f'<p class="muted">Measured on the first {a.evaluation.n_examples} examples of the '
                      + (f"<b>{_e(split)}</b> split" if split else "evaluation split (not recorded in this file)")
-                     + (f" of task {_e(a.task)}" if a.task else "") + ".</p>")
+                     + (f" of task {_e(task_label(a.task))}" if a.task else "") + ".</p>")
 
     # -- the mask --
     parts.append("<h2>The mask</h2><p class=\"explain\">One grid per attention kind: rows are layers (0 at the top), "

@@ -25,7 +25,7 @@ from pruning_core.pruning import parameter_count, prune_heads
 from pruning_core.results import mask_to_json, provenance
 from pruning_core.share_link import build_link, parse_link
 
-APP_PAGES = ("model_data", "head_map", "curves", "attention", "speed", "share", "smp_compare", "dynamics")  # = dashboard.url_path
+APP_PAGES = ("model_data", "head_map", "curves", "examples", "attention", "speed", "share", "smp_compare", "dynamics")  # = dashboard.url_path
 LINK_PAGE = "head_map"
 
 

@@ -8,6 +8,7 @@ from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
 from . import cache, latency_ui, state, ui
+from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
 
@@ -27,7 +28,7 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     curves = {}
     for name in curve_scorers:
         result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
-                            cache.score_limit(name, limit), 0.1, False)
+                            cache.score_limit(name, limit), 0.1, False, seeds=cache.curve_seeds(name))
         if result is not None:
             curves[name] = result
     evaluation = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
@@ -76,5 +77,6 @@ def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     state.set_result("analysis", analysis)
     for text in warnings:
         state.add_notice("warning", md_escape(text))
-    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(state.task_spec())}, scorer "
+    task = task_label(state.task_spec())
+    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task)}, scorer "
                                 f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")

@@ -18,6 +18,7 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_qp_read``         bool                 the URL's query parameters were read into this session
 ``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
 ``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves
+``hp_jobs``            app.jobs.JobBoard    this session's long work (runs on while the user is on other pages)
 ``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run
 ``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
                                             (the last speed sweep "bench", a loaded "analysis")
@@ -69,6 +70,7 @@ PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pendi
 QP_READ = "hp_qp_read"
 QP_WRITTEN = "hp_qp_written"
 CANCELLED = "hp_cancelled"
+JOBS = "hp_jobs"
 NOTICES = "hp_notices"
 RESULTS = "hp_results"
 
@@ -362,6 +364,16 @@ def clear_cancelled(job: str) -> None:
     st.session_state[CANCELLED].discard(job)
 
 
+def job_board():
+    """This session's :class:`app.jobs.JobBoard` (long work that survives page changes)."""
+    from app.jobs import JobBoard
+
+    board = st.session_state.get(JOBS)
+    if board is None:
+        board = st.session_state[JOBS] = JobBoard()
+    return board
+
+
 def add_notice(level: str, text: str) -> None:
     """Queue a message ("info" | "warning" | "error" | "success") for the top of the next page.
 
@@ -398,6 +410,6 @@ __all__ = [
     "model_spec", "set_model_spec", "task_spec", "set_task_spec",
     "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "current_mask", "set_mask", "toggle_head",
     "reset_mask", "can_undo", "can_redo", "undo", "redo", "jump_to", "history", "history_index", "restore",
-    "is_cancelled", "mark_cancelled", "clear_cancelled", "add_notice", "pop_notices", "RESULTS",
+    "is_cancelled", "mark_cancelled", "clear_cancelled", "job_board", "add_notice", "pop_notices", "RESULTS",
     "set_result", "get_result",
 ]

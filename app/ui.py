@@ -1,25 +1,25 @@
 """Shared widgets: page intro, error display, and long work with a progress bar and a Cancel button.
 
-:func:`run_job` is how a page calls anything slow in :mod:`app.cache`. The call runs in a worker
-thread; the page's script thread draws a progress bar fed by the pruning_core progress callback.
-Cancel (or any other click, which makes Streamlit rerun the page) sets a flag that the callback
-turns into ``pruning_core.errors.Cancelled``: the work unwinds cleanly (pruning_core removes its
-hooks in ``finally`` blocks), nothing half-done is cached, and the session stays usable. A job
-the user cancelled does not restart by itself; the page offers a "Cancelled. Run: ..." button.
+:func:`run_job` is how a page calls anything slow in :mod:`app.cache`. The call runs as one of the
+session's jobs (:mod:`app.jobs`) in a worker thread; the page's script thread draws a progress bar
+fed by the pruning_core progress callback. Leaving the page does not stop the work: coming back
+shows its progress or result. Cancel sets a flag that the callback turns into
+``pruning_core.errors.Cancelled``: the work unwinds cleanly (pruning_core removes its hooks in
+``finally`` blocks), nothing half-done is cached, and the session stays usable. A job the user
+cancelled does not restart by itself; the page offers a "Cancelled. Run: ..." button.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
-from app import state
+from app import jobs, state
+from app.access import hide_upload_paths, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
 from pruning_core.attention_maps import MAX_TOKENS
@@ -31,7 +31,6 @@ log = logging.getLogger("headprune.app")
 
 QUICK_S = 0.3          # jobs finishing within this show no progress bar (cache hits, small work)
 POLL_S = 0.15          # how often the progress bar is refreshed
-UNWIND_S = 10.0        # how long a cancelled job may take to reach its next progress callback
 
 
 def page_intro(title: str, text: str) -> None:
@@ -54,11 +53,11 @@ def show_error(exc: BaseException, what: str = "") -> None:
     as plain text (it often holds a value from a link or a file).
     """
     prefix = f"{what}: " if what else ""
-    if isinstance(exc, HeadpruneError):
-        st.error(f"{prefix}{md_escape(exc)}", icon=":material/error:")
+    if isinstance(exc, HeadpruneError):             # an upload is named by its file name, not its server path
+        st.error(f"{prefix}{md_escape(hide_upload_paths(str(exc)))}", icon=":material/error:")
     else:
         log.exception("unexpected error in the dashboard", exc_info=exc)
-        first = md_escape(str(exc).splitlines()[0]) if str(exc) else ""
+        first = md_escape(hide_upload_paths(str(exc).splitlines()[0])) if str(exc) else ""
         st.error(f"{prefix}unexpected {type(exc).__name__}: {first} "
                  "The details are in the server log; the rest of the dashboard keeps working.",
                  icon=":material/error:")
@@ -73,67 +72,60 @@ def _describe(event: ProgressEvent | None, label: str) -> tuple[float | None, st
 
 
 def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,
-            auto: bool = True, **kwargs: Any) -> Any | None:
-    """Run ``fn(*args, **kwargs)`` (plus ``_progress=callback`` when ``progress``) with a progress bar.
+            auto: bool = True, fresh: bool = False, **kwargs: Any) -> Any | None:
+    """Run ``fn(*args, **kwargs)`` (plus ``_progress=callback`` when ``progress``) as this session's job
+    ``job`` (:mod:`app.jobs`), with a progress bar and a Cancel button while it runs.
+
+    The work outlives the page run: when the user goes to another page and comes back, the same
+    call finds the job (same name and arguments) still running, or finished, and does not start
+    it again. Only Cancel stops it (or a call under the same name with other arguments).
 
     Args:
-        job: a name for this piece of work, unique on the page (used for Cancel bookkeeping).
+        job: a name for this piece of work, unique in the session (e.g. "curve_gradient").
         label: what the user sees, e.g. "Scoring heads (gradient)"; Markdown, so a value from a link or a
             file in it goes through :mod:`app.text` (``md_code(spec)``).
-        auto: when False, or when the user cancelled this job before, ask for a click first.
+        auto: when False, or when the user cancelled this job before, start only on a button press
+            (the button starts the job in its callback, so it is gone when the result shows).
+        fresh: a timing: a finished result is handed out once, and the next call measures again.
 
     Returns the result, or ``None`` when it failed (message shown), was cancelled, or waits for
     a click. Pages test for ``None`` and stop or skip the dependent part.
     """
-    if state.is_cancelled(job) or not auto:
-        note = "Cancelled. " if state.is_cancelled(job) else ""
-        if not st.button(f"{note}Run: {label}", key=state.widget_key("job", f"run_{job}")):
+    board = state.job_board()
+    kwargs_ = dict(kwargs)
+    current = board.get(job)
+    if current is not None and current.ident != jobs.identity(fn, args, kwargs_):
+        current = None                               # made for other arguments: not this request
+    if current is None or state.is_cancelled(job):
+        if state.is_cancelled(job) or not auto:
+            note = "Cancelled. " if state.is_cancelled(job) else ""
+            st.button(f"{note}Run: {label}", key=state.widget_key("job", f"run_{job}"), on_click=start_job,
+                      args=(job, label, fn, args, kwargs_, progress))
             return None
-        state.clear_cancelled(job)
+        current = board.start(job, label, fn, args, kwargs_, progress)
 
-    cancel = threading.Event()
-    latest: list[ProgressEvent | None] = [None]
-    box: dict[str, Any] = {}
-
-    def callback(event: ProgressEvent) -> None:
-        latest[0] = event
-        if cancel.is_set():
-            raise Cancelled(f"{label} was cancelled.")
-
-    def work() -> None:
-        try:
-            box["result"] = fn(*args, **({"_progress": callback} if progress else {}), **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the script thread below
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, name=f"headprune-{job}", daemon=True)
-    started = time.perf_counter()
-    worker.start()
-    worker.join(QUICK_S)
-    if worker.is_alive():
+    current.wait(QUICK_S)
+    if current.running:
         holder = st.empty()
         with holder.container():
-            fraction, text = _describe(latest[0], label)
+            fraction, text = _describe(current.latest, label)
             bar = st.progress(fraction or 0.0, text=text)
             if progress:             # without a progress callback the work cannot be stopped midway
-                st.button("Cancel", key=state.widget_key("job", f"cancel_{job}"), on_click=state.mark_cancelled,
+                st.button("Cancel", key=state.widget_key("job", f"cancel_{job}"), on_click=_cancel,
                           args=(job,), icon=":material/cancel:")
-        try:
-            while worker.is_alive():
-                worker.join(POLL_S)
-                fraction, text = _describe(latest[0], label)
-                bar.progress(fraction if fraction is not None else 0.0, text=text)
-        except ScriptControlException:
-            # the page is being rerun (Cancel or another click) or the session ended: stop the work
-            cancel.set()
-            worker.join(UNWIND_S)
-            raise
+        # a page change or a click stops this loop (Streamlit raises in the script thread), not the job
+        while current.running:
+            current.wait(POLL_S)
+            fraction, text = _describe(current.latest, label)
+            bar.progress(fraction if fraction is not None else 0.0, text=text)
         holder.empty()
 
-    log.debug("job %s (%s) took %.3f s", job, label, time.perf_counter() - started)
-    error = box.get("error")
+    log.debug("job %s (%s) took %.3f s", job, label, (current.finished or time.time()) - current.started)
+    error = current.error
+    if fresh or (error is not None and not isinstance(error, Cancelled)):
+        board.forget(job)            # a timing is shown once; a failure is tried again on the next run
     if error is None:
-        return box.get("result")
+        return current.result
     if isinstance(error, Cancelled):
         st.info(f"{label}: cancelled.")
     elif isinstance(error, Exception):
@@ -141,6 +133,17 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
     else:
         raise error
     return None
+
+
+def start_job(job: str, label: str, fn: Callable[..., Any], args: tuple, kwargs: dict, progress: bool) -> None:
+    """Start ``fn`` as this session's job ``job`` (a button's callback: before the page runs)."""
+    state.clear_cancelled(job)
+    state.job_board().start(job, label, fn, args, kwargs, progress)
+
+
+def _cancel(job: str) -> None:
+    state.job_board().cancel(job)
+    state.mark_cancelled(job)
 
 
 def _updating_text(what: str) -> str:
@@ -164,6 +167,15 @@ def filling(slot, what: str):
         note.caption(_updating_text(what))
         yield
         note.empty()
+
+
+METRIC_GAP = "medium"
+
+
+def metric_row():
+    """A row of metrics that wraps onto the next line when the page is narrow (a projector at
+    1024 x 768) instead of cutting values to '70.…': put ``st.metric(..., width="content")`` in it."""
+    return st.container(horizontal=True, wrap=True, gap=METRIC_GAP)
 
 
 def metric_label(name: str) -> str:
@@ -387,7 +399,7 @@ def task_picker() -> None:
     options = names if current in names else [current, *names]
     key = bind(state.widget_key("model", "task"), current)
     st.markdown("**Task**")
-    st.selectbox("Task name (type `file:PATH` for a file on the server)", options, key=key,
+    st.selectbox("Task name (type `file:PATH` for a file on the server)", options, key=key, format_func=task_label,
                  accept_new_options=True, on_change=lambda: state.set_task_spec(st.session_state[key] or current))
     st.file_uploader("... or upload a data file", type=UPLOAD_TYPES, key=state.widget_key("model", "upload"),
                      on_change=_apply_upload,

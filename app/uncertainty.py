@@ -1,21 +1,26 @@
 """How sure a shown number is: a metric with its 95 % interval and example count, to the precision
 the interval supports; a change that says "within noise" when its paired interval covers zero; the
-majority-class (chance) share of a set of labels.
+majority-class (chance) share of a set of labels; the change of the mean loss with its paired interval.
 
 Pure: no Streamlit; takes :class:`EvalResult` s and :class:`Comparison` s (``pruning_core.significance``).
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from pruning_core import stats
 from pruning_core.metrics import Metric, get_metric
 from pruning_core.results import EvalResult
 from pruning_core.significance import Comparison
 
 _DECIMALS = re.compile(r"\.(\d+)f")
+BOOTSTRAP_LOSS = "paired bootstrap over examples"
 
 
 def decimals(metric: Metric, half_width: float | None) -> int:
@@ -98,3 +103,23 @@ def majority_share(labels: Sequence | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return Counter(classes).most_common(1)[0][1] / len(classes)
+
+
+def loss_change(dense, pruned) -> Change:
+    """The mean loss of ``pruned`` minus that of ``dense`` (``pruning_core.per_example.ExampleOutputs`` of
+    the same examples), with a paired bootstrap 95 % interval over examples: "within noise" when it
+    covers zero. The mean loss is ``sum(losses) / sum(weights)`` (per example or per target token)."""
+    la, wa = np.asarray(dense.losses, dtype=float), np.asarray(dense.weights, dtype=float)
+    lb, wb = np.asarray(pruned.losses, dtype=float), np.asarray(pruned.weights, dtype=float)
+    delta = pruned.mean_loss - dense.mean_loss
+    if la.size == 0 or la.shape != lb.shape:
+        return Change(f"{delta:+.4f}", delta == 0, "no paired interval (no per-example losses)")
+    if np.array_equal(la, lb):
+        return Change(f"{delta:+.4f}", True, "the same loss on every example")
+    low, high, p = stats.paired_difference(lambda idx: lb[idx].sum() / wb[idx].sum() - la[idx].sum() / wa[idx].sum(),
+                                           la.size)
+    half = (high - low) / 2
+    places = 4 if half <= 0 else max(1, min(4, 1 - math.floor(math.log10(half))))
+    return Change(f"{delta:+.{places}f}", low <= 0 <= high,
+                  f"95 % interval of the change {low:+.{places}f} to {high:+.{places}f} ({BOOTSTRAP_LOSS}, "
+                  f"p = {p:.2g})")

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import attention, cache, state, ui
+from app.access import task_label
 from app.text import md_code
 
 ui.page_intro("Attention", """
@@ -29,7 +30,7 @@ else:
     examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, 20,
                           progress=False) or []
     if not examples:
-        st.info(f"Task {md_code(task_name)} has no examples to show; type a sentence instead.")
+        st.info(f"Task {md_code(task_label(task_name))} has no examples to show; type a sentence instead.")
         st.stop()
     index = st.selectbox("Example", range(len(examples)), key=state.widget_key("attention", "example"),
                          format_func=lambda i: " ‖ ".join(x for x in attention.example_text(examples[i]) if x)[:120])

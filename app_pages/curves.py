@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, charts, state, ui, uncertainty
+from app import cache, charts, jobs_ui, state, ui, uncertainty
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -19,21 +19,28 @@ if arch is None:
     st.stop()
 names = cache.scorer_names()
 c = st.columns([3, 2, 2, 2])
-chosen = c[0].multiselect("Scorers", names, default=[n for n in ("gradient", "random") if n in names],
-                          key=state.widget_key("curves", "scorers"),
+# choices kept across page visits (Streamlit forgets a widget that a page run does not draw)
+chosen = c[0].multiselect("Scorers", names, **ui.remembered(state.widget_key("curves", "scorers"),
+                                                           [n for n in ("gradient", "random") if n in names]),
                           help="ablation needs one evaluation per head before the curve starts: slow on big models")
-step = c[1].select_slider("Step (share of heads)", [0.05, 0.1, 0.2, 0.25], 0.1, key=state.widget_key("curves", "step"))
-rescore = c[2].toggle("Re-score each step", key=state.widget_key("curves", "rescore"),
+step = c[1].select_slider("Step (share of heads)", [0.05, 0.1, 0.2, 0.25],
+                          **ui.remembered(state.widget_key("curves", "step"), 0.1))
+rescore = c[2].toggle("Re-score each step", **ui.remembered(state.widget_key("curves", "rescore"), False),
                       help="Michel et al. score once; the later HF port re-scores the remaining heads")
 with c[3]:
     limit = ui.eval_size_picker("curves")
 
+# curves start on the button only; they run on while the user is on other pages
+calls = [jobs_ui.JobCall(f"curve_{name}", f"Pruning curve ({name})", cache.curve,
+                         (spec, task_name, name, limit, cache.score_limit(name, limit), step, rescore),
+                         {"seeds": cache.curve_seeds(name)}) for name in chosen]
+jobs_ui.start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
+                     help="Minutes on a big model; the work goes on while you look at other pages.")
 curves = {}
-for name in chosen:
-    result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
-                        cache.score_limit(name, limit), step, rescore, seeds=cache.curve_seeds(name))
+for call in calls:
+    result = call.run() if call.started() else None
     if result is not None:
-        curves[name] = result
+        curves[call.job.removeprefix("curve_")] = result
 mask = state.current_mask(arch.layout)
 ui.show_notices()
 current = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
@@ -60,7 +67,7 @@ if curves:
 ablation_tab, one_tab = st.tabs(["Single-head ablation", "One head per layer"])
 with ablation_tab:
     if st.toggle(f"Compute ({arch.total_heads} evaluations of {limit} examples)",
-                 key=state.widget_key("curves", "ablation_on")):
+                 **ui.remembered(state.widget_key("curves", "ablation_on"), False)):
         table = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit)
         if table is not None:
             st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
@@ -73,7 +80,7 @@ with ablation_tab:
 with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
                    horizontal=True, key=state.widget_key("curves", "one_how"))
-    if st.toggle("Compute", key=state.widget_key("curves", "one_on")):
+    if st.toggle("Compute", **ui.remembered(state.widget_key("curves", "one_on"), False)):
         by = None if how.startswith("search") else state.scorer_name()
         table = ui.run_job(f"one_{by}", "One head per layer", cache.one_per_layer, spec, task_name, limit, by,
                            cache.score_limit(by, limit) if by else None)

@@ -1,7 +1,8 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, headmap_ui, latency_ui, state, ui, uncertainty
+from app import cache, headmap, headmap_ui, latency_ui, state, ui, uncertainty
+from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -9,9 +10,10 @@ ui.page_intro("Head map", """
 Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
 squares are kept** and coloured by the chosen importance score (brighter = more important);
 **grey crossed squares are removed**. Click a head to remove or restore it, or use a preset. The
-panel on the right re-evaluates the model with exactly these heads switched off, and times the
-physically smaller model against the full one.""")
+live panel (beside the map, or below it on a narrow screen) re-evaluates the model with exactly
+these heads switched off, and times the physically smaller model against the full one.""")
 
+PANEL_PX = 360          # the live panel's width: two metrics side by side, or one per line when long
 spec, task_name = state.model_spec(), state.task_spec()
 arch = ui.load_architecture(spec)
 if arch is None:
@@ -25,9 +27,13 @@ layout, mask = arch.layout, state.current_mask(arch.layout)
 ui.show_notices()                     # e.g. a shared link whose mask does not fit this model
 
 result = ui.run_job(f"score_{scorer}", f"Scoring heads ({scorer})", cache.scores, spec, task_name, scorer,
-                    cache.score_limit(scorer, limit))
+                    cache.score_limit(scorer, limit), auto=not cache.slow_scorer(scorer))   # per head: on a click
 ranking = result.ranking_scores if result is not None else None
-left, right = st.columns([3, 2], gap="large")
+# the map keeps the width its squares need; the panel sits beside it, or below it on a narrow
+# screen (a 1024 x 768 projector), rather than squeezing either
+map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds)), 480)
+page_row = st.container(horizontal=True, wrap=True, gap="large")
+left, right = page_row.container(width=map_px), page_row.container(width=PANEL_PX)
 with left:
     for kind in layout.kinds:
         headmap_ui.show_grid(kind, mask, ranking, scorer if ranking is not None else "")
@@ -55,11 +61,11 @@ with right:                           # drawn after the map: a click shows at on
     # metric and the latency of this mask exist: nothing on the panel belongs to the previous mask
     changed = not mask.is_full()
     pruned_params, dense_params = cache.pruned_parameters(spec, mask)
-    m3, m4 = st.columns(2)
-    m3.metric("heads kept", f"{mask.n_kept} / {mask.n_total}")
-    m4.metric("parameters", ui.count_text(pruned_params),
-              **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
-                                "inverse"))
+    row = ui.metric_row()
+    row.metric("heads kept", f"{mask.n_kept} / {mask.n_total}", width="content")
+    row.metric("parameters", ui.count_text(pruned_params), width="content",
+               **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
+                                 "inverse"))
     metric_slot = ui.updating("metric and loss")
     speed_slot = ui.updating("latency") if changed else st.empty()
     st.markdown("**History** · click a point to go back to that step")
@@ -69,21 +75,32 @@ with ui.filling(metric_slot, "metric and loss"):
     ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
     dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
     if ev is not None and dense is not None:
-        m1, m2 = st.columns(2)
+        m1 = m2 = ui.metric_row()
         metric = get_metric(ev.metric_name)
         now, base = uncertainty.shown(ev), uncertainty.shown(dense)
         diff = uncertainty.change(dense, ev, cache.comparison(spec, task_name, limit, mask)) if changed else None
-        m1.metric(ui.metric_label(ev.metric_name), now.value,
+        m1.metric(ui.metric_label(ev.metric_name), now.value, width="content",
                   **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
                                     within_noise=bool(diff and diff.within_noise)),
                   help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
-        m2.metric("loss", f"{ev.loss:.4f}", **ui.delta_kwargs(f"{ev.loss - dense.loss:+.4f}" if changed else None,
-                                                               "inverse"))
+        loss_slot = m2.empty()
+        loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
+                         help="The change follows: per-example losses are compared.")
         st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
-                   f"{md_code(task_name)}: {md_escape(ui.metric_label(ev.metric_name))} {md_escape(now.value)} "
+                   f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} "
+                   f"{md_escape(now.value)} "
                    f"({md_escape(now.interval)}). "
                    f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                    + (f" Change: {md_escape(diff.detail)}." if diff else ""))
+        loss_diff = None
+        if changed:                   # the loss change with its paired interval over examples
+            per = [ui.run_job(f"losses_{n}", "Per-example losses", cache.example_outputs, spec, task_name, limit, m)
+                   for n, m in (("dense", None), ("mask", mask))]
+            loss_diff = uncertainty.loss_change(*per) if None not in per else None
+        loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
+                         **ui.delta_kwargs(loss_diff.text if loss_diff else None, "inverse",
+                                           within_noise=bool(loss_diff and loss_diff.within_noise)),
+                         help="Mean cross-entropy" + (f". Change: {loss_diff.detail}." if loss_diff else "."))
 with history_slot:
     headmap_ui.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")
 with ui.filling(speed_slot, "latency"):

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app import cache, state, ui, uncertainty
+from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
 
@@ -31,7 +32,7 @@ arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
 st.subheader(f"Architecture of {md_code(arch.model_id)}")
-a = st.columns(4)
+a = [ui.metric_row()] * 4            # one row that wraps on a narrow screen
 a[0].metric("model type", arch.model_type, help=f"a {arch.task_type} model (headprune adapter `{arch.arch}`)")
 a[1].metric("attention heads", arch.total_heads)
 a[2].metric("parameters", ui.count_text(arch.parameters))
@@ -43,7 +44,7 @@ st.dataframe([{"attention kind": arch.kind_labels[k], "layers": len(rows),
 if arch.pruned_heads:
     st.info("This model was already pruned by headprune; removed heads are gone from its weights.")
 
-st.subheader(f"Task {md_code(task_name)}")
+st.subheader(f"Task {md_code(task_label(task_name))}")
 limit = ui.eval_size_picker("model", narrow=True)
 examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, progress=False)
 if examples is not None:

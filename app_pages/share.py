@@ -3,6 +3,7 @@ import streamlit as st
 
 from app import cache, report, share, share_ui, state, ui, uncertainty
 from app.analysis import read_shared_file
+from app.access import task_label
 from app.text import md_code, md_escape
 
 ui.page_intro("Share", """
@@ -27,7 +28,7 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
             ui.show_error(exc, "This file cannot be restored here")
         else:
             st.markdown(f"**{md_escape(upload.name)}**: model {md_code(a.model_id or spec)}, task "
-                        f"{md_code(a.task or task_name)}, scorer {md_code(a.scorer or scorer)}, "
+                        f"{md_code(task_label(a.task or task_name))}, scorer {md_code(a.scorer or scorer)}, "
                         f"**{a.mask.n_kept}/{a.mask.n_total} heads kept**"
                         + (f", {md_escape(a.evaluation.metric_name)} {md_escape(seen.value)} "
                            f"({md_escape(seen.interval)})" if (seen := a.evaluation and uncertainty.shown(a.evaluation))

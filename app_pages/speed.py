@@ -1,7 +1,7 @@
 """Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
 import streamlit as st
 
-from app import cache, speed, state, ui
+from app import cache, jobs_ui, speed, state, ui
 from pruning_core.bench import MASKED_TEXT
 
 ui.page_intro("Speed", """
@@ -21,18 +21,21 @@ mask = state.current_mask(arch.layout)
 st.markdown(f"Current mask: **{mask.n_kept} of {mask.n_total} heads kept** (change it on the Head map).")
 
 c = st.columns([3, 1, 1, 1])
-sizes = c[0].multiselect("Batch sizes", speed.BATCH_CHOICES, default=[1, 4, 16],
-                         key=state.widget_key("speed", "batches"))
-seq_len = c[1].selectbox("Tokens per sequence", speed.SEQ_LEN_CHOICES, index=2, key=state.widget_key("speed", "seq"))
-device = c[2].radio("Device", cache.devices(), horizontal=True, key=state.widget_key("speed", "device"))
+sizes = c[0].multiselect("Batch sizes", speed.BATCH_CHOICES,                  # kept across page visits
+                         **ui.remembered(state.widget_key("speed", "batches"), [1, 4, 16]))
+seq_len = c[1].selectbox("Tokens per sequence", speed.SEQ_LEN_CHOICES,
+                         **ui.remembered(state.widget_key("speed", "seq"), speed.SEQ_LEN_CHOICES[2]))
+device = c[2].radio("Device", cache.devices(), horizontal=True,
+                    **ui.remembered(state.widget_key("speed", "device"), cache.devices()[0]))
 run_now = c[3].button("Run the sweep", type="primary", disabled=not sizes or mask.is_full(),
                       key=state.widget_key("speed", "run"))
 if mask.is_full():
     st.info("All heads are kept, so there is nothing to compare: remove some heads on the Head map first.")
     st.stop()
 settings = (tuple(sorted(sizes)), int(seq_len), device)
-if run_now:
-    result = ui.run_job("sweep", "Timing dense, masked and pruned", cache.speed_sweep, spec, mask, *settings)
+sweep = jobs_ui.JobCall("sweep", "Timing dense, masked and pruned", cache.speed_sweep, (spec, mask, *settings))
+if run_now or sweep.running():        # a sweep started before a visit to another page goes on
+    result = ui.run_job(sweep.job, sweep.label, sweep.fn, *sweep.args, fresh=True)
     if result is not None:
         state.set_result("bench", result)
 result = state.get_result("bench")

@@ -18,7 +18,7 @@ from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
-PAGES = ["model_data", "head_map", "curves", "attention", "speed", "share", "smp_compare", "dynamics"]   # app_pages/<name>.py
+PAGES = ["model_data", "head_map", "curves", "examples", "attention", "speed", "share", "smp_compare", "dynamics"]   # app_pages/<name>.py
 
 
 @pytest.fixture(scope="module")

@@ -150,6 +150,7 @@ def test_seq2seq_model_shows_three_kinds(app_for, tiny_bart):
 
 def test_curves_page_draws_curves_and_tables(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, CURVES))
+    ok(next(b for b in at.button if b.label == "Compute the curves").click().run())   # curves start on a click
     assert any(e.key is None for e in at.get("plotly_chart"))      # the curves figure
     assert len(at.get("download_button")) >= 2
     at.toggle(key="hp_w_curves_ablation_on").set_value(True).run()

@@ -103,6 +103,7 @@ def test_model_page_metric_shows_interval_and_examples(app_for, tiny_bert):
 
 def test_curves_chart_has_a_majority_class_line(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, CURVES))
+    ok(next(b for b in at.button if b.label == "Compute the curves").click().run())   # curves start on a click
     figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.key is None]
     texts = [a.get("text", "") for f in figures for a in f["layout"].get("annotations", [])]
     assert any(t.startswith("majority class (") for t in texts), texts

@@ -1,0 +1,135 @@
+"""Long work that belongs to one browser session and survives page changes.
+
+A :class:`JobBoard` lives in that session's ``st.session_state`` (:func:`app.state.job_board`), so
+one session's jobs are never seen by another, and they go when the session goes. Each job runs
+``fn(*args, **kwargs)`` in a worker thread that is *not* tied to a script run: when the user
+visits another page (Streamlit stops the page's script), the work keeps running, and when they
+come back :func:`app.ui.run_job` finds the same job by its name and arguments and shows its
+progress, or its result, without starting again. Only Cancel (or a newer request under the same
+name, with other arguments) stops a job; it stops at the work's next progress callback.
+
+Pure: no Streamlit, so the survival rules are tested without a browser.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pruning_core.errors import Cancelled
+from pruning_core.progress import ProgressEvent
+
+MAX_JOBS = 24          # jobs a session keeps (finished ones are dropped oldest first beyond this)
+
+
+def identity(fn: Callable[..., Any], args: tuple, kwargs: dict) -> str:
+    """What a job computes, as a short key: the function and its arguments (masks and settings)."""
+    text = repr((getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn)), args,
+                 sorted(kwargs.items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass
+class Job:
+    """One piece of work: its thread, the latest progress event, and the outcome once finished."""
+
+    name: str                          # the page's name for it, e.g. "curve_gradient"
+    ident: str                         # :func:`identity` of the call
+    label: str                         # what the user sees, e.g. "Pruning curve (gradient)"
+    cancel: threading.Event = field(default_factory=threading.Event)
+    latest: ProgressEvent | None = None
+    result: Any = None
+    error: BaseException | None = None
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.finished is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set() or isinstance(self.error, Cancelled)
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the work to finish."""
+        if self.thread is not None:
+            self.thread.join(seconds)
+
+    def _callback(self, event: ProgressEvent) -> None:
+        self.latest = event
+        if self.cancel.is_set():
+            raise Cancelled(f"{self.label} was cancelled.")
+
+    def _work(self, fn: Callable[..., Any], args: tuple, kwargs: dict, progress: bool) -> None:
+        try:
+            self.result = fn(*args, **({"_progress": self._callback} if progress else {}), **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - shown by the page that asks for the job
+            self.error = exc
+        finally:
+            self.finished = time.time()
+
+
+class JobBoard:
+    """The jobs of one session, by name (one job per name; a new call under a name replaces the old)."""
+
+    def __init__(self, max_jobs: int = MAX_JOBS) -> None:
+        self.max_jobs = max_jobs
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Job | None:
+        return self._jobs.get(name)
+
+    def running(self, name: str) -> bool:
+        job = self._jobs.get(name)
+        return job is not None and job.running
+
+    def start(self, name: str, label: str, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
+              progress: bool = True) -> Job:
+        """Start ``fn(*args, **kwargs)`` as job ``name`` (plus ``_progress=`` when ``progress``); a job
+        of that name still running for other arguments is cancelled. A running job for the same
+        arguments is kept and returned (a double click starts nothing twice)."""
+        kwargs = dict(kwargs or {})
+        ident = identity(fn, args, kwargs)
+        with self._lock:
+            old = self._jobs.get(name)
+            if old is not None and old.running and old.ident == ident and not old.cancel.is_set():
+                return old
+            if old is not None and old.running:
+                old.cancel.set()
+            job = Job(name, ident, label)
+            job.thread = threading.Thread(target=job._work, args=(fn, args, kwargs, progress),
+                                          name=f"headprune-{name}", daemon=True)
+            self._jobs.pop(name, None)
+            self._jobs[name] = job
+            self._trim()
+        job.thread.start()
+        return job
+
+    def cancel(self, name: str) -> None:
+        """Ask job ``name`` to stop at its next progress callback (nothing when there is none)."""
+        job = self._jobs.get(name)
+        if job is not None:
+            job.cancel.set()
+
+    def forget(self, name: str) -> None:
+        """Drop job ``name`` (a finished timing is shown once; the next request measures again)."""
+        with self._lock:
+            self._jobs.pop(name, None)
+
+    def cancel_all(self) -> None:
+        for job in list(self._jobs.values()):
+            job.cancel.set()
+
+    def _trim(self) -> None:
+        finished = [n for n, j in self._jobs.items() if not j.running]
+        while len(self._jobs) > self.max_jobs and finished:
+            self._jobs.pop(finished.pop(0))
+
+    def __len__(self) -> int:
+        return len(self._jobs)
