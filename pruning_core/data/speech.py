@@ -120,10 +120,10 @@ def _fix_stream_header(data: bytes) -> bytes:
 
 
 def normalize_transcript(text: str) -> str:
-    """Lower case, punctuation other than in-word apostrophes and hyphens removed, single spaces: what WER
-    and BLEU of a transcript compare ("A movie, I'd say." -> "a movie i'd say")."""
-    text = re.sub(r"[^\w\s'-]", " ", text.lower())
-    text = re.sub(r"(?<!\w)['-]|['-](?!\w)", " ", text)
+    """Lower case, punctuation (hyphens included) removed but in-word apostrophes kept, single spaces: what
+    WER and BLEU of a transcript compare ("A well-made movie, I'd say." -> "a well made movie i'd say")."""
+    text = re.sub(r"[^\w\s']", " ", text.lower())
+    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
     return " ".join(text.split())
 
 
