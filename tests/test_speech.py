@@ -163,3 +163,13 @@ def test_speech_task_refuses_a_text_model(tmp_path):
     task = get_task(f"speech:{_listing_folder(tmp_path)}")
     with pytest.raises(DataError, match="asr task"):
         task.encode(bert, "test")
+
+
+def test_precomputed_encoder_outputs_give_the_same_result_and_refuse_encoder_masks(asr):
+    lm, task, data = asr
+    encoded = task.with_encoder_outputs(lm, data)
+    mask = HeadMask.from_removed(lm.layout, [("cross", 1, 2), ("decoder_self", 0, 0)])
+    a, b = task.evaluate(lm, data, mask, batch_size=2), task.evaluate(lm, encoded, mask, batch_size=2)
+    assert a.per_example == b.per_example and a.loss == pytest.approx(b.loss, abs=1e-5)
+    with pytest.raises(DataError, match="removes encoder_self heads"):
+        task.evaluate(lm, encoded, HeadMask.from_removed(lm.layout, [("encoder_self", 0, 1)]))

@@ -18,12 +18,15 @@ Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.speech import RATE, normalize_transcript, read_wav
 from ..errors import DataError
+from ..heads import HeadMask
 from ..metrics import BLEU, WER
 from ..results import EvalResult
 from .base import EvalState, Task, register_task_type
@@ -92,18 +95,54 @@ class SpeechRecognitionTask(Task):
                            references=references, features=features, labels=None,
                            lengths=[len(f["labels"]) for f in features], specials=specials, max_length=max_length)
 
+    def with_encoder_outputs(self, loaded, data: EncodedData, batch_size: int = 4) -> EncodedData:
+        """A copy of ``data`` whose batches carry the unmasked encoder's output ``[B, positions, d_model]``
+        instead of the features, so that evaluating masks that keep every encoder head skips the encoder.
+
+        Exact for such masks (the encoder does not depend on decoder or cross-attention heads);
+        :meth:`evaluate` refuses a mask removing an ``encoder_self`` head on this data. Gradient scoring
+        needs the features (it would see no encoder heads): score on the original data.
+        """
+        hidden: dict[int, Tensor] = {}
+        with torch.inference_mode():
+            for batch in data.batches(batch_size, device=loaded.device):
+                out = loaded.model.get_encoder()(batch.inputs["input_features"]).last_hidden_state
+                hidden.update({j: h.cpu() for j, h in zip(batch.index.tolist(), out)})
+        features = [dict(f, encoder_hidden=hidden[i]) for i, f in enumerate(data.features)]
+        return replace(data, features=features, specials=dict(data.specials, encoder_fixed=True),
+                       fingerprint=f"{data.fingerprint}:encoder-outputs")
+
+    def evaluate(self, loaded, data: EncodedData, mask: HeadMask | None = None, **kwargs) -> EvalResult:
+        if data.specials.get("encoder_fixed") and mask is not None and \
+                any(v == 0 for row in mask.kinds.get("encoder_self", ()) for v in row):
+            raise DataError("This data carries precomputed encoder outputs, but the mask removes encoder_self heads; "
+                            "evaluate that mask on the data from task.encode (with audio features).")
+        return super().evaluate(loaded, data, mask, **kwargs)
+
     def _collate(self, data, idx, device) -> EncodedBatch:
         feats = [data.features[i] for i in idx]
+        if "encoder_hidden" in feats[0]:
+            return self._collate_encoded(data, feats, idx, device)
         mel = torch.stack([f["input_features"] for f in feats])                     # [B, mels, frames]
-        decoder_input_ids = pad([f["decoder_input_ids"] for f in feats], data.specials["pad"])   # [B, T_dec]
+        frames = (mel.shape[-1] - 1) // 2 + 1                                        # after the stride-2 convolution
+        return self._batch(feats, idx, device, {"input_features": mel}, frames, data.specials["pad"])
+
+    def _collate_encoded(self, data, feats, idx, device) -> EncodedBatch:
+        hidden = torch.stack([f["encoder_hidden"] for f in feats])                  # [B, positions, d_model]
+        return self._batch(feats, idx, device, {"encoder_outputs": hidden}, hidden.shape[1], data.specials["pad"])
+
+    @staticmethod
+    def _batch(feats, idx, device, encoder_inputs: dict, frames: int, pad_id: int) -> EncodedBatch:
+        decoder_input_ids = pad([f["decoder_input_ids"] for f in feats], pad_id)     # [B, T_dec]
         labels = pad([f["labels"] for f in feats], IGNORE)                           # [B, T_dec]
         lens = torch.tensor([len(f["decoder_input_ids"]) for f in feats])
         decoder_mask = (torch.arange(decoder_input_ids.shape[1])[None, :] < lens[:, None]).long()
-        frames = (mel.shape[-1] - 1) // 2 + 1                                        # after the stride-2 convolution
-        inputs = {"input_features": mel, "decoder_input_ids": decoder_input_ids}
+        inputs = {**encoder_inputs, "decoder_input_ids": decoder_input_ids}
         if device is not None:
             inputs = {k: v.to(device) for k, v in inputs.items()}
             labels, decoder_mask = labels.to(device), decoder_mask.to(device)
+        if "encoder_outputs" in inputs:
+            inputs["encoder_outputs"] = (inputs["encoder_outputs"],)
         encoder_mask = torch.ones(len(idx), frames, dtype=torch.long, device=labels.device)
         return EncodedBatch(inputs=inputs, labels=labels,
                             token_masks={"encoder_self": encoder_mask, "decoder_self": decoder_mask,
