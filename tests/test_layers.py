@@ -15,7 +15,7 @@ LAYERS = [
     {"masking", "pruning"},
     {"models", "results", "cli_args", "significance"},
     {"data", "presets", "experiments"},
-    {"tasks", "attention_maps", "bench"},
+    {"tasks", "attention_maps", "bench", "speech_attention"},
     {"finetune", "scoring"},
     {"prepare", "dynamics", "zoo_prepare"},
     {"smp"},

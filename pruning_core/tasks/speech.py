@@ -32,6 +32,7 @@ from ..results import EvalResult
 from .base import EvalState, Task, register_task_type
 from .batching import IGNORE, EncodedBatch, EncodedData, pad
 
+LANGUAGE = "en"
 HOP = 160                         # Whisper's STFT hop (10 ms at 16 kHz); frames = 2 x encoder positions
 
 
@@ -47,6 +48,30 @@ def feature_extractor_for(config):
                                    chunk_length=int(seconds))
 
 
+def language_kwargs(model, language: str = LANGUAGE) -> dict:
+    """``generate`` arguments that fix language and task: for a multilingual Whisper (its generation config
+    has ``lang_to_id``), ``{"language": ..., "task": "transcribe"}``; else none."""
+    lang_to_id = getattr(getattr(model, "generation_config", None), "lang_to_id", None) or {}
+    if not lang_to_id:
+        return {}
+    if f"<|{language}|>" not in lang_to_id:
+        raise DataError(f"The model has no language token <|{language}|>; its languages: "
+                        f"{', '.join(list(lang_to_id)[:10])} ...")
+    return {"language": language, "task": "transcribe"}
+
+
+def decoder_prompt(model, language: str = LANGUAGE) -> list[int]:
+    """The ids the decoder starts from: start of transcript, then (multilingual Whisper) language and task,
+    then no-timestamps when the generation config has it."""
+    gen = getattr(model, "generation_config", None)
+    prompt = [int(model.config.decoder_start_token_id)]
+    if language_kwargs(model, language):
+        prompt += [int(gen.lang_to_id[f"<|{language}|>"]), int(gen.task_to_id["transcribe"])]
+    if getattr(gen, "no_timestamps_token_id", None) is not None:
+        prompt.append(int(gen.no_timestamps_token_id))
+    return prompt
+
+
 @register_task_type
 class SpeechRecognitionTask(Task):
     """Speech recognition: transcripts of audio, WER (lower is better); loss per transcript token."""
@@ -54,24 +79,14 @@ class SpeechRecognitionTask(Task):
     task_type = "asr"
     default_metric = WER.name
     beam_search = True
-    language = "en"
+    language = LANGUAGE
 
     def _specials(self, loaded) -> dict:
         model = loaded.model
-        gen = getattr(model, "generation_config", None)
-        start = getattr(model.config, "decoder_start_token_id", None)
         eos = getattr(model.config, "eos_token_id", None)
         pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else eos
-        prompt = [int(start)]
-        lang_to_id = getattr(gen, "lang_to_id", None) or {}
-        if lang_to_id:                                  # multilingual Whisper: language and task tokens
-            lang = f"<|{self.language}|>"
-            if lang not in lang_to_id:
-                raise DataError(f"The model has no language token {lang}; its languages: {', '.join(list(lang_to_id)[:10])} ...")
-            prompt += [int(lang_to_id[lang]), int(gen.task_to_id["transcribe"])]
-        if getattr(gen, "no_timestamps_token_id", None) is not None:
-            prompt.append(int(gen.no_timestamps_token_id))
-        return {"prompt": tuple(prompt), "eos": int(eos), "pad": int(pad_id), "multilingual": bool(lang_to_id)}
+        return {"prompt": tuple(decoder_prompt(model, self.language)), "eos": int(eos), "pad": int(pad_id),
+                "multilingual": bool(language_kwargs(model, self.language))}
 
     def _encode_examples(self, loaded, split, examples, max_length) -> EncodedData:
         for i, ex in enumerate(examples):
@@ -163,7 +178,7 @@ class SpeechRecognitionTask(Task):
         room = int(getattr(loaded.model.config, "max_target_positions", 448)) - len(data.specials["prompt"])
         kw = dict(num_beams=beams, do_sample=False, max_new_tokens=max(1, min(data.max_length, room)))
         if data.specials["multilingual"]:
-            kw.update(language=self.language, task="transcribe")
+            kw.update(language_kwargs(loaded.model, self.language))
         return kw
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
