@@ -173,3 +173,22 @@ def test_precomputed_encoder_outputs_give_the_same_result_and_refuse_encoder_mas
     assert a.per_example == b.per_example and a.loss == pytest.approx(b.loss, abs=1e-5)
     with pytest.raises(DataError, match="removes encoder_self heads"):
         task.evaluate(lm, encoded, HeadMask.from_removed(lm.layout, [("encoder_self", 0, 1)]))
+
+
+@needs_espeak
+def test_attention_maps_of_a_spoken_sentence(tmp_path):
+    from pruning_core.attention_maps import run_attention
+
+    lm = tiny_loaded("whisper", tmp_path)
+    mask = HeadMask.from_removed(lm.layout, [("cross", 0, 1), ("encoder_self", 1, 3)])
+    run_attention(lm, "good", None)           # transformers keeps hooks of its own once maps were asked for
+    hooks = installed_hook_count(lm.model)
+    run = run_attention(lm, "the movie was good", mask)
+    assert set(run.kinds) == {"encoder_self", "decoder_self", "cross"}
+    queries, keys = run.tokens_for("cross")
+    assert keys[0] == "0.00s" and len(keys) <= 48 and len(queries) == len(run.decoder_tokens)
+    assert run.dense["cross"][0].shape == (4, len(queries), len(keys))
+    assert run.dense["encoder_self"][1].shape == (4, len(keys), len(keys))
+    assert np.all(run.pruned["cross"][0][1] == 0) and np.any(run.dense["cross"][0][1] > 0)
+    assert np.all(run.dense["cross"][0].sum(-1) <= 1.0 + 1e-4)
+    assert installed_hook_count(lm.model) == hooks                # none of the mask's left behind
