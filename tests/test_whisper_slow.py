@@ -37,7 +37,6 @@ def spoken(tmp_path_factory):
 
 
 def test_whisper_base_layout_and_transcripts(whisper, spoken):
-    torch.set_num_threads(2)
     assert whisper.layout.kinds == {k: (8,) * 6 for k in ("encoder_self", "decoder_self", "cross")}
     data = spoken.encode(whisper, "test")
     result = spoken.evaluate(whisper, data, batch_size=2)
@@ -57,3 +56,19 @@ def test_whisper_base_pruned_decodes_as_masked(whisper, spoken):
         pruned = prune_heads(whisper.model, mask).generate(features, **kw)
     assert torch.equal(masked, pruned)
     assert installed_hook_count(whisper.model) == 0
+
+
+def test_prepared_folder_has_generation_and_feature_settings_and_is_kept(whisper):
+    import json
+
+    from pruning_core.zoo_prepare.whisper import prepare_whisper
+
+    folder = zoo.get("whisper-base").folder()
+    gen = json.loads((folder / "generation_config.json").read_text())
+    assert gen["lang_to_id"]["<|en|>"] == 50259 and gen["task_to_id"] == {"translate": 50358, "transcribe": 50359}
+    assert gen["eos_token_id"] == 50257 and gen["decoder_start_token_id"] == 50258 and gen["no_timestamps_token_id"] == 50363
+    features = json.loads((folder / "preprocessor_config.json").read_text())
+    assert features["feature_size"] == 80 and features["sampling_rate"] == 16000 and features["chunk_length"] == 30
+    report = prepare_whisper()
+    assert report.skipped and report.manifest["source"]["model_bin"]["size"] == 145_217_532
+    assert report.manifest["check"]["transcript"] == "This film is a wonderful story about friendship."
