@@ -19,8 +19,8 @@ with one torch thread (on the shared machine two threads were up to 15 times slo
 attention: the defaults are 10 test and 8 validation utterances, so intervals are wide; pass
 ``--n-eval 40`` when the machine is free. Decoding stops after 64 tokens (the longest reference
 with its prompt is shorter): a broken model that repeats itself would otherwise run to 448 tokens,
-so WER far above 100 % is capped, which does not change which runs are catastrophic. Writes ``benchmarks/results/whisper_kinds.json``
-(``headprune.whisper_kinds/1``) and prints the table.
+so WER far above 100 % is capped, which does not change which runs are catastrophic. Writes
+``benchmarks/results/whisper_kinds.json`` (``headprune.whisper_kinds/1``) and prints the table.
 """
 from __future__ import annotations
 
@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"whisper_kinds: error: {exc}", file=sys.stderr)
         return 2
     summary = _summary(baseline, runs, fractions)
-    result = {"format": FORMAT, "baseline": baseline, "runs": runs, "importance_curves": _curves(scored.scores, ranking),
+    result = {"format": FORMAT, "baseline": baseline, "runs": runs,
+              "importance_curves": _curves(scored.scores, ranking),
               "summary": summary,
               "sizes": {"eval_utterances": eval_data.n_examples, "eval_split": "test",
                         "eval_words": sum(len(r.split()) for r in eval_data.references),

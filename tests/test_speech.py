@@ -136,7 +136,8 @@ def test_evaluate_gives_wer_with_interval_and_bleu(asr):
     result = task.evaluate(lm, data, batch_size=2)
     assert result.metric_name == "wer" and result.metric >= 0 and result.interval is not None
     assert result.n_examples == 2 and len(result.per_example) == 2
-    assert "bleu_transcript_vs_spoken_text" in result.extra and result.extra["target_tokens"] == (4 + 1) + (5 + 1)   # words + end-of-text
+    assert "bleu_transcript_vs_spoken_text" in result.extra
+    assert result.extra["target_tokens"] == (4 + 1) + (5 + 1)                 # words + end-of-text
     assert result.loss > 0
     mask = HeadMask.from_removed(lm.layout, [("cross", 0, h) for h in range(4)])
     masked = task.evaluate(lm, data, mask, batch_size=1)

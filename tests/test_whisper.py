@@ -49,8 +49,9 @@ def _ct2_variables(model) -> dict[str, torch.Tensor]:
             out[f"{dst}/linear_2/weight"], out[f"{dst}/linear_2/bias"] = sd[f"{o}.weight"], sd[f"{o}.bias"]
 
     def ffn(dst, src):
-        out[f"{dst}/ffn/linear_0/weight"], out[f"{dst}/ffn/linear_0/bias"] = sd[f"{src}.fc1.weight"], sd[f"{src}.fc1.bias"]
-        out[f"{dst}/ffn/linear_1/weight"], out[f"{dst}/ffn/linear_1/bias"] = sd[f"{src}.fc2.weight"], sd[f"{src}.fc2.bias"]
+        for i, fc in enumerate(("fc1", "fc2")):
+            out[f"{dst}/ffn/linear_{i}/weight"] = sd[f"{src}.{fc}.weight"]
+            out[f"{dst}/ffn/linear_{i}/bias"] = sd[f"{src}.{fc}.bias"]
         norm(f"{dst}/ffn/layer_norm", f"{src}.final_layer_norm")
 
     for stack in ("encoder", "decoder"):

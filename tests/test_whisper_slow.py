@@ -66,7 +66,7 @@ def test_prepared_folder_has_generation_and_feature_settings_and_is_kept(whisper
     folder = zoo.get("whisper-base").folder()
     gen = json.loads((folder / "generation_config.json").read_text())
     assert gen["lang_to_id"]["<|en|>"] == 50259 and gen["task_to_id"] == {"translate": 50358, "transcribe": 50359}
-    assert gen["eos_token_id"] == 50257 and gen["decoder_start_token_id"] == 50258 and gen["no_timestamps_token_id"] == 50363
+    assert (gen["eos_token_id"], gen["decoder_start_token_id"], gen["no_timestamps_token_id"]) == (50257, 50258, 50363)
     features = json.loads((folder / "preprocessor_config.json").read_text())
     assert features["feature_size"] == 80 and features["sampling_rate"] == 16000 and features["chunk_length"] == 30
     report = prepare_whisper()

@@ -127,12 +127,14 @@ def hf_config(ct2: CT2Model, extra: dict):
     return WhisperConfig(
         vocab_size=int(vocab), num_mel_bins=int(ct2.get("encoder/conv1/weight").shape[1]), d_model=int(d),
         encoder_layers=_layers(ct2, "encoder"), decoder_layers=_layers(ct2, "decoder"),
-        encoder_attention_heads=ct2.scalar("encoder/num_heads"), decoder_attention_heads=ct2.scalar("decoder/num_heads"),
+        encoder_attention_heads=ct2.scalar("encoder/num_heads"),
+        decoder_attention_heads=ct2.scalar("decoder/num_heads"),
         encoder_ffn_dim=int(ffn), decoder_ffn_dim=int(ffn),
         max_source_positions=int(ct2.get("encoder/position_encodings/encodings").shape[0]),
         max_target_positions=int(ct2.get("decoder/position_encodings/encodings").shape[0]),
         pad_token_id=EOT, bos_token_id=EOT, eos_token_id=EOT, decoder_start_token_id=SOT,
-        suppress_tokens=list(extra.get("suppress_ids", [])), begin_suppress_tokens=list(extra.get("suppress_ids_begin", [])),
+        suppress_tokens=list(extra.get("suppress_ids", [])),
+        begin_suppress_tokens=list(extra.get("suppress_ids_begin", [])),
         tie_word_embeddings=True, architectures=["WhisperForConditionalGeneration"])
 
 
@@ -181,7 +183,8 @@ def generation_config(config, tokenizer, extra: dict):
         lang_to_id=dict(sorted(lang_to_id.items(), key=lambda kv: kv[1])), task_to_id=dict(TASK_TO_ID),
         no_timestamps_token_id=NO_TIMESTAMPS, prev_sot_token_id=vocab.get("<|startofprev|>"),
         is_multilingual=config.vocab_size >= 51865, max_initial_timestamp_index=50,
-        suppress_tokens=list(config.suppress_tokens or []), begin_suppress_tokens=list(config.begin_suppress_tokens or []),
+        suppress_tokens=list(config.suppress_tokens or []),
+        begin_suppress_tokens=list(config.begin_suppress_tokens or []),
         alignment_heads=[list(p) for p in extra.get("alignment_heads", [])],
         forced_decoder_ids=None)
 
@@ -281,14 +284,16 @@ def _manifest(files: dict, ct2: CT2Model, *, extra_files: dict[str, Path], trans
         "format": MANIFEST_FORMAT, "name": NAME, "files": files,
         "source": {"packages": [p.requirement for p in PIECES], "members": [p.member for p in PIECES],
                    "model_bin": {"sha256": MODEL_SHA256, "size": MODEL_SIZE,
-                                 "ctranslate2": {"spec": ct2.spec, "revision": ct2.revision, "binary_version": ct2.version}},
+                                 "ctranslate2": {"spec": ct2.spec, "revision": ct2.revision,
+                                                 "binary_version": ct2.version}},
                    "extras": {n: storage.sha256_file(p) for n, p in extra_files.items()},
                    "license": "MIT (OpenAI Whisper); CTranslate2 conversion by Systran (faster-whisper-base)"},
-        "conversion": ("CTranslate2 float16 variables mapped to WhisperForConditionalGeneration names; fused self-attention "
-                       "q/k/v and cross-attention k/v split (fused key biases checked zero); stored as float32; "
+        "conversion": ("CTranslate2 float16 variables mapped to WhisperForConditionalGeneration names; fused "
+                       "self-attention q/k/v and cross-attention k/v split (fused key biases checked zero); stored as float32; "
                        "proj_out tied to the token embeddings; WhisperFeatureExtractor() defaults; generation config "
                        "with lang_to_id / task_to_id written here"),
-        "check": {"sentence": CHECK_SENTENCE, "transcript": transcript, "max_wer": CHECK_MAX_WER, "speech": "espeak-ng -v en -s 120 -g 2, 16 kHz"},
+        "check": {"sentence": CHECK_SENTENCE, "transcript": transcript, "max_wer": CHECK_MAX_WER,
+                  "speech": "espeak-ng -v en -s 120 -g 2, 16 kHz"},
         "timings": {"convert_seconds": round(convert_seconds, 2), "total_seconds": round(seconds, 2)},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
