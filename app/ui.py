@@ -361,8 +361,8 @@ def model_picker() -> None:
                       key=bind(state.widget_key("model", "where"), "" if prepared else spec))
         st.form_submit_button("Use this model", on_click=_apply_model, type="primary")
     st.caption(f"In use: {md_code(spec)}. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification), "
-               "BART, Marian (translation), Llama, Qwen2, Mistral, Gemma, GPT-2 (language models); weights as "
-               "safetensors.")
+               "BART, Marian (translation), Whisper (speech recognition), Llama, Qwen2, Mistral, Gemma, GPT-2 "
+               "(language models); weights as safetensors.")
 
 
 def _apply_upload() -> None:

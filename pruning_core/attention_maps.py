@@ -162,6 +162,9 @@ def run_attention(loaded, text: str, mask: HeadMask | None = None, *, text_b: st
     Raises:
         HeadpruneError: empty text, a mask for another model, or a model without attention maps.
     """
+    if loaded.task_type == "asr":                     # speech in: the sentence is spoken, then transcribed
+        from .speech_attention import run_speech_attention
+        return run_speech_attention(loaded, text, mask, max_new_tokens=max_new_tokens)
     started = time.perf_counter()
     text = (text or "").strip()
     text_b = (text_b or "").strip() or None

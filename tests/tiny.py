@@ -37,6 +37,12 @@ _SEQ2SEQ = dict(vocab_size=len(VOCAB), d_model=32, encoder_layers=2, decoder_lay
                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
                 pad_token_id=7, bos_token_id=5, eos_token_id=6, decoder_start_token_id=5)
 
+# Whisper: 8 mel bins, 1 s of audio (100 frames -> 50 encoder positions after the stride-2 convolution)
+_WHISPER = dict(vocab_size=len(VOCAB), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+                max_source_positions=50, max_target_positions=64, pad_token_id=7, bos_token_id=5, eos_token_id=6,
+                decoder_start_token_id=5, suppress_tokens=None, begin_suppress_tokens=None)
+
 _DECODER = dict(vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                 num_attention_heads=4, max_position_embeddings=64, pad_token_id=0, bos_token_id=5, eos_token_id=6)
 
@@ -52,6 +58,7 @@ CONFIGS: dict[str, Callable[[], object]] = {
                                                  **_COMMON),
     "bart": lambda: _tf().BartConfig(**_SEQ2SEQ, forced_eos_token_id=6),
     "marian": lambda: _tf().MarianConfig(**_SEQ2SEQ),
+    "whisper": lambda: _tf().WhisperConfig(**_WHISPER),
     "gpt2": lambda: _tf().GPT2Config(n_embd=32, n_layer=2, n_head=4, n_inner=64, vocab_size=len(VOCAB),
                                      n_positions=64, pad_token_id=0, bos_token_id=5, eos_token_id=6),
     # decoder-only LMs with grouped-query attention: 4 query heads sharing 2 key/value heads (Mistral: 1)
@@ -64,7 +71,8 @@ CONFIGS: dict[str, Callable[[], object]] = {
 
 # Every family with a tiny config (masking and pruning parity run on all of them) ...
 ALL_ARCHS = list(CONFIGS)
-# ... and those whose task type has tasks (classification, translation): scoring, evaluation, the app.
+# ... and those whose task type has tasks (classification, translation): scoring, evaluation, the app
+# (whisper's speech-recognition task has its own tests: tests/test_whisper.py, tests/test_speech.py).
 ARCHS = [a for a in ALL_ARCHS if adapter_for(a).task_type in ("classification", "translation")]
 
 
@@ -100,6 +108,10 @@ def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> di
     attn = torch.ones(batch, length, dtype=torch.long)
     attn[0, -2:] = 0   # one padded example
     inputs = {"input_ids": ids, "attention_mask": attn}
+    config = tiny_config(arch)
+    if getattr(config, "num_mel_bins", None):       # speech: log-mel frames [B, mels, 2 * encoder positions]
+        frames = 2 * config.max_source_positions
+        inputs = {"input_features": torch.randn(batch, config.num_mel_bins, frames, generator=g)}
     if getattr(tiny_config(arch), "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(9, len(VOCAB), (batch, 5), generator=g)
     return inputs

@@ -3,7 +3,7 @@
 - :mod:`.batching`: :class:`EncodedData` / :class:`EncodedBatch`, padding, length buckets;
 - :mod:`.cache`: the in-memory cache of encoded splits;
 - :mod:`.base`: the :class:`Task` base class with the one evaluation loop, and the task-type registry;
-- :mod:`.classification`, :mod:`.translation`, :mod:`.language_model`: the task types;
+- :mod:`.classification`, :mod:`.translation`, :mod:`.language_model`, :mod:`.speech`: the task types;
 - :mod:`.registry`: task names, :func:`get_task` (``file:PATH``, GLUE, WMT, the embedded default).
 
 The metric functions live in :mod:`pruning_core.metrics` (re-exported here for old imports).
@@ -16,11 +16,12 @@ from .cache import CACHE_SIZE, clear_cache
 from .classification import ClassificationTask
 from .language_model import LanguageModelTask
 from .registry import FILE_PREFIX, TASKS, get_task, register_task, task_names
+from .speech import SpeechRecognitionTask
 from .translation import TranslationTask
 
 __all__ = [
     "CACHE_SIZE", "FILE_PREFIX", "IGNORE", "TASKS", "TASK_TYPES", "ClassificationTask", "EncodedBatch",
-    "EncodedData", "EvalState", "LanguageModelTask", "Loader", "Task", "TranslationTask", "accepts_argument", "accuracy", "binary_f1",
+    "EncodedData", "EvalState", "LanguageModelTask", "Loader", "SpeechRecognitionTask", "Task", "TranslationTask", "accepts_argument", "accuracy", "binary_f1",
     "clear_cache", "collate_classification", "get_task", "matthews_corrcoef", "register_task",
     "register_task_type", "task_names", "tokenize_classification",
 ]

@@ -5,6 +5,9 @@
   over windows, see :mod:`.language_model`);
 - ``file:PATH``: a local CSV / TSV / JSONL / TXT file (see :mod:`pruning_core.data.files`); its task
   type (from the file's columns) picks the Task class from :data:`~.base.TASK_TYPES`;
+- ``movie-speech``: the movie snippets spoken by espeak-ng (speech recognition, see
+  :mod:`pruning_core.data.speech`); ``speech:PATH``: a folder of WAV + transcript files or a JSONL /
+  TSV listing of them (:mod:`.speech`);
 - GLUE names (``sst2``, ``mnli``, ...) and WMT names (``wmt14-fr-en``, ...) from the hub
   (see :mod:`pruning_core.data.hub`).
 
@@ -20,9 +23,12 @@ from ..registry import Registry
 from .base import TASK_TYPES, Task
 from .classification import ClassificationTask
 from .language_model import LanguageModelTask, text_loader
+from .speech import SpeechRecognitionTask
 from .translation import TranslationTask
 
 FILE_PREFIX = "file:"
+SPEECH_PREFIX = "speech:"
+MOVIE_SPEECH = "movie-speech"
 DEFAULT_TASK = "movie-sentiment"
 MOVIE_TEXT = "movie-text"
 MOVIE_TEXT_DESCRIPTION = ("movie review snippets as language-model documents (the movie-sentiment splits, labels "
@@ -88,6 +94,37 @@ def _file_task(spec: str) -> Task:
                shared_splits=True)
 
 
+def _speech_token(split: str) -> str:
+    from ..data import speech
+    manifest = speech.read_manifest()
+    return manifest["files"].get(f"{split}.jsonl", "") if manifest else ""
+
+
+def _movie_speech() -> Task:
+    from ..data import speech
+
+    return SpeechRecognitionTask(MOVIE_SPEECH, lambda split, limit: speech.load_split(split, limit),
+                                 splits=speech.SPLITS, default_split="test", description=(
+                                     "movie review snippets spoken by espeak-ng (English, 16 kHz), speech "
+                                     "recognition scored by WER"), cache_token=_speech_token)
+
+
+def _speech_listing(spec: str) -> Task:
+    from ..data import speech
+
+    path = Path(spec[len(SPEECH_PREFIX):]).expanduser()
+    speech.load_listing(path)                                   # raises early on a bad listing
+
+    def token(split: str) -> str:
+        st = path.stat()
+        return f"{path.resolve()}:{st.st_mtime_ns}:{st.st_size}"
+
+    return SpeechRecognitionTask(f"{SPEECH_PREFIX}{path}", lambda split, limit: speech.load_listing(path),
+                                 splits=("train", "validation", "test"), default_split="test",
+                                 description=f"speech recognition on the audio listed in {path}", cache_token=token,
+                                 shared_splits=True)
+
+
 def _glue(name: str) -> Callable[[], Task]:
     def factory() -> Task:
         from ..data import hub
@@ -114,6 +151,8 @@ def _register_builtin() -> None:
     register_task(DEFAULT_TASK, "movie review snippets, positive vs negative (embedded default)",
                   _movie_sentiment, family="embedded")
     register_task(MOVIE_TEXT, MOVIE_TEXT_DESCRIPTION, _movie_text, family="embedded")
+    register_task(MOVIE_SPEECH, "movie review snippets spoken by espeak-ng (speech recognition, WER)", _movie_speech,
+                  family="embedded")
     for name in hub.GLUE:
         register_task(name, f"GLUE {name}", _glue(name), family="glue")
     for name, spec in hub.wmt_names().items():
@@ -128,6 +167,8 @@ def get_task(name: str) -> Task:
     name = name.strip()
     if name.startswith(FILE_PREFIX):
         return _file_task(name)
+    if name.startswith(SPEECH_PREFIX):
+        return _speech_listing(name)
     for candidate in (name, name.lower()):
         if candidate in TASKS:
             return TASKS.get(candidate)()
@@ -139,5 +180,6 @@ def get_task(name: str) -> Task:
     if not hint and (Path(name).expanduser().is_file() or Path(name).suffix.lower() in (".csv", ".tsv", ".jsonl", ".txt")):
         hint = f" To use a data file, write 'file:{name}'."
     glue = [n for n in names if TASKS.entry(n).meta["family"] == "glue"]
-    raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, {MOVIE_TEXT}, file:PATH, GLUE ({', '.join(glue)}), "
+    raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, {MOVIE_TEXT}, {MOVIE_SPEECH}, file:PATH, "
+                    f"speech:PATH, GLUE ({', '.join(glue)}), "
                     "WMT (wmt14-fr-en, wmt16-de-en, wmt16-ro-en, ...).")
