@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install prepare browser clean-cache
+.PHONY: run test install prepare browser speech clean-cache
 
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml assets/js.lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,8 +28,15 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "WARNING: could not install chromium; browser tests will be skipped"; }
 
+# Debian's espeak-ng speaks the offline speech set (Whisper's asr task) and the speech tests.
+speech:
+	@command -v espeak-ng >/dev/null 2>&1 || { \
+	  echo "installing Debian's espeak-ng for the speech tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null) \
+	  || echo "WARNING: could not install espeak-ng; speech tests will be skipped"; }
+
 run: prepare
 	$(BIN)/headprune app
 
-test: prepare browser
+test: prepare browser speech
 	$(BIN)/python -m pytest -q -ra
