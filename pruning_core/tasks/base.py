@@ -60,6 +60,11 @@ class EvalState:
         return self.loss / max(1, self.loss_weight)
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article ("a translation", "an asr")."""
+    return ("an " if word[:1].lower() in "aeio" else "a ") + word
+
+
 class Task:
     """One task: a data source plus how to encode, score and evaluate it.
 
@@ -115,8 +120,8 @@ class Task:
     def check_model(self, loaded) -> None:
         """Raise unless ``loaded`` (its adapter's task type) can do this task."""
         if loaded.task_type != self.task_type:
-            raise DataError(f"Task {self.name!r} is a {self.task_type} task but model {loaded.model_id!r} is a "
-                            f"{loaded.task_type} model. Pick a {loaded.task_type} task or another model.")
+            raise DataError(f"Task {self.name!r} is {_a(self.task_type)} task but model {loaded.model_id!r} is "
+                            f"{_a(loaded.task_type)} model. Pick {_a(loaded.task_type)} task or another model.")
 
     def load(self, split: str, limit: int | None = None) -> list[dict]:
         """Raw examples of ``split`` (the first ``limit`` of them, in the source's order)."""
