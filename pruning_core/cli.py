@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from .children import signals_raise
-from .cli_args import (checked, fraction, int_list, output_file, output_folder, positive_int, run_checks,
+from .cli_args import (DTYPE_CHOICES, checked, fraction, int_list, output_file, output_folder, positive_int, run_checks,
                        write_output)
 from .errors import HeadpruneError, UsageError
 from .progress import tqdm_progress
@@ -32,6 +32,9 @@ def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> 
     if out:
         checked(p, "--out", check=output_file, help="write the result as JSON to this file")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
+                   help="weights and activations: auto = bfloat16 on a CUDA GPU, float32 on CPU (half precision "
+                        "is refused on CPU); recorded in the results' provenance")
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pytorch_model.bin weights (unpickling can run code: trusted files only)")
 
@@ -108,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
+                   help="the precision the pruned model is saved in (half precision needs --device cuda)")
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
@@ -181,7 +186,8 @@ def _read_mask(args, layout):
 
 def _load(args, attn: str = "eager"):
     from .models import load_model
-    return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn)
+    return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn,
+                      dtype=args.dtype)
 
 
 def _task_and_split(args):

