@@ -22,14 +22,18 @@ Writes ``benchmarks/results/smollm2.json`` (format ``headprune.llm_figures/1``, 
   default subset (``app.state.DEFAULT_EVAL_LIMIT`` documents, batch ``app.cache.EVAL_BATCH``) plus the
   paired comparison with all heads, timed for several one-head masks (median, min, max).
 
-The evaluation subset is the first ``--docs`` validation documents (the dashboard's default, 128):
-one window each (snippets are shorter than the 128-token context); the JSON states windows and tokens.
+The curves are measured on the first ``--docs`` validation documents (64: on 2 cores shared with
+other work one evaluation of them took ~70 s, so the ~65 evaluations fit the time; the toggle time
+uses the dashboard's own 128), one window each (snippets are shorter than the 128-token context);
+the JSON states windows, tokens and the load average. A partial file (``"complete": false``) is
+written after every section.
 The weights are the 4-bit Q4_1 GGUF dequantized (see the manifest's provenance), not the bf16 release.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -103,18 +107,18 @@ def budget_by_order(loaded, task, data, order: list, limit: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=None, help="validation documents (default: the dashboard's 128)")
-    ap.add_argument("--score-docs", type=int, default=256, help="train documents I_h is computed on")
+    ap.add_argument("--docs", type=int, default=64, help="validation documents the curves are measured on")
+    ap.add_argument("--score-docs", type=int, default=128, help="train documents I_h is computed on")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--seq-lens", default="128,512")
-    ap.add_argument("--bench-batch", type=int, default=4)
+    ap.add_argument("--bench-batch", type=int, default=2)
     ap.add_argument("--out", default=str(RESULTS / "smollm2.json"))
     ap.add_argument("--model", default="smollm2", help="another language model (a folder) for a smoke run")
     ap.add_argument("--task", default=TASK, help="another language-model task (file:PATH.txt) for a smoke run")
     args = ap.parse_args()
     from app.cache import EVAL_BATCH
     from app.state import DEFAULT_EVAL_LIMIT
-    docs = args.docs or DEFAULT_EVAL_LIMIT
+    docs = args.docs
     started = time.perf_counter()
     weights = "see the model folder"
     if args.model in zoo.names():
@@ -132,15 +136,32 @@ def main() -> None:
     log(f"{data.n_examples} windows from {docs} documents, {dense_res.extra['tokens']} target tokens; {total} heads; "
         f"dense perplexity {dense_res.metric:.2f} in {dense_res.seconds:.1f} s")
 
+    out = {"format": "headprune.llm_figures/1", "complete": False, "model": args.model, "weights": weights,
+           "eval": {"task": args.task, "split": split, "documents": docs, "windows": data.n_examples,
+                    "tokens": int(dense_res.extra["tokens"]), "context_length": CONTEXT,
+                    "dense_perplexity": dense_res.metric,
+                    "dense_interval": list(dense_res.interval) if dense_res.interval else None,
+                    "dense_eval_seconds": dense_res.seconds},
+           "threads": torch.get_num_threads(), "load_average_at_start": os.getloadavg(),
+           "provenance": provenance(loaded, task=args.task, split=split, n_examples=data.n_examples,
+                                    method="llm_figures", settings=vars(args))}
+
+    def save(**parts) -> None:
+        out.update(parts, seconds=time.perf_counter() - started)
+        write_json(args.out, out)
+
     # -- I_h, and the curves -----------------------------------------------------------------------
     cfg = ScoreConfig(split=score_split, limit=args.score_docs, max_length=CONTEXT, batch_size=16)
     scores = get_scorer("gradient").score(loaded, task, cfg)
     log(f"I_h on {args.score_docs} train documents in {scores.seconds:.0f} s")
     by_ih = pruning_curve(loaded, task, data, get_scorer("gradient"), cfg, step=0.1, initial_scores=scores,
                           batch_size=BATCH)
+    save(scores={"method": "gradient (I_h)", "split": score_split, "documents": args.score_docs,
+                 "normalize": scores.normalize, "seconds": scores.seconds}, curves={"by_ih": by_ih.to_json()})
     log("I_h curve done")
     rand = seeded_curves(loaded, task, data, get_scorer("random"), ScoreConfig(split=score_split, limit=8, seed=0),
                          args.seeds, step=0.1, batch_size=BATCH)
+    save(curves={"by_ih": by_ih.to_json(), "random": rand.to_json()})
     log("random curves done")
     dense = by_ih.points[0].metric
     limit = dense * (1 + MAX_RISE)
@@ -168,10 +189,19 @@ def main() -> None:
     group_heads = {(k, l, h) for k, l, j in bottom_groups for h in groups[k][l][j]}
     bottom_heads = set(order[:len(group_heads)])
     group_curve = []
+    seen = set()
     for i in range(11):
         mask = presets.prune_by_group(ranking, groups, i / 10)
+        if mask.n_kept in seen:                    # a small model: a share that rounds to the same groups
+            continue
+        seen.add(mask.n_kept)
         res = task.evaluate(loaded, data, mask, batch_size=BATCH)
         group_curve.append(point(res, mask.n_total - mask.n_kept, total))
+    save(budget_5pct={"limit_perplexity": limit, "by_ih": budget_ih,
+                      "random_grid": {"heads_per_seed": budget_random, "resolution_heads": round(total / 10)}},
+         groups={"n_groups": n_groups, "spearman_group_sum_vs_best_head": spearman(g_sum, g_best),
+                 "bottom_half_groups_heads_among_bottom_heads": len(group_heads & bottom_heads) / len(group_heads),
+                 "group_curve": group_curve})
     log("group curve done")
 
     # -- speed ------------------------------------------------------------------------------------------
@@ -189,6 +219,7 @@ def main() -> None:
                       "fraction_of_ceiling": c.fraction_of_ceiling, "cpu_share": c.cpu_share,
                       "verdict": {"kind": verdict.kind, "low": verdict.low, "high": verdict.high},
                       "latency": {k: v.to_json() for k, v in rows.items()}})
+        save(speed=speed)
         log(f"seq {seq}: speed-up {c.speedup:.2f} (ceiling {c.ceiling_speedup:.2f})")
     del fast
 
@@ -197,7 +228,7 @@ def main() -> None:
     base = task.evaluate(loaded, dash, None, batch_size=EVAL_BATCH)
     toggles = []
     n_layers = len(loaded.layout.kinds[K])
-    for layer in sorted({round(i * (n_layers - 1) / 4) for i in range(5)}):
+    for layer in sorted({0, n_layers // 2, n_layers - 1}):
         mask = HeadMask.from_removed(loaded.layout, [(K, layer, 1)])
         t0 = time.perf_counter()
         res = task.evaluate(loaded, dash, mask, batch_size=EVAL_BATCH)
@@ -205,32 +236,11 @@ def main() -> None:
         toggles.append(time.perf_counter() - t0)
     log(f"toggle: median {statistics.median(toggles):.2f} s")
 
-    out = {
-        "format": "headprune.llm_figures/1",
-        "model": args.model, "weights": weights,
-        "eval": {"task": args.task, "split": split, "documents": docs, "windows": data.n_examples,
-                 "tokens": int(dense_res.extra["tokens"]), "context_length": CONTEXT, "dense_perplexity": dense,
-                 "dense_interval": list(dense_res.interval) if dense_res.interval else None,
-                 "dense_eval_seconds": dense_res.seconds},
-        "scores": {"method": "gradient (I_h)", "split": score_split, "documents": args.score_docs,
-                   "normalize": scores.normalize, "seconds": scores.seconds},
-        "curves": {"by_ih": by_ih.to_json(), "random": rand.to_json()},
-        "budget_5pct": {"limit_perplexity": limit, "by_ih": budget_ih,
-                        "random_grid": {"heads_per_seed": budget_random, "resolution_heads": round(total / 10)}},
-        "groups": {"n_groups": n_groups, "spearman_group_sum_vs_best_head": spearman(g_sum, g_best),
-                   "bottom_half_groups_heads_among_bottom_heads": len(group_heads & bottom_heads) / len(group_heads),
-                   "group_curve": group_curve},
-        "speed": speed,
-        "toggle": {"documents": DEFAULT_EVAL_LIMIT, "what": "one masked evaluation + paired comparison, a "
-                   "one-head mask each time (a cache miss, as after a click)", "batch_size": EVAL_BATCH, "windows": dash.n_examples,
-                   "seconds": toggles, "median_s": statistics.median(toggles), "min_s": min(toggles),
-                   "max_s": max(toggles)},
-        "seconds": time.perf_counter() - started,
-        "threads": torch.get_num_threads(),
-        "provenance": provenance(loaded, task=args.task, split=split, n_examples=data.n_examples,
-                                 method="llm_figures", settings=vars(args)),
-    }
-    write_json(args.out, out)
+    save(toggle={"documents": DEFAULT_EVAL_LIMIT, "what": "one masked evaluation + paired comparison, a "
+                 "one-head mask each time (a cache miss, as after a click)", "batch_size": EVAL_BATCH,
+                 "windows": dash.n_examples, "seconds": toggles, "median_s": statistics.median(toggles),
+                 "min_s": min(toggles), "max_s": max(toggles)},
+         complete=True, load_average_at_end=os.getloadavg())
     log(f"wrote {args.out} in {out['seconds']:.0f} s")
 
 
