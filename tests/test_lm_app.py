@@ -105,3 +105,37 @@ def test_causal_maps_are_lower_triangular_and_removed_heads_blank(tiny_llama):
         assert np.allclose(np.triu(layer, 1), 0) and np.allclose(layer.sum(-1), 1, atol=1e-4)
     assert np.allclose(run.pruned[K][0][0], 0)
     assert run.dense_prediction.label == run.dense_prediction.probabilities[0][0]
+
+
+def test_choosing_a_prepared_llm_switches_to_its_task(monkeypatch, tmp_path, tiny_llama):
+    """Picking a prepared language model (here a fake zoo entry holding the tiny Llama, prepared for
+    movie-text) while the default classifier's task is in use moves the task along with it."""
+    from pruning_core import zoo
+
+    for key, value in app_env(tiny_llama, tmp_path / "hp-home").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HEADPRUNE_APP_TASK", "movie-sentiment")
+    entry = zoo.ZooModel("tinyllm", "a tiny random Llama", task="movie-text", prepare="x:y", cost="instant")
+    zoo.register(entry)
+    try:
+        _switch(entry, tiny_llama)
+    finally:
+        zoo.ZOO._entries.pop(entry.name, None)
+        zoo.ZOO._items.pop(entry.name, None)
+
+
+def _switch(entry, tiny_llama) -> None:
+    import shutil
+
+    from pruning_core import storage, zoo
+
+    shutil.copytree(tiny_llama.model, entry.folder())
+    storage.write_json(entry.folder() / zoo.MANIFEST, {"format": "test", "files": {
+        p.name: storage.sha256_file(p) for p in entry.folder().iterdir()}})
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.radio(key="hp_w_model_source").set_value("prepared")
+    at.selectbox(key="hp_w_model_prepared").set_value("tinyllm")
+    next(b for b in at.button if b.label == "Use this model").click().run()
+    assert at.session_state["hp_model"] == "tinyllm" and at.session_state["hp_task"] == "movie-text"
+    assert any("Task switched to" in i.value for i in at.info)
