@@ -49,7 +49,9 @@ def kv_groups_note(kind: str, groups: tuple) -> str | None:
     return (f"Grouped-query attention: {len(first)} key/value heads per layer, each shared by a group of query "
             f"heads ({spans}{' in every layer' if same else ' in layer 0'}). Removing a query head keeps its "
             "group's key/value head; removing every query head of a group removes that key/value head too, which "
-            "is where the memory and time go.")
+            "is where the memory and time go. When a layer's groups end up with different numbers of query heads, "
+            "the pruned model repeats key/value heads to keep them equal and can grow: remove whole groups, or "
+            "the same number of heads in every group, to avoid that.")
 
 
 # -- presets -------------------------------------------------------------------------------------
