@@ -223,8 +223,9 @@ def _view_kwargs(run: AttentionRun, which: str) -> dict:
     if which not in ("dense", "pruned"):
         raise HeadpruneError(f"which must be 'dense' or 'pruned', got {which!r}.")
     maps = run.dense if which == "dense" else run.pruned
-    if run.decoder_tokens is None:
-        return dict(attention=_tensor_list(maps["encoder_self"]), tokens=list(run.encoder_tokens),
+    if "cross" not in maps:            # one stack (an encoder, or a decoder-only LM's causal self-attention)
+        kind = "encoder_self" if "encoder_self" in maps else "decoder_self"
+        return dict(attention=_tensor_list(maps[kind]), tokens=list(run.tokens_for(kind)[0]),
                     sentence_b_start=run.sentence_b_start)
     return dict(encoder_attention=_tensor_list(maps["encoder_self"]),
                 decoder_attention=_tensor_list(maps["decoder_self"]),

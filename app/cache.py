@@ -26,6 +26,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pruning_core.architectures import kv_groups_of
 from pruning_core import attention_maps, bench, experiments, per_example, pruning, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
@@ -134,6 +135,7 @@ class ArchSummary:
     num_labels: int | None
     weights_sha256: str
     pruned_heads: dict = field(default_factory=dict)
+    kv_groups: dict = field(default_factory=dict)   # kind -> per layer, the query heads of each key/value group
 
     @property
     def attention_share(self) -> float:
@@ -148,7 +150,7 @@ def architecture(spec: str) -> ArchSummary:
                        {k: KIND_LABELS[k] for k in m.layout.kinds}, m.layout.total_heads,
                        pruning.parameter_count(m.model), pruning.attention_parameter_count(m.model),
                        getattr(cfg, "num_labels", None) if m.task_type == "classification" else None,
-                       m.weights_sha256, m.pruned_heads)
+                       m.weights_sha256, m.pruned_heads, kv_groups_of(m.sites))
 
 
 def pruned_parameters(spec: str, mask: HeadMask) -> tuple[int, int]:

@@ -37,6 +37,23 @@ def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: 
                     alt=f"{KIND_LABELS[kind]} heads: filled squares are kept, crossed grey squares removed")
 
 
+def kv_groups_note(kind: str, groups: tuple) -> str | None:
+    """A sentence on grouped-query attention for ``kind``'s grid (``groups``: per layer, each key/value
+    group's query heads); None when every query head has its own key/value head."""
+    if not groups or all(len(g) <= 1 for row in groups for g in row):
+        return None
+    first = groups[0]
+    spans = ", ".join(f"H{g[0]}–H{g[-1]} → K/V {j}" if len(g) > 1 else f"H{g[0]} → K/V {j}"
+                      for j, g in enumerate(first))
+    same = all(row == first for row in groups)
+    return (f"Grouped-query attention: {len(first)} key/value heads per layer, each shared by a group of query "
+            f"heads ({spans}{' in every layer' if same else ' in layer 0'}). Removing a query head keeps its "
+            "group's key/value head; removing every query head of a group removes that key/value head too, which "
+            "is where the memory and time go. When a layer's groups end up with different numbers of query heads, "
+            "the pruned model repeats key/value heads to keep them equal and can grow: remove whole groups, or "
+            "the same number of heads in every group, to avoid that.")
+
+
 # -- presets -------------------------------------------------------------------------------------
 def apply_preset(name: str, layout: HeadLayout, scores: HeadScores | None = None, fraction: float = 0.5,
                  per_layer: bool = False, seed: int = 0) -> None:

@@ -338,7 +338,14 @@ def _apply_model() -> None:
     source = st.session_state[state.widget_key("model", "source")]
     where = (st.session_state[state.widget_key("model", "where")] or "").strip()
     if source == "prepared":
-        state.set_model_spec(st.session_state[state.widget_key("model", "prepared")])
+        name = st.session_state[state.widget_key("model", "prepared")]
+        state.set_model_spec(name)
+        # the task that suits a prepared model follows it (movie-sentiment for the classifier, movie-text for
+        # an LLM) unless the user picked a task of their own
+        suited = zoo.get(name).task
+        if state.task_spec() != suited and state.task_spec() in {zoo.get(n).task for n in zoo.names()}:
+            state.set_task_spec(suited)
+            state.add_notice("info", f"Task switched to {md_code(suited)}, the one {md_code(name)} is prepared for.")
     elif not where:
         example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
         state.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")

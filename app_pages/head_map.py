@@ -37,6 +37,8 @@ left, right = page_row.container(width=map_px), page_row.container(width=PANEL_P
 with left:
     for kind in layout.kinds:
         headmap_ui.show_grid(kind, mask, ranking, scorer if ranking is not None else "")
+        if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
+            st.caption(note)
     with st.container(border=True):
         p1, p2 = st.columns([3, 2])
         pct = p1.slider("Share of heads to remove (%)", 0, 100, 50, 5, key=state.widget_key("headmap", "pct"))

@@ -36,8 +36,9 @@ MAX_NEW_TOKENS = 32        # translation length for seq2seq models
 class Prediction:
     """What a model outputs for the sentence."""
 
-    label: str                                        # class name, or the translation
-    probabilities: tuple[tuple[str, float], ...] = ()  # classification: (class name, p) in class order
+    label: str                                        # class name, the translation, or the next token
+    probabilities: tuple[tuple[str, float], ...] = ()  # classification: (class name, p) in class order;
+                                                      # language model: the top next tokens, most likely first
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,12 @@ def run_attention(loaded, text: str, mask: HeadMask | None = None, *, text_b: st
             pruned_out = model(**forward)
         dense_maps = _maps_of(loaded, dense_out)
         pruned_maps = _zero_removed(_maps_of(loaded, pruned_out), mask)
-        if loaded.task_type != "translation":
+        if loaded.task_type == "language_model":
+            decoder_tokens = encoder_tokens               # a decoder-only model's one stack reads the input
+            dense_pred, pruned_pred = _next_token(tok, dense_out.logits), _next_token(tok, pruned_out.logits)
+            notes.append("Causal attention: each token attends only to itself and the tokens before it (the "
+                         "upper triangle is empty). The prediction is the most likely next token.")
+        elif loaded.task_type != "translation":
             dense_pred = _classification(loaded, dense_out.logits, label_names)
             pruned_pred = _classification(loaded, pruned_out.logits, label_names)
     return AttentionRun(text=text if not text_b else f"{text} ‖ {text_b}", encoder_tokens=encoder_tokens,
@@ -220,6 +226,14 @@ def run_attention(loaded, text: str, mask: HeadMask | None = None, *, text_b: st
                         pruned=pruned_maps, mask=mask, dense_prediction=dense_pred, pruned_prediction=pruned_pred,
                         truncated=truncated, seconds=time.perf_counter() - started,
                         model_id=str(loaded.model_id), notes=tuple(notes))
+
+
+def _next_token(tok, logits: torch.Tensor, top: int = 5) -> Prediction:
+    """A language model's most likely next token after the text (``logits`` ``[1, T, V]``) and the top ``top``."""
+    probs = torch.softmax(logits[0, -1].float(), dim=-1)
+    p, ids = probs.topk(min(top, probs.shape[-1]))
+    names = [repr(tok.decode([i])) for i in ids.tolist()]
+    return Prediction(names[0], tuple(zip(names, (float(x) for x in p.tolist()))))
 
 
 def _classification(loaded, logits: torch.Tensor, label_names: Sequence[str] | None) -> Prediction:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from .children import signals_raise
 from . import distributed
-from .cli_args import (checked, device_map, fraction, int_list, output_file, output_folder, positive_int,
-                       parse_device_map, run_checks, write_output)
+from .cli_args import (DTYPE_CHOICES, checked, device_map, fraction, int_list, output_file, output_folder,
+                       positive_int, parse_device_map, run_checks, write_output)
 from .errors import HeadpruneError, UsageError
 from .progress import tqdm_progress
 from .serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
@@ -36,6 +36,9 @@ def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> 
     checked(p, "--device-map", default=None, check=device_map,
             help="spread a model too large for one GPU over several devices with accelerate: auto, balanced, "
                  "sequential, or a JSON object / .json file {module name: device} (instead of --device)")
+    p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
+                   help="weights and activations: auto = bfloat16 on a CUDA GPU, float32 on CPU (half precision "
+                        "is refused on CPU); recorded in the results' provenance")
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pytorch_model.bin weights (unpickling can run code: trusted files only)")
     if task:
@@ -116,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
+                   help="the precision the pruned model is saved in (half precision needs --device cuda)")
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
@@ -191,7 +196,7 @@ def _load(args, attn: str = "eager"):
     from .models import load_model
     dmap = getattr(args, "device_map", None)
     return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn,
-                      device_map=parse_device_map(dmap) if dmap is not None else None)
+                      device_map=parse_device_map(dmap) if dmap is not None else None, dtype=args.dtype)
 
 
 def _progress():

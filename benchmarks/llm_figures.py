@@ -1,0 +1,248 @@
+"""Figures of issue 10 on the real SmolLM2-135M-Instruct (``headprune prepare --model smollm2``).
+
+    OMP_NUM_THREADS=2 nice -n 5 .venv/bin/python benchmarks/llm_figures.py          # ~10-15 min on 2 cores
+
+Writes ``benchmarks/results/smollm2.json`` (format ``headprune.llm_figures/1``, with provenance):
+
+- ``curves``: perplexity vs share of query heads removed (0, 10, ..., 100 %) on the ``movie-text``
+  validation subset, heads removed in order of I_h (Michel et al., per-layer normalised, scored once
+  on the train split) and at random (3 seeds: mean, sd, min-max band), each point with its 95 %
+  bootstrap interval over windows;
+- ``budget_5pct``: how many heads can go before perplexity rises by more than 5 %: by I_h from a
+  bisection over the number removed (every count it tried is listed), at random from the 10 % grid of
+  each seed (resolution 27 heads, said so);
+- ``groups``: I_h per key/value group (sum of its 3 query heads) against per head: Spearman rank
+  agreement between a group's sum and its best head, how many of the bottom groups' heads are among
+  the bottom heads, and the curve that removes whole groups (``presets.prune_by_group``) at the same
+  shares as the per-head curve;
+- ``speed``: physically pruned vs dense vs masked (``pruning_core.bench.benchmark``, sdpa attention,
+  interleaved rounds, medians and spread) at sequence lengths 128 and 512, with the FLOP ceiling and
+  the verdict, for half the query heads removed as whole groups by group I_h (no K/V copies);
+- ``toggle``: the dashboard's update after a click on the head map: one masked evaluation of its
+  default subset (``app.state.DEFAULT_EVAL_LIMIT`` documents, batch ``app.cache.EVAL_BATCH``) plus the
+  paired comparison with all heads, timed for several one-head masks (median, min, max).
+
+The curves are measured on the first ``--docs`` validation documents (64: on 2 cores shared with
+other work one evaluation of them took ~70 s, so the ~65 evaluations fit the time; the toggle time
+uses the dashboard's own 128), one window each (snippets are shorter than the 128-token context);
+the JSON states windows, tokens and the load average. A partial file (``"complete": false``) is
+written after every section.
+The weights are the 4-bit Q4_1 GGUF dequantized (see the manifest's provenance), not the bf16 release.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pruning_core import presets, zoo  # noqa: E402
+from pruning_core.architectures import kv_groups_of  # noqa: E402
+from pruning_core.bench import benchmark, speed_verdict  # noqa: E402
+from pruning_core.experiments import pruning_curve, seeded_curves  # noqa: E402
+from pruning_core.heads import HeadMask, group_scores  # noqa: E402
+from pruning_core.metrics import get_metric  # noqa: E402
+from pruning_core.models import load_model  # noqa: E402
+from pruning_core.results import provenance  # noqa: E402
+from pruning_core.storage import write_json  # noqa: E402
+from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
+from pruning_core.significance import compare  # noqa: E402
+from pruning_core.tasks import get_task  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+TASK, SPLIT, CONTEXT, BATCH = "movie-text", "validation", 128, 64
+MAX_RISE = 0.05
+K = "decoder_self"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    def ranks(x):
+        order = sorted(range(len(x)), key=lambda i: x[i])
+        r = [0.0] * len(x)
+        for pos, i in enumerate(order):
+            r[i] = float(pos)
+        return r
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    return cov / (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+
+
+def point(res, removed: int, total: int) -> dict:
+    low, high = res.interval or (None, None)
+    return {"heads_removed": removed, "fraction_removed": removed / total, "perplexity": res.metric,
+            "low": low, "high": high, "seconds": res.seconds}
+
+
+def budget_by_order(loaded, task, data, order: list, limit: float) -> dict:
+    """Largest number of heads (removed in ``order``) with perplexity <= ``limit``, by bisection."""
+    total = len(order)
+    tried = {}
+
+    def ok(n: int) -> bool:
+        res = task.evaluate(loaded, data, HeadMask.from_removed(loaded.layout, order[:n]), batch_size=BATCH)
+        tried[n] = res.metric
+        return res.metric <= limit
+    lo, hi = 0, total                  # ok(lo) holds; find the last n that holds (assumes one crossing)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return {"heads": lo, "fraction": lo / total, "tried": {str(k): v for k, v in sorted(tried.items())}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=64, help="validation documents the curves are measured on")
+    ap.add_argument("--score-docs", type=int, default=128, help="train documents I_h is computed on")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seq-lens", default="128,512")
+    ap.add_argument("--bench-batch", type=int, default=2)
+    ap.add_argument("--out", default=str(RESULTS / "smollm2.json"))
+    ap.add_argument("--model", default="smollm2", help="another language model (a folder) for a smoke run")
+    ap.add_argument("--task", default=TASK, help="another language-model task (file:PATH.txt) for a smoke run")
+    args = ap.parse_args()
+    from app.cache import EVAL_BATCH
+    from app.state import DEFAULT_EVAL_LIMIT
+    docs = args.docs
+    started = time.perf_counter()
+    weights = "see the model folder"
+    if args.model in zoo.names():
+        if not zoo.get(args.model).is_prepared():
+            raise SystemExit(f"{args.model} is not prepared: run `headprune prepare --model {args.model}` first.")
+        weights = json.loads((zoo.get(args.model).folder() / zoo.MANIFEST).read_text()).get("provenance", weights)
+    loaded = load_model(args.model, device="cpu")
+    task = get_task(args.task)
+    split = SPLIT if task.distinct_split(SPLIT) else task.default_split
+    score_split = "train" if task.distinct_split("train") else split
+    data = task.encode(loaded, split, limit=docs, max_length=CONTEXT)
+    total = loaded.layout.total_heads
+    metric = get_metric(task.metric_name)
+    dense_res = task.evaluate(loaded, data, None, batch_size=BATCH)
+    log(f"{data.n_examples} windows from {docs} documents, {dense_res.extra['tokens']} target tokens; {total} heads; "
+        f"dense perplexity {dense_res.metric:.2f} in {dense_res.seconds:.1f} s")
+
+    out = {"format": "headprune.llm_figures/1", "complete": False, "model": args.model, "weights": weights,
+           "eval": {"task": args.task, "split": split, "documents": docs, "windows": data.n_examples,
+                    "tokens": int(dense_res.extra["tokens"]), "context_length": CONTEXT,
+                    "dense_perplexity": dense_res.metric,
+                    "dense_interval": list(dense_res.interval) if dense_res.interval else None,
+                    "dense_eval_seconds": dense_res.seconds},
+           "threads": torch.get_num_threads(), "load_average_at_start": os.getloadavg(),
+           "provenance": provenance(loaded, task=args.task, split=split, n_examples=data.n_examples,
+                                    method="llm_figures", settings=vars(args))}
+
+    def save(**parts) -> None:
+        out.update(parts, seconds=time.perf_counter() - started)
+        write_json(args.out, out)
+
+    # -- I_h, and the curves -----------------------------------------------------------------------
+    cfg = ScoreConfig(split=score_split, limit=args.score_docs, max_length=CONTEXT, batch_size=16)
+    scores = get_scorer("gradient").score(loaded, task, cfg)
+    log(f"I_h on {args.score_docs} train documents in {scores.seconds:.0f} s")
+    by_ih = pruning_curve(loaded, task, data, get_scorer("gradient"), cfg, step=0.1, initial_scores=scores,
+                          batch_size=BATCH)
+    save(scores={"method": "gradient (I_h)", "split": score_split, "documents": args.score_docs,
+                 "normalize": scores.normalize, "seconds": scores.seconds}, curves={"by_ih": by_ih.to_json()})
+    log("I_h curve done")
+    rand = seeded_curves(loaded, task, data, get_scorer("random"), ScoreConfig(split=score_split, limit=8, seed=0),
+                         args.seeds, step=0.1, batch_size=BATCH)
+    save(curves={"by_ih": by_ih.to_json(), "random": rand.to_json()})
+    log("random curves done")
+    dense = by_ih.points[0].metric
+    limit = dense * (1 + MAX_RISE)
+
+    # -- 5 % budget ------------------------------------------------------------------------------------
+    order = scores.ranking_scores.ranked(seed=0)
+    budget_ih = budget_by_order(loaded, task, data, order, limit)
+    budget_random = []
+    for s, _ in enumerate(rand.seeds):
+        ok = [p.heads_removed for p in rand.points if p.seed_metrics and p.seed_metrics[s] <= limit]
+        budget_random.append(max(ok) if ok else 0)
+    log(f"5 % budget: I_h {budget_ih['heads']} heads; random (grid) {budget_random}")
+
+    # -- groups ----------------------------------------------------------------------------------------
+    groups = kv_groups_of(loaded.sites)
+    ranking = scores.ranking_scores
+    by_group = group_scores(ranking, groups)
+    g_sum, g_best = [], []
+    for layer, row in enumerate(groups[K]):
+        for j, g in enumerate(row):
+            g_sum.append(by_group.kinds[K][layer][j])
+            g_best.append(max(ranking.kinds[K][layer][h] for h in g))
+    n_groups = len(g_sum)
+    bottom_groups = by_group.ranked(seed=0)[:n_groups // 2]
+    group_heads = {(k, l, h) for k, l, j in bottom_groups for h in groups[k][l][j]}
+    bottom_heads = set(order[:len(group_heads)])
+    group_curve = []
+    seen = set()
+    for i in range(11):
+        mask = presets.prune_by_group(ranking, groups, i / 10)
+        if mask.n_kept in seen:                    # a small model: a share that rounds to the same groups
+            continue
+        seen.add(mask.n_kept)
+        res = task.evaluate(loaded, data, mask, batch_size=BATCH)
+        group_curve.append(point(res, mask.n_total - mask.n_kept, total))
+    save(budget_5pct={"limit_perplexity": limit, "by_ih": budget_ih,
+                      "random_grid": {"heads_per_seed": budget_random, "resolution_heads": round(total / 10)}},
+         groups={"n_groups": n_groups, "spearman_group_sum_vs_best_head": spearman(g_sum, g_best),
+                 "bottom_half_groups_heads_among_bottom_heads": len(group_heads & bottom_heads) / len(group_heads),
+                 "group_curve": group_curve})
+    log("group curve done")
+
+    # -- speed ------------------------------------------------------------------------------------------
+    fast = load_model(args.model, device="cpu", attn_implementation="sdpa")
+    half_groups = presets.prune_by_group(ranking, groups, 0.5)
+    speed = []
+    for seq in (int(s) for s in args.seq_lens.split(",")):
+        bench = benchmark(fast, half_groups, batch_sizes=(args.bench_batch,), seq_len=seq, repeats=10, min_seconds=4)
+        verdict = speed_verdict(bench)
+        c = bench.comparisons[0]
+        rows = {r.variant: r.latency for r in bench.rows}
+        speed.append({"seq_len": seq, "batch_size": args.bench_batch, "speedup": c.speedup,
+                      "paired_speedup": c.paired_speedup, "best_speedup": c.best_speedup,
+                      "masked_over_dense": c.masked_ratio, "ceiling_speedup": c.ceiling_speedup,
+                      "fraction_of_ceiling": c.fraction_of_ceiling, "cpu_share": c.cpu_share,
+                      "verdict": {"kind": verdict.kind, "low": verdict.low, "high": verdict.high},
+                      "latency": {k: v.to_json() for k, v in rows.items()}})
+        save(speed=speed)
+        log(f"seq {seq}: speed-up {c.speedup:.2f} (ceiling {c.ceiling_speedup:.2f})")
+    del fast
+
+    # -- toggle -> perplexity (the dashboard's live panel) ---------------------------------------------
+    dash = task.encode(loaded, split, limit=DEFAULT_EVAL_LIMIT, max_length=CONTEXT)
+    base = task.evaluate(loaded, dash, None, batch_size=EVAL_BATCH)
+    toggles = []
+    n_layers = len(loaded.layout.kinds[K])
+    for layer in sorted({0, n_layers // 2, n_layers - 1}):
+        mask = HeadMask.from_removed(loaded.layout, [(K, layer, 1)])
+        t0 = time.perf_counter()
+        res = task.evaluate(loaded, dash, mask, batch_size=EVAL_BATCH)
+        compare(metric, base, res, None)
+        toggles.append(time.perf_counter() - t0)
+    log(f"toggle: median {statistics.median(toggles):.2f} s")
+
+    save(toggle={"documents": DEFAULT_EVAL_LIMIT, "what": "one masked evaluation + paired comparison, a "
+                 "one-head mask each time (a cache miss, as after a click)", "batch_size": EVAL_BATCH,
+                 "windows": dash.n_examples, "seconds": toggles, "median_s": statistics.median(toggles),
+                 "min_s": min(toggles), "max_s": max(toggles)},
+         complete=True, load_average_at_end=os.getloadavg())
+    log(f"wrote {args.out} in {out['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
