@@ -77,6 +77,8 @@ def test_head_map_toggles_heads_with_live_perplexity_and_groups(app):
 
 def test_curves_page_plots_perplexity(app):
     at = app("app_pages/curves.py")
+    at = next(b for b in at.button if b.label == "Compute the curves").click().run()   # curves start on a click
+    assert not at.exception
     figures = [e for e in at.get("plotly_chart") if e.key is None]
     assert figures
     assert "perplexity" in figures[0].proto.spec.lower()
