@@ -156,3 +156,13 @@ def test_mpnet_is_a_registered_prepared_model(monkeypatch, tmp_path):
     assert entry.command() == "headprune prepare --model mpnet" and entry.task == "movie-sentiment"
     with pytest.raises(CacheError, match="headprune prepare --model mpnet"):
         load_model("mpnet")
+
+
+def test_loading_with_sdpa_falls_back_to_eager(lm, tmp_path):
+    """transformers' MPNet has no sdpa; load_model(attn_implementation='sdpa') (the bench) gets eager, recorded."""
+    folder = tmp_path / "full"
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    loaded = load_model(str(folder), attn_implementation="sdpa")
+    assert loaded.config._attn_implementation == "eager"
+    assert adapter_for("bert").attn_implementations == ("eager", "sdpa")

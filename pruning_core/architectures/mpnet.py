@@ -62,6 +62,7 @@ class MPNetAdapter(ArchitectureAdapter):
     task_type = "classification"
     auto_class = "AutoModelForSequenceClassification"
     attention_outputs = {"encoder_self": "attentions"}
+    attn_implementations = ("eager",)             # transformers' MPNet has no sdpa attention
 
     def find_sites(self, model: nn.Module) -> list[AttentionSite]:
         default_dim = model.config.hidden_size // model.config.num_attention_heads
