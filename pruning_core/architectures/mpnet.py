@@ -24,6 +24,8 @@ from .registry import register
 
 
 def _self_attention_class() -> type:
+    """transformers' ``MPNetSelfAttention``, imported on first use (importing this package stays free of
+    transformers); its ``forward`` reads only attributes :class:`HeadSlicedMPNetAttention` also has."""
     from transformers.models.mpnet.modeling_mpnet import MPNetSelfAttention
     return MPNetSelfAttention
 
