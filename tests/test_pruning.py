@@ -8,7 +8,7 @@ from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.models import load_model, save_pruned, weights_hash_of_module
 from pruning_core.pruning import attention_parameter_count, parameter_count, prune_heads
-from tiny import ALL_ARCHS, ARCHS, logits_of, tiny_inputs, tiny_loaded
+from tiny import ALL_ARCHS, ARCHS, attn_implementations, logits_of, tiny_inputs, tiny_loaded
 
 
 def mixed_mask(layout, kinds=None):
@@ -18,8 +18,7 @@ def mixed_mask(layout, kinds=None):
     return HeadMask.from_removed(layout, removed)
 
 
-@pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("arch", ALL_ARCHS)
+@pytest.mark.parametrize("arch, attn", [(a, i) for a in ALL_ARCHS for i in attn_implementations(a)])
 def test_pruned_equals_masked_and_original_untouched(arch, attn, tmp_path):
     lm = tiny_loaded(arch, tmp_path, attn_implementation=attn)
     assert lm.model.config._attn_implementation == attn

@@ -67,7 +67,19 @@ CONFIGS: dict[str, Callable[[], object]] = {
     "mistral": lambda: _tf().MistralConfig(num_key_value_heads=1, sliding_window=4, tie_word_embeddings=False,
                                          **_DECODER),
     "gemma": lambda: _tf().GemmaConfig(num_key_value_heads=4, head_dim=8, tie_word_embeddings=False, **_DECODER),
+    # MPNet: one relative-position bias [buckets, heads] shared by every layer; eager attention only
+    "mpnet": lambda: _tf().MPNetConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=64, num_labels=2, relative_attention_num_buckets=32,
+                                       **_COMMON),
 }
+
+# Families whose transformers implementation has no sdpa attention (loading with it raises).
+EAGER_ONLY = {"mpnet"}
+
+
+def attn_implementations(arch: str) -> tuple[str, ...]:
+    """The attention implementations the tiny ``arch`` can be built with."""
+    return ("eager",) if arch in EAGER_ONLY else ("eager", "sdpa")
 
 # Every family with a tiny config (masking and pruning parity run on all of them) ...
 ALL_ARCHS = list(CONFIGS)

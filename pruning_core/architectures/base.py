@@ -181,6 +181,9 @@ class ArchitectureAdapter:
     task_type: ClassVar[str]                     # "classification" | "translation" | "language_model"
     auto_class: ClassVar[str]                    # transformers Auto class used to load it
     attention_outputs: ClassVar[Mapping[str, str]]   # kind -> model-output attribute with its maps
+    # transformers attention implementations the family has, preferred first; load_model falls back to
+    # the first when asked for one the family lacks (recorded in config._attn_implementation)
+    attn_implementations: ClassVar[tuple[str, ...]] = ("eager", "sdpa")
 
     # -- finding the sites ---------------------------------------------------------------------------
     def find_sites(self, model: nn.Module) -> list[AttentionSite]:
