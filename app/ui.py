@@ -263,6 +263,9 @@ def scorer_picker(page: str) -> str:
     st.selectbox("Importance score", names, key=key, format_func=lambda n: n,
                  help="\n\n".join(f"**{n}**: {cache.scorer_description(n)}" for n in names),
                  on_change=lambda: state.set_scorer(st.session_state[key]))
+    if current == "smp":                 # no pruner yet: offer to train it here, with a time estimate
+        from app import smp_training
+        smp_training.ready()
     return current
 
 

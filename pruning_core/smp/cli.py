@@ -99,30 +99,18 @@ def _write(args, data: dict) -> None:
 def cmd_train(args) -> None:
     from dataclasses import replace
 
-    from .scorer import default_pruner_dir
-    from .sources import DEFAULT_SOURCES, check_sources, load_sources, prepare_bible, prepare_sources
-    from .train import TrainConfig, load_base_model, train_pruner
-    from .pruner import save_pruner
+    from .default_pruner import train_and_save
+    from .train import TrainConfig
 
     _set_threads(args.threads)
-    names = check_sources([s.strip() for s in args.sources.split(",") if s.strip()] if args.sources
-                          else list(DEFAULT_SOURCES))
-    progress = tqdm_progress()
-    rest = names
-    if args.bible_wheel and "bible" in names:
-        prepare_bible(force=args.force, progress=progress, wheel=args.bible_wheel)
-        rest = [n for n in names if n != "bible"]
-    if rest:
-        prepare_sources(rest, force=args.force, progress=progress)
-    texts = load_sources(names)
-    config = TrainConfig()
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()] if args.sources else None
     overrides = {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                  "heldout_per_source": args.heldout,
                  "max_seconds": args.max_minutes * 60 if args.max_minutes is not None else None}
-    config = replace(config, seed=args.seed, **{k: v for k, v in overrides.items() if v is not None})
-    loaded = load_base_model(args.model, device=args.device)
-    result = train_pruner(loaded, texts, config, progress=progress)
-    folder = save_pruner(result.pruner_file, Path(args.pruner_dir) if args.pruner_dir else default_pruner_dir())
+    config = replace(TrainConfig(), seed=args.seed, **{k: v for k, v in overrides.items() if v is not None})
+    result, folder = train_and_save(config, sources=sources, model=args.model, device=args.device,
+                                    pruner_dir=args.pruner_dir, force=args.force, bible_wheel=args.bible_wheel,
+                                    progress=tqdm_progress())
     print(result.summary())
     print(f"saved the pruner to {folder}")
     _write(args, {"format": "headprune.smp_train/1", "pruner": str(folder), "steps_done": result.steps_done,
