@@ -64,14 +64,15 @@ with share_tab:
         d3.caption("No pruned model to download: all heads are kept. Remove heads on the Head map first.")
     else:
         d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
-                           lambda: share.pruned_model_zip(loaded, mask), f"{share.pruned_folder_name(spec, mask)}.zip",
+                           lambda: share.pruned_model_zip(loaded, mask, task_name), f"{share.pruned_folder_name(spec, mask)}.zip",
                            "application/zip", on_click="ignore", icon=":material/folder_zip:",
                            key=state.widget_key("share", "zip"))
     included = [k for k, v in analysis.to_json().items()
                 if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
     st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
                + ("" if mask.is_full() else " Unzip the model and load it with "
-                  "`pruning_core.models.load_model(folder)` or `headprune eval --model folder`."))
+                  "`pruning_core.models.load_model(folder)`, or measure it with "
+                  f"`{share.evaluate_command(share.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
     st.code(share.share_link(share.link_base(st.context.url), analysis.link_params()), language=None,
             wrap_lines=True)
