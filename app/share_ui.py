@@ -7,7 +7,7 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, latency_ui, state, ui
+from . import cache, latency_ui, state, ui, workload
 from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
@@ -20,9 +20,11 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     loaded = cache.load(spec)
     score_limit = cache.score_limit(scorer, limit)
     scores = {}
-    for name in dict.fromkeys([scorer, *curve_scorers]):
-        result = ui.run_job(f"score_{name}", f"Scoring heads ({name})", cache.scores, spec, task_name, name,
-                            cache.score_limit(name, limit))
+    heads = loaded.layout.total_heads
+    for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
+        n = cache.score_limit(name, limit)
+        result = ui.run_job(f"score_{name}", workload.scoring_label(spec, task_name, name, n, heads), cache.scores,
+                            spec, task_name, name, n, auto=not workload.waits_for_click(spec, task_name, name, n, heads))
         if result is not None:
             scores[name] = result
     curves = {}

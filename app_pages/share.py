@@ -14,7 +14,8 @@ reopens the dashboard with the same model, task, score and mask; **the pruned mo
 smaller model you can load with headprune. Load a bundle, a report or a mask file in the second tab
 to restore that exact state here.""")
 
-spec, task_name, scorer, limit = state.model_spec(), state.task_spec(), state.scorer_name(), state.eval_limit()
+spec, task_name, scorer = state.model_spec(), state.task_spec(), state.scorer_name()
+limit = ui.eval_limit(spec, task_name)
 share_tab, load_tab = st.tabs(["Share this analysis", "Load an analysis"])
 
 with load_tab:      # drawn first: it must not wait for the downloads below to be computed
