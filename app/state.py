@@ -374,8 +374,21 @@ def job_board():
 
     board = st.session_state.get(JOBS)
     if board is None:
-        board = st.session_state[JOBS] = JobBoard()
+        board = st.session_state[JOBS] = JobBoard(alive=_session_alive())
     return board
+
+
+def _session_alive():
+    """This browser session's liveness check for its jobs (None without a Streamlit server, e.g. AppTest)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    from app.jobs import session_alive
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return None
+    return session_alive(runtime.get_instance(), ctx.session_id)
 
 
 def add_notice(level: str, text: str) -> None:

@@ -160,3 +160,43 @@ def test_after_a_cancelled_ablation_the_run_button_goes_when_the_table_shows(app
     ok(at.switch_page(HEAD_MAP).run())
     ok(at.switch_page(CURVES).run())
     assert at.toggle(key="hp_w_curves_ablation_on").value and at.dataframe            # kept on return
+
+
+class FakeRuntime:
+    """Streamlit's ``Runtime.is_active_session`` for one session, switched by the test."""
+
+    def __init__(self) -> None:
+        self.connected = True
+
+    def is_active_session(self, session_id: str) -> bool:
+        assert session_id == "s1"
+        return self.connected
+
+
+def test_a_session_counts_as_gone_only_after_a_grace_period():
+    runtime, now = FakeRuntime(), [100.0]
+    alive = jobs.session_alive(runtime, "s1", gone_after_s=20, clock=lambda: now[0])
+    assert alive()
+    runtime.connected = False                    # the browser closed (or is reloading)
+    assert alive()
+    now[0] += 19
+    assert alive()
+    runtime.connected = True                     # a reload reconnected: the clock starts again
+    assert alive()
+    runtime.connected = False
+    now[0] += 1
+    assert alive()
+    now[0] += 20
+    assert not alive()
+
+
+def test_a_job_whose_session_is_gone_stops():
+    runtime, gate, calls = FakeRuntime(), Gate(), Calls()
+    board = jobs.JobBoard(alive=jobs.session_alive(runtime, "s1", gone_after_s=0.2))
+    job = board.start("score_gradient", "Scoring heads", slow, (gate, calls))
+    time.sleep(0.1)
+    assert job.running
+    runtime.connected = False                    # nobody is left to see the result
+    job.wait(5)
+    assert not job.running and isinstance(job.error, Cancelled)
+    gate.set()
