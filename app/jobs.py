@@ -137,6 +137,12 @@ class JobBoard:
         job.thread.start()
         return job
 
+    def results(self, prefix: str) -> dict[str, Any]:
+        """The results of this board's finished, successful jobs whose name starts with ``prefix``, by name."""
+        with self._lock:
+            done = [j for j in self._jobs.values() if j.name.startswith(prefix) and not j.running]
+        return {j.name: j.result for j in done if j.error is None and j.result is not None}
+
     def cancel(self, name: str) -> None:
         """Ask job ``name`` to stop at its next progress callback (nothing when there is none)."""
         job = self._jobs.get(name)

@@ -46,9 +46,11 @@ if arch is None:
 mask = state.current_mask(arch.layout)
 with share_tab:
     o1, o2, o3 = st.columns([2, 1, 1])
-    curve_scorers = o1.multiselect("Include pruning curves of", cache.scorer_names(), default=[],
+    computed = sorted(share_ui.computed_curves(cache.load(spec), task_name))
+    curve_scorers = o1.multiselect("Include pruning curves of", cache.scorer_names(), default=computed,
                                    key=state.widget_key("share", "curves"),
-                                   help="Computed now unless the Curves page already did (step 10 %, no re-scoring).")
+                                   help="Every curve this session computed is included (at the Curves page's "
+                                        "settings); others are computed now (step 10 %, no re-scoring).")
     with_ablation = o2.toggle("Single-head ablation", key=state.widget_key("share", "ablation"))
     with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
     analysis = share_ui.gather_analysis(spec, task_name, scorer, limit, mask, curve_scorers=curve_scorers,

@@ -200,3 +200,17 @@ def test_a_job_whose_session_is_gone_stops():
     job.wait(5)
     assert not job.running and isinstance(job.error, Cancelled)
     gate.set()
+
+
+def test_the_share_bundle_includes_every_curve_the_session_computed(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, CURVES))
+    at.select_slider(key="hp_w_curves_step").set_value(0.2).run()       # not the Share page's own 10 % step
+    ok(_button(at, "Compute the curves").click().run())
+    assert _curve_figures(at) == 1
+    at = ok(at.switch_page("app_pages/share.py").run())
+    computed = sorted(n.removeprefix("curve_") for n in at.session_state["hp_jobs"].results("curve_"))
+    assert computed and at.multiselect(key="hp_w_share_curves").value == computed
+    assert any("curves" in c.value for c in at.caption if c.value.startswith("The bundle has")), \
+        [c.value for c in at.caption]
+    for name in computed:                                              # the same curves, not new ones
+        assert at.session_state["hp_jobs"].get(f"curve_{name}").result.step == 0.2
