@@ -358,8 +358,10 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     cached here: a timing belongs to its moment and machine load, so :mod:`app.latency_ui` keeps it
     per session and shows when and under what load it was made."""
     loaded = load(spec)
-    max_pos = getattr(loaded.model.config, "max_position_embeddings", None) or LATENCY_SEQ_LEN
-    return bench.benchmark(loaded, mask, batch_sizes=(LATENCY_BATCH,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
+    # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
+    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
+    return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
                            device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                            min_seconds=0.5, measure_memory=False, progress=_progress)
 
@@ -419,7 +421,7 @@ def speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len
     Measured now on every call, never cached: a timing belongs to its moment and machine load (the
     Speed page keeps the result in the session and shows when and under what load it was made)."""
     loaded = load(spec)
-    max_pos = getattr(loaded.model.config, "max_position_embeddings", None)
+    max_pos = bench.text_positions(loaded.model.config)
     if max_pos is not None and seq_len > max_pos:
         raise HeadpruneError(f"{seq_len} tokens is more than this model's {max_pos} positions; choose a shorter "
                              "sequence length.")

@@ -5,8 +5,11 @@ one session's jobs are never seen by another, and they go when the session goes.
 ``fn(*args, **kwargs)`` in a worker thread that is *not* tied to a script run: when the user
 visits another page (Streamlit stops the page's script), the work keeps running, and when they
 come back :func:`app.ui.run_job` finds the same job by its name and arguments and shows its
-progress, or its result, without starting again. Only Cancel (or a newer request under the same
-name, with other arguments) stops a job; it stops at the work's next progress callback.
+progress, or its result, without starting again. Cancel, a newer request under the same name with
+other arguments, or the end of the browser session stops a job, at the work's next progress
+callback: a board made with ``alive`` (:func:`session_alive`: the Streamlit runtime still knows the
+session's connection) stops its jobs once that has said no for :data:`GONE_AFTER_S` seconds, so
+closing the browser does not leave scoring running for nobody.
 
 Pure: no Streamlit, so the survival rules are tested without a browser.
 """
@@ -23,6 +26,25 @@ from pruning_core.errors import Cancelled
 from pruning_core.progress import ProgressEvent
 
 MAX_JOBS = 24          # jobs a session keeps (finished ones are dropped oldest first beyond this)
+GONE_AFTER_S = 20.0    # a session disconnected this long is gone (a page reload reconnects sooner)
+
+
+def session_alive(runtime, session_id: str, gone_after_s: float = GONE_AFTER_S,
+                  clock: Callable[[], float] = time.monotonic) -> Callable[[], bool]:
+    """A check that session ``session_id`` is still connected to ``runtime`` (Streamlit's
+    ``Runtime.is_active_session``, thread-safe); it turns False once the session has been inactive
+    for ``gone_after_s`` seconds in a row, so a brief reconnect does not cancel anything."""
+    inactive_since: list[float] = []
+
+    def alive() -> bool:
+        if runtime.is_active_session(session_id):
+            inactive_since.clear()
+            return True
+        if not inactive_since:
+            inactive_since.append(clock())
+        return clock() - inactive_since[0] < gone_after_s
+
+    return alive
 
 
 def identity(fn: Callable[..., Any], args: tuple, kwargs: dict) -> str:
@@ -46,6 +68,7 @@ class Job:
     started: float = field(default_factory=time.time)
     finished: float | None = None
     thread: threading.Thread | None = None
+    alive: Callable[[], bool] | None = None    # False once the session that asked for it is gone
 
     @property
     def running(self) -> bool:
@@ -62,6 +85,8 @@ class Job:
 
     def _callback(self, event: ProgressEvent) -> None:
         self.latest = event
+        if not self.cancel.is_set() and self.alive is not None and not self.alive():
+            self.cancel.set()                          # nobody is left to see the result
         if self.cancel.is_set():
             raise Cancelled(f"{self.label} was cancelled.")
 
@@ -77,8 +102,9 @@ class Job:
 class JobBoard:
     """The jobs of one session, by name (one job per name; a new call under a name replaces the old)."""
 
-    def __init__(self, max_jobs: int = MAX_JOBS) -> None:
+    def __init__(self, max_jobs: int = MAX_JOBS, alive: Callable[[], bool] | None = None) -> None:
         self.max_jobs = max_jobs
+        self.alive = alive              # the session's liveness (:func:`session_alive`); None: always alive
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
@@ -102,7 +128,7 @@ class JobBoard:
                 return old
             if old is not None and old.running:
                 old.cancel.set()
-            job = Job(name, ident, label)
+            job = Job(name, ident, label, alive=self.alive)
             job.thread = threading.Thread(target=job._work, args=(fn, args, kwargs, progress),
                                           name=f"headprune-{name}", daemon=True)
             self._jobs.pop(name, None)
@@ -110,6 +136,12 @@ class JobBoard:
             self._trim()
         job.thread.start()
         return job
+
+    def results(self, prefix: str) -> dict[str, Any]:
+        """The results of this board's finished, successful jobs whose name starts with ``prefix``, by name."""
+        with self._lock:
+            done = [j for j in self._jobs.values() if j.name.startswith(prefix) and not j.running]
+        return {j.name: j.result for j in done if j.error is None and j.result is not None}
 
     def cancel(self, name: str) -> None:
         """Ask job ``name`` to stop at its next progress callback (nothing when there is none)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 import tempfile
 import zipfile
 from pathlib import Path
@@ -73,15 +74,23 @@ Load it with headprune (it rebuilds the smaller attention layers before loading 
     from pruning_core.models import load_model
     loaded = load_model("{name}")          # loaded.model is a transformers model
 
-or evaluate it from the command line:  headprune eval --model {name} ...
+or evaluate it from the command line, in the folder that holds {name}:
+
+    {command}
 """
 
 
-def pruned_model_zip(loaded, mask: HeadMask, *, name: str | None = None) -> bytes:
+def evaluate_command(folder: str, task_name: str) -> str:
+    """The ``headprune evaluate`` command line that measures the model in ``folder`` on ``task_name``."""
+    return f"headprune evaluate {shlex.quote(folder)} --task {shlex.quote(task_name)}"
+
+
+def pruned_model_zip(loaded, mask: HeadMask, task_name: str, *, name: str | None = None) -> bytes:
     """The physically pruned copy of ``loaded`` (model + tokenizer + mask), zipped into one folder.
 
     ``loaded.model`` is not modified (``prune_heads`` works on a deep copy). The zip holds one folder
-    ``name`` (default: ``<model>-pruned-<kept>of<total>-heads``) that ``load_model`` can open.
+    ``name`` (default: ``<model>-pruned-<kept>of<total>-heads``) that ``load_model`` can open; its
+    README gives the command that evaluates it on ``task_name``.
     """
     mask.check_fits(loaded.layout)
     name = name or pruned_folder_name(loaded.model_id, mask)
@@ -94,7 +103,8 @@ def pruned_model_zip(loaded, mask: HeadMask, *, name: str | None = None) -> byte
             encoding="utf-8")
         (folder / "README.txt").write_text(_README.format(
             kept=mask.n_kept, total=mask.n_total, params=parameter_count(pruned),
-            dense_params=parameter_count(loaded.model), name=name), encoding="utf-8")
+            dense_params=parameter_count(loaded.model), name=name, command=evaluate_command(name, task_name)),
+            encoding="utf-8")
         del pruned
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
             for path in sorted(folder.rglob("*")):

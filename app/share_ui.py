@@ -7,7 +7,7 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, latency_ui, state, ui
+from . import cache, latency_ui, state, ui, workload
 from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
@@ -20,13 +20,15 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     loaded = cache.load(spec)
     score_limit = cache.score_limit(scorer, limit)
     scores = {}
-    for name in dict.fromkeys([scorer, *curve_scorers]):
-        result = ui.run_job(f"score_{name}", f"Scoring heads ({name})", cache.scores, spec, task_name, name,
-                            cache.score_limit(name, limit))
+    heads = loaded.layout.total_heads
+    for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
+        n = cache.score_limit(name, limit)
+        result = ui.run_job(f"score_{name}", workload.scoring_label(spec, task_name, name, n, heads), cache.scores,
+                            spec, task_name, name, n, auto=not workload.waits_for_click(spec, task_name, name, n, heads))
         if result is not None:
             scores[name] = result
-    curves = {}
-    for name in curve_scorers:
+    curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
+    for name in (n for n in curve_scorers if n not in curves):
         result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
                             cache.score_limit(name, limit), 0.1, False, seeds=cache.curve_seeds(name))
         if result is not None:
@@ -50,6 +52,17 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
                                 "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
             split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
             if (evaluation or dense) is not None else limit))
+
+
+def computed_curves(loaded, task_name: str) -> dict:
+    """The pruning curves this session's jobs computed for this model and task (the Curves page's,
+    at whatever step it chose), by scorer."""
+    out = {}
+    for job, result in state.job_board().results("curve_").items():
+        prov = getattr(result, "provenance", {}) or {}
+        if prov.get("weights_sha256") == loaded.weights_sha256 and prov.get("task") == task_name:
+            out[job.removeprefix("curve_")] = result
+    return out
 
 
 def check_restorable(analysis: Analysis) -> list[str]:

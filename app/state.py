@@ -12,7 +12,7 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_model``           str                  model spec: "default", a local folder or a hub id (``model``)
 ``hp_task``            str                  task: "movie-sentiment", a GLUE/WMT name, "file:PATH" (``task``)
 ``hp_scorer``          str                  scorer name, a key of ``pruning_core.scoring.SCORERS`` (``scorer``)
-``hp_eval_limit``      int                  examples in the evaluation subset of the live panel (``n``)
+``hp_eval_limit``      int | None           examples in the evaluation subset (``n``); None: the model's size
 ``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``)
 ``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
 ``hp_qp_read``         bool                 the URL's query parameters were read into this session
@@ -44,7 +44,8 @@ Public functions
 
 Defaults come from the environment when set (used by tests and the browser e2e test):
 ``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
-``HEADPRUNE_APP_EVAL_LIMIT`` (else :data:`DEFAULT_EVAL_LIMIT`).
+``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.workload.eval_size``, which
+keeps a click near 5 s on 2 cores; choosing another model goes back to its size).
 """
 from __future__ import annotations
 
@@ -82,7 +83,6 @@ DEFAULT_SCORER = "gradient"
 # heads, movie-sentiment validation snippets of ~27 tokens): one masked evaluation of 128 examples
 # costs 1.1 CPU-seconds on one thread (1.9 for 256), so a toggle updates the metric in under 2 s
 # on a 2-core CPU, with the rest of the page run (~0.2 s) included.
-DEFAULT_EVAL_LIMIT = 128
 MAX_EVAL_LIMIT = 100_000
 
 def widget_key(page: str, name: str) -> str:
@@ -95,7 +95,7 @@ def _defaults() -> dict:
         MODEL: os.environ.get("HEADPRUNE_APP_MODEL") or DEFAULT_MODEL,
         TASK: os.environ.get("HEADPRUNE_APP_TASK") or DEFAULT_TASK,
         SCORER: DEFAULT_SCORER,
-        EVAL_LIMIT: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), DEFAULT_EVAL_LIMIT),
+        EVAL_LIMIT: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), None),
         HISTORY: None,
         PENDING_MASK: None,
         QP_READ: False,
@@ -105,7 +105,7 @@ def _defaults() -> dict:
     }
 
 
-def _int_or(text: str | None, default: int) -> int:
+def _int_or(text: str | None, default: int | None) -> int | None:
     try:
         return int(text) if text else default
     except ValueError:
@@ -178,7 +178,9 @@ def _read_query_params() -> None:
 
 def share_params(mask: HeadMask | None = None) -> dict[str, str]:
     """The query parameters that reproduce this session's view (model, task, scorer, size, mask)."""
-    params = {QP_MODEL: model_spec(), QP_TASK: task_spec(), QP_SCORER: scorer_name(), QP_LIMIT: str(eval_limit())}
+    params = {QP_MODEL: model_spec(), QP_TASK: task_spec(), QP_SCORER: scorer_name()}
+    if eval_limit() is not None:              # else the model's own size, which the link need not carry
+        params[QP_LIMIT] = str(eval_limit())
     if mask is None:
         hist = st.session_state.get(HISTORY)
         mask = hist.current if hist is not None and hist.model == model_spec() else None
@@ -210,6 +212,7 @@ def set_model_spec(spec: str) -> None:
         st.session_state[MODEL] = spec
         st.session_state[HISTORY] = None
         st.session_state[PENDING_MASK] = None
+        st.session_state[EVAL_LIMIT] = None          # the new model's own evaluation size
 
 
 def task_spec() -> str:
@@ -230,7 +233,8 @@ def set_scorer(name: str) -> None:
     st.session_state[SCORER] = name
 
 
-def eval_limit() -> int:
+def eval_limit() -> int | None:
+    """The evaluation size the user chose, or None for the model's own (``ui.eval_limit`` resolves it)."""
     init()
     return st.session_state[EVAL_LIMIT]
 
@@ -370,8 +374,21 @@ def job_board():
 
     board = st.session_state.get(JOBS)
     if board is None:
-        board = st.session_state[JOBS] = JobBoard()
+        board = st.session_state[JOBS] = JobBoard(alive=_session_alive())
     return board
+
+
+def _session_alive():
+    """This browser session's liveness check for its jobs (None without a Streamlit server, e.g. AppTest)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    from app.jobs import session_alive
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return None
+    return session_alive(runtime.get_instance(), ctx.session_id)
 
 
 def add_notice(level: str, text: str) -> None:

@@ -50,3 +50,15 @@ def md_code(value: object) -> str:
 
 
 __all__ = ["md_code", "md_escape"]
+
+
+def data_set_names(rows: list[dict], key: str = "audio") -> list[dict]:
+    """``rows`` with each ``key`` file path shown relative to the folder the rows' files share (the data
+    set's), so a table does not print where the server keeps its files."""
+    import os.path
+
+    paths = [str(r[key]) for r in rows if isinstance(r.get(key), str)]
+    if not paths:
+        return rows
+    base = os.path.dirname(paths[0]) if len(paths) == 1 else os.path.commonpath(paths)
+    return [{**r, key: os.path.relpath(r[key], base)} if isinstance(r.get(key), str) else r for r in rows]

@@ -269,12 +269,24 @@ def scorer_picker(page: str) -> str:
     return current
 
 
+def eval_limit(spec: str, task_name: str) -> int:
+    """The session's evaluation size: the user's choice, else the model's own (:mod:`app.workload`)."""
+    from app import workload
+
+    return state.eval_limit() or workload.eval_size(spec, task_name)
+
+
 def eval_size_picker(page: str, narrow: bool = False) -> int:
-    """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width)."""
-    key = bind(state.widget_key(page, "eval_limit"), state.eval_limit())
+    """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width).
+    Its help says what the size buys and what the model's own size is."""
+    from app import workload
+
     if narrow:
         with st.columns([1, 2])[0]:
             return eval_size_picker(page)
+    spec, task_name = state.model_spec(), state.task_spec()
+    n = eval_limit(spec, task_name)
+    key = bind(state.widget_key(page, "eval_limit"), n)
 
     def changed() -> None:
         try:
@@ -282,10 +294,14 @@ def eval_size_picker(page: str, narrow: bool = False) -> int:
         except HeadpruneError as exc:
             state.add_notice("error", str(exc))
 
-    st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=32, key=key,
-                    on_change=changed, help="The first N examples of the task's evaluation split. Smaller "
-                    "is faster; the default keeps a toggle under 2 s for the embedded default on 2 CPU cores.")
-    return state.eval_limit()
+    own = workload.eval_size(spec, task_name)
+    unit = workload.example_cost(spec, task_name).unit
+    st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=max(1, own // 2),
+                    key=key, on_change=changed,
+                    help=f"The first N {unit}s of the task's evaluation split. This model's own size is {own}: a "
+                         f"click in about 5 s on 2 CPU cores. {workload.interval_note(n, unit)} Ask for more "
+                         "for a tighter interval.")
+    return n
 
 
 def load_architecture(spec: str):

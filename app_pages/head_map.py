@@ -1,7 +1,7 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, headmap, headmap_ui, latency_ui, state, ui, uncertainty
+from app import cache, headmap, headmap_ui, latency_ui, state, ui, uncertainty, workload
 from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
@@ -26,8 +26,10 @@ with c2:
 layout, mask = arch.layout, state.current_mask(arch.layout)
 ui.show_notices()                     # e.g. a shared link whose mask does not fit this model
 
-result = ui.run_job(f"score_{scorer}", f"Scoring heads ({scorer})", cache.scores, spec, task_name, scorer,
-                    cache.score_limit(scorer, limit), auto=not cache.slow_scorer(scorer))   # per head: on a click
+n_score = cache.score_limit(scorer, limit)      # slow models and per-head scorers: on a click, with an estimate
+result = ui.run_job(f"score_{scorer}", workload.scoring_label(spec, task_name, scorer, n_score, arch.layout.total_heads),
+                    cache.scores, spec, task_name, scorer, n_score,
+                    auto=not workload.waits_for_click(spec, task_name, scorer, n_score, arch.layout.total_heads))
 ranking = result.ranking_scores if result is not None else None
 # the map keeps the width its squares need; the panel sits beside it, or below it on a narrow
 # screen (a 1024 x 768 projector), rather than squeezing either

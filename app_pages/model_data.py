@@ -3,7 +3,7 @@ import streamlit as st
 
 from app import cache, state, ui, uncertainty
 from app.access import task_label
-from app.text import md_code, md_escape
+from app.text import md_code, md_escape, data_set_names
 from pruning_core import zoo
 
 ui.page_intro("Model & data", """
@@ -53,7 +53,7 @@ if examples is not None:
     st.caption(f"{md_escape(about['description'] or about['task_type'])} · metric: "
                f"{md_escape(ui.metric_label(about['metric_name']))}"
                + (f" · labels: {md_escape(labels)}" if labels else "") + f" · first rows of the {md_code(about['split'])} split:")
-    st.dataframe(examples, hide_index=True)
+    st.dataframe(data_set_names(examples), hide_index=True)      # no server paths
     dense = ui.run_job("eval_dense", "Evaluating the model with all heads", cache.evaluate, spec, task_name,
                        limit, None)
     if dense is not None:

@@ -14,7 +14,8 @@ reopens the dashboard with the same model, task, score and mask; **the pruned mo
 smaller model you can load with headprune. Load a bundle, a report or a mask file in the second tab
 to restore that exact state here.""")
 
-spec, task_name, scorer, limit = state.model_spec(), state.task_spec(), state.scorer_name(), state.eval_limit()
+spec, task_name, scorer = state.model_spec(), state.task_spec(), state.scorer_name()
+limit = ui.eval_limit(spec, task_name)
 share_tab, load_tab = st.tabs(["Share this analysis", "Load an analysis"])
 
 with load_tab:      # drawn first: it must not wait for the downloads below to be computed
@@ -45,9 +46,11 @@ if arch is None:
 mask = state.current_mask(arch.layout)
 with share_tab:
     o1, o2, o3 = st.columns([2, 1, 1])
-    curve_scorers = o1.multiselect("Include pruning curves of", cache.scorer_names(), default=[],
+    computed = sorted(share_ui.computed_curves(cache.load(spec), task_name))
+    curve_scorers = o1.multiselect("Include pruning curves of", cache.scorer_names(), default=computed,
                                    key=state.widget_key("share", "curves"),
-                                   help="Computed now unless the Curves page already did (step 10 %, no re-scoring).")
+                                   help="Every curve this session computed is included (at the Curves page's "
+                                        "settings); others are computed now (step 10 %, no re-scoring).")
     with_ablation = o2.toggle("Single-head ablation", key=state.widget_key("share", "ablation"))
     with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
     analysis = share_ui.gather_analysis(spec, task_name, scorer, limit, mask, curve_scorers=curve_scorers,
@@ -64,14 +67,15 @@ with share_tab:
         d3.caption("No pruned model to download: all heads are kept. Remove heads on the Head map first.")
     else:
         d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
-                           lambda: share.pruned_model_zip(loaded, mask), f"{share.pruned_folder_name(spec, mask)}.zip",
+                           lambda: share.pruned_model_zip(loaded, mask, task_name), f"{share.pruned_folder_name(spec, mask)}.zip",
                            "application/zip", on_click="ignore", icon=":material/folder_zip:",
                            key=state.widget_key("share", "zip"))
     included = [k for k, v in analysis.to_json().items()
                 if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
     st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
                + ("" if mask.is_full() else " Unzip the model and load it with "
-                  "`pruning_core.models.load_model(folder)` or `headprune eval --model folder`."))
+                  "`pruning_core.models.load_model(folder)`, or measure it with "
+                  f"`{share.evaluate_command(share.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
     st.code(share.share_link(share.link_base(st.context.url), analysis.link_params()), language=None,
             wrap_lines=True)

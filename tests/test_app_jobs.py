@@ -160,3 +160,57 @@ def test_after_a_cancelled_ablation_the_run_button_goes_when_the_table_shows(app
     ok(at.switch_page(HEAD_MAP).run())
     ok(at.switch_page(CURVES).run())
     assert at.toggle(key="hp_w_curves_ablation_on").value and at.dataframe            # kept on return
+
+
+class FakeRuntime:
+    """Streamlit's ``Runtime.is_active_session`` for one session, switched by the test."""
+
+    def __init__(self) -> None:
+        self.connected = True
+
+    def is_active_session(self, session_id: str) -> bool:
+        assert session_id == "s1"
+        return self.connected
+
+
+def test_a_session_counts_as_gone_only_after_a_grace_period():
+    runtime, now = FakeRuntime(), [100.0]
+    alive = jobs.session_alive(runtime, "s1", gone_after_s=20, clock=lambda: now[0])
+    assert alive()
+    runtime.connected = False                    # the browser closed (or is reloading)
+    assert alive()
+    now[0] += 19
+    assert alive()
+    runtime.connected = True                     # a reload reconnected: the clock starts again
+    assert alive()
+    runtime.connected = False
+    now[0] += 1
+    assert alive()
+    now[0] += 20
+    assert not alive()
+
+
+def test_a_job_whose_session_is_gone_stops():
+    runtime, gate, calls = FakeRuntime(), Gate(), Calls()
+    board = jobs.JobBoard(alive=jobs.session_alive(runtime, "s1", gone_after_s=0.2))
+    job = board.start("score_gradient", "Scoring heads", slow, (gate, calls))
+    time.sleep(0.1)
+    assert job.running
+    runtime.connected = False                    # nobody is left to see the result
+    job.wait(5)
+    assert not job.running and isinstance(job.error, Cancelled)
+    gate.set()
+
+
+def test_the_share_bundle_includes_every_curve_the_session_computed(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, CURVES))
+    at.select_slider(key="hp_w_curves_step").set_value(0.2).run()       # not the Share page's own 10 % step
+    ok(_button(at, "Compute the curves").click().run())
+    assert _curve_figures(at) == 1
+    at = ok(at.switch_page("app_pages/share.py").run())
+    computed = sorted(n.removeprefix("curve_") for n in at.session_state["hp_jobs"].results("curve_"))
+    assert computed and at.multiselect(key="hp_w_share_curves").value == computed
+    assert any("curves" in c.value for c in at.caption if c.value.startswith("The bundle has")), \
+        [c.value for c in at.caption]
+    for name in computed:                                              # the same curves, not new ones
+        assert at.session_state["hp_jobs"].get(f"curve_{name}").result.step == 0.2

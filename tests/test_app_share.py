@@ -379,7 +379,7 @@ def test_pruned_zip_loads_back_with_the_masked_logits(arch, tmp_path):
     removed = [(k, 0, 1) for k in loaded.layout.kinds] + [("encoder_self", 1, h) for h in range(4)]  # a whole layer
     mask = mask_of(loaded.layout, removed)
     before = {k: v.clone() for k, v in loaded.model.state_dict().items()}
-    data = share.pruned_model_zip(loaded, mask)
+    data = share.pruned_model_zip(loaded, mask, "movie-sentiment")
     assert all(torch.equal(before[k], v) for k, v in loaded.model.state_dict().items())   # shared model untouched
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         names = zf.namelist()

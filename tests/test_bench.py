@@ -14,7 +14,7 @@ from pruning_core.heads import HeadLayout, HeadMask
 from pruning_core.masking import installed_hook_count
 from pruning_core.models import weights_hash_of_module
 from pruning_core.results import read_json, write_json
-from tiny import tiny_config, tiny_loaded
+from tiny import ALL_ARCHS, tiny_config, tiny_loaded
 
 FAST = dict(warmup=0, repeats=2, min_seconds=0.0, seq_len=8)
 
@@ -133,7 +133,7 @@ def test_a_malformed_bench_file_is_a_format_error(tmp_path):
         BenchResult.from_json(data)
 
 
-@pytest.mark.parametrize("arch", ["bert", "bart", "gpt2"])
+@pytest.mark.parametrize("arch", ALL_ARCHS)     # every task type: classification, translation, LM, speech
 def test_benchmark_measures_three_variants_and_leaves_the_model_alone(arch, tmp_path):
     loaded = tiny_loaded(arch, tmp_path)
     before = weights_hash_of_module(loaded.model)
@@ -160,6 +160,9 @@ def test_benchmark_measures_three_variants_and_leaves_the_model_alone(arch, tmp_
     assert comp.fraction_of_ceiling == pytest.approx(comp.speedup / comp.ceiling_speedup)
     assert (result.decoder_len is not None) == bool(tiny_config(arch).is_encoder_decoder)
     assert result.attn_implementation == "eager"
+    if arch == "whisper":      # the encoder reads its fixed 50 positions (100 mel frames), the decoder 8 tokens
+        assert (result.seq_len, result.decoder_len) == (50, 8)
+        assert result.ceiling.seq_len == 50
 
 
 def test_bench_json_round_trips_and_prints(tmp_path):

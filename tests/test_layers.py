@@ -15,7 +15,7 @@ LAYERS = [
     {"masking", "pruning"},
     {"models", "results", "cli_args", "significance"},
     {"data", "presets", "experiments"},
-    {"tasks", "attention_maps", "bench", "per_example", "speech_attention"},
+    {"tasks", "attention_maps", "bench", "budget", "per_example", "speech_attention"},
     {"finetune", "scoring"},
     {"prepare", "dynamics", "zoo_prepare"},
     {"smp"},

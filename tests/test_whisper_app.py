@@ -60,3 +60,12 @@ def test_attention_page_speaks_the_sentence_and_maps_cross_attention_over_audio(
     kinds = next(b for b in at.selectbox if b.label == "Attention kind")
     assert len(kinds.options) == 3
     assert at.get("plotly_chart"), "no attention thumbnails drawn"
+
+
+def test_model_and_data_shows_audio_files_relative_to_the_data_set(app, tiny_whisper):
+    at = ok(app)
+    table = next(d.value for d in at.dataframe if "audio" in d.value.columns)
+    audio_root = tiny_whisper.task.removeprefix("speech:")
+    shown = [str(v) for v in table["audio"]]
+    assert shown and all(not v.startswith("/") and audio_root not in v for v in shown), shown
+    assert shown[0] == "0.wav"

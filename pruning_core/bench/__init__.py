@@ -17,7 +17,7 @@ from .report import format_bench
 from .results import (BENCH_FORMAT, CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, MASKING_NOTE, VARIANTS,
                       BenchComparison, BenchResult, BenchRow)
 from ..presets import half_mask
-from .run import benchmark, synthetic_inputs
+from .run import audio_frames, benchmark, synthetic_inputs, text_positions
 from .timing import LatencyStats, Timings, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
 from .verdict import (FULL_MASK_TEXT, MASKED_TEXT, VERDICTS, SpeedVerdict, judge_speedup, speed_verdict,
                       speedup_spread)
@@ -26,5 +26,5 @@ __all__ = ["BENCH_FORMAT", "CPU_MEMORY_MEASURE", "CUDA_MEMORY_MEASURE", "MASKING
            "BenchComparison", "BenchResult", "BenchRow", "CeilingLayer", "CeilingReport", "FULL_MASK_TEXT",
            "LatencyStats", "MASKED_TEXT", "SpeedVerdict", "Timings", "VERDICTS", "judge_speedup", "speed_verdict",
            "speedup_spread",
-           "benchmark", "flop_ceiling", "format_bench", "half_mask", "interleaved_latencies", "load_average",
-           "peak_forward_bytes", "synthetic_inputs", "weights_bytes"]
+           "audio_frames", "benchmark", "flop_ceiling", "format_bench", "half_mask", "interleaved_latencies", "load_average",
+           "peak_forward_bytes", "synthetic_inputs", "text_positions", "weights_bytes"]

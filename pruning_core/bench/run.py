@@ -29,12 +29,23 @@ from .timing import LatencyStats, interleaved_latencies, load_average, peak_forw
 
 
 
+def audio_frames(config) -> int | None:
+    """Encoder positions of a speech model (Whisper: ``max_source_positions``, 1,500 for 30 s of audio),
+    or None for a model that reads token ids. Its encoder length is fixed by the model: the input is
+    always ``2 * frames`` log-mel frames (the stride-2 convolution halves them)."""
+    if getattr(config, "num_mel_bins", None) is None:
+        return None
+    return int(config.max_source_positions)
+
+
 def synthetic_inputs(config, batch_size: int, seq_len: int, decoder_len: int | None,
                      device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random token ids of exactly ``seq_len`` tokens (never the pad id), attention mask all ones.
+    """Random inputs of exactly ``seq_len`` tokens (never the pad id), attention mask all ones.
 
     Encoder-decoder models also get ``decoder_input_ids`` of ``decoder_len`` tokens and
-    ``use_cache=False`` (a teacher-forced forward pass, as in evaluation of the loss).
+    ``use_cache=False`` (a teacher-forced forward pass, as in evaluation of the loss). Speech models
+    (:func:`audio_frames` not None) get random log-mel ``input_features`` [batch, mel bins,
+    2 * frames] instead of token ids; ``seq_len`` is then ignored (their encoder length is fixed).
     """
     g = torch.Generator().manual_seed(seed)
     vocab = int(config.vocab_size)
@@ -46,12 +57,24 @@ def synthetic_inputs(config, batch_size: int, seq_len: int, decoder_len: int | N
             return (x + (x >= pad).long()).to(device)        # skip the pad id
         return torch.randint(0, vocab, (batch_size, length), generator=g).to(device)
 
-    inputs = {"input_ids": ids(seq_len),
-              "attention_mask": torch.ones(batch_size, seq_len, dtype=torch.long, device=device)}
+    frames = audio_frames(config)
+    if frames is not None:
+        features = torch.randn(batch_size, int(config.num_mel_bins), 2 * frames, generator=g)
+        inputs = {"input_features": features.to(device)}
+    else:
+        inputs = {"input_ids": ids(seq_len),
+                  "attention_mask": torch.ones(batch_size, seq_len, dtype=torch.long, device=device)}
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids(decoder_len)
         inputs["use_cache"] = False
     return inputs
+
+
+def text_positions(config) -> int | None:
+    """The most tokens one sequence may have (decoder tokens for a speech model), or None if unbounded."""
+    if audio_frames(config) is not None:
+        return getattr(config, "max_target_positions", None)
+    return getattr(config, "max_position_embeddings", None)
 
 
 def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int] = (1, 8, 32),
@@ -66,7 +89,9 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
             implementation (``eager`` / ``sdpa``) is what gets measured and is recorded.
         mask: 1 = keep, 0 = remove, per kind and layer. ``None``: :func:`half_mask` (seed 0).
         batch_sizes: sequences per forward pass.
-        seq_len: tokens per sequence, exactly (synthetic ids, no padding).
+        seq_len: tokens per sequence, exactly (synthetic ids, no padding). A speech model's encoder
+            reads its fixed :func:`audio_frames` instead (recorded as ``seq_len``), and ``seq_len``
+            is then its decoder's length unless ``decoder_len`` is given.
         decoder_len: decoder tokens for encoder-decoder models (default ``seq_len``).
         device: 'cpu' or 'cuda' (checked by ``models.resolve_device``); None: the model's own device.
         warmup: untimed rounds per batch size.
@@ -90,11 +115,15 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         raise HeadpruneError(f"Need repeats >= 1, warmup >= 0, min_seconds >= 0; got {repeats}, {warmup}, "
                              f"{min_seconds}.")
     config = loaded.model.config
-    max_pos = getattr(config, "max_position_embeddings", None)
-    if max_pos is not None and seq_len > max_pos:
-        raise HeadpruneError(f"seq_len {seq_len} is longer than the model's {max_pos} positions; use a shorter one.")
+    max_pos = text_positions(config)
+    if max_pos is not None and max(seq_len, decoder_len or 0) > max_pos:
+        raise HeadpruneError(f"{max(seq_len, decoder_len or 0)} tokens is longer than the model's {max_pos} "
+                             "positions; use a shorter sequence length.")
     enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     dec_len = (decoder_len or seq_len) if enc_dec else None
+    frames = audio_frames(config)
+    if frames is not None:              # the encoder reads all its audio frames, whatever seq_len says
+        seq_len = frames
     if mask is None:
         mask = half_mask(loaded.layout, seed=0)
     mask.check_fits(loaded.layout)
@@ -147,7 +176,8 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
             report(progress, "bench", i + 1, len(batch_sizes), f"batch {bs}: {speedup:.3f}x")
     settings = {"batch_sizes": [int(b) for b in batch_sizes], "seq_len": seq_len, "decoder_len": dec_len,
                 "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "seed": seed,
-                "inputs": "synthetic token ids, no padding, attention mask all ones"
+                "inputs": ("random log-mel features of the model's fixed length" if frames is not None else
+                           "synthetic token ids, no padding, attention mask all ones")
                           + ("; teacher-forced decoder, use_cache=False" if enc_dec else ""),
                 "order": "variants interleaved per round, first variant rotating"}
     return BenchResult(model_id=str(loaded.model_id), arch=str(loaded.arch), task_type=str(loaded.task_type),

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from .. import distributed
+from .. import budget, distributed
 from ..heads import HeadMask, HeadScores
 from ..masking import gate_heads, gates_from_mask, ones_gates
 from ..progress import ProgressCallback, report
@@ -82,14 +82,31 @@ def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch
                                   for k, rows in totals.items()})
 
 
+def scoring_batch_size(loaded, data, wanted: int) -> int:
+    """``wanted``, or fewer examples per batch where a gradient pass over the longest example would
+    take this process past its memory budget (:mod:`pruning_core.budget`: speech frames, vocabulary
+    and sequence length make an example expensive). Data-parallel ranks keep ``wanted``: they must
+    cut the batches alike.
+
+    Raises:
+        budget.BudgetError: not even one example fits the budget.
+    """
+    longest = max(getattr(data, "lengths", None) or [getattr(data, "max_length", 128)])
+    cost = budget.example_cost(loaded, loaded.task_type, longest)
+    if distributed.current() is not None:
+        return wanted
+    return budget.gradient_batch_size(cost, wanted)
+
+
 class GradientScorer(Scorer):
     name = "gradient"
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         start = time.perf_counter()
         data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
-        raw = per_token_importance(loaded, task, data, mask=mask, batch_size=config.batch_size, progress=progress)
-        settings = {"normalize": config.normalize, "batch_size": config.batch_size, "max_length": config.max_length,
+        batch_size = scoring_batch_size(loaded, data, config.batch_size)
+        raw = per_token_importance(loaded, task, data, mask=mask, batch_size=batch_size, progress=progress)
+        settings = {"normalize": config.normalize, "batch_size": batch_size, "max_length": config.max_length,
                     "masked_heads": len(mask.removed()) if mask is not None else 0}
         return ScoreResult(self.name, raw, config.normalize,
                            provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,

@@ -1,0 +1,77 @@
+"""How much work the dashboard asks of a model: the evaluation size that keeps a click short, what
+interval that size buys, how long scoring would take, and which scoring waits for a click.
+
+Costs come from :mod:`pruning_core.budget` (multiply-adds per example from the architecture and the
+real example lengths); a speech model or a language model never starts scoring by itself: its
+examples are long (Whisper: 30 s of audio frames each; a language model: windows with a vocabulary
+of logits per token), so the page offers a button with a time estimate instead.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import streamlit as st
+
+from pruning_core import bench, budget
+from pruning_core.scoring import scorer_info
+
+from . import cache
+
+CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
+AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this
+GRADIENT_PASS = 3                                  # forward + backward ~ 3 forward passes of multiply-adds
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
+    """One example's cost for ``spec`` on ``task_name``: text lengths measured on the first
+    :data:`budget.MAX_EVAL_SIZE` examples; a speech model's audio is fixed-length (not encoded here)."""
+    loaded = cache.load(spec)
+    if bench.audio_frames(loaded.model.config) is not None:
+        return budget.example_cost(loaded, loaded.task_type)
+    data = cache.data(spec, task_name, budget.MAX_EVAL_SIZE)
+    return budget.example_cost(loaded, loaded.task_type, math.ceil(statistics.mean(data.lengths or [data.max_length])))
+
+
+def eval_size(spec: str, task_name: str) -> int:
+    """The default evaluation size of ``spec`` on ``task_name``: a click in about 5 s on 2 cores."""
+    return budget.eval_size(example_cost(spec, task_name))
+
+
+def interval_note(n: int, unit: str = "example") -> str:
+    """What ``n`` examples buy: the widest 95 % interval of an accuracy on them (p = 0.5), and how to narrow it."""
+    half = 100 * 1.96 * 0.5 / math.sqrt(n)
+    return (f"{n} {unit}{'s' if n != 1 else ''}: an accuracy is known to within ±{half:.0f} points at worst "
+            "(95 %); perplexity and error rates show their own interval. Four times as many halve it, "
+            "and take four times as long.")
+
+
+def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> float:
+    """Estimated seconds to score every head with ``scorer`` on ``limit`` examples."""
+    cost = example_cost(spec, task_name)
+    info = scorer_info(scorer)
+    if info.cost == "per_head":
+        return cost.seconds(limit, passes=heads + 1)
+    return 0.0 if info.seeded else cost.seconds(limit, passes=GRADIENT_PASS)
+
+
+def waits_for_click(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> bool:
+    """Whether scoring ``spec`` with ``scorer`` starts only on a click (never by opening a page)."""
+    if cache.slow_scorer(scorer):
+        return True
+    if scorer_info(scorer).seeded:
+        return False                                   # random: no forward pass at all
+    if cache.load(spec).task_type in CLICK_TASK_TYPES:
+        return True
+    return scoring_seconds(spec, task_name, scorer, limit, heads) > AUTO_SCORE_SECONDS
+
+
+def scoring_label(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> str:
+    """The scoring job's label, with its time estimate when it waits for a click."""
+    label = f"Scoring heads ({scorer})"
+    if not waits_for_click(spec, task_name, scorer, limit, heads):
+        return label
+    secs = scoring_seconds(spec, task_name, scorer, limit, heads)
+    about = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"
+    return f"{label}, about {about} on 2 CPU cores"
