@@ -8,6 +8,7 @@ what it measured.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import os
@@ -16,7 +17,7 @@ import resource
 import subprocess
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,7 @@ class Context:
     vocab: int | None = None               # --llama-vocab
     tokenizer: object = None
     measured_bf16: float | None = None     # FLOP/s of the matmul probe
+    failures: list[str] = field(default_factory=list)      # the running section's isolated errors
     _saved: dict = field(default_factory=dict)
 
     def left(self) -> float:
@@ -75,6 +77,28 @@ class Context:
     def check(self, what: str) -> None:
         if self.left() <= 0:
             raise DeadlineReached(f"global deadline reached before {what}")
+
+    @contextlib.contextmanager
+    def isolated(self, row: dict, what: str) -> Iterator[None]:
+        """Run one model's (or one point's) measurement: an error is recorded in ``row`` and in the
+        section's failures, and the section goes on with the next; the deadline still stops it."""
+        try:
+            yield
+        except DeadlineReached:
+            raise
+        except Exception as exc:        # noqa: BLE001 -- one-shot run: keep the other models' figures
+            row["error"] = _error(exc)
+            self.failures.append(f"{what}: {type(exc).__name__}: {str(exc)[:300]}")
+            print(f"  {what} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+
+    def each(self, models: dict, names, what: str, measure: Callable[[str, dict], None]) -> None:
+        """``measure(name, row)`` for each model name, each :meth:`isolated` and freed after; ``models[name] = row``."""
+        for name in names:
+            self.check(f"{what} {name}")
+            row = models[name] = {}
+            with self.isolated(row, f"{what} {name}"):
+                measure(name, row)
+            free()
 
     def model(self, name: str, dtype: torch.dtype, attn: str = "eager", device: torch.device | None = None):
         return gm.build(gm.SHAPES[name], self.tokenizer, device or self.device, dtype, quick=self.quick, attn=attn,
@@ -103,6 +127,11 @@ class Context:
         return torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
 
+def _error(exc: BaseException) -> dict:
+    """An exception as JSON: type, message, the end of its traceback (call inside ``except``)."""
+    return {"type": type(exc).__name__, "message": str(exc)[:4000], "traceback": traceback.format_exc()[-4000:]}
+
+
 def free() -> None:
     gc.collect()
     if torch.cuda.is_available():
@@ -119,7 +148,8 @@ def run_sections(sections: dict[str, Callable[[Context, dict], None]], ctx: Cont
                  write: Callable[[], None]) -> None:
     """Run each section in order, recording its status, seconds, peak memory and data in ``results``.
 
-    An exception is recorded (type, message, traceback) and the next section runs; past the deadline
+    An exception is recorded (type, message, traceback) and the next section runs; a section whose
+    :meth:`Context.isolated` blocks failed ends as ``error`` with their ``failures``; past the deadline
     the remaining sections are skipped with the reason. ``write()`` after every section.
     """
     for name, fn in sections.items():
@@ -132,16 +162,18 @@ def run_sections(sections: dict[str, Callable[[Context, dict], None]], ctx: Cont
         if ctx.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(ctx.device)
         data: dict = {}
+        ctx.failures = []
         start = time.perf_counter()
         print(f"[{name}] start ({ctx.left():.0f} s left)", flush=True)
         try:
             fn(ctx, data)
-            entry["status"] = "ok"
+            entry["status"] = "error" if ctx.failures else "ok"
         except DeadlineReached as exc:
             entry.update(status="partial", reason=str(exc))
         except Exception as exc:        # noqa: BLE001 -- one-shot run: record and go on
-            entry.update(status="error", error={"type": type(exc).__name__, "message": str(exc)[:4000],
-                                                "traceback": traceback.format_exc()[-4000:]})
+            entry.update(status="error", error=_error(exc))
+        if ctx.failures:
+            entry["failures"] = list(ctx.failures)
         entry["seconds"] = time.perf_counter() - start
         entry["peak_memory_bytes"] = _peak_memory(ctx.device)
         entry.update(data)

@@ -6,8 +6,9 @@
 Models are built from configs with **random weights at real shapes** (no weights travel; speed does
 not depend on their values): BERT-base, MiniLM-L6, Llama-3.2-1B and SmolLM2-135M (see
 ``gpu_models.SHAPES``), as headprune ``LoadedModel`` objects, so the code measured is the library's.
-Sections (each timed and wrapped: an error is recorded and the next section runs; past the global
-``--deadline`` the rest are skipped with the reason; the JSON is rewritten after every section):
+Sections (each timed and wrapped: an error is recorded and the next section runs, and inside one a
+failing model or latency point is recorded in its row while the others are measured; past the
+global ``--deadline`` the rest are skipped with the reason; the JSON is rewritten after every section):
 
 - ``matmul``: an 8192^3 bf16 matrix product, the rate this GPU reaches (beside the datasheet peak);
 - ``scoring``: gradient I_h examples/s and tokens/s in float32 and bfloat16, headprune's scorer
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_models as gm  # noqa: E402
-from gpu_runner import QUICK, Context, Sizes, code_identity, environment, free, run_sections  # noqa: E402,F401 (QUICK: tests)
+from gpu_runner import QUICK, Context, Sizes, code_identity, environment, run_sections  # noqa: E402,F401 (QUICK: tests)
 from pruning_core import storage  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, judge_speedup, speedup_spread, synthetic_inputs  # noqa: E402
 from pruning_core.dynamics import spearman  # noqa: E402
@@ -92,17 +93,17 @@ def section_scoring(ctx: Context, out: dict) -> None:
     """I_h throughput: headprune's scorer vs the bertology loop, float32 then bfloat16 on the same weights."""
     s = ctx.sizes
     files = ctx.files(s.score_examples, s.seq)
-    out.update(examples=s.score_examples, seq_len=s.seq, batch_size=s.score_batch, attn="eager (both methods)",
-               work=WORK, float32_matmul_precision=torch.get_float32_matmul_precision(), models={})
     peak, source = gm.bf16_peak(ctx.device_name)
-    out["peak_bf16_flops"], out["peak_source"] = peak, source
-    for name in gm.SHAPES:
-        ctx.check(f"scoring {name}")
+    out.update(examples=s.score_examples, seq_len=s.seq, batch_size=s.score_batch, attn="eager (both methods)",
+               work=WORK, float32_matmul_precision=torch.get_float32_matmul_precision(), peak_bf16_flops=peak,
+               peak_source=source, models={})
+
+    def measure(name: str, row: dict) -> None:
         loaded = ctx.model(name, torch.float32)
         task = gm.task_for(loaded, files)
         data = task.encode(loaded, "test", s.score_examples, max_length=s.seq)
         tokens, macs = sum(data.lengths), gm.forward_macs(loaded, s.seq)
-        row = out["models"][name] = {"model": gm.summary(loaded), "forward_macs_per_example": macs, "dtypes": {}}
+        row.update(model=gm.summary(loaded), forward_macs_per_example=macs, dtypes={})
         for dtype_name, dtype in DTYPES.items():
             ctx.check(f"scoring {name} {dtype_name}")
             loaded.model.to(dtype)
@@ -114,19 +115,20 @@ def section_scoring(ctx: Context, out: dict) -> None:
             for method, t in timed.items():
                 median = LatencyStats.of(t["seconds"]).median
                 flops = WORK[method][0] * 2 * macs * data.n_examples / median
+                bf16 = dtype == torch.bfloat16
                 methods[method] = {"median_s": median, "examples_per_s": data.n_examples / median,
                                    "tokens_per_s": tokens / median, "flops": flops,
-                                   "share_of_bf16_peak": flops / peak if peak and dtype == torch.bfloat16 else None,
+                                   "share_of_bf16_peak": flops / peak if peak and bf16 else None,
                                    "share_of_measured_matmul": flops / ctx.measured_bf16
-                                   if ctx.measured_bf16 and dtype == torch.bfloat16 else None,
+                                   if ctx.measured_bf16 and bf16 else None,
                                    "timing": {k: v for k, v in t.items() if k != "seconds"}}
             hp = methods["headprune"]["examples_per_s"]
             row["dtypes"][dtype_name] = {"methods": methods,
                                          "headprune_over_bertology": hp / methods["bertology"]["examples_per_s"],
                                          "headprune_over_bertology_frozen":
                                              hp / methods["bertology_frozen"]["examples_per_s"]}
-        del loaded, task, data
-        free()
+
+    ctx.each(out["models"], gm.SHAPES, "scoring", measure)
 
 
 def section_latency(ctx: Context, out: dict) -> None:
@@ -136,33 +138,39 @@ def section_latency(ctx: Context, out: dict) -> None:
     out.update(dtype=str(dtype).removeprefix("torch."), attn="sdpa", warmup=s.warmup, repeats=s.repeats,
                min_seconds=s.min_seconds, timer="CUDA events" if ctx.device.type == "cuda" else "wall clock",
                inputs="synthetic token ids, no padding", models={})
-    for name in gm.SHAPES:
-        ctx.check(f"latency {name}")
+
+    def measure(name: str, row: dict) -> None:
         loaded = ctx.model(name, dtype, attn="sdpa")
         mask, rule = gm.half_mask(loaded)
         pruned = prune_heads(loaded.model, mask).eval()
-        row = out["models"][name] = {"model": gm.summary(loaded), "mask_rule": rule, "heads_kept": mask.n_kept,
-                                     "heads_total": mask.n_total, "points": []}
+        row.update(model=gm.summary(loaded), mask_rule=rule, heads_kept=mask.n_kept, heads_total=mask.n_total,
+                   points=[])
         for seq in s.seq_lens:
             ceiling = flop_ceiling(loaded.config, mask, seq).speedup
             for bs in s.batch_sizes:
                 ctx.check(f"latency {name} batch {bs} x {seq}")
-                inputs = synthetic_inputs(loaded.config, bs, seq, None, ctx.device, seed=bs + seq)
-                with torch.inference_mode():
-                    t = gm.event_latencies({"dense": lambda: loaded.model(**inputs), "pruned": lambda: pruned(**inputs)},
-                                           ctx.device, warmup=s.warmup, repeats=s.repeats, min_seconds=s.min_seconds)
-                d, p = LatencyStats.of(t["dense"]["seconds"]), LatencyStats.of(t["pruned"]["seconds"])
-                speedup = d.median / p.median
-                verdict = judge_speedup(speedup, *speedup_spread(d, p), ceiling)
-                row["points"].append({"batch_size": bs, "seq_len": seq, "dense": d.to_json(), "pruned": p.to_json(),
-                                      "speedup": speedup,
-                                      "paired_speedup": gm.paired_median(t["dense"]["seconds"], t["pruned"]["seconds"]),
-                                      "ceiling": ceiling, "fraction_of_ceiling": speedup / ceiling,
-                                      "share_of_ceiling_gain": (speedup - 1) / (ceiling - 1) if ceiling > 1 else None,
-                                      "verdict": verdict.kind, "wall": {k: t[k]["wall"] for k in t}})
-                del inputs
-        del loaded, pruned
-        free()
+                point = {"batch_size": bs, "seq_len": seq, "ceiling": ceiling}
+                row["points"].append(point)
+                with ctx.isolated(point, f"latency {name} batch {bs} x {seq}"):       # an OOM loses one point
+                    _latency_point(ctx, loaded.model, pruned, point)
+
+    ctx.each(out["models"], gm.SHAPES, "latency", measure)
+
+
+def _latency_point(ctx: Context, dense, pruned, point: dict) -> None:
+    s, bs, seq, ceiling = ctx.sizes, point["batch_size"], point["seq_len"], point["ceiling"]
+    inputs = synthetic_inputs(dense.config, bs, seq, None, ctx.device, seed=bs + seq)
+    with torch.inference_mode():
+        t = gm.event_latencies({"dense": lambda: dense(**inputs), "pruned": lambda: pruned(**inputs)},
+                               ctx.device, warmup=s.warmup, repeats=s.repeats, min_seconds=s.min_seconds)
+    d, p = LatencyStats.of(t["dense"]["seconds"]), LatencyStats.of(t["pruned"]["seconds"])
+    speedup = d.median / p.median
+    point.update(dense=d.to_json(), pruned=p.to_json(), speedup=speedup,
+                 paired_speedup=gm.paired_median(t["dense"]["seconds"], t["pruned"]["seconds"]),
+                 fraction_of_ceiling=speedup / ceiling,
+                 share_of_ceiling_gain=(speedup - 1) / (ceiling - 1) if ceiling > 1 else None,
+                 verdict=judge_speedup(speedup, *speedup_spread(d, p), ceiling).kind,
+                 wall={k: t[k]["wall"] for k in t})
 
 
 def _logit_difference(loaded, mask, inputs) -> dict:
@@ -180,21 +188,21 @@ def section_precision(ctx: Context, out: dict) -> None:
     s = ctx.sizes
     files = ctx.files(s.precision_examples, s.seq)
     out.update(examples=s.precision_examples, seq_len=s.seq, float32_tolerance=F32_MASKED_PRUNED_REL, models={})
-    for name in gm.SHAPES:
-        ctx.check(f"precision {name}")
+
+    def measure(name: str, row: dict) -> None:
         loaded = ctx.model(name, torch.float32)
         mask, rule = gm.half_mask(loaded)
         task = gm.task_for(loaded, files)
         data = task.encode(loaded, "test", s.precision_examples, max_length=s.seq)
         inputs = synthetic_inputs(loaded.config, s.precision_batch, s.seq, None, ctx.device, seed=1)
-        row = out["models"][name] = {"mask_rule": rule, "masked_vs_pruned": {}}
+        row.update(mask_rule=rule, masked_vs_pruned={})
         scores = {}
         for dtype_name, dtype in DTYPES.items():
             loaded.model.to(dtype)
             row["masked_vs_pruned"][dtype_name] = _logit_difference(loaded, mask, inputs)
             scores[dtype_name] = per_token_importance(loaded, task, data, batch_size=s.precision_batch)
-        row["masked_vs_pruned"]["float32"]["within_tolerance"] = \
-            row["masked_vs_pruned"]["float32"]["relative"] <= F32_MASKED_PRUNED_REL
+        f32 = row["masked_vs_pruned"]["float32"]
+        f32["within_tolerance"] = f32["relative"] <= F32_MASKED_PRUNED_REL
         a, b = scores["float32"], scores["bfloat16"]
         heads = a.layout.heads()
         norm_a, norm_b = a.normalized_per_layer(), b.normalized_per_layer()
@@ -203,8 +211,8 @@ def section_precision(ctx: Context, out: dict) -> None:
                    spearman_normalized=spearman([norm_a.get(h) for h in heads], [norm_b.get(h) for h in heads]),
                    half_mask_agreement=sum(keep_a.kinds[k][l][h] == keep_b.kinds[k][l][h] for k, l, h in heads)
                    / len(heads))
-        del loaded, task, data, inputs
-        free()
+
+    ctx.each(out["models"], gm.SHAPES, "precision", measure)
 
 
 def section_evaluate(ctx: Context, out: dict) -> None:
@@ -215,14 +223,15 @@ def section_evaluate(ctx: Context, out: dict) -> None:
                note="encoding is cached by the dashboard, so it is timed apart; 'warm' is a click; masked_forward_only: "
                     "the same forward passes alone (the rest of a click is predictions, per-example evidence, "
                     "intervals)", models={})
-    for name in ("minilm-l6", "bert-base"):
-        ctx.check(f"evaluate {name}")
+
+    def measure(name: str, row: dict) -> None:
         loaded = ctx.model(name, torch.float32)
         task = gm.task_for(loaded, files)
         start = time.perf_counter()
         data = task.encode(loaded, "test", s.eval_examples, max_length=s.seq)
         encode_s = time.perf_counter() - start
         mask, _ = gm.half_mask(loaded)
+
         def forward_only() -> None:          # the same batches under the mask, without the loop's bookkeeping
             with torch.inference_mode(), apply_mask(loaded, mask):
                 for batch in data.batches(s.eval_batch, device=loaded.device):
@@ -233,12 +242,11 @@ def section_evaluate(ctx: Context, out: dict) -> None:
         first = {k: f().seconds for k, f in runs.items()}
         timed = gm.event_latencies({**runs, "masked_forward_only": forward_only}, ctx.device, warmup=0,
                                    repeats=s.eval_repeats, min_seconds=0.0)
-        out["models"][name] = {"encode_s": encode_s, "first_call_s": first,
-                               "warm": {k: t["wall"] for k, t in timed.items()},
-                               "masked_examples_per_s": s.eval_examples / timed["masked"]["wall"]["median_s"],
-                               "metric": runs["masked"]().metric}
-        del loaded, task, data
-        free()
+        row.update(encode_s=encode_s, first_call_s=first, warm={k: t["wall"] for k, t in timed.items()},
+                   masked_examples_per_s=s.eval_examples / timed["masked"]["wall"]["median_s"],
+                   metric=runs["masked"]().metric)
+
+    ctx.each(out["models"], ("minilm-l6", "bert-base"), "evaluate", measure)
 
 
 def _score_file(loaded, files, sizes: Sizes):

@@ -123,6 +123,25 @@ def test_a_failing_section_is_recorded_and_the_next_still_runs(tmp_path):
     assert seen["file"]["sections"]["boom"]["status"] == "error"
 
 
+def test_a_failing_model_is_recorded_and_the_section_measures_the_others(tmp_path):
+    out = tmp_path / "m.json"
+
+    def per_model(ctx, data):
+        def measure(name, row):
+            if name == "b":
+                raise RuntimeError("CUDA out of memory (planted)")
+            row["value"] = name
+        data["models"] = {}
+        ctx.each(data["models"], ["a", "b", "c"], "planted", measure)
+
+    assert gs.main(["--device", "cpu", "--quick", "--out", str(out), "--sections", "per_model"],
+                   sections={"per_model": per_model}) == 0
+    result = json.loads(out.read_text())["sections"]["per_model"]
+    assert result["status"] == "error" and result["failures"] == ["planted b: RuntimeError: CUDA out of memory (planted)"]
+    assert result["models"]["a"] == {"value": "a"} and result["models"]["c"] == {"value": "c"}
+    assert result["models"]["b"]["error"]["type"] == "RuntimeError"
+
+
 def test_the_deadline_stops_a_section_and_skips_the_rest(tmp_path):
     out = tmp_path / "d.json"
 
