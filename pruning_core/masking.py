@@ -51,7 +51,8 @@ def _gate_hook(module: nn.Module, args: tuple) -> tuple | None:
     if heads == 0:
         return None
     shaped = x.view(*x.shape[:-1], heads, x.shape[-1] // heads)   # [..., heads, head_dim]
-    gated = shaped * gate.to(dtype=x.dtype).unsqueeze(-1)
+    # an offloaded layer's gate stayed where it was (see _on_device_of): follow the input
+    gated = shaped * gate.to(device=x.device, dtype=x.dtype).unsqueeze(-1)
     if recorder is not None:
         recorder.append(gated)
     return (gated.reshape(x.shape),) + tuple(args[1:])
@@ -105,9 +106,16 @@ def ones_gates(layout: HeadLayout, device: torch.device | str = "cpu",
 
 
 def _on_device_of(gate: torch.Tensor, module: nn.Module) -> torch.Tensor:
-    """``gate`` on ``module``'s device: a model split over devices (``device_map``) gates each layer where it is."""
+    """``gate`` on ``module``'s device: a model split over devices (``device_map``) gates each layer where it is.
+
+    A module whose weights are on ``meta`` (accelerate keeps an offloaded layer's weights elsewhere
+    until its forward: a device_map with "cpu" beside a GPU) keeps the gate where it is; the hook
+    moves it to the layer's input then (a meta copy would hold no values).
+    """
     weight = next(module.parameters(), None)
-    return gate if weight is None or weight.device == gate.device else gate.to(weight.device)
+    if weight is None or weight.device == gate.device or weight.is_meta:
+        return gate
+    return gate.to(weight.device)
 
 
 @contextlib.contextmanager

@@ -6,11 +6,13 @@ GPUs is not exercised by these tests (see docs/DISTRIBUTED.md).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
+from pruning_core.architectures import find_sites
 from pruning_core.errors import ModelLoadError
 from pruning_core.heads import HeadMask
 from pruning_core.masking import _on_device_of, installed_hook_count
@@ -71,10 +73,38 @@ def _check_mask_and_prune(plain, mapped):
         assert torch.allclose(pruned(**batch.inputs).logits, masked_logits, atol=1e-5)
 
 
+def test_masks_and_scoring_with_an_offloaded_layer(folder, tmp_path):
+    """A device_map with "cpu" beside a GPU offloads those layers: accelerate keeps their weights on
+    ``meta`` until each forward. Simulated on the CPU by offloading layer 1 to disk: its gate must
+    follow the layer's input, not become a meta tensor without values."""
+    from accelerate import dispatch_model
+
+    from pruning_core.scoring.gradient import per_token_importance
+
+    plain = load_model(str(folder))
+    model = load_model(str(folder)).model
+    dispatch_model(model, device_map={"bert.embeddings": "cpu", "bert.encoder.layer.0": "cpu",
+                                      "bert.encoder.layer.1": "disk", "bert.pooler": "cpu", "classifier": "cpu",
+                                      "dropout": "cpu"}, main_device="cpu", offload_dir=str(tmp_path / "offload"))
+    offloaded = dataclasses.replace(plain, model=model, sites=find_sites(model))   # derive() would hash meta weights
+    assert offloaded.sites[1].out.weight.is_meta                     # the offloaded layer's weights wait elsewhere
+    task = _task()
+    mask = HeadMask.from_removed(plain.layout, [("encoder_self", 0, 1), ("encoder_self", 1, 3)])
+    a = task.evaluate(plain, task.encode(plain, "validation"), mask, batch_size=4)
+    b = task.evaluate(offloaded, task.encode(offloaded, "validation"), mask, batch_size=4)
+    assert (a.metric, a.per_example) == (b.metric, b.per_example) and a.loss == pytest.approx(b.loss, abs=1e-6)
+    data = task.encode(plain, "validation")
+    one, spread = (per_token_importance(m, task, data, batch_size=4) for m in (plain, offloaded))
+    # the same float32 operations on the same device, the weights reloaded bit for bit: equal up to
+    # rounding of the summation order (none expected; 1e-6 relative allows a reordered reduction)
+    for ra, rb in zip(one.kinds["encoder_self"], spread.kinds["encoder_self"]):
+        assert ra == pytest.approx(rb, rel=1e-6, abs=1e-12)
+
+
 def test_gates_go_to_the_layer_device():
     gate = torch.ones(4)
     on_meta = torch.nn.Linear(4, 4, device="meta")
-    assert _on_device_of(gate, on_meta).device.type == "meta"
+    assert _on_device_of(gate, on_meta) is gate                        # offloaded: the hook follows the input
     assert _on_device_of(gate, torch.nn.Linear(4, 4)) is gate          # same device: no copy
     assert _on_device_of(gate, torch.nn.Identity()) is gate            # no weights (a removed attention)
 
