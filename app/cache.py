@@ -296,10 +296,10 @@ def score_limit(scorer: str, eval_limit: int) -> int:
 
 
 def score_split_of(task_name: str) -> str:
-    """The split curves score heads on: train when the task has training examples of its own, so
-    the order is not chosen on the examples it is measured on; else the evaluation split."""
-    t = task(task_name)
-    return "train" if t.distinct_split("train") else split_of(task_name)
+    """The split heads are scored on (Head map, Curves, Share): the library's policy,
+    ``pruning_core.tasks.default_score_split`` (train when the task has training examples of its own, so
+    the order is not chosen on the examples it is measured on; else the evaluation split)."""
+    return tasks.default_score_split(task(task_name))
 
 
 def curve_seeds(scorer: str) -> int:
@@ -311,8 +311,9 @@ def curve_seeds(scorer: str) -> int:
 def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
            _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
     """Importance scores of every head by ``scorer`` (larger = more important), on ``split``
-    (default: the evaluation split)."""
-    config = ScoreConfig(split=split or split_of(task_name), limit=limit, seed=seed)
+    (default: :func:`score_split_of`, train when the task has its own). The split used is in the
+    result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
+    config = ScoreConfig(split=split or score_split_of(task_name), limit=limit, seed=seed)
     return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
 
 

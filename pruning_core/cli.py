@@ -17,8 +17,7 @@ from .errors import HeadpruneError, UsageError
 from .progress import tqdm_progress
 from .serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
 
-DEFAULT_SCORE_SPLIT = "train"     # heads are scored on training data and measured on held-out data (the paper)
-DEFAULT_SCORE_LIMIT = 512
+DEFAULT_SCORE_LIMIT = 512         # examples of the score split (the default split: tasks.default_score_split)
 
 
 def _common(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> None:
@@ -75,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-normalize", action="store_true", help="rank by raw scores, not per-layer l2-normalised ones")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--score-split", dest="split",
-                   help=f"the same as --split: the split the heads are scored on (default: {DEFAULT_SCORE_SPLIT}, "
+                   help=f"the same as --split: the split the heads are scored on (default: train, "
                         f"first {DEFAULT_SCORE_LIMIT} examples, when the task has one; else the task's own split)")
     checked(p, "--score-limit", dest="limit", type=int, default=None, check=positive_int, help="the same as --limit")
     p.set_defaults(func=cmd_score)
@@ -161,7 +160,7 @@ def _mask_options(p: argparse.ArgumentParser, help: str, required: bool = False)
 def _score_options(p: argparse.ArgumentParser) -> None:
     """Where heads are scored, apart from where they are measured (--split)."""
     p.add_argument("--score-split", default=None,
-                   help=f"split the heads are scored on (default: {DEFAULT_SCORE_SPLIT}; the metric is measured on "
+                   help="split the heads are scored on (default: train; the metric is measured on "
                         "--split, so the order is not chosen on the data it is measured on)")
     checked(p, "--score-limit", type=int, default=DEFAULT_SCORE_LIMIT, check=positive_int,
             help=f"examples of --score-split used for scoring (default {DEFAULT_SCORE_LIMIT})")
@@ -169,16 +168,25 @@ def _score_options(p: argparse.ArgumentParser) -> None:
 
 
 def _score_split(args, task) -> str:
-    """The split to score on: --score-split, else train when the task has training examples of its own."""
-    split = args.score_split or DEFAULT_SCORE_SPLIT
-    if split not in task.splits:
-        raise UsageError(f"Task {task.name!r} has no {split!r} split to score the heads on; pass --score-split "
-                         f"with one of: {', '.join(task.splits)}.")
-    if args.score_split is None and not task.distinct_split(split):
-        raise UsageError(f"Task {task.name!r} is one set of examples (every split name is the whole file), so the "
-                         "heads would be scored on the examples they are measured on. Pass --score-split "
-                         f"{task.default_split} to accept that, or use a task with a train split.")
-    return split
+    """The split to score on: --score-split, else the library's default (:func:`tasks.default_score_split`:
+    train when the task has training examples of its own). Where that default falls back to the split the
+    metric is measured on, the user has to say so with --score-split."""
+    from .tasks import SCORE_SPLIT, default_score_split
+
+    def missing(split: str) -> UsageError:
+        return UsageError(f"Task {task.name!r} has no {split!r} split to score the heads on; pass --score-split "
+                          f"with one of: {', '.join(task.splits)}.")
+    if args.score_split is not None:
+        if args.score_split not in task.splits:
+            raise missing(args.score_split)
+        return args.score_split
+    if default_score_split(task) == SCORE_SPLIT:
+        return SCORE_SPLIT
+    if SCORE_SPLIT not in task.splits:
+        raise missing(SCORE_SPLIT)
+    raise UsageError(f"Task {task.name!r} is one set of examples (every split name is the whole file), so the "
+                     "heads would be scored on the examples they are measured on. Pass --score-split "
+                     f"{task.default_split} to accept that, or use a task with a train split.")
 
 
 def _read_mask(args, layout):
@@ -289,10 +297,11 @@ def _score_config(args, split: str | None = None, limit: int | None = None):
 def cmd_score(args) -> None:
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
+    from .tasks import SCORE_SPLIT, default_score_split
     task, _ = _task_and_split(args)
     split, limit = args.split, args.limit
-    if split is None and task.distinct_split(DEFAULT_SCORE_SPLIT):     # score on train, measure elsewhere
-        split, limit = DEFAULT_SCORE_SPLIT, limit or DEFAULT_SCORE_LIMIT
+    if split is None and default_score_split(task) == SCORE_SPLIT:     # score on train, measure elsewhere
+        split, limit = SCORE_SPLIT, limit or DEFAULT_SCORE_LIMIT
     loaded = _load(args)
     _require_heads(loaded, "score")
     result = scorer.score(loaded, task, _score_config(args, split, limit), progress=_progress())

@@ -262,6 +262,19 @@ class Task:
         raise NotImplementedError
 
 
+SCORE_SPLIT = "train"      # heads are scored on training data and measured on held-out data (Michel et al.)
+
+
+def default_score_split(task: Task) -> str:
+    """The split heads are scored on unless the caller says otherwise: ``train`` when ``task`` has training
+    examples of its own (distinct from the split it is evaluated on), so the order of the heads is not chosen
+    on the examples it is measured on; else the task's evaluation split (``task.default_split``).
+
+    The CLI (``score``, ``curve``, ``one-per-layer``) and the dashboard (Head map, Curves, Share) use it.
+    """
+    return SCORE_SPLIT if task.distinct_split(SCORE_SPLIT) else task.default_split
+
+
 TASK_TYPES: Registry[type[Task]] = Registry("task type", DataError,
                                             "Add a Task subclass under pruning_core/tasks/ and register it.")
 
