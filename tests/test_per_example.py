@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from pruning_core import tasks
 from pruning_core.heads import HeadMask
+from pruning_core.masking import apply_mask
 from pruning_core.metrics import get_metric
 from pruning_core.per_example import ExampleOutputs, example_outputs
 from pruning_core.results import EvalResult
@@ -114,7 +115,6 @@ def test_per_example_losses_equal_the_old_row_by_row_loop(request, tmp_path, arc
     loaded, task, data = _setup(request, tmp_path, arch, fixture)
     mask = HeadMask.full(loaded.layout).toggled(next(iter(loaded.layout.kinds)), 1, 0)
     out = ExampleOutputs.from_eval(task.evaluate(loaded, data, mask, batch_size=3))
-    from pruning_core.masking import apply_mask
     old = [0.0] * data.n_examples
     with torch.inference_mode(), apply_mask(loaded, mask):
         for batch in data.batches(3, device=loaded.device):
