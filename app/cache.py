@@ -27,7 +27,7 @@ from pathlib import Path
 import streamlit as st
 
 from pruning_core.architectures import kv_groups_of
-from pruning_core import attention_maps, bench, experiments, per_example, pruning, storage, tasks, zoo
+from pruning_core import attention_maps, bench, experiments, pruning, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, load_model
@@ -154,16 +154,16 @@ def architecture(spec: str) -> ArchSummary:
 
 
 def pruned_parameters(spec: str, mask: HeadMask) -> tuple[int, int]:
-    """(parameters of the pruned model, parameters of the dense one), counted on a pruned copy."""
+    """(parameters of the pruned model, parameters of the dense one), counted from the model's shapes
+    (``pruning_core.pruning.parameter_count_after``): no pruned copy is made."""
     return _pruned_parameters(spec, None if mask.is_full() else mask)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
 def _pruned_parameters(spec: str, mask: HeadMask | None) -> tuple[int, int]:
-    dense = pruning.parameter_count(load(spec).model)
-    if mask is None:
-        return dense, dense
-    return pruning.parameter_count(pruning.prune_heads(load(spec).model, mask)), dense
+    model = load(spec).model
+    dense = pruning.parameter_count(model)
+    return (dense if mask is None else pruning.parameter_count_after(model, mask)), dense
 
 
 # -- tasks and data --------------------------------------------------------------------------------
@@ -251,15 +251,10 @@ def references(spec: str, task_name: str, limit: int | None) -> list | None:
 
 def example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool = False,
                     _progress: ProgressCallback | None = None) -> ExampleOutputs:
-    """Each evaluated example's loss (and with ``predictions`` its prediction) under ``mask``."""
-    return _example_outputs(spec, task_name, limit, _norm(mask), predictions, EVAL_BATCH, _progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def _example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool,
-                     batch_size: int, _progress: ProgressCallback | None = None) -> ExampleOutputs:
-    return per_example.example_outputs(load(spec), task(task_name), data(spec, task_name, limit), mask,
-                                       predictions=predictions, batch_size=batch_size, progress=_progress)
+    """Each evaluated example's loss (and with ``predictions`` its prediction) under ``mask``: a view of
+    the cached :func:`evaluate` result, so the metric, its interval and these come from one forward pass."""
+    out = ExampleOutputs.from_eval(evaluate(spec, task_name, limit, mask, _progress))
+    return out if predictions else ExampleOutputs(out.losses, out.weights)
 
 
 def example_inputs(spec: str, task_name: str, limit: int | None) -> list[dict]:
@@ -270,7 +265,8 @@ def example_inputs(spec: str, task_name: str, limit: int | None) -> list[dict]:
 @st.cache_data(show_spinner=False, max_entries=1024)
 def comparison(spec: str, task_name: str, limit: int | None, mask: HeadMask | None) -> Comparison | None:
     """Paired test of the model under ``mask`` against all heads on the same evaluated examples
-    (``pruning_core.significance.compare``); None without per-example results."""
+    (``pruning_core.significance.compare``) from the two cached :func:`evaluate` results, no pass of its
+    own; None without per-example results."""
     base, other = evaluate(spec, task_name, limit, None), evaluate(spec, task_name, limit, mask)
     return compare(get_metric(base.metric_name), base, other, references(spec, task_name, limit))
 
@@ -296,10 +292,10 @@ def score_limit(scorer: str, eval_limit: int) -> int:
 
 
 def score_split_of(task_name: str) -> str:
-    """The split curves score heads on: train when the task has training examples of its own, so
-    the order is not chosen on the examples it is measured on; else the evaluation split."""
-    t = task(task_name)
-    return "train" if t.distinct_split("train") else split_of(task_name)
+    """The split heads are scored on (Head map, Curves, Share): the library's policy,
+    ``pruning_core.tasks.default_score_split`` (train when the task has training examples of its own, so
+    the order is not chosen on the examples it is measured on; else the evaluation split)."""
+    return tasks.default_score_split(task(task_name))
 
 
 def curve_seeds(scorer: str) -> int:
@@ -311,8 +307,9 @@ def curve_seeds(scorer: str) -> int:
 def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
            _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
     """Importance scores of every head by ``scorer`` (larger = more important), on ``split``
-    (default: the evaluation split)."""
-    config = ScoreConfig(split=split or split_of(task_name), limit=limit, seed=seed)
+    (default: :func:`score_split_of`, train when the task has its own). The split used is in the
+    result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
+    config = ScoreConfig(split=split or score_split_of(task_name), limit=limit, seed=seed)
     return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
 
 

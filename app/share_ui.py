@@ -47,7 +47,7 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
         weights_sha256=loaded.weights_sha256, eval_limit=limit, scores=scores, curves=curves,
         evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
         provenance=analysis_provenance(
-            loaded, task_name, {"eval_limit": limit, "scorer": scorer, "score_split": cache.score_split_of(task_name),
+            loaded, task_name, {"eval_limit": limit, "scorer": scorer, "score_split": _score_split(scores.get(scorer)),
                                 "score_seed": 0, "curve_step": 0.1, "curve_rescore": False,
                                 "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
             split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
@@ -63,6 +63,12 @@ def computed_curves(loaded, task_name: str) -> dict:
         if prov.get("weights_sha256") == loaded.weights_sha256 and prov.get("task") == task_name:
             out[job.removeprefix("curve_")] = result
     return out
+
+
+def _score_split(result) -> str | None:
+    """The split ``result`` (a ScoreResult, or None when scoring did not finish) was computed on, as its own
+    provenance records it; None when it read no data (random scores) or is missing."""
+    return None if result is None else result.provenance.get("split")
 
 
 def check_restorable(analysis: Analysis) -> list[str]:

@@ -22,7 +22,8 @@ _EXPORTS: dict[str, str] = {
     # models, masking, pruning
     **dict.fromkeys(["LoadedModel", "load_model", "save_pruned", "resolve_device"], "models"),
     **dict.fromkeys(["apply_mask", "gate_heads"], "masking"),
-    **dict.fromkeys(["prune_heads", "parameter_count", "attention_parameter_count"], "pruning"),
+    **dict.fromkeys(["prune_heads", "parameter_count", "parameter_count_after", "attention_parameter_count"],
+                    "pruning"),
     # extension points: one registry each
     **dict.fromkeys(["ArchitectureAdapter", "adapter_for", "supported_model_types"], "architectures"),
     **dict.fromkeys(["Task", "get_task", "task_names", "register_task"], "tasks"),

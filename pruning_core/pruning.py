@@ -23,8 +23,8 @@ from .heads import HeadMask
 
 CONFIG_KEY = "headprune_pruned_heads"   # {kind: {layer (str): [original head indices removed]}}
 
-__all__ = ["CONFIG_KEY", "EmptyAttention", "attention_parameter_count", "parameter_count", "prune_heads",
-           "restructure_for_loading"]
+__all__ = ["CONFIG_KEY", "EmptyAttention", "attention_parameter_count", "parameter_count", "parameter_count_after",
+           "prune_heads", "restructure_for_loading"]
 
 
 def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
@@ -65,6 +65,26 @@ def restructure_for_loading(model: nn.Module, removed: dict[str, dict[str, list[
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def parameter_count_after(model: nn.Module, mask: HeadMask) -> int:
+    """``parameter_count(prune_heads(model, mask))``, by arithmetic on the sites' shapes: no copy is made.
+
+    Each site whose row of ``mask`` removes a head changes by what its adapter's
+    :meth:`~pruning_core.architectures.ArchitectureAdapter.site_parameters` says (grouped-query
+    key/value heads kept while a query head of their group stays, repeated for uneven groups; an output
+    projection's bias kept), as the FLOP ceiling counts from the config (:mod:`pruning_core.bench.ceiling`).
+    """
+    adapter = adapter_for(model)
+    sites = adapter.sites(model)
+    mask.check_fits(layout_of(sites))
+    total = parameter_count(model)
+    for site in sites:
+        row = mask.kinds[site.kind][site.layer]
+        if 0 in row:
+            total += adapter.site_parameters(site, [h for h, v in enumerate(row) if v == 1]) - \
+                adapter.site_parameters(site)
+    return total
 
 
 def attention_parameter_count(model: nn.Module) -> int:

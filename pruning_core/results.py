@@ -154,15 +154,39 @@ def load_scores(path: str | Path, layout: HeadLayout | None = None) -> ScoreResu
 
 # -- evaluations -----------------------------------------------------------------------------------
 
+def _tuples(values) -> tuple:
+    """``values`` as a tuple, pairs read back from JSON lists as tuples (a language-model window's)."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in values or ())
+
+
+def _float32_text(values) -> list[float]:
+    """Float32 values (each example's loss) as the shortest decimals that read back to the same float32:
+    about 10 characters each instead of a double's 18, so evaluation files stay small."""
+    import numpy as np
+
+    return [float(str(v)) for v in np.asarray(values, dtype=np.float32)]
+
+
+def _float32_values(values) -> tuple[float, ...]:
+    import numpy as np
+
+    return tuple(np.asarray(values, dtype=np.float32).tolist())
+
+
 @dataclass(frozen=True)
 class EvalResult:
-    """The metric and mean loss of one model (under one mask) on one data split.
+    """The metric and mean loss of one model (under one mask) on one data split, from one pass.
 
     per_example: one entry per example in the split's order, so that others can recompute the
     metric or compare two models example by example: the score per example (accuracy: 1 right,
     0 wrong) when the metric is ``per_example``, else the predictions (class ids, decoded texts).
     interval: 95 % interval of ``metric`` (Wilson for accuracy, bootstrap over examples otherwise);
     None when unknown (a result written before intervals existed, or a loss-based metric).
+    example_losses: each example's loss summed in float32 over what it is scored on (itself, or its
+    target tokens); example_weights: what each is summed over (1, or its target tokens), so
+    ``sum(example_losses) / sum(example_weights)`` is ``loss`` up to float32 summation order.
+    predictions: each example's prediction (class id, decoded text, or a language-model window's
+    ``(loss_sum, tokens)``). All three are ``()`` in a result written before they existed.
     """
 
     metric_name: str          # a pruning_core.metrics name: how to show it and which way is better
@@ -173,12 +197,23 @@ class EvalResult:
     seconds: float = 0.0
     per_example: tuple = ()
     interval: tuple[float, float] | None = None
+    example_losses: tuple[float, ...] = ()
+    example_weights: tuple[int, ...] = ()
+    predictions: tuple = ()
 
     def to_json(self, provenance_: dict | None = None, mask: HeadMask | None = None) -> dict:
+        """The ``headprune.eval/1`` document. The losses are written as float32 decimals; the predictions
+        only when they differ from ``per_example`` (class ids beside 0/1 scores), else they are read back
+        from it."""
         data = {"format": "headprune.eval/1", "metric_name": self.metric_name, "metric": self.metric,
                 "interval": list(self.interval) if self.interval is not None else None,
                 "loss": self.loss, "n_examples": self.n_examples, "extra": self.extra, "seconds": self.seconds,
                 "per_example": list(self.per_example)}
+        if self.example_losses:
+            data["example_losses"] = _float32_text(self.example_losses)
+            data["example_weights"] = list(self.example_weights)
+        if self.predictions and tuple(self.predictions) != tuple(self.per_example):
+            data["predictions"] = list(self.predictions)
         if mask is not None:
             data["mask"] = mask.to_json()
             data["heads_kept"] = mask.n_kept
@@ -190,6 +225,10 @@ class EvalResult:
     def from_json(cls, data: dict) -> "EvalResult":
         check_format(data, "headprune.eval/1")
         interval = data.get("interval")
+        per_example = _tuples(data.get("per_example"))
+        losses = _float32_values(data.get("example_losses") or ())
+        predictions = _tuples(data["predictions"]) if "predictions" in data else (per_example if losses else ())
         return cls(data["metric_name"], float(data["metric"]), float(data["loss"]), int(data["n_examples"]),
-                   dict(data.get("extra") or {}), float(data.get("seconds", 0.0)),
-                   tuple(data.get("per_example") or ()), tuple(interval) if interval else None)
+                   dict(data.get("extra") or {}), float(data.get("seconds", 0.0)), per_example,
+                   tuple(interval) if interval else None, losses,
+                   tuple(int(w) for w in data.get("example_weights") or ()), predictions)

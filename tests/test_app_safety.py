@@ -111,7 +111,8 @@ def test_restricted_policy_refuses_paths_alike_whether_they_exist_or_not(tmp_pat
 
 # -- headprune app: the command line -----------------------------------------------------------------
 def test_app_binds_loopback_by_default_and_the_given_host_on_purpose(tmp_path):
-    from pruning_core.cli import app_command, build_parser
+    from pruning_core.cli import build_parser
+    from pruning_core.cli_setup import app_command
     from pruning_core.errors import HeadpruneError
 
     cmd, env = app_command(build_parser().parse_args(["app"]), Path("dashboard.py"))

@@ -19,7 +19,7 @@ LAYERS = [
     {"finetune", "scoring"},
     {"prepare", "dynamics", "zoo_prepare"},
     {"smp"},
-    {"cli", "dynamics_cli", "__main__"},
+    {"cli", "cli_analysis", "cli_common", "cli_model", "cli_setup", "dynamics_cli", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}

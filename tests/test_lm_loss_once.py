@@ -1,5 +1,5 @@
-"""The language-model task computes the next-token cross-entropy once per batch: the evaluation loop's
-loss_sum and predict_batch share it, and predict_batch alone (another batch or other logits) recomputes."""
+"""The language-model task computes the next-token cross-entropy once per batch: the evaluation loop keeps
+each window's loss, and the window's prediction is that loss with its token count."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,6 @@ import torch
 from pruning_core import tasks
 from pruning_core.tasks import get_task
 from pruning_core.tasks import language_model as lm_module
-from pruning_core.tasks.base import EvalState
 from tiny import tiny_loaded
 
 DOCS = ["the good movie was fun", "a bad film it was not very great", "the plot was dull and the acting awful",
@@ -54,18 +53,15 @@ def test_evaluate_computes_the_cross_entropy_once_per_batch(setup, monkeypatch):
     assert math.isfinite(again.metric)
 
 
-def test_predict_batch_recomputes_for_other_logits(setup, monkeypatch):
+def test_window_predictions_are_the_loops_per_window_losses(setup):
+    """Each window's prediction is the (loss, tokens) the loop kept for it, recomputed here one window at a time."""
     loaded, task, data = setup
-    batch = next(iter(data.batches(4, device=loaded.device)))
+    res = task.evaluate(loaded, data, batch_size=4)
+    assert res.predictions == tuple(zip(res.example_losses, res.example_weights))
     with torch.inference_mode():
-        first = loaded.model(**batch.inputs)
-        task.loss_sum(loaded, batch, first)
-        other = type(first)(logits=first.logits * 0.5)                 # different logits, same batch
-        calls = _counting(monkeypatch)
-        state = EvalState(predictions=[None] * data.n_examples)
-        task.predict_batch(loaded, data, batch, other, state)
-    assert calls == [batch.n_examples]                                  # recomputed, not the stale losses
-    rows = [state.predictions[j][0] for j in batch.index.tolist()]
-    with torch.inference_mode():
-        want = lm_module.token_losses(other, batch.labels).tolist()
-    assert rows == pytest.approx(want)
+        for j in range(data.n_examples):
+            batch = task._collate(data, [j], loaded.device)
+            alone = float(lm_module.token_losses(loaded.model(**batch.inputs), batch.labels)[0])
+            # float32 sums over a window's targets, with the window padded in a batch or alone: ~1e-6 relative
+            assert res.example_losses[j] == pytest.approx(alone, rel=1e-5)
+            assert res.example_weights[j] == int((batch.labels[:, 1:] != -100).sum())

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from app import charts, report, ui
-from pruning_core import cli
+from pruning_core import cli_common
 from pruning_core.experiments import AblationRow
 
 
@@ -13,7 +13,7 @@ def test_labels_formats_and_scales():
     assert ui.metric_text("perplexity", 3.2) == report._metric("perplexity", 3.2) == "3.20"
     assert charts._scale("bleu") == (1.0, "BLEU") and charts._scale("accuracy") == (100.0, "accuracy (%)")
     assert charts._scale("perplexity") == (1.0, "perplexity")
-    assert cli._fmt("bleu", 27.314) == "27.31" and cli._fmt("accuracy", 0.85) == "0.8500"
+    assert cli_common.fmt("bleu", 27.314) == "27.31" and cli_common.fmt("accuracy", 0.85) == "0.8500"
 
 
 def _ablation_section(metric_name: str) -> str:

@@ -7,7 +7,7 @@ from pruning_core.errors import FormatError
 from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.models import load_model, save_pruned, weights_hash_of_module
-from pruning_core.pruning import attention_parameter_count, parameter_count, prune_heads
+from pruning_core.pruning import attention_parameter_count, parameter_count, parameter_count_after, prune_heads
 from tiny import ALL_ARCHS, ARCHS, attn_implementations, logits_of, tiny_inputs, tiny_loaded
 
 
@@ -34,6 +34,32 @@ def test_pruned_equals_masked_and_original_untouched(arch, attn, tmp_path):
     assert attention_parameter_count(pruned) < attention_parameter_count(lm.model)
     assert weights_hash_of_module(lm.model) == before
     assert installed_hook_count(lm.model) == 0 and installed_hook_count(pruned) == 0
+
+
+def _count_masks(layout, seeds=(0, 1, 2, 3)):
+    """Masks to count: random ones (each head removed with chance 0.3, 0.6 or 0.9: uneven key/value groups,
+    empty layers), every head of one layer or of one kind removed, and every head of the model."""
+    import random
+    heads = list(layout.heads())
+    masks = []
+    for seed in seeds:
+        rng = random.Random(seed)
+        for p in (0.3, 0.6, 0.9):
+            masks.append(HeadMask.from_removed(layout, [h for h in heads if rng.random() < p]))
+    for kind in layout.kinds:
+        masks.append(HeadMask.from_removed(layout, [h for h in heads if h[:2] == (kind, 1)]))
+        masks.append(HeadMask.from_removed(layout, [h for h in heads if h[0] == kind]))
+    return masks + [HeadMask.from_removed(layout, heads)]
+
+
+@pytest.mark.parametrize("arch", ALL_ARCHS)
+def test_parameter_count_after_pruning_is_arithmetic_and_exact(arch, tmp_path):
+    lm = tiny_loaded(arch, tmp_path)
+    before = weights_hash_of_module(lm.model)
+    for mask in _count_masks(lm.layout):
+        assert parameter_count_after(lm.model, mask) == parameter_count(prune_heads(lm.model, mask)), mask.to_json()
+    assert parameter_count_after(lm.model, HeadMask.full(lm.layout)) == parameter_count(lm.model)
+    assert weights_hash_of_module(lm.model) == before
 
 
 @pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])

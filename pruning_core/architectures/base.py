@@ -128,6 +128,16 @@ def in_width(module: nn.Module) -> int:
     return int(module.nx if hasattr(module, "nx") else module.in_features)
 
 
+def out_width(module: nn.Module) -> int:
+    """Output features of a Linear or Conv1D."""
+    return int(module.nf if hasattr(module, "nf") else module.out_features)
+
+
+def _weights(module: nn.Module, outputs: int, inputs: int) -> int:
+    """Parameters of a Linear or Conv1D with ``outputs`` x ``inputs`` weights (plus ``outputs`` if it has a bias)."""
+    return outputs * inputs + (outputs if getattr(module, "bias", None) is not None else 0)
+
+
 class EmptyAttention(nn.Module):
     """An attention whose heads were all removed: zero-width projections, output = out-projection bias.
 
@@ -212,6 +222,31 @@ class ArchitectureAdapter:
             self.set_head_count(site.container, len(keep), site.head_dim)
         else:
             setattr(site.parent, site.attr, self.empty_attention(site))
+
+    def site_parameters(self, site: AttentionSite, keep: Sequence[int] | None = None) -> int:
+        """Parameters of ``site`` (its projections and the attention module's other parameters) as it is,
+        or with ``keep``, as :meth:`prune_site` would leave it: counted from the shapes, nothing copied.
+
+        Queries keep ``len(keep)`` heads, keys and values the :func:`kv_plan` heads (repeats included),
+        each ``head_dim`` rows of the projection's input width (plus bias); the output projection keeps
+        ``len(keep) * head_dim`` input columns and its whole bias; a site left without heads loses the
+        attention module's other parameters (it becomes an :class:`EmptyAttention`). A family whose
+        :meth:`prune_site` slices otherwise overrides this beside it (``tests/test_pruning.py`` checks
+        both agree for every family).
+        """
+        projections = site.projections()
+        own = {id(p) for m in projections for p in m.parameters()}
+        other = sum(p.numel() for p in site.container.parameters() if id(p) not in own)
+        if keep is None:
+            return other + sum(p.numel() for m in projections for p in m.parameters(recurse=False))
+        keep = sorted(keep)
+        kv_heads = len(kv_plan(site, keep))
+        rows: dict[int, int] = {}                      # id(module) -> kept output rows (fused q|k|v add up)
+        for module, heads in ((site.q, len(keep)), (site.k, kv_heads), (site.v, kv_heads)):
+            rows[id(module)] = rows.get(id(module), 0) + heads * site.head_dim
+        qkv = sum(_weights(m, rows[id(m)], in_width(m)) for m in projections if id(m) in rows)
+        out = _weights(site.out, out_width(site.out), len(keep) * site.head_dim)      # the bias stays whole
+        return qkv + out + (other if keep else 0)
 
     def slice_qkv(self, site: AttentionSite, keep: Sequence[int], kv_keep: Sequence[int]) -> None:
         """Keep the query outputs of heads ``keep`` and the key/value outputs of heads ``kv_keep``

@@ -2,14 +2,15 @@
 
 - :mod:`.batching`: :class:`EncodedData` / :class:`EncodedBatch`, padding, length buckets;
 - :mod:`.cache`: the in-memory cache of encoded splits;
-- :mod:`.base`: the :class:`Task` base class with the one evaluation loop, and the task-type registry;
+- :mod:`.base`: the :class:`Task` base class with the one evaluation loop, the task-type registry, and
+  :func:`default_score_split` (the one policy for which split heads are scored on);
 - :mod:`.classification`, :mod:`.translation`, :mod:`.language_model`, :mod:`.speech`: the task types;
 - :mod:`.registry`: task names, :func:`get_task` (``file:PATH``, GLUE, WMT, the embedded default).
 
 The metric functions live in :mod:`pruning_core.metrics` (re-exported here for old imports).
 """
 from ..metrics import accuracy, binary_f1, matthews_corrcoef
-from .base import TASK_TYPES, EvalState, Loader, Task, register_task_type
+from .base import SCORE_SPLIT, TASK_TYPES, EvalState, Loader, Task, default_score_split, register_task_type
 from .batching import (IGNORE, EncodedBatch, EncodedData, accepts_argument, collate_classification,
                        tokenize_classification)
 from .cache import CACHE_SIZE, clear_cache
@@ -20,8 +21,8 @@ from .speech import SpeechRecognitionTask
 from .translation import TranslationTask
 
 __all__ = [
-    "CACHE_SIZE", "FILE_PREFIX", "IGNORE", "TASKS", "TASK_TYPES", "ClassificationTask", "EncodedBatch",
+    "CACHE_SIZE", "FILE_PREFIX", "IGNORE", "SCORE_SPLIT", "TASKS", "TASK_TYPES", "ClassificationTask", "EncodedBatch",
     "EncodedData", "EvalState", "LanguageModelTask", "Loader", "SpeechRecognitionTask", "Task", "TranslationTask", "accepts_argument", "accuracy", "binary_f1",
-    "clear_cache", "collate_classification", "get_task", "matthews_corrcoef", "register_task",
+    "clear_cache", "collate_classification", "default_score_split", "get_task", "matthews_corrcoef", "register_task",
     "register_task_type", "task_names", "tokenize_classification",
 ]

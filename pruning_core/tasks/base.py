@@ -3,11 +3,12 @@
 A task tokenises a split once (:meth:`Task.encode`, cached in memory) into an
 :class:`~pruning_core.tasks.batching.EncodedData`. :meth:`Task.loss_sum` gives the *summed* loss
 of a batch (per example for classification, per target token for translation), so gradients of
-several batches add up and can be averaged by the caller. :meth:`Task.evaluate` is the one
+several batches add up and can be averaged by the caller; it is the sum of
+:meth:`Task.example_losses`, each example's own summed loss. :meth:`Task.evaluate` is the one
 evaluation loop (a template method): it runs the batches under ``torch.inference_mode()`` and the
-head mask, reports progress and times the run; a task type supplies the per-batch hook
-:meth:`Task.predict_batch` and :meth:`Task.summarise`, which turns the predictions into an
-:class:`EvalResult`.
+head mask, keeps each example's loss, reports progress and times the run; a task type supplies the
+per-batch hooks :meth:`Task.example_losses` and :meth:`Task.predict_batch`, and
+:meth:`Task.summarise`, which turns the predictions into an :class:`EvalResult`.
 
 A task declares its ``task_type`` (checked against the model's, which its architecture adapter
 sets) and the name of its headline metric (a :mod:`pruning_core.metrics` entry).
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,11 +45,14 @@ class EvalState:
     """What the evaluation loop gathers over the batches, for :meth:`Task.summarise`.
 
     predictions: one entry per example, in the split's original order (class id, decoded text).
+    losses, weights: per example, in that order, its summed loss and what it is summed over.
     loss: the summed loss; loss_weight: what it is summed over (examples or target tokens).
     options: evaluation options (``beams``); extra: anything else a task type counts.
     """
 
     predictions: list
+    losses: list[float] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)
     loss: float = 0.0
     loss_weight: int = 0
     options: dict[str, Any] = field(default_factory=dict)
@@ -69,7 +72,8 @@ class Task:
     """One task: a data source plus how to encode, score and evaluate it.
 
     Subclasses (one per task type) set ``task_type`` and ``default_metric`` and implement
-    ``_encode_examples``, ``_collate``, ``loss_sum``, ``predict_batch`` and ``summarise``; the data
+    ``_encode_examples``, ``_collate``, ``example_losses`` (and ``example_weights`` unless each example
+    weighs 1), ``predict_batch`` and ``summarise``; the data
     source is a ``loader(split, limit) -> list[dict]`` given at construction.
     """
 
@@ -168,59 +172,57 @@ class Task:
     # -- the evaluation loop (template method) ------------------------------------------------------
     def evaluate(self, loaded, data: EncodedData, mask: HeadMask | None = None, *, batch_size: int = 64,
                  beams: int = 1, progress: ProgressCallback | None = None) -> EvalResult:
-        """The metric and mean loss of ``loaded`` under ``mask`` on ``data`` (``beams``: decoding only)."""
+        """The metric and mean loss of ``loaded`` under ``mask`` on ``data`` (``beams``: decoding only),
+        with each example's summed loss, its weight and its prediction, all from one forward pass.
+
+        Under ``torchrun`` each rank runs its share of the batches (the batch iterator's ``part``);
+        predictions and losses are gathered and the batch losses re-added in the single-process
+        order, so every figure equals one process's exactly (:mod:`pruning_core.distributed`).
+        """
         self.check_beams(beams)
         start = time.perf_counter()
-        state = EvalState(predictions=[None] * data.n_examples, options={"beams": beams})
+        n = data.n_examples
+        state = EvalState(predictions=[None] * n, losses=[0.0] * n, weights=[0] * n, options={"beams": beams})
         part = distributed.batch_part()
-        if part is not None:
-            self._evaluate_part(loaded, data, mask, batch_size, part, state, progress)
-            return self._finish(data, state, start)
-        total = math.ceil(data.n_examples / batch_size)
-        with torch.inference_mode(), apply_mask(loaded, mask):
-            for i, batch in enumerate(data.batches(batch_size, device=loaded.device)):
-                outputs = loaded.model(**batch.inputs)
-                state.loss += float(self.loss_sum(loaded, batch, outputs))
-                state.loss_weight += self.loss_weight(batch)
-                self.predict_batch(loaded, data, batch, outputs, state)
-                report(progress, "evaluate", i + 1, total, self.name)
-        return self._finish(data, state, start)
-
-    def _finish(self, data: EncodedData, state: EvalState, start: float) -> EvalResult:
-        """The result of the predictions in ``state``, with per-example evidence and timing."""
-        result = self.summarise(data, state)
-        kept = evidence(get_metric(result.metric_name), state.predictions, self.references(data))
-        return replace(result, seconds=time.perf_counter() - start, **kept)
-
-    def _evaluate_part(self, loaded, data: EncodedData, mask: HeadMask | None, batch_size: int,
-                       part: tuple[int, int], state: EvalState, progress: ProgressCallback | None) -> None:
-        """Fill ``state`` as :meth:`evaluate` would, running only this rank's batches.
-
-        Predictions and per-batch losses are gathered from every rank; the losses are re-added in
-        the single-process batch order, so the loss and every metric equal one process's exactly
-        (:mod:`pruning_core.distributed`).
-        """
-        rank, size = part
+        rank, size = part if part is not None else (0, 1)
         total = data.n_batches(batch_size, part)
-        losses: dict[int, tuple[float, int]] = {}             # global batch index -> (loss sum, weight)
-        mine: list[int] = []                                   # the examples this rank predicted
+        batch_losses: dict[int, tuple[float, int]] = {}        # global batch index -> (loss sum, weight)
+        mine: list[int] = []                                   # the examples this process evaluated
         with distributed.guard(f"evaluate {self.name}"):
             with torch.inference_mode(), apply_mask(loaded, mask):
                 for i, batch in enumerate(data.batches(batch_size, device=loaded.device, part=part)):
                     distributed.check_injected_failure()
                     outputs = loaded.model(**batch.inputs)
-                    losses[rank + i * size] = (float(self.loss_sum(loaded, batch, outputs)), self.loss_weight(batch))
+                    rows = self.example_losses(loaded, batch, outputs).float()           # [B]
+                    weights = self.example_weights(batch).tolist()                        # [B]
+                    index = batch.index.tolist()
+                    for j, loss, weight in zip(index, rows.tolist(), weights):
+                        state.losses[j], state.weights[j] = loss, int(weight)
+                    batch_losses[rank + i * size] = (float(rows.sum()), int(sum(weights)))
                     self.predict_batch(loaded, data, batch, outputs, state)
-                    mine += batch.index.tolist()
+                    mine += index
                     report(progress, "evaluate", i + 1, total, self.name)
-            shares = distributed.gather(([(j, state.predictions[j]) for j in mine], losses), f"evaluate {self.name}")
-        for predictions, batch_losses in shares:
-            for j, p in predictions:
-                state.predictions[j] = p
-            losses.update(batch_losses)
-        for b in sorted(losses):                                # the single-process order
-            state.loss += losses[b][0]
-            state.loss_weight += losses[b][1]
+            if part is not None:
+                self._gather(state, mine, batch_losses)
+        for b in sorted(batch_losses):                          # the single-process order
+            state.loss += batch_losses[b][0]
+            state.loss_weight += batch_losses[b][1]
+        return self._finish(data, state, start)
+
+    def _gather(self, state: EvalState, mine: list[int], batch_losses: dict[int, tuple[float, int]]) -> None:
+        """Fill ``state`` and ``batch_losses`` with every rank's examples and batches (data-parallel runs)."""
+        share = ([(j, state.predictions[j], state.losses[j], state.weights[j]) for j in mine], batch_losses)
+        for examples, losses in distributed.gather(share, f"evaluate {self.name}"):
+            for j, prediction, loss, weight in examples:
+                state.predictions[j], state.losses[j], state.weights[j] = prediction, loss, weight
+            batch_losses.update(losses)
+
+    def _finish(self, data: EncodedData, state: EvalState, start: float) -> EvalResult:
+        """The result of the predictions in ``state``, with per-example evidence, losses and timing."""
+        result = self.summarise(data, state)
+        kept = evidence(get_metric(result.metric_name), state.predictions, self.references(data))
+        return replace(result, seconds=time.perf_counter() - start, example_losses=tuple(state.losses),
+                       example_weights=tuple(state.weights), predictions=tuple(state.predictions), **kept)
 
     @staticmethod
     def references(data: EncodedData) -> list | None:
@@ -234,13 +236,21 @@ class Task:
     def _collate(self, data: EncodedData, idx: Sequence[int], device) -> EncodedBatch:
         raise NotImplementedError
 
-    def loss_sum(self, loaded, batch: EncodedBatch, outputs) -> Tensor:
-        """Scalar: the loss summed over examples (classification) or target tokens (translation)."""
+    def example_losses(self, loaded, batch: EncodedBatch, outputs) -> Tensor:
+        """``[B]``: each example's loss, summed over what it is scored on (itself, or its target tokens)."""
         raise NotImplementedError
+
+    def example_weights(self, batch: EncodedBatch) -> Tensor:
+        """``[B]``: what each of :meth:`example_losses` sums over (1 per example by default)."""
+        return torch.ones(batch.n_examples, dtype=torch.long)
+
+    def loss_sum(self, loaded, batch: EncodedBatch, outputs) -> Tensor:
+        """Scalar: the loss summed over the batch's examples (what scoring differentiates)."""
+        return self.example_losses(loaded, batch, outputs).sum()
 
     def loss_weight(self, batch: EncodedBatch) -> int:
         """What :meth:`loss_sum` sums over in ``batch`` (the mean loss divides by the total)."""
-        return batch.n_examples
+        return int(self.example_weights(batch).sum())
 
     def predict_batch(self, loaded, data: EncodedData, batch: EncodedBatch, outputs, state: EvalState) -> None:
         """Store the predictions of ``batch`` in ``state.predictions[batch.index]`` (inside the loop)."""
@@ -249,6 +259,19 @@ class Task:
     def summarise(self, data: EncodedData, state: EvalState) -> EvalResult:
         """The :class:`EvalResult` of the predictions gathered in ``state``."""
         raise NotImplementedError
+
+
+SCORE_SPLIT = "train"      # heads are scored on training data and measured on held-out data (Michel et al.)
+
+
+def default_score_split(task: Task) -> str:
+    """The split heads are scored on unless the caller says otherwise: ``train`` when ``task`` has training
+    examples of its own (distinct from the split it is evaluated on), so the order of the heads is not chosen
+    on the examples it is measured on; else the task's evaluation split (``task.default_split``).
+
+    The CLI (``score``, ``curve``, ``one-per-layer``) and the dashboard (Head map, Curves, Share) use it.
+    """
+    return SCORE_SPLIT if task.distinct_split(SCORE_SPLIT) else task.default_split
 
 
 TASK_TYPES: Registry[type[Task]] = Registry("task type", DataError,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import DataError
@@ -20,6 +21,20 @@ if TYPE_CHECKING:
     from .base import Task
 
 IGNORE = -100                   # label id ignored by the loss (padding of translation targets)
+
+
+def label_losses(logits: Tensor, labels: Tensor) -> Tensor:
+    """``[B]``: the cross-entropy of ``logits`` ``[B, T, V]`` against ``labels`` ``[B, T]`` summed per row
+    (in float32), positions labelled -100 left out; what a sequence task's examples each lose."""
+    logits = logits.float()
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
+                           reduction="none")
+    return loss.view(labels.shape).sum(-1)
+
+
+def label_counts(labels: Tensor) -> Tensor:
+    """``[B]``: how many positions of ``labels`` ``[B, T]`` are targets (not -100)."""
+    return (labels != IGNORE).sum(-1)
 
 
 @dataclass

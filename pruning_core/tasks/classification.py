@@ -50,9 +50,9 @@ class ClassificationTask(Task):
         return EncodedBatch(inputs=inputs, labels=labels, token_masks={"encoder_self": inputs["attention_mask"]},
                             n_examples=len(idx), index=torch.tensor(list(idx), dtype=torch.long))
 
-    def loss_sum(self, loaded, batch, outputs) -> Tensor:
-        """Cross-entropy of ``outputs.logits`` [B, C] against ``batch.labels`` [B], summed."""
-        return F.cross_entropy(outputs.logits.float(), batch.labels, reduction="sum")
+    def example_losses(self, loaded, batch, outputs) -> Tensor:
+        """``[B]``: the cross-entropy of each row of ``outputs.logits`` [B, C] against ``batch.labels`` [B]."""
+        return F.cross_entropy(outputs.logits.float(), batch.labels, reduction="none")
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         for j, p in zip(batch.index.tolist(), outputs.logits.argmax(-1).tolist()):

@@ -17,19 +17,16 @@ cross-entropy summed over its targets; perplexity = exp(summed loss / targets).
 """
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import DataError
 from ..metrics import PERPLEXITY
 from ..results import EvalResult
 from .base import EvalState, Loader, Task, register_task_type
-from .batching import IGNORE, EncodedBatch, EncodedData, pad
+from .batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
 DEFAULT_CONTEXT = 128
 
@@ -58,11 +55,7 @@ def token_losses(outputs, labels: Tensor) -> Tensor:
 
     outputs.logits: ``[B, T, V]``; labels: ``[B, T]`` token ids, -100 where not a target.
     """
-    logits = outputs.logits[:, :-1].float()
-    target = labels[:, 1:]
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE,
-                           reduction="none")
-    return loss.view(target.shape).sum(-1)
+    return label_losses(outputs.logits[:, :-1], labels[:, 1:])
 
 
 @register_task_type
@@ -77,10 +70,6 @@ class LanguageModelTask(Task):
         if stride is not None and stride < 1:
             raise DataError(f"stride must be a positive number of tokens, got {stride}.")
         self.stride = stride                     # None: the context length (non-overlapping windows)
-        # the evaluation loop asks for loss_sum, then predict_batch, of the same batch: the per-window
-        # losses of the last batch (per thread, as the dashboard may evaluate from several) are kept so
-        # that the cross-entropy over [B, T, V] logits is computed once per batch
-        self._last = threading.local()
 
     def _max_length(self, loaded, max_length: int) -> int:
         context = Task._max_length(loaded, max_length)
@@ -126,33 +115,17 @@ class LanguageModelTask(Task):
                             token_masks={"decoder_self": attention_mask}, n_examples=len(idx),
                             index=torch.tensor(list(idx), dtype=torch.long))
 
-    def loss_sum(self, loaded, batch, outputs) -> Tensor:
-        """Next-token cross-entropy of ``outputs.logits`` [B, T, V] summed over the batch's targets."""
-        rows = token_losses(outputs, batch.labels)                                          # [B]
-        # a weak reference to the logits: scoring calls loss_sum alone, and must not keep a graph alive
-        self._last.batch, self._last.logits, self._last.rows = batch, weakref.ref(outputs.logits), rows.detach()
-        return rows.sum()
+    def example_losses(self, loaded, batch, outputs) -> Tensor:
+        """``[B]``: each window's next-token cross-entropy of ``outputs.logits`` [B, T, V], summed over its targets."""
+        return token_losses(outputs, batch.labels)
 
-    def _window_losses(self, batch, outputs) -> Tensor:
-        """``[B]`` per-window losses: those :meth:`loss_sum` just computed for this batch, else computed now."""
-        last = self._last
-        logits = getattr(last, "logits", None)
-        if getattr(last, "batch", None) is batch and logits is not None and logits() is outputs.logits:
-            rows = last.rows
-        else:
-            rows = token_losses(outputs, batch.labels)
-        last.batch = last.logits = last.rows = None
-        return rows
-
-    def loss_weight(self, batch) -> int:
-        return int((batch.labels[:, 1:] != IGNORE).sum())
+    def example_weights(self, batch) -> Tensor:
+        return label_counts(batch.labels[:, 1:])
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
-        """Each window's ``(loss_sum, tokens)``: what a bootstrap over windows resamples."""
-        rows = self._window_losses(batch, outputs).tolist()
-        counts = (batch.labels[:, 1:] != IGNORE).sum(-1).tolist()
-        for j, loss, n in zip(batch.index.tolist(), rows, counts):
-            state.predictions[j] = (float(loss), int(n))
+        """Each window's ``(loss_sum, tokens)`` (the loop's per-example loss): what a bootstrap over windows resamples."""
+        for j in batch.index.tolist():
+            state.predictions[j] = (state.losses[j], state.weights[j])
 
     def summarise(self, data, state: EvalState) -> EvalResult:
         """Perplexity = exp(mean token loss); tokens, context length and stride in ``extra``."""

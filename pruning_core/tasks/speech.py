@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.speech import RATE, normalize_transcript, read_wav
@@ -30,7 +29,7 @@ from ..heads import HeadMask
 from ..metrics import BLEU, WER
 from ..results import EvalResult
 from .base import EvalState, Task, register_task_type
-from .batching import IGNORE, EncodedBatch, EncodedData, pad
+from .batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
 LANGUAGE = "en"
 HOP = 160                         # Whisper's STFT hop (10 ms at 16 kHz); frames = 2 x encoder positions
@@ -164,14 +163,13 @@ class SpeechRecognitionTask(Task):
                                          "cross": decoder_mask},
                             n_examples=len(idx), index=torch.tensor(list(idx), dtype=torch.long))
 
-    def loss_sum(self, loaded, batch, outputs) -> Tensor:
-        """Cross-entropy of ``outputs.logits`` [B, T_dec, V] over the transcript tokens (and end-of-text), summed."""
-        logits = outputs.logits.float()
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1),
-                               ignore_index=IGNORE, reduction="sum")
+    def example_losses(self, loaded, batch, outputs) -> Tensor:
+        """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's transcript tokens
+        (and end-of-text), summed."""
+        return label_losses(outputs.logits, batch.labels)
 
-    def loss_weight(self, batch) -> int:
-        return int((batch.labels != IGNORE).sum())
+    def example_weights(self, batch) -> Tensor:
+        return label_counts(batch.labels)
 
     def generate_kwargs(self, loaded, data: EncodedData, beams: int) -> dict:
         """Arguments of ``model.generate`` for this task's decoding (language and task for multilingual Whisper)."""

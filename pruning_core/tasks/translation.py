@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import DataError
 from ..metrics import BLEU
 from ..results import EvalResult
 from .base import EvalState, Task, register_task_type
-from .batching import IGNORE, EncodedBatch, EncodedData, collate_classification, pad
+from .batching import IGNORE, EncodedBatch, EncodedData, collate_classification, label_counts, label_losses, pad
 
 
 @register_task_type
@@ -64,14 +63,12 @@ class TranslationTask(Task):
                                          "cross": target},
                             n_examples=len(idx), index=torch.tensor(list(idx), dtype=torch.long))
 
-    def loss_sum(self, loaded, batch, outputs) -> Tensor:
-        """Cross-entropy of ``outputs.logits`` [B, T_dec, V] over the real target tokens, summed."""
-        logits = outputs.logits.float()
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1),
-                               ignore_index=IGNORE, reduction="sum")
+    def example_losses(self, loaded, batch, outputs) -> Tensor:
+        """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's target tokens, summed."""
+        return label_losses(outputs.logits, batch.labels)
 
-    def loss_weight(self, batch) -> int:
-        return int(batch.token_masks["cross"].sum())
+    def example_weights(self, batch) -> Tensor:
+        return label_counts(batch.labels)
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         """Decode the batch (greedy when ``beams`` is 1) under the mask already in place."""

@@ -1,0 +1,81 @@
+"""``headprune`` model commands: info (architecture, heads, parameters), prune (save the smaller model),
+bench (dense vs masked vs physically pruned)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cli_args import DTYPE_CHOICES, checked, int_list, output_folder, positive_int
+from .cli_common import common_options, load_from_args, mask_options, progress_bars, read_mask, write_result
+from .errors import HeadpruneError
+
+
+def add_info(sub) -> None:
+    """Add ``info`` to the sub-commands ``sub``."""
+    p = sub.add_parser("info", help="architecture, heads and parameters of a model")
+    common_options(p, task=False)
+    p.set_defaults(func=cmd_info)
+
+
+def add_prune_and_bench(sub) -> None:
+    """Add ``prune`` and ``bench`` to the sub-commands ``sub``."""
+    p = sub.add_parser("prune", help="physically remove the masked heads and save the smaller model")
+    p.add_argument("model")
+    mask_options(p, "a headprune.mask/1 file", required=True)
+    checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
+    p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
+                   help="the precision the pruned model is saved in (half precision needs --device cuda)")
+    p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
+    common_options(p, task=False)
+    mask_options(p, "a headprune.mask/1 file (default: remove half the heads of every layer, seeded)")
+    checked(p, "--batch-sizes", default="1,8,32", check=int_list)
+    checked(p, "--seq-len", type=int, default=128, check=positive_int)
+    checked(p, "--repeats", type=int, default=None, check=positive_int)
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_info(args) -> None:
+    from .pruning import attention_parameter_count, parameter_count
+    from .results import provenance
+    loaded = load_from_args(args)
+    total, attn = parameter_count(loaded.model), attention_parameter_count(loaded.model)
+    print(f"model      {loaded.model_id}  ({loaded.source}, {loaded.config.model_type}, {loaded.task_type})")
+    print(f"weights    sha256 {loaded.weights_sha256[:16]}…")
+    print(f"heads      {loaded.layout.describe()}  ({loaded.layout.total_heads} in all)")
+    print(f"parameters {total:,} ({attn:,} in attention, {attn / total:.1%})")
+    if loaded.pruned_heads:
+        print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
+    write_result(args, {"format": "headprune.info/1", "model": loaded.model_id,
+                        "model_type": loaded.config.model_type, "task_type": loaded.task_type,
+                        "layout": loaded.layout.to_json(), "parameters": total, "attention_parameters": attn,
+                        "pruned_heads": loaded.pruned_heads, "provenance": provenance(loaded)})
+
+
+def cmd_prune(args) -> None:
+    from .models import save_pruned
+    from .pruning import parameter_count, prune_heads
+    loaded = load_from_args(args)
+    mask = read_mask(args, loaded.layout)
+    pruned = prune_heads(loaded.model, mask)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
+    save_pruned(pruned, loaded.tokenizer, out)
+    before, after = parameter_count(loaded.model), parameter_count(pruned)
+    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; parameters {before:,} -> {after:,} "
+          f"({1 - after / before:.1%} fewer); saved to {out}")
+
+
+def cmd_bench(args) -> None:
+    from .bench import benchmark, format_bench
+    sizes = tuple(int(s) for s in args.batch_sizes.split(","))     # checked by cli_args.int_list
+    loaded = load_from_args(args, attn="sdpa")
+    mask = read_mask(args, loaded.layout)          # None: the benchmark's own half mask (seed 0)
+    kwargs = {"repeats": args.repeats} if args.repeats else {}
+    result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
+                       progress=progress_bars(), **kwargs)
+    print(format_bench(result))
+    write_result(args, result.to_json())
