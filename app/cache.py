@@ -19,15 +19,17 @@ cached functions (a cached function must not draw, or its cache hits would repla
 """
 from __future__ import annotations
 
+import math
 import os
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
 
 from pruning_core.architectures import kv_groups_of
-from pruning_core import attention_maps, bench, experiments, pruning, storage, tasks, zoo
+from pruning_core import attention_maps, bench, budget, experiments, pruning, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, load_model
@@ -200,6 +202,18 @@ def split_of(task_name: str) -> str:
 def data(spec: str, task_name: str, limit: int | None):
     """The task's evaluation split, tokenised for the model, at most ``limit`` examples."""
     return task(task_name).encode(load(spec), split_of(task_name), limit)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
+    """One example's cost for ``spec`` on ``task_name``: text lengths measured on the first
+    :data:`budget.MAX_EVAL_SIZE` examples; a speech model's audio is fixed-length (not encoded here)."""
+    loaded = load(spec)
+    if bench.audio_frames(loaded.model.config) is not None:
+        return budget.example_cost(loaded, loaded.task_type)
+    encoded = data(spec, task_name, budget.MAX_EVAL_SIZE)
+    mean_length = statistics.mean(encoded.lengths or [encoded.max_length])
+    return budget.example_cost(loaded, loaded.task_type, math.ceil(mean_length))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -279,7 +279,7 @@ def eval_limit(spec: str, task_name: str) -> int:
 def eval_size_picker(page: str, narrow: bool = False) -> int:
     """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width).
     Its help says what the size buys and what the model's own size is."""
-    from app import workload
+    from app import cache, workload
 
     if narrow:
         with st.columns([1, 2])[0]:
@@ -295,7 +295,7 @@ def eval_size_picker(page: str, narrow: bool = False) -> int:
             state.add_notice("error", str(exc))
 
     own = workload.eval_size(spec, task_name)
-    unit = workload.example_cost(spec, task_name).unit
+    unit = cache.example_cost(spec, task_name).unit
     st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=max(1, own // 2),
                     key=key, on_change=changed,
                     help=f"The first N {unit}s of the task's evaluation split. This model's own size is {own}: a "

@@ -9,11 +9,8 @@ of logits per token), so the page offers a button with a time estimate instead.
 from __future__ import annotations
 
 import math
-import statistics
 
-import streamlit as st
-
-from pruning_core import bench, budget
+from pruning_core import budget
 from pruning_core.scoring import scorer_info
 
 from . import cache
@@ -23,20 +20,9 @@ AUTO_SCORE_SECONDS = 10.0                          # others too when their estim
 GRADIENT_PASS = 3                                  # forward + backward ~ 3 forward passes of multiply-adds
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
-    """One example's cost for ``spec`` on ``task_name``: text lengths measured on the first
-    :data:`budget.MAX_EVAL_SIZE` examples; a speech model's audio is fixed-length (not encoded here)."""
-    loaded = cache.load(spec)
-    if bench.audio_frames(loaded.model.config) is not None:
-        return budget.example_cost(loaded, loaded.task_type)
-    data = cache.data(spec, task_name, budget.MAX_EVAL_SIZE)
-    return budget.example_cost(loaded, loaded.task_type, math.ceil(statistics.mean(data.lengths or [data.max_length])))
-
-
 def eval_size(spec: str, task_name: str) -> int:
     """The default evaluation size of ``spec`` on ``task_name``: a click in about 5 s on 2 cores."""
-    return budget.eval_size(example_cost(spec, task_name))
+    return budget.eval_size(cache.example_cost(spec, task_name))
 
 
 def interval_note(n: int, unit: str = "example") -> str:
@@ -49,7 +35,7 @@ def interval_note(n: int, unit: str = "example") -> str:
 
 def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> float:
     """Estimated seconds to score every head with ``scorer`` on ``limit`` examples."""
-    cost = example_cost(spec, task_name)
+    cost = cache.example_cost(spec, task_name)
     info = scorer_info(scorer)
     if info.cost == "per_head":
         return cost.seconds(limit, passes=heads + 1)
