@@ -22,7 +22,6 @@ from app import jobs, state
 from app.access import hide_upload_paths, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
-from pruning_core.attention_maps import MAX_TOKENS
 from pruning_core.errors import Cancelled, HeadpruneError
 from pruning_core.metrics import get_metric
 from pruning_core.progress import ProgressEvent
@@ -314,22 +313,6 @@ def load_architecture(spec: str):
                    "there.")
         return None
     return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
-
-
-def show_predictions(run) -> None:
-    """The dense and the pruned model's answer (an ``AttentionRun``) side by side, a warning when they
-    differ, and notes."""
-    mask = run.mask
-    left, right = st.columns(2)
-    for col, name, pred in ((left, "all heads", run.dense_prediction),
-                            (right, f"pruned ({mask.n_kept}/{mask.n_total} heads kept)", run.pruned_prediction)):
-        top = max((p for _, p in pred.probabilities), default=None)
-        col.metric(f"Prediction, {name}", pred.label or "(empty translation)",
-                   f"p = {top:.3f}" if top is not None else None, delta_color="off")
-    if run.dense_prediction.label != run.pruned_prediction.label:
-        st.warning("The mask changes the model's answer for this sentence.")
-    notes = [f"The input was cut to its first {MAX_TOKENS} tokens."] if run.truncated else []
-    st.caption(" ".join([*notes, *run.notes, f"Computed in {run.seconds:.2f} s."]))     # the library's own notes
 
 
 # -- model and task pickers (Model & data page) -------------------------------------------------

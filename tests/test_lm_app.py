@@ -9,7 +9,7 @@ import random
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, ok
+from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, ok, predictions
 from test_app_pages import button, click_head, metric
 
 TIMEOUT = 120
@@ -86,8 +86,10 @@ def test_curves_page_plots_perplexity(app):
 
 def test_attention_page_draws_causal_maps(app):
     at = app("app_pages/attention.py")
-    predictions = [m for m in at.metric if m.label.startswith("Prediction")]
-    assert len(predictions) == 2 and predictions[0].value.startswith("'")          # the next token, quoted
+    answers = list(predictions(at).values())
+    assert len(answers) == 2 and answers[0].startswith("'")                        # the next token, quoted
+    intro = at.markdown[0].value                  # a decoder-only model's intro (issue 22 item 6)
+    assert "[CLS]" not in intro and "decoder-only" in intro and "first token" in intro
     assert any("Causal attention" in c.value for c in at.caption)
     assert len(at.get("iframe")) + len(at.get("html")) >= 1                       # the bertviz views
 
