@@ -75,6 +75,24 @@ class Change:
     detail: str             # '95 % interval of the change −7 to +1 points (exact McNemar …)'
 
 
+def _value_places(metric: Metric, result: EvalResult) -> int:
+    """The decimals :func:`shown` gives ``result``'s value."""
+    if result.interval is None:
+        return decimals(metric, None)
+    return decimals(metric, _half_width(metric, *result.interval))
+
+
+def _consistent_places(metric: Metric, base: EvalResult, other: EvalResult, delta: float, places: int) -> int:
+    """``places`` for the change, or one decimal more than the shown values when the change at ``places``
+    would contradict them: 115 → 117 of 128 shows '90 %' and '91 %', whose change of 1.56 points at the
+    interval's precision reads '+2 points'; it is shown '+1.6 points' instead."""
+    vb, vo = _value_places(metric, base), _value_places(metric, other)
+    apart = round(metric.display(other.metric), vo) - round(metric.display(base.metric), vb)
+    if f"{delta:.{places}f}" == f"{apart:.{places}f}":
+        return places
+    return max(places, vb + 1, vo + 1)
+
+
 def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -> Change:
     """``other`` minus ``base`` on the same examples. With no paired comparison (no per-example
     results) the change is shown but counted as within noise only when it is zero."""
@@ -83,7 +101,7 @@ def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -
     if comparison is None:
         return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
     low, high = metric.display(comparison.low), metric.display(comparison.high)
-    places = decimals(metric, (high - low) / 2)
+    places = _consistent_places(metric, base, other, delta, decimals(metric, (high - low) / 2))
     fmt = _fmt(metric.delta_fmt, places)
     number = _fmt("{:+.1f}", places)
     unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
