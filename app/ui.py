@@ -18,13 +18,12 @@ from typing import Any
 
 import streamlit as st
 
-from app import jobs, state
+from app import jobs, progress_text, state
 from app.access import hide_upload_paths, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
 from pruning_core.errors import Cancelled, HeadpruneError
 from pruning_core.metrics import get_metric
-from pruning_core.progress import ProgressEvent
 
 log = logging.getLogger("headprune.app")
 
@@ -62,12 +61,7 @@ def show_error(exc: BaseException, what: str = "") -> None:
                  icon=":material/error:")
 
 
-def _describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str]:
-    if event is None:
-        return None, label
-    count = f"{event.done}/{event.total}" if event.total else f"{event.done}"
-    note = f" · {event.message}" if event.message else ""
-    return event.fraction, f"{label} · {md_escape(f'{event.stage} {count}{note}')}"
+_describe = progress_text.describe     # "Pruning curve by gradient importance: step 1 of 11, …"
 
 
 def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,

@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, charts, jobs_ui, state, ui, uncertainty
+from app import cache, charts, jobs_ui, progress_text, state, ui, uncertainty
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -31,7 +31,7 @@ with c[3]:
     limit = ui.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [jobs_ui.JobCall(f"curve_{name}", f"Pruning curve ({name})", cache.curve,
+calls = [jobs_ui.JobCall(f"curve_{name}", progress_text.curve_label(name), cache.curve,
                          (spec, task_name, name, limit, cache.score_limit(name, limit), step, rescore),
                          {"seeds": cache.curve_seeds(name)}) for name in chosen]
 jobs_ui.start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
