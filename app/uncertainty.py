@@ -18,6 +18,9 @@ from pruning_core import stats
 from pruning_core.metrics import Metric, get_metric
 from pruning_core.results import EvalResult
 from pruning_core.significance import Comparison
+from pruning_core.tasks.unigram import UnigramBaseline
+
+from .text import md_code
 
 _DECIMALS = re.compile(r"\.(\d+)f")
 BOOTSTRAP_LOSS = "paired bootstrap over examples"
@@ -141,3 +144,15 @@ def loss_change(dense, pruned) -> Change:
     return Change(f"{delta:+.{places}f}", low <= 0 <= high,
                   f"95 % interval of the change {low:+.{places}f} to {high:+.{places}f} ({BOOTSTRAP_LOSS}, "
                   f"p = {p:.2g})")
+
+
+def unigram_reference(dense: EvalResult, baseline: UnigramBaseline) -> str:
+    """What a language model's perplexity is next to (Markdown): the model with all heads and a unigram
+    model (token frequencies alone) on the same tokens; lower is better."""
+    metric = get_metric(dense.metric_name)
+    counted = (f"the {md_code(baseline.train_split)} split's {baseline.train_tokens:,} tokens" if baseline.own_split else
+               "the evaluated text itself (a data file has no separate training text, so this flatters it)")
+    return (f"For reference: with all heads the model's perplexity is {metric.format(dense.metric)}; a **unigram** "
+            f"model, which predicts each token from its frequency alone (counted on {counted}, add-one "
+            f"smoothing), gives {metric.format(baseline.perplexity)} on the same {baseline.eval_tokens:,} tokens. "
+            "Lower is better; a model near the unigram value uses almost none of its context.")

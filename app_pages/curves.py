@@ -61,6 +61,11 @@ if curves:
                "over seeds of a seeded scorer (the line is their mean)."
                + (f" Dashed red: the majority class, {100 * chance:.0f} % of these examples (always answering "
                   "it scores that)." if chance is not None else ""))
+    baseline = ui.run_job("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
+                          spec, task_name, limit, progress=False) \
+        if dense is not None and cache.task_summary(task_name)["task_type"] == "language_model" else None
+    if baseline is not None:
+        st.caption(uncertainty.unigram_reference(dense, baseline))
     ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 

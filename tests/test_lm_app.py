@@ -54,6 +54,9 @@ def test_model_page_shows_perplexity_and_its_interval(app):
     value = metric(at, "perplexity with all heads")
     assert float(value.replace(",", "")) > 1.0
     assert "95 %" in _texts(at) or "interval" in _texts(at).lower()
+    # issue 22 item 6: the perplexity next to a reference, a unigram model on the same tokens
+    reference = next(c.value for c in at.caption if "unigram" in c.value)
+    assert f"with all heads the model's perplexity is {value}" in reference and "add-one" in reference
 
 
 def test_head_map_toggles_heads_with_live_perplexity_and_groups(app):
@@ -82,6 +85,7 @@ def test_curves_page_plots_perplexity(app):
     figures = [e for e in at.get("plotly_chart") if e.key is None]
     assert figures
     assert "perplexity" in figures[0].proto.spec.lower()
+    assert any("unigram" in c.value and "same" in c.value for c in at.caption)      # issue 22 item 6
 
 
 def test_attention_page_draws_causal_maps(app):
