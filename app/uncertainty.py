@@ -151,7 +151,7 @@ def unigram_reference(dense: EvalResult, baseline: UnigramBaseline) -> str:
     model (token frequencies alone) on the same tokens; lower is better."""
     metric = get_metric(dense.metric_name)
     counted = (f"the {md_code(baseline.train_split)} split's {baseline.train_tokens:,} tokens" if baseline.own_split else
-               "the evaluated text itself (a data file has no separate training text, so this flatters it)")
+               "the evaluated text itself, since a data file has no separate training text: this flatters it")
     return (f"For reference: with all heads the model's perplexity is {metric.format(dense.metric)}; a **unigram** "
             f"model, which predicts each token from its frequency alone (counted on {counted}, add-one "
             f"smoothing), gives {metric.format(baseline.perplexity)} on the same {baseline.eval_tokens:,} tokens. "
