@@ -441,9 +441,9 @@ def downloads(name: str, frame, data: dict, show_table: bool | str = True) -> No
             st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
     elif show_table:
         st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
-    d1, d2, _ = st.columns([1, 1, 3])
-    d1.download_button("Download CSV", frame.to_csv(index=False).encode(), f"headprune-{name}.csv", "text/csv",
+    row = st.container(horizontal=True, wrap=True)     # buttons as wide as their labels, wrapping when narrow
+    row.download_button("Download CSV", frame.to_csv(index=False).encode(), f"headprune-{name}.csv", "text/csv",
                        key=state.widget_key("download", f"{name}_csv"), icon=":material/download:")
-    d2.download_button("Download JSON", json.dumps(data, indent=1).encode(), f"headprune-{name}.json",
+    row.download_button("Download JSON", json.dumps(data, indent=1).encode(), f"headprune-{name}.json",
                        "application/json", key=state.widget_key("download", f"{name}_json"),
                        icon=":material/download:")

@@ -18,7 +18,8 @@ arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
 names = cache.scorer_names()
-c = st.columns([3, 2, 2, 2])
+# two rows of two: four columns cut the labels ("Re-sc…") and the number box's -/+ at 1024 x 768
+c = [*st.columns([3, 2], gap="medium"), *st.columns([3, 2], gap="medium", vertical_alignment="bottom")]
 # choices kept across page visits (Streamlit forgets a widget that a page run does not draw)
 chosen = c[0].multiselect("Scorers", names, **ui.remembered(state.widget_key("curves", "scorers"),
                                                            [n for n in ("gradient", "random") if n in names]),
