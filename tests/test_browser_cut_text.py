@@ -67,3 +67,49 @@ def test_curves_controls_and_downloads_whole_at_1024_by_768(bert_server, browser
     for step in ("stNumberInputStepDown", "stNumberInputStepUp"):
         assert page.locator(f'[data-testid="{step}"]').first.is_visible(), f"{step} hidden: the box is too narrow"
     context.close()
+
+
+@pytest.fixture(scope="module")
+def smollm2_like_server(tmp_path_factory):
+    """A tiny Llama shaped like SmolLM2-135M's map: 30 layers of 9 query heads in 3 key/value groups."""
+    import random
+
+    import transformers
+
+    from browser_helpers import _WORDS, TinyApp, _spread_weights
+    from tiny import VOCAB, make_bert_tokenizer
+
+    folder = tmp_path_factory.mktemp("cut-llama9")
+    config = transformers.LlamaConfig(vocab_size=len(VOCAB), hidden_size=36, intermediate_size=64,
+                                      num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                      max_position_embeddings=64, pad_token_id=0, bos_token_id=5, eos_token_id=6,
+                                      tie_word_embeddings=True)
+    model = _spread_weights(transformers.LlamaForCausalLM(config).eval(), 0)
+    model.save_pretrained(folder / "llama9")
+    make_bert_tokenizer(folder / "tok").save_pretrained(folder / "llama9")
+    rng = random.Random(0)
+    text = folder / "docs.txt"
+    text.write_text("\n".join(" ".join(rng.choices(_WORDS, k=rng.randint(6, 14))) for _ in range(24)) + "\n")
+    tiny = TinyApp(folder / "llama9", f"file:{text}", "llama")
+    with DashboardServer(app_env(tiny, folder / "home", eval_limit=8), folder / "server.log") as srv:
+        yield srv
+
+
+def _overlap(a: dict, b: dict) -> float:
+    x = min(a["x"] + a["width"], b["x"] + b["width"]) - max(a["x"], b["x"])
+    y = min(a["y"] + a["height"], b["y"] + b["height"]) - max(a["y"], b["y"])
+    return min(x, y)
+
+
+def test_head_map_legend_clear_of_the_title_on_a_smollm2_like_map(smollm2_like_server, browser):
+    context, page = _open(browser, f"{smollm2_like_server.url}/head_map", 1366, 900)
+    _shot(page, "1366x900-head_map-llama9")
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    svg = chart.locator("svg.main-svg").first.bounding_box()
+    title = chart.locator(".gtitle").first.bounding_box()
+    assert title["x"] + title["width"] <= svg["x"] + svg["width"], (title, svg)        # not clipped
+    items = [t.bounding_box() for t in chart.locator(".legend .traces").all()]
+    assert len(items) == 2
+    for item in items:
+        assert _overlap(item, title) <= 0, (item, title)
+    context.close()
