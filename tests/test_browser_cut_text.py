@@ -113,3 +113,19 @@ def test_head_map_legend_clear_of_the_title_on_a_smollm2_like_map(smollm2_like_s
     for item in items:
         assert _overlap(item, title) <= 0, (item, title)
     context.close()
+
+
+# a table (glide data grid) wider than its frame scrolls sideways: its scroller overflows
+TABLES_SCROLL = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]'))
+  .filter(t => { const s = t.querySelector('.dvn-scroller'); return s && s.scrollWidth > s.clientWidth + 1; })
+  .map(t => t.innerText.slice(0, 40))"""
+
+
+def test_per_example_tables_fit_at_1366(bert_server, browser):
+    context, page = _open(browser, f"{bert_server.url}/examples?mask=e:7.e", 1366, 900)
+    page.get_by_text("Accuracy, F1 and MCC", exact=True).wait_for()
+    page.wait_for_timeout(1000)
+    _shot(page, "1366x900-examples")
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 3
+    assert not page.evaluate(TABLES_SCROLL)
+    context.close()
