@@ -38,6 +38,8 @@ from pruning_core.progress import ProgressCallback, report
 from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
 from pruning_core.significance import Comparison, compare
+from pruning_core.tasks import unigram
+from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from . import attention
@@ -261,6 +263,15 @@ def references(spec: str, task_name: str, limit: int | None) -> list | None:
     """The gold labels (or reference texts) of the evaluated examples, in order; None when the data has none."""
     found = task(task_name).references(data(spec, task_name, limit))
     return None if found is None else list(found.tolist() if hasattr(found, "tolist") else found)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def unigram_baseline(spec: str, task_name: str, limit: int | None) -> UnigramBaseline | None:
+    """A language model's reference: the unigram perplexity on the evaluated tokens (None for other tasks)."""
+    found = task(task_name)
+    if found.task_type != "language_model":
+        return None
+    return unigram.unigram_baseline(load(spec), found, data(spec, task_name, limit))
 
 
 def example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool = False,

@@ -77,5 +77,8 @@ def drop_heatmap_figure(result: DynamicsResult) -> go.Figure:
         colorscale="RdBu", zmid=0, texttemplate="%{z:+.1f}", colorbar=dict(title="change"),
         hovertemplate="%{y}, %{x} removed: %{z:+.2f}<extra></extra>"))
     fig.update_layout(height=60 + 40 * len(z), margin=dict(l=80, r=10, t=20, b=40),
-                      xaxis=dict(title="heads removed"), yaxis=dict(autorange="reversed"))
+                      # categories: plotly.js reads "20 %" as the number 20 when it guesses the axis type,
+                      # which gave a linear axis with ticks at -10, 0, 10 … 70 between the columns
+                      xaxis=dict(title="heads removed", type="category"),
+                      yaxis=dict(autorange="reversed", type="category"))
     return fig

@@ -19,6 +19,9 @@ CELL_PX = 34                     # marker pitch in pixels (smaller for many head
 MAX_GRID_PX = 700                # the squares of one row fit in this many pixels
 MARGIN_PX = 60                   # left + right plot margins
 COLORBAR_PX = 90                 # the score colour bar and its title
+TITLE_CHAR_PX = 8                # a generous width of one character of the 14 px title
+TITLE_LINE_PX = 20               # one line of the title
+LEGEND_PX = 26                   # the kept/removed legend, on its own line under the title
 
 
 def cell_px(n_heads: int) -> int:
@@ -50,6 +53,13 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
             if keep:
                 target["c"].append(value if value is not None else 0.5)
     pitch = cell_px(n_heads)
+    width = figure_width(n_heads, scores is not None)
+    # the title on top (on two lines when one would not fit the figure), the legend on its own line
+    # below it: beside a narrow map (SmolLM2's 9 heads) the legend covered "heads kept"
+    title = f"{KIND_LABELS[kind]}: {sum(map(sum, rows))}/{sum(map(len, rows))} heads kept"
+    if len(title) * TITLE_CHAR_PX > width - 10:
+        title = title.replace(": ", ":<br>", 1)
+    top = 8 + TITLE_LINE_PX * (title.count("<br>") + 1) + LEGEND_PX
     size = max(10, min(28, int(pitch * 0.8)))
     all_scores = [v for r in (scores.kinds[kind] if scores is not None else []) for v in r]
     lo, hi = (min(all_scores), max(all_scores)) if all_scores else (0.0, 1.0)
@@ -74,11 +84,11 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
         customdata=list(zip(removed["y"], removed["x"])), hovertext=removed["t"], hoverinfo="text",
         marker=dict(symbol="square-x-open", size=size, color=REMOVED_COLOR, line=dict(width=2))))
     fig.update_layout(
-        height=100 + pitch * n_layers, width=figure_width(n_heads, scores is not None),
-        margin=dict(l=50, r=10, t=40, b=40),
-        title=dict(text=f"{KIND_LABELS[kind]}: {sum(map(sum, rows))}/{sum(map(len, rows))} heads kept",
-                   font=dict(size=14), x=0, xanchor="left", y=0.99, yanchor="top"),
-        showlegend=True, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
+        height=60 + top + pitch * n_layers, width=width,
+        margin=dict(l=50, r=10, t=top, b=40),
+        title=dict(text=title, font=dict(size=14), x=0, xanchor="left", xref="container", y=1, yanchor="top",
+                   yref="container", pad=dict(t=8, l=8)),
+        showlegend=True, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0,
                                     itemclick=False, itemdoubleclick=False),
         dragmode=False, clickmode="event+select", plot_bgcolor="white",
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_heads)), range=[-0.6, n_heads - 0.4],

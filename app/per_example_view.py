@@ -16,7 +16,7 @@ from pruning_core.metrics import get_metric, metric_names
 from pruning_core.results import EvalResult
 from pruning_core.significance import compare, evidence
 
-from .uncertainty import shown
+from .uncertainty import change, shown
 
 TEXT_CHARS = 160        # a long text is cut to this many characters in a table cell
 SKIP_FIELDS = ("label", "target", "document", "window")
@@ -72,6 +72,13 @@ def confusion_frame(rows: Sequence[int], cols: Sequence[int], names: Sequence[st
     return frame
 
 
+def _with_interval(value) -> str:
+    """'33 % (18–53 %)' from a :class:`uncertainty.Shown` ('33 %', '95 % interval 18–53 %, 24 examples')."""
+    if not value.interval.startswith("95 % interval "):
+        return value.value                                  # no interval known
+    return f"{value.value} ({value.interval.split(',')[0].removeprefix('95 % interval ')})"
+
+
 def metric_frame(extra_names: Sequence[str], dense, pruned, references: Sequence) -> pd.DataFrame:
     """Each metric of ``extra_names`` (accuracy, F1, MCC: those the evaluation computed and the
     registry knows) for all heads and for the mask, each with its 95 % interval, and the change
@@ -88,14 +95,13 @@ def metric_frame(extra_names: Sequence[str], dense, pruned, references: Sequence
             kept = evidence(metric, out.predictions, references)
             results.append(EvalResult(name, metric.of(out.predictions, references), out.mean_loss, n, **kept))
         cmp = compare(metric, results[0], results[1], references)
-        delta = metric.delta(results[1].metric, results[0].metric)
-        noise = cmp is None or metric.display(cmp.low) <= 0 <= metric.display(cmp.high)
+        moved = change(results[0], results[1], cmp)
+        # short cells, the test named in the page's caption: at 1366 px the table fits without scrolling
         rows.append({"metric": metric.label,
-                     "all heads": f"{shown(results[0]).value} ({shown(results[0]).interval.split(',')[0]})",
-                     "this mask": f"{shown(results[1]).value} ({shown(results[1]).interval.split(',')[0]})",
-                     "change": metric.delta_fmt.format(delta) + (" (within noise)" if noise else ""),
+                     "all heads": _with_interval(shown(results[0])), "this mask": _with_interval(shown(results[1])),
+                     "change": moved.text + (" (within noise)" if moved.within_noise else ""),
                      "change, 95 % interval": "" if cmp is None else
-                     f"{metric.display(cmp.low):+.1f} to {metric.display(cmp.high):+.1f} ({cmp.test})"})
+                     f"{metric.display(cmp.low):+.1f} to {metric.display(cmp.high):+.1f}"})
     return pd.DataFrame(rows, columns=["metric", "all heads", "this mask", "change", "change, 95 % interval"])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, latency_ui, state, ui, workload
+from . import cache, latency_ui, progress_text, state, ui, workload
 from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
@@ -29,7 +29,7 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
             scores[name] = result
     curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
-        result = ui.run_job(f"curve_{name}", f"Pruning curve ({name})", cache.curve, spec, task_name, name, limit,
+        result = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache.curve, spec, task_name, name, limit,
                             cache.score_limit(name, limit), 0.1, False, seeds=cache.curve_seeds(name))
         if result is not None:
             curves[name] = result

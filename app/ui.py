@@ -18,14 +18,12 @@ from typing import Any
 
 import streamlit as st
 
-from app import jobs, state
+from app import jobs, progress_text, state
 from app.access import hide_upload_paths, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
-from pruning_core.attention_maps import MAX_TOKENS
 from pruning_core.errors import Cancelled, HeadpruneError
 from pruning_core.metrics import get_metric
-from pruning_core.progress import ProgressEvent
 
 log = logging.getLogger("headprune.app")
 
@@ -63,12 +61,7 @@ def show_error(exc: BaseException, what: str = "") -> None:
                  icon=":material/error:")
 
 
-def _describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str]:
-    if event is None:
-        return None, label
-    count = f"{event.done}/{event.total}" if event.total else f"{event.done}"
-    note = f" · {event.message}" if event.message else ""
-    return event.fraction, f"{label} · {md_escape(f'{event.stage} {count}{note}')}"
+_describe = progress_text.describe     # "Pruning curve by gradient importance: step 1 of 11, …"
 
 
 def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,
@@ -316,22 +309,6 @@ def load_architecture(spec: str):
     return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
 
 
-def show_predictions(run) -> None:
-    """The dense and the pruned model's answer (an ``AttentionRun``) side by side, a warning when they
-    differ, and notes."""
-    mask = run.mask
-    left, right = st.columns(2)
-    for col, name, pred in ((left, "all heads", run.dense_prediction),
-                            (right, f"pruned ({mask.n_kept}/{mask.n_total} heads kept)", run.pruned_prediction)):
-        top = max((p for _, p in pred.probabilities), default=None)
-        col.metric(f"Prediction, {name}", pred.label or "(empty translation)",
-                   f"p = {top:.3f}" if top is not None else None, delta_color="off")
-    if run.dense_prediction.label != run.pruned_prediction.label:
-        st.warning("The mask changes the model's answer for this sentence.")
-    notes = [f"The input was cut to its first {MAX_TOKENS} tokens."] if run.truncated else []
-    st.caption(" ".join([*notes, *run.notes, f"Computed in {run.seconds:.2f} s."]))     # the library's own notes
-
-
 # -- model and task pickers (Model & data page) -------------------------------------------------
 MODEL_SOURCES = {"prepared": "prepared model", "local": "local folder", "hub": "Hugging Face hub id"}
 UPLOAD_TYPES = ["csv", "tsv", "tab", "jsonl", "ndjson"]
@@ -464,9 +441,9 @@ def downloads(name: str, frame, data: dict, show_table: bool | str = True) -> No
             st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
     elif show_table:
         st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
-    d1, d2, _ = st.columns([1, 1, 3])
-    d1.download_button("Download CSV", frame.to_csv(index=False).encode(), f"headprune-{name}.csv", "text/csv",
+    row = st.container(horizontal=True, wrap=True)     # buttons as wide as their labels, wrapping when narrow
+    row.download_button("Download CSV", frame.to_csv(index=False).encode(), f"headprune-{name}.csv", "text/csv",
                        key=state.widget_key("download", f"{name}_csv"), icon=":material/download:")
-    d2.download_button("Download JSON", json.dumps(data, indent=1).encode(), f"headprune-{name}.json",
+    row.download_button("Download JSON", json.dumps(data, indent=1).encode(), f"headprune-{name}.json",
                        "application/json", key=state.widget_key("download", f"{name}_json"),
                        icon=":material/download:")

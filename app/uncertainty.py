@@ -18,6 +18,9 @@ from pruning_core import stats
 from pruning_core.metrics import Metric, get_metric
 from pruning_core.results import EvalResult
 from pruning_core.significance import Comparison
+from pruning_core.tasks.unigram import UnigramBaseline
+
+from .text import md_code
 
 _DECIMALS = re.compile(r"\.(\d+)f")
 BOOTSTRAP_LOSS = "paired bootstrap over examples"
@@ -75,6 +78,24 @@ class Change:
     detail: str             # '95 % interval of the change −7 to +1 points (exact McNemar …)'
 
 
+def _value_places(metric: Metric, result: EvalResult) -> int:
+    """The decimals :func:`shown` gives ``result``'s value."""
+    if result.interval is None:
+        return decimals(metric, None)
+    return decimals(metric, _half_width(metric, *result.interval))
+
+
+def _consistent_places(metric: Metric, base: EvalResult, other: EvalResult, delta: float, places: int) -> int:
+    """``places`` for the change, or one decimal more than the shown values when the change at ``places``
+    would contradict them: 115 → 117 of 128 shows '90 %' and '91 %', whose change of 1.56 points at the
+    interval's precision reads '+2 points'; it is shown '+1.6 points' instead."""
+    vb, vo = _value_places(metric, base), _value_places(metric, other)
+    apart = round(metric.display(other.metric), vo) - round(metric.display(base.metric), vb)
+    if f"{delta:.{places}f}" == f"{apart:.{places}f}":
+        return places
+    return max(places, vb + 1, vo + 1)
+
+
 def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -> Change:
     """``other`` minus ``base`` on the same examples. With no paired comparison (no per-example
     results) the change is shown but counted as within noise only when it is zero."""
@@ -83,7 +104,7 @@ def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -
     if comparison is None:
         return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
     low, high = metric.display(comparison.low), metric.display(comparison.high)
-    places = decimals(metric, (high - low) / 2)
+    places = _consistent_places(metric, base, other, delta, decimals(metric, (high - low) / 2))
     fmt = _fmt(metric.delta_fmt, places)
     number = _fmt("{:+.1f}", places)
     unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
@@ -123,3 +144,15 @@ def loss_change(dense, pruned) -> Change:
     return Change(f"{delta:+.{places}f}", low <= 0 <= high,
                   f"95 % interval of the change {low:+.{places}f} to {high:+.{places}f} ({BOOTSTRAP_LOSS}, "
                   f"p = {p:.2g})")
+
+
+def unigram_reference(dense: EvalResult, baseline: UnigramBaseline) -> str:
+    """What a language model's perplexity is next to (Markdown): the model with all heads and a unigram
+    model (token frequencies alone) on the same tokens; lower is better."""
+    metric = get_metric(dense.metric_name)
+    counted = (f"the {md_code(baseline.train_split)} split's {baseline.train_tokens:,} tokens" if baseline.own_split else
+               "the evaluated text itself, since a data file has no separate training text: this flatters it")
+    return (f"For reference: with all heads the model's perplexity is {metric.format(dense.metric)}; a **unigram** "
+            f"model, which predicts each token from its frequency alone (counted on {counted}, add-one "
+            f"smoothing), gives {metric.format(baseline.perplexity)} on the same {baseline.eval_tokens:,} tokens. "
+            "Lower is better; a model near the unigram value uses almost none of its context.")

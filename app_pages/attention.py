@@ -1,21 +1,15 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app import attention, cache, state, ui
+from app import attention, attention_ui, cache, state, ui
 from app.access import task_label
 from app.text import md_code
 
-ui.page_intro("Attention", """
-An attention head decides, for every token, how much to read from every other token: one row of
-its **attention map** per token, summing to 1. Type a sentence (or pick one from the data) to see
-every head's map, as the full model computes it and as the **pruned** model (your mask from the
-Head map) does. Removed heads contribute nothing, so the pruned model shows them empty; the kept
-heads of later layers can attend differently because their inputs changed. Many heads attend to
-`[CLS]`/`[SEP]` or to the previous/next token: such heads are often the ones pruning removes
-first. Below, the two predictions show whether the mask changed the model's answer.""")
-
 spec, task_name = state.model_spec(), state.task_spec()
+intro = st.container()          # the title on top, its text known once the model (its family) is
 arch = ui.load_architecture(spec)
+with intro:
+    ui.page_intro("Attention", attention_ui.intro(arch.task_type if arch is not None else None))
 if arch is None:
     st.stop()
 mask = state.current_mask(arch.layout)
@@ -45,7 +39,7 @@ run = ui.run_job("attention", "Running the model on the sentence", cache.attenti
                  masked, labels, progress=False)
 if run is None:
     st.stop()
-ui.show_predictions(run)
+attention_ui.show_predictions(run)
 
 thumbs, head_tab, model_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view"])
 with thumbs:

@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, charts, jobs_ui, state, ui, uncertainty
+from app import cache, charts, jobs_ui, progress_text, state, ui, uncertainty
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -18,7 +18,8 @@ arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
 names = cache.scorer_names()
-c = st.columns([3, 2, 2, 2])
+# two rows of two: four columns cut the labels ("Re-sc…") and the number box's -/+ at 1024 x 768
+c = [*st.columns([3, 2], gap="medium"), *st.columns([3, 2], gap="medium", vertical_alignment="bottom")]
 # choices kept across page visits (Streamlit forgets a widget that a page run does not draw)
 chosen = c[0].multiselect("Scorers", names, **ui.remembered(state.widget_key("curves", "scorers"),
                                                            [n for n in ("gradient", "random") if n in names]),
@@ -31,7 +32,7 @@ with c[3]:
     limit = ui.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [jobs_ui.JobCall(f"curve_{name}", f"Pruning curve ({name})", cache.curve,
+calls = [jobs_ui.JobCall(f"curve_{name}", progress_text.curve_label(name), cache.curve,
                          (spec, task_name, name, limit, cache.score_limit(name, limit), step, rescore),
                          {"seeds": cache.curve_seeds(name)}) for name in chosen]
 jobs_ui.start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
@@ -61,6 +62,11 @@ if curves:
                "over seeds of a seeded scorer (the line is their mean)."
                + (f" Dashed red: the majority class, {100 * chance:.0f} % of these examples (always answering "
                   "it scores that)." if chance is not None else ""))
+    baseline = ui.run_job("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
+                          spec, task_name, limit, progress=False) \
+        if dense is not None and cache.task_summary(task_name)["task_type"] == "language_model" else None
+    if baseline is not None:
+        st.caption(uncertainty.unigram_reference(dense, baseline))
     ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 

@@ -44,8 +44,9 @@ else:
 if classes:
     st.subheader("Accuracy, F1 and MCC")
     st.dataframe(view.metric_frame(list(ev.extra), dense, pruned, references), hide_index=True)
-    st.caption("Each value with its 95 % interval (Wilson for accuracy, bootstrap over examples for F1 and MCC); "
-               "the change with its paired interval. F1 is for class 1 and only for two classes.")
+    st.caption("Each value with its 95 % interval in brackets (Wilson for accuracy, bootstrap over examples for F1 "
+               "and MCC); the change with its paired 95 % interval (exact McNemar test for accuracy, paired "
+               "bootstrap over examples otherwise). F1 is for class 1 and only for two classes.")
     left, right = st.columns(2)
     with left:
         st.markdown("**All heads (rows) → this mask (columns)**")

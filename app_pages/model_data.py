@@ -62,3 +62,8 @@ if examples is not None:
                   help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")
+        baseline = ui.run_job("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
+                              spec, task_name, limit, progress=False) \
+            if about["task_type"] == "language_model" else None
+        if baseline is not None:
+            st.caption(uncertainty.unigram_reference(dense, baseline))

@@ -293,7 +293,7 @@ def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1
         low, high = res.interval if res.interval is not None else (None, None)
         points.append(CurvePoint(len(removed) / total if total else 0.0, len(removed), res.metric, res.loss,
                                  mask.to_json(), low, high, tuple(res.per_example)))
-        report(progress, f"curve:{scorer.name}", i + 1, len(schedule), f"{len(removed)}/{total} removed")
+        report(progress, f"curve:{scorer.name}", i + 1, len(schedule), f"{len(removed)} of {total} heads removed")
         if rescore and 0 < len(removed) < total and i + 1 < len(schedule):
             fresh = scorer.score(loaded, task, score_config, mask=mask)
             order = fresh.ranking_scores.ranked(mask=mask, seed=score_config.seed)

@@ -223,6 +223,21 @@ def ok(at):
     return at
 
 
+def predictions(at) -> dict[str, str]:
+    """The Attention page's two answers, ``{"Prediction, all heads": text, ...}``: each is a column
+    holding a caption (whose answer) and the answer in bold Markdown, escaped (app.text.md_escape)."""
+    import re
+
+    out = {}
+    for col in at.columns:
+        captions = [c.value for c in col.caption]
+        if captions and captions[0].startswith("Prediction") and col.markdown:
+            shown = col.markdown[0].value
+            shown = shown[2:-2] if shown.startswith("**") else shown[1:-1]      # bold answer, italic "(empty …)"
+            out[captions[0]] = re.sub(r"\\(.)", r"\1", shown)
+    return out
+
+
 def open_app(monkeypatch, home, tiny, page: str, mask: str | None = None, eval_limit: int = 12,
              timeout: int = 180):
     """An ``AppTest`` of the dashboard on ``tiny`` (HEADPRUNE_HOME = ``home``), opened on ``page``,

@@ -68,7 +68,7 @@ def test_per_example_page_lists_changed_answers_and_confusion(tiny_bert, tmp_pat
     n_total = int(headers[0].split(" of ")[1].split()[0])
     assert len(changed) == n_changed > 0
     metrics = at.dataframe[1].value
-    assert {"accuracy", "F1", "MCC"} <= set(metrics["metric"]) and metrics["all heads"].str.contains("95 %").all()
+    assert {"accuracy", "F1", "MCC"} <= set(metrics["metric"]) and metrics["all heads"].str.contains(r"\(.+–.+\)").all()   # value (95 % interval)
     dense_vs_mask, gold_vs_mask = at.dataframe[2].value, at.dataframe[3].value
     assert dense_vs_mask.to_numpy().sum() == gold_vs_mask.to_numpy().sum() == n_total
     off_diagonal = dense_vs_mask.to_numpy().sum() - dense_vs_mask.to_numpy().trace()

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import share, webassets
 from app.analysis import ANALYSIS_FORMAT
-from browser_helpers import build_tiny_app, ok, open_app
+from browser_helpers import build_tiny_app, ok, open_app, predictions
 
 TIMEOUT = 180
 ATTENTION, SPEED, SHARE = "app_pages/attention.py", "app_pages/speed.py", "app_pages/share.py"
@@ -46,10 +46,6 @@ def app_for(monkeypatch, tmp_path):
     return start
 
 
-def predictions(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric if m.label.startswith("Prediction")}
-
-
 # -- Attention ---------------------------------------------------------------------------------------
 
 def test_attention_page_shows_both_predictions_and_all_views(app_for, tiny_bert):
@@ -64,6 +60,19 @@ def test_attention_page_shows_both_predictions_and_all_views(app_for, tiny_bert)
     at.radio(key="hp_w_attention_kept_from").set_value("dense").run()
     at.radio(key="hp_w_attention_head").set_value("pruned").run()
     ok(at)
+
+
+def test_attention_words_agree_with_what_is_drawn(app_for, tiny_bert):
+    """Issue 22 item 6: the intro said removed heads show "empty" while the thumbnails' legend says they
+    show how they attended in the full model; the probability sat in a metric's delta (an arrow badge,
+    as if it were a change); an encoder's intro talks about its own special tokens."""
+    at = ok(app_for(tiny_bert, ATTENTION, mask="e:7.f"))
+    intro = at.markdown[0].value
+    title = at.get("plotly_chart")[0].proto.spec
+    assert "as they attended in the full model" in title and "as it attended in the full model" in intro
+    assert "shows them empty" not in intro and "[CLS]" in intro
+    assert not [m for m in at.metric if m.proto.delta], "a value shown with a change badge"
+    assert sum("probability" in c.value for c in at.caption) == 2
 
 
 def test_attention_page_empty_and_hostile_sentences(app_for, tiny_bert):

@@ -72,12 +72,35 @@ def test_uncertainty_rounds_to_what_the_interval_supports():
     one_less = EvalResult("accuracy", 89 / 128, 0.5, 128, per_example=(1,) * 89 + (0,) * 39,
                           interval=stats.wilson_interval(89, 128))
     small = uncertainty.change(wide, one_less, compare(get_metric("accuracy"), wide, one_less, None))
-    assert small.within_noise and small.text == "-1 point" and "McNemar" in small.detail
+    # shown "70 %" and "70 %": the change of -0.78 points gets the decimal that keeps it from contradicting them
+    assert small.within_noise and small.text == "-0.8 points" and "McNemar" in small.detail
     half = EvalResult("accuracy", 0.5, 0.5, 128, per_example=(1,) * 64 + (0,) * 64)
     big = uncertainty.change(wide, half, compare(get_metric("accuracy"), wide, half, None))
     assert not big.within_noise and big.text == "-20 points"
     assert uncertainty.majority_share([0, 1, 1, 1]) == 0.75
     assert uncertainty.majority_share(["a text"]) is None and uncertainty.majority_share([]) is None
+
+
+def test_a_change_never_contradicts_the_values_it_is_the_difference_of():
+    """Issue 22 item 6: 115 → 117 right of 128 was shown "90 %" → "91 %" with the change "+2 points"
+    (1.5625 points, rounded to whole points because its paired interval is ± several points)."""
+    from app import uncertainty
+    from pruning_core import stats
+    from pruning_core.metrics import get_metric
+    from pruning_core.results import EvalResult
+    from pruning_core.significance import compare
+
+    def right(k: int, order: tuple) -> EvalResult:
+        return EvalResult("accuracy", k / 128, 0.5, 128, per_example=order, interval=stats.wilson_interval(k, 128))
+
+    base = right(115, (1,) * 115 + (0,) * 13)
+    other = right(117, (1,) * 115 + (1, 1) + (0,) * 11)           # two more right, none lost
+    assert (uncertainty.shown(base).value, uncertainty.shown(other).value) == ("90 %", "91 %")
+    moved = uncertainty.change(base, other, compare(get_metric("accuracy"), base, other, None))
+    assert moved.text == "+1.6 points", moved                       # 100 * 2 / 128 = 1.5625
+    # where whole points agree with the values they stay whole: 70 % → 50 % is -20 points
+    wide, half = right(90, (1,) * 90 + (0,) * 38), right(64, (1,) * 64 + (0,) * 64)
+    assert uncertainty.change(wide, half, compare(get_metric("accuracy"), wide, half, None)).text == "-20 points"
 
 
 def _plain(text: str) -> str:

@@ -197,6 +197,15 @@ def test_dynamics_page_draws_a_synthetic_run(page):
     assert list(at.dataframe[0].value["step"]) == [0, 5, 20]
 
 
+def test_drop_heatmap_has_one_tick_per_column():
+    """Issue 22 item 6: the columns mean 0/25/50 % removed, but plotly.js guessed a linear axis from
+    the labels ("25 %" reads as 25) and ticked it -10, 0, 10 …; the axis is categorical now."""
+    from app.dynamics_charts import drop_heatmap_figure
+    fig = drop_heatmap_figure(synthetic_result())
+    assert list(fig.data[0].x) == ["0 %", "25 %", "50 %"]
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
+
+
 def test_dynamics_page_without_a_file_or_with_a_bad_one(page):
     at = page(None)
     assert any("No dynamics run yet" in i.value for i in at.info) and not at.error

@@ -9,7 +9,7 @@ import random
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, ok
+from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, ok, predictions
 from test_app_pages import button, click_head, metric
 
 TIMEOUT = 120
@@ -54,6 +54,9 @@ def test_model_page_shows_perplexity_and_its_interval(app):
     value = metric(at, "perplexity with all heads")
     assert float(value.replace(",", "")) > 1.0
     assert "95 %" in _texts(at) or "interval" in _texts(at).lower()
+    # issue 22 item 6: the perplexity next to a reference, a unigram model on the same tokens
+    reference = next(c.value for c in at.caption if "unigram" in c.value)
+    assert f"with all heads the model's perplexity is {value}" in reference and "add-one" in reference
 
 
 def test_head_map_toggles_heads_with_live_perplexity_and_groups(app):
@@ -82,12 +85,15 @@ def test_curves_page_plots_perplexity(app):
     figures = [e for e in at.get("plotly_chart") if e.key is None]
     assert figures
     assert "perplexity" in figures[0].proto.spec.lower()
+    assert any("unigram" in c.value and "same" in c.value for c in at.caption)      # issue 22 item 6
 
 
 def test_attention_page_draws_causal_maps(app):
     at = app("app_pages/attention.py")
-    predictions = [m for m in at.metric if m.label.startswith("Prediction")]
-    assert len(predictions) == 2 and predictions[0].value.startswith("'")          # the next token, quoted
+    answers = list(predictions(at).values())
+    assert len(answers) == 2 and answers[0].startswith("'")                        # the next token, quoted
+    intro = at.markdown[0].value                  # a decoder-only model's intro (issue 22 item 6)
+    assert "[CLS]" not in intro and "decoder-only" in intro and "first token" in intro
     assert any("Causal attention" in c.value for c in at.caption)
     assert len(at.get("iframe")) + len(at.get("html")) >= 1                       # the bertviz views
 

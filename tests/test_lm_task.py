@@ -183,3 +183,40 @@ def test_movie_text_is_registered_and_needs_prepare(headprune_home):
     from pruning_core.errors import CacheError
     with pytest.raises(CacheError, match="headprune prepare"):
         task.load("test")
+
+
+# -- the unigram baseline (issue 22 item 6: a perplexity needs a reference) ----------------------------
+
+def test_unigram_perplexity_by_hand():
+    from pruning_core.tasks.unigram import unigram_perplexity
+    # counts {2: 2, 3: 1}, N = 3, V = 4: p(2) = 3/7, p(3) = 2/7; on [2, 3]: exp(-(ln 3/7 + ln 2/7) / 2) = sqrt(49/6)
+    assert unigram_perplexity([2, 2, 3], [2, 3], 4) == pytest.approx(math.sqrt(49 / 6), rel=1e-12)
+    # an unseen token gets count 1: p(0) = 1/7
+    assert unigram_perplexity([2, 2, 3], [0], 4) == pytest.approx(7.0, rel=1e-12)
+    with pytest.raises(ValueError, match="vocab_size"):
+        unigram_perplexity([2, 9], [2], 4)
+
+
+def test_unigram_baseline_counts_the_train_split_on_the_evaluated_targets(tmp_path, txt_file):
+    from collections import Counter
+
+    from pruning_core.tasks.language_model import LanguageModelTask, text_loader
+    from pruning_core.tasks.unigram import unigram_baseline
+
+    lm = tiny_loaded("llama", tmp_path)
+    splits = {"train": DOCS[:6], "test": ["the movie was great", "a dull plot"]}
+    task = LanguageModelTask("two-splits", text_loader(splits.__getitem__), splits=("train", "test"),
+                             default_split="test")
+    data = task.encode(lm, "test")
+    base = unigram_baseline(lm, task, data)
+    assert base.own_split and base.train_split == "train"
+    assert base.eval_tokens == task.evaluate(lm, data).extra["tokens"]       # the model's perplexity's tokens
+    # by hand: every document is shorter than the context, so each token after the first is a target
+    ids = lambda docs: [t for d in docs for t in lm.tokenizer(d)["input_ids"][1:]]  # noqa: E731
+    counts, scored = Counter(ids(splits["train"])), ids(splits["test"])
+    n, v = sum(counts.values()), base.vocab_size
+    expected = math.exp(sum(math.log((n + v) / (counts[t] + 1)) for t in scored) / len(scored))
+    assert base.train_tokens == n and base.perplexity == pytest.approx(expected, rel=1e-12)
+    # a data file has one text for every split: the baseline is counted on it, and says so
+    file_task = get_task(f"file:{txt_file}")
+    assert not unigram_baseline(lm, file_task, file_task.encode(lm, "test")).own_split

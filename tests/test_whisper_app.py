@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import ROOT, TinyApp, _spread_weights, app_env, ok
+from browser_helpers import ROOT, TinyApp, _spread_weights, app_env, ok, predictions
 from pruning_core.data import speech
 from tiny import make_bert_tokenizer, tiny_model
 
@@ -56,7 +56,9 @@ def test_model_and_head_map_pages_show_wer_and_three_maps(app):
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 def test_attention_page_speaks_the_sentence_and_maps_cross_attention_over_audio(app):
     at = ok(app.switch_page("app_pages/attention.py").run())
-    assert "Prediction, all heads" in _metrics(at)
+    assert "Prediction, all heads" in predictions(at)
+    intro = at.markdown[0].value                  # a speech model's intro (issue 22 item 6)
+    assert "[CLS]" not in intro and "audio frames" in intro
     kinds = next(b for b in at.selectbox if b.label == "Attention kind")
     assert len(kinds.options) == 3
     assert at.get("plotly_chart"), "no attention thumbnails drawn"
