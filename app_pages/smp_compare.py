@@ -8,6 +8,7 @@ import streamlit as st
 from app import state, ui
 from app.text import md_code, md_escape
 from pruning_core.errors import FormatError, HeadpruneError
+from pruning_core.metrics import get_metric
 from pruning_core.smp.compare import CompareResult, summary_rows
 
 ui.page_intro("SMP compare", """
@@ -45,7 +46,19 @@ c[1].markdown("**Fine-tuning CPU time** (s)")
 c[1].bar_chart(rows["finetune_cpu_seconds"].dropna(), horizontal=True, height=260, x_label="seconds", y_label="")
 c[2].markdown("**Fine-tuning peak memory** (MiB, whole process)")
 c[2].bar_chart(rows["finetune_peak_memory_mib"].dropna(), horizontal=True, height=260, x_label="MiB", y_label="")
-ui.downloads("smp_compare", rows.reset_index(), result.to_json())
+metric = get_metric(rows["metric_name"].iloc[0])
+# the columns a reader compares, formatted, so the table fits a 1366 px window; every column is
+# in the expander and the downloads below
+st.dataframe(pd.DataFrame({
+    "condition": rows.index,
+    "heads": [f"{k}/{t}" for k, t in zip(rows["heads_kept"], rows["heads_total"])],
+    metric.label: [metric.fmt.format(metric.scale * m) + (f" ± {metric.scale * sd:.1f}" if sd else "")
+                   for m, sd in zip(rows["metric"], rows["metric_sd"].fillna(0))],
+    "vs (a)": [metric.delta_fmt.format(d) if pd.notna(d) else "" for d in rows["delta_vs_full_points"]],
+    "CPU s": [f"{v:,.0f}" if pd.notna(v) else "–" for v in rows["finetune_cpu_seconds"]],
+    "peak MiB": [f"{v:,.0f}" if pd.notna(v) else "–" for v in rows["finetune_peak_memory_mib"]],
+}), hide_index=True, width="stretch")
+ui.downloads("smp_compare", rows.reset_index(), result.to_json(), show_table="Every column of this table")
 with st.expander("Every run (each random seed separately) and the settings"):
     st.dataframe(pd.DataFrame(result.rows()), hide_index=True)
     st.json(result.config, expanded=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path, wait_idle
+from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path, wait_idle
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -127,5 +127,18 @@ def test_per_example_tables_fit_at_1366(bert_server, browser):
     page.wait_for_timeout(1000)
     _shot(page, "1366x900-examples")
     assert page.locator('[data-testid="stDataFrame"]').count() >= 3
+    assert not page.evaluate(TABLES_SCROLL)
+    context.close()
+
+
+def test_smp_compare_table_fits_at_1366(bert_server, browser):
+    """The comparison's table (benchmarks/results/smp_compare.json) needs no sideways scrolling."""
+    if not (ROOT / "benchmarks" / "results" / "smp_compare.json").is_file():
+        pytest.skip("benchmarks/results/smp_compare.json is missing")
+    context, page = _open(browser, f"{bert_server.url}/smp_compare", 1366, 900)
+    page.get_by_text("Fine-tuning CPU time", exact=False).first.wait_for()
+    page.wait_for_timeout(1000)
+    _shot(page, "1366x900-smp_compare")
+    assert page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').count() >= 1
     assert not page.evaluate(TABLES_SCROLL)
     context.close()
