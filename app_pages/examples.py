@@ -20,6 +20,13 @@ if mask.is_full():
     st.info("All heads are kept, so every answer is the full model's: remove heads on the Head map first.")
     st.stop()
 
+# fixed widths so a table of long texts fits the page (a cut cell shows whole on hover) instead
+# of scrolling sideways; losses keep 3 decimals
+COLUMNS = {"#": st.column_config.NumberColumn(width=40), "text": st.column_config.TextColumn(width=340),
+           "gold": st.column_config.TextColumn(width=80),
+           "all heads": st.column_config.TextColumn(width=110), "this mask": st.column_config.TextColumn(width=110),
+           **{c: st.column_config.NumberColumn(width=100, format="%.3f")
+              for c in ("loss, all heads", "loss, this mask", "change")}}
 dense = ui.run_job("examples_dense", "Each example with all heads", cache.example_outputs, spec, task_name, limit,
                    None, True)
 pruned = ui.run_job("examples_mask", "Each example under this mask", cache.example_outputs, spec, task_name, limit,
@@ -36,7 +43,8 @@ st.subheader(f"Answers changed by the mask: {len(changed)} of {len(dense.losses)
 st.caption(f"Mask: {mask.n_kept} of {mask.n_total} heads kept. The first {len(dense.losses)} examples of the "
            f"evaluation split; loss per example (per target token for texts).")
 if classes or any(isinstance(p, str) for p in dense.predictions):
-    st.dataframe(changed, hide_index=True, height=min(420, 38 + 35 * max(1, len(changed))))
+    st.dataframe(changed, hide_index=True, height=min(420, 38 + 35 * max(1, len(changed))), width="stretch",
+                 column_config=COLUMNS)
 else:
     st.info("This task's predictions are not answers (a language model's prediction of each window is its loss), "
             "so no answer can change; the loss change per window is below.")
@@ -60,4 +68,4 @@ else:
                "Its metric and interval are on the Head map.")
 
 st.subheader("Largest loss increases")
-st.dataframe(view.loss_frame(inputs, dense, pruned), hide_index=True)
+st.dataframe(view.loss_frame(inputs, dense, pruned), hide_index=True, width="stretch", column_config=COLUMNS)

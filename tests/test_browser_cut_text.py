@@ -142,3 +142,28 @@ def test_smp_compare_table_fits_at_1366(bert_server, browser):
     assert page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').count() >= 1
     assert not page.evaluate(TABLES_SCROLL)
     context.close()
+
+
+@pytest.fixture(scope="module")
+def long_text_server(tmp_path_factory):
+    """The tiny BERT on a task of 60-word reviews, so the per-example tables hold long texts."""
+    import random
+
+    folder = tmp_path_factory.mktemp("cut-long")
+    tiny = build_tiny_app(folder, "bert")
+    rng = random.Random(1)
+    words = "good bad movie film great awful plot acting fun dull love hate story scene".split()
+    rows = ["text,label"] + [" ".join(rng.choices(words, k=60)) + f",{i % 2}" for i in range(48)]
+    (folder / "tiny-bert.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with DashboardServer(app_env(tiny, folder / "home", eval_limit=24), folder / "server.log") as srv:
+        yield srv
+
+
+def test_per_example_tables_of_long_texts_fit_at_1366(long_text_server, browser):
+    context, page = _open(browser, f"{long_text_server.url}/examples?mask=e:7.e", 1366, 900)
+    page.get_by_text("Largest loss increases", exact=True).wait_for()
+    page.wait_for_timeout(1000)
+    _shot(page, "1366x900-examples-long")
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 2
+    assert not page.evaluate(TABLES_SCROLL)
+    context.close()
