@@ -377,16 +377,6 @@ def pruned_model(spec: str, mask: HeadMask):
     return pruning.prune_heads(load(spec).model, mask).eval()
 
 
-def evaluate_many(spec: str, task_name: str, limit: int | None, masks: list[HeadMask],
-                  _progress: ProgressCallback | None = None) -> list[EvalResult]:
-    """:func:`evaluate` for several masks (the mask history); each one is cached on its own."""
-    results = []
-    for i, mask in enumerate(masks):
-        results.append(evaluate(spec, task_name, limit, mask))
-        report(_progress, "evaluate", i + 1, len(masks), "mask history")
-    return results
-
-
 # -- attention maps (Attention page) ---------------------------------------------------------------
 def label_names(task_name: str) -> tuple[str, ...] | None:
     """The task's class names (None when the task has none or cannot be loaded)."""

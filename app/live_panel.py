@@ -29,6 +29,7 @@ ROW_GAP = "small"       # between map and panel, and between two metrics: the th
 #                         a 12-head map in a 1280 px window (sidebar open)
 WIDE_PX = 1250          # from this window width the panel sits beside the map: no strip needed
 STRIP_KEY = "hp_live_strip"
+CHANGE_UPDATING = "change: updating…"   # the loss's delta until its paired change is computed
 # the strip sticks under Streamlit's header (3.75rem) while the page scrolls; where the panel is
 # beside the map (wide windows) it is not drawn at all
 STYLE = f"""<style>
@@ -69,14 +70,16 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
         metric_slot, speed_slot, history_slot = _panel_top(spec, mask)
     with ui.filling(metric_slot, "metric and loss"):
-        ev = _metric_and_loss(spec, task_name, limit, mask)
+        ev, loss_slot = _metric_and_loss(spec, task_name, limit, mask)
     if ev is not None:
         strip.markdown(strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} "
                                         f"**{md_escape(uncertainty.shown(ev).value)}**", f"{ev.loss:.4f}"))
     else:
         strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
+    if ev is not None and not mask.is_full():
+        _loss_change(spec, task_name, limit, mask, ev, loss_slot)
     with history_slot:
-        headmap_ui.show_history(spec, task_name, limit, ev.metric_name if ev is not None else "accuracy")
+        headmap_ui.show_history(ev.metric_name if ev is not None else "accuracy")
     with ui.filling(speed_slot, "latency"):
         latency_ui.latency_panel(spec, mask)
 
@@ -123,12 +126,15 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str) -> None:
 
 
 def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
-    """The metric and the loss of ``mask`` with their changes against all heads; the EvalResult (None: failed)."""
+    """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
+    evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
     changed = not mask.is_full()
     ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
     dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
     if ev is None or dense is None:
-        return None
+        return None, None
+    headmap_ui.remember(mask, ev)       # the history chart shows what the panel showed
+    headmap_ui.remember(HeadMask.full(mask.layout), dense)
     m1 = m2 = ui.metric_row(ROW_GAP)
     metric = get_metric(ev.metric_name)
     now, base = uncertainty.shown(ev), uncertainty.shown(dense)
@@ -137,21 +143,23 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
               **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
                                 within_noise=bool(diff and diff.within_noise)),
               help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
-    loss_slot = m2.empty()
-    loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
-                     help="The change follows: per-example losses are compared.")
+    loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
+    loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
+                     **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
     st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
                f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} "
                f"{md_escape(now.value)} ({md_escape(now.interval)}). "
                f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                + (f" Change: {md_escape(diff.detail)}." if diff else ""))
-    loss_diff = None
-    if changed:                         # the loss change with its paired interval over examples
-        per = [ui.run_job(f"losses_{n}", "Per-example losses", cache.example_outputs, spec, task_name, limit, m)
-               for n, m in (("dense", None), ("mask", mask))]
-        loss_diff = uncertainty.loss_change(*per) if None not in per else None
+    return ev, loss_slot
+
+
+def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot) -> None:
+    """The loss of ``mask`` again, now with its change against all heads and the paired interval over examples."""
+    per = [ui.run_job(f"losses_{n}", "Per-example losses", cache.example_outputs, spec, task_name, limit, m)
+           for n, m in (("dense", None), ("mask", mask))]
+    loss_diff = uncertainty.loss_change(*per) if None not in per else None
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
                      **ui.delta_kwargs(loss_diff.text if loss_diff else None, "inverse",
                                        within_noise=bool(loss_diff and loss_diff.within_noise)),
                      help="Mean cross-entropy" + (f". Change: {loss_diff.detail}." if loss_diff else "."))
-    return ev

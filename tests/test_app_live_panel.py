@@ -235,3 +235,23 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     assert first.variants == second.variants == ("dense", "pruned")   # the two variants the panel shows
     assert weights_hash_of_module(shared.model) == before          # the shared model untouched
     cache.pruned_model.clear()
+
+
+def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert, monkeypatch):
+    from app import cache
+
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    for layer, head in ((0, 0), (0, 1)):
+        ok(click_head(at, "encoder_self", layer, head))
+    asked = []
+    original = cache.evaluate
+    monkeypatch.setattr(cache, "evaluate", lambda spec, task, limit, mask, **kw: asked.append(
+        None if mask is None or mask.is_full() else mask.n_kept) or original(spec, task, limit, mask, **kw))
+    ok(click_head(at, "encoder_self", 1, 3))
+    assert metric(at, "heads kept") == "5 / 8"
+    assert set(asked) <= {5, None}, asked          # the new mask (and all heads), never the 7- and 6-head steps
+    assert len(at.get("plotly_chart")) == 2         # the map and the history chart, with every step shown ...
+    history = next(e for e in at.get("plotly_chart") if e.key.endswith("history"))
+    import json
+    ys = json.loads(history.proto.spec)["data"][0]["y"]
+    assert len(ys) == 4 and None not in ys          # ... from the values the panel showed
