@@ -42,7 +42,7 @@ from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
-from . import attention
+from . import attention, compute
 from .access import DataAccess, data_access_from, upload_root
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
@@ -51,6 +51,7 @@ LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 LATENCY_WARMUP = 2
 LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
+PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
 
 
@@ -255,8 +256,9 @@ def evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None
 @st.cache_data(show_spinner=False, max_entries=4096)
 def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, batch_size: int,
               _progress: ProgressCallback | None = None) -> EvalResult:
-    return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
-                                    progress=_progress)
+    with compute.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
+        return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
+                                        progress=_progress)
 
 
 def references(spec: str, task_name: str, limit: int | None) -> list | None:
@@ -376,26 +378,27 @@ def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | No
 
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
     """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
-    measured now: dense and pruned interleaved in the same call, several rounds. Deliberately not
-    cached here: a timing belongs to its moment and machine load, so :mod:`app.latency_ui` keeps it
-    per session and shows when and under what load it was made."""
+    measured now: the two variants the panel shows, interleaved in the same call, several rounds,
+    the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for
+    (:mod:`app.compute`). Deliberately not cached: a timing belongs to its moment and machine load,
+    so :mod:`app.latency_ui` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
     max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
     # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
     batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
-    return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
-                           device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
-                           min_seconds=0.5, measure_memory=False, progress=_progress)
+    with compute.GATE.hold(urgent=False, progress=_progress, what="latency"):
+        return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+                               device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
+                               min_seconds=0.5, measure_memory=False, progress=_progress,
+                               variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
 
 
-def evaluate_many(spec: str, task_name: str, limit: int | None, masks: list[HeadMask],
-                  _progress: ProgressCallback | None = None) -> list[EvalResult]:
-    """:func:`evaluate` for several masks (the mask history); each one is cached on its own."""
-    results = []
-    for i, mask in enumerate(masks):
-        results.append(evaluate(spec, task_name, limit, mask))
-        report(_progress, "evaluate", i + 1, len(masks), "mask history")
-    return results
+@st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)
+def pruned_model(spec: str, mask: HeadMask):
+    """The physically pruned copy of ``spec``'s model under ``mask`` (``pruning.prune_heads``: a new
+    model, the shared one untouched), made once per mask and shared read-only by every session's
+    timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
+    return pruning.prune_heads(load(spec).model, mask).eval()
 
 
 # -- attention maps (Attention page) ---------------------------------------------------------------

@@ -15,17 +15,17 @@ from pruning_core.heads import KIND_LABELS, HeadMask, HeadScores
 
 COLORSCALE = "Cividis"
 REMOVED_COLOR = "#8c8c8c"
-CELL_PX = 34                     # marker pitch in pixels (smaller for many heads, see cell_px)
+CELL_PX = 26                     # marker pitch in pixels (smaller for many heads, see cell_px)
 MAX_GRID_PX = 700                # the squares of one row fit in this many pixels
 MARGIN_PX = 60                   # left + right plot margins
-COLORBAR_PX = 90                 # the score colour bar and its title
+COLORBAR_PX = 70                 # the score colour bar and its title
 TITLE_CHAR_PX = 8                # a generous width of one character of the 14 px title
 TITLE_LINE_PX = 20               # one line of the title
 LEGEND_PX = 26                   # the kept/removed legend, on its own line under the title
 
 
 def cell_px(n_heads: int) -> int:
-    """The marker pitch for ``n_heads`` heads per row: 34 px, less when a row would exceed :data:`MAX_GRID_PX`."""
+    """The marker pitch for ``n_heads`` heads per row: 26 px, less when a row would exceed :data:`MAX_GRID_PX`."""
     return max(14, min(CELL_PX, MAX_GRID_PX // max(1, n_heads)))
 
 

@@ -9,11 +9,12 @@ import functools
 
 import streamlit as st
 
-from app import cache, charts, state, ui
+from app import charts, state
 from app.headmap import figure
 from app.text import md_escape
 from pruning_core import presets
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
+from pruning_core.share_link import encode_mask
 
 
 def chart_key(kind: str) -> str:
@@ -86,17 +87,30 @@ def _on_history_select() -> None:
             state.jump_to(int(step))
 
 
-def show_history(spec: str, task_name: str, limit: int, metric_name: str) -> None:
-    """The metric after every change of the mask; clicking a point makes that step current."""
+HISTORY_METRICS = "history_metrics"     # state.set_result name: {mask text: (metric, interval)} of this session
+KEEP_METRICS = 512
+
+
+def remember(mask: HeadMask, result) -> None:
+    """Note the metric of ``mask`` (an EvalResult the panel showed) for the history chart."""
+    known = dict(state.get_result(HISTORY_METRICS) or {})
+    known[encode_mask(mask)] = (result.metric, result.interval)
+    state.set_result(HISTORY_METRICS, dict(list(known.items())[-KEEP_METRICS:]))
+
+
+def show_history(metric_name: str) -> None:
+    """The metric after every change of the mask, as the panel showed it (a step skipped by quick clicks
+    has no point until it is current again: the chart evaluates nothing); clicking a point makes that
+    step current."""
     entries = state.history()
-    results = ui.run_job("history", "Evaluating the mask history", cache.evaluate_many, spec, task_name, limit,
-                         [e.mask for e in entries])
-    if results is None:
-        return
-    fig = charts.history_figure([r.metric for r in results], [e.label for e in entries], state.history_index(),
-                                metric_name, [r.interval for r in results])
+    known = state.get_result(HISTORY_METRICS) or {}
+    found = [known.get(encode_mask(e.mask)) for e in entries]
+    fig = charts.history_figure([f[0] if f else None for f in found], [e.label for e in entries],
+                                state.history_index(), metric_name, [f[1] if f else None for f in found])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},
                     alt="Metric after each change of the mask")
+    skipped = sum(f is None for f in found)
     st.caption(f"Step {state.history_index()} of {len(entries) - 1}: "
-               f"{md_escape(entries[state.history_index()].label.rstrip('.'))}.")     # a label may hold a file name
+               f"{md_escape(entries[state.history_index()].label.rstrip('.'))}."     # a label may hold a file name
+               + (f" {skipped} step(s) skipped by quick clicks have no point." if skipped else ""))

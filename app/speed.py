@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pruning_core.bench import MASKED_TEXT, VARIANTS, BenchResult, speed_verdict
+from pruning_core.bench import MASKED_TEXT, BenchResult, speed_verdict
 
 # Okabe-Ito colours plus a distinct marker and dash per variant: never colour alone
 STYLE = {
@@ -53,7 +53,7 @@ def speed_figure(result: BenchResult) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("Throughput (examples per second)", "Speed-up of the pruned model"))
     tops: list[float] = []
-    for variant in VARIANTS:
+    for variant in result.variants:
         rows = [result.row(variant, b) for b in sizes]
         mid, up, down = _throughput_bars(result, variant)
         tops += [m + u for m, u in zip(mid, up)]
@@ -112,7 +112,7 @@ def speed_table(result: BenchResult) -> pd.DataFrame:
     out = []
     for comp in result.comparisons:
         verdict = speed_verdict(result, comp.batch_size)
-        for variant in VARIANTS:
+        for variant in result.variants:
             r = result.row(variant, comp.batch_size)
             judged = {"dense": "reference", "masked": MASKED_TEXT, "pruned": verdict.short}[variant]
             out.append({

@@ -165,10 +165,10 @@ def filling(slot, what: str):
 METRIC_GAP = "medium"
 
 
-def metric_row():
+def metric_row(gap: str = METRIC_GAP):
     """A row of metrics that wraps onto the next line when the page is narrow (a projector at
     1024 x 768) instead of cutting values to '70.…': put ``st.metric(..., width="content")`` in it."""
-    return st.container(horizontal=True, wrap=True, gap=METRIC_GAP)
+    return st.container(horizontal=True, wrap=True, gap=gap)
 
 
 def metric_label(name: str) -> str:

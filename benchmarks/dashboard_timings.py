@@ -1,41 +1,50 @@
-"""Dashboard timings on the embedded default (MiniLM-L6) in Debian's Chromium: warm page renders,
-toggle -> metric and toggle -> latency on the Head map.
+"""Dashboard timings on the embedded default (MiniLM-L6) in Debian's Chromium: the Head map's live loop.
 
     .venv/bin/python benchmarks/dashboard_timings.py            # writes benchmarks/results/dashboard_timings.json
     .venv/bin/python benchmarks/dashboard_timings.py --model /path/to/folder --task sst2 --out other.json
 
-Needs the prepared default (`headprune prepare`) or --model, Chromium (`make browser`) and
-Playwright. Runs twice: as the machine is found, then with --busy (default 2) extra busy loops
-spinning, and records the 1-minute load average with every toggle. Numbers depend on the machine
-and its load; they are a description of one run, never a test threshold.
+Measures, on one dashboard server:
+
+- click -> metric (the new mask's metric and loss drawn) and click -> latency (its latency drawn),
+  medians over ``--toggles`` head clicks, quiet (as found) and with ``--busy`` (default 2) busy loops;
+- the server's CPU seconds per click until the metric, next to one forward pass over the same
+  examples (``task.evaluate`` of a one-head mask, in this process, same run and conditions);
+- a class: 1 and ``--class-size`` (default 8) Chromium sessions, each clicking a different head at
+  about the same moment: each session's metric and loss checked against the library's evaluation of
+  the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric,
+  and the server's resident memory (VmRSS before, VmHWM peak after).
+
+Every measurement records the 1-minute load average. Needs the prepared default (`headprune
+prepare`) or --model, Chromium (`make browser`) and Playwright. Numbers depend on the machine and
+its load: a description of one run, never a test threshold.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from browser_helpers import (DashboardServer, chromium_browser, chromium_path, click_point, head_points,  # noqa: E402
-                             metric_value, new_page, process_cpu_s, wait_idle, wait_metric)
+from browser_helpers import (LIVE_STRIP, DashboardServer, chromium_browser, chromium_path, click_point,  # noqa: E402
+                             head_points, process_cpu_s, wait_idle, wait_live)
 
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-UPDATING_METRIC = "metric and loss: updating"
 UPDATING_LATENCY = "latency: updating"
+FINAL = "([sel, kept]) => { const s = document.querySelector(sel);" \
+        " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }"
 
 
-def _gone(page, text: str, timeout_s: float = 300) -> None:
-    """Wait until no element of the page shows ``text`` (an "updating…" placeholder)."""
-    page.wait_for_function("t => !document.body.innerText.includes(t)", arg=text, timeout=timeout_s * 1000)
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
 def _spread(values: list[float]) -> dict:
@@ -44,46 +53,113 @@ def _spread(values: list[float]) -> dict:
             "n": len(ordered)}
 
 
-def measure(browser, model: str, task: str, log: Path, toggles: int = 5) -> dict:
-    """Open the dashboard on ``model``: warm render of three pages, then ``toggles`` head clicks, each
-    timed until the new metric is drawn and until the new latency is drawn."""
-    env = {"HEADPRUNE_APP_MODEL": model, "HEADPRUNE_APP_TASK": task, "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu"}
-    with DashboardServer(env, log) as srv:
-        page = new_page(browser, height=1400)
-        page.goto(f"{srv.url}/head_map")                     # cold: loads, scores, evaluates, times
-        wait_metric(page, "heads kept", lambda v: " / " in v, timeout_s=600)
+def _kept(page) -> int:
+    text = page.locator(LIVE_STRIP).text_content()
+    return int(text.split("Heads kept", 1)[1].split("/")[0])
+
+
+def _server_memory(pid: int) -> dict:
+    fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+    return {k: round(int(fields[k].split()[0]) / 1024, 1) for k in ("VmRSS", "VmHWM")}      # MiB
+
+
+class Reference:
+    """The model and examples the server evaluates, loaded here: one forward pass (wall and CPU seconds) and
+    the library's metric and loss of a session's mask, formatted as the panel shows them."""
+
+    def __init__(self, model: str, task: str, limit: int) -> None:
+        from pruning_core import tasks
+        from pruning_core.models import load_model
+
+        self.loaded = load_model(model, device="cpu")
+        self.task = tasks.get_task(task)
+        self.data = self.task.encode(self.loaded, getattr(self.task, "default_split", "validation"), limit)
+
+    def forward_pass(self, repeats: int = 3) -> dict:
+        from pruning_core.heads import HeadMask
+
+        walls, cpus = [], []
+        for i in range(repeats):
+            mask = HeadMask.full(self.loaded.layout).toggled("encoder_self", i % 2, 5 + i)
+            wall, cpu = time.perf_counter(), time.process_time()
+            self.task.evaluate(self.loaded, self.data, mask, batch_size=64)
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        return {"wall_s": _spread(walls), "cpu_s": _spread(cpus), "load_average_1min": _load(),
+                "what": f"task.evaluate of {len(self.data.texts)} examples under a one-head mask, batch 64, "
+                        "in the benchmark's process (CPU: all its threads)"}
+
+    def shown(self, url: str) -> tuple[str, str]:
+        """(metric, loss) of the mask in ``url`` as the panel formats them."""
+        from app import uncertainty
+        from pruning_core.share_link import decode_mask
+
+        qp = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
+        ev = self.task.evaluate(self.loaded, self.data, decode_mask(qp["mask"], self.loaded.layout), batch_size=64)
+        return uncertainty.shown(ev).value, f"{ev.loss:.4f}"
+
+
+def open_head_map(browser, url: str, width: int = 1366, height: int = 768):
+    page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+    page.set_default_timeout(600_000)
+    page.goto(f"{url}/head_map")
+    wait_idle(page, 900_000)
+    page.wait_for_function("sel => { const s = document.querySelector(sel); return !!s &&"
+                           " !s.textContent.includes('updating'); }", arg=LIVE_STRIP, timeout=900_000)
+    return page
+
+
+def clicks(page, pid: int, toggles: int, first: int) -> list[dict]:
+    """``toggles`` head clicks on one page, each timed until the new metric and until the new latency."""
+    out = []
+    for i in range(toggles):
+        kept = _kept(page)
+        started, cpu0 = time.perf_counter(), process_cpu_s(pid)
+        click_point(page, head_points(page).nth(first + i))          # a kept head: one fewer each time
+        wait_live(page, f"{kept - 1} / ", 600)
+        to_metric, cpu1 = time.perf_counter() - started, process_cpu_s(pid)
+        page.wait_for_function("t => !document.body.innerText.includes(t)", arg=UPDATING_LATENCY, timeout=600_000)
+        to_latency = time.perf_counter() - started
         wait_idle(page, 600_000)
-        renders = {}
-        for name in ("model_data", "head_map", "curves"):
-            page.goto(f"{srv.url}/{'' if name == 'model_data' else name}")
-            wait_idle(page, 900_000)
-            started = time.perf_counter()
-            page.reload()
-            wait_idle(page)
-            renders[name] = round(time.perf_counter() - started, 3)
-        page.goto(f"{srv.url}/head_map")
-        wait_idle(page)
-        clicks = []
-        for i in range(toggles):
-            kept_before = metric_value(page, "heads kept")
-            started, cpu0 = time.perf_counter(), process_cpu_s(srv.proc.pid)
-            click_point(page, head_points(page).nth(3 + 2 * i))
-            wait_metric(page, "heads kept", lambda v: v != kept_before)      # the cheap numbers come first
-            _gone(page, UPDATING_METRIC)                                      # the new metric is drawn
-            to_metric, cpu1 = time.perf_counter() - started, process_cpu_s(srv.proc.pid)
-            _gone(page, UPDATING_LATENCY)                                     # the new latency is drawn
-            to_latency = time.perf_counter() - started
-            wait_idle(page)
-            clicks.append({"to_metric_s": round(to_metric, 3), "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
-                           "to_latency_s": round(to_latency, 3),
-                           "server_cpu_to_latency_s": round(process_cpu_s(srv.proc.pid) - cpu0, 3),
-                           "load_average_1min": round(os.getloadavg()[0], 2)})
-        kept_after = metric_value(page, "heads kept")
+        out.append({"to_metric_s": round(to_metric, 3), "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
+                    "to_latency_s": round(to_latency, 3),
+                    "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load()})
+    return out
+
+
+def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int) -> dict:
+    """``sessions`` fresh sessions, each clicking a different head at about the same moment; every metric checked."""
+    pages = [open_head_map(browser, srv.url) for _ in range(sessions)]
+    memory_before, load_before = _server_memory(srv.proc.pid), _load()
+    kept = [_kept(p) for p in pages]
+    started = {}
+    for i, page in enumerate(pages):                  # Playwright is sequential: clicks a few ms apart
+        point = head_points(page).nth((offset + 7 * i) % 70)
+        box = point.bounding_box()
+        started[i] = time.perf_counter()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    waits: dict[int, float] = {}
+    deadline = time.time() + 900
+    while len(waits) < sessions and time.time() < deadline:
+        for i, page in enumerate(pages):
+            if i not in waits and page.evaluate(FINAL, [LIVE_STRIP, f"{kept[i] - 1} / "]):
+                waits[i] = time.perf_counter() - started[i]
+        time.sleep(0.05)
+    load_after, memory_after = _load(), _server_memory(srv.proc.pid)
+    checks = []
+    for i, page in enumerate(pages):
+        text = page.locator(LIVE_STRIP).text_content()
+        url = page.evaluate("location.href")
+        metric, loss = ref.shown(url)
+        checks.append({"session": i, "to_metric_s": round(waits[i], 3) if i in waits else None, "shown": text,
+                       "library_metric": metric, "library_loss": loss,
+                       "correct": f" {metric} · loss {loss}" in " ".join(text.split())})
         page.context.close()
-    return {"warm_render_s": renders, "toggles": clicks, "heads_kept_after": kept_after,
-            "toggle_to_metric_s": _spread([c["to_metric_s"] for c in clicks]),
-            "toggle_to_latency_s": _spread([c["to_latency_s"] for c in clicks])}
+    done = [c["to_metric_s"] for c in checks if c["to_metric_s"] is not None]
+    return {"sessions": sessions, "to_metric_s": _spread(done) if done else None, "all_correct": all(
+        c["correct"] for c in checks) and len(done) == sessions, "per_session": checks,
+        "server_memory_mib": {"rss_before": memory_before["VmRSS"], "peak_after": memory_after["VmHWM"]},
+        "load_average_1min": {"before": load_before, "after": load_after}}
 
 
 def busy_loops(n: int) -> list[subprocess.Popen]:
@@ -95,13 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="default", help="'default' (prepared) or a local model folder")
     parser.add_argument("--task", default="movie-sentiment")
+    parser.add_argument("--limit", type=int, default=128, help="examples evaluated (the dashboard's default)")
     parser.add_argument("--toggles", type=int, default=5)
     parser.add_argument("--busy", type=int, default=2, help="busy loops of the loaded run (0: quiet run only)")
+    parser.add_argument("--class-size", type=int, default=8, help="sessions of the class scenario (0: skip it)")
     parser.add_argument("--out", default=str(RESULTS / "dashboard_timings.json"))
     args = parser.parse_args(argv)
     from pruning_core import storage
+    from pruning_core.bench import BENCH_FORMAT
     from pruning_core.models import default_model_dir
-    from pruning_core.results import versions
+    from pruning_core.results import provenance
 
     if args.model == "default" and not (default_model_dir() / "config.json").is_file():
         print("The embedded default is not prepared: run `headprune prepare` first.", file=sys.stderr)
@@ -112,31 +191,57 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = ROOT / "test-artifacts" / "dashboard_timings-streamlit.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    runs = []
-    with chromium_browser(path) as browser:
-        for busy in ([0, args.busy] if args.busy else [0]):
+    ref = Reference(args.model, args.task, args.limit)
+    env = {"HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit)}
+    runs, classes = [], []
+    with DashboardServer(env, log) as srv, chromium_browser(path) as browser:
+        page = open_head_map(browser, srv.url)                    # cold: loads, scores, evaluates, times
+        for n, busy in enumerate([0, args.busy] if args.busy else [0]):
             loops = busy_loops(busy)
             try:
-                before = os.getloadavg()[0]
-                run = measure(browser, args.model, args.task, log, args.toggles)
+                before = _load()
+                forward = ref.forward_pass()
+                toggles = clicks(page, srv.proc.pid, args.toggles, first=3 + 8 * n)
             finally:
                 for proc in loops:                    # only the processes started here
                     proc.kill()
                     proc.wait()
-            run["condition"] = (f"loaded: {busy} extra busy loops (python -c 'while True: pass') while measuring"
-                                if busy else "as found (no extra load from this script)")
-            run["load_average_1min_before"] = round(before, 2)
-            run["load_average_1min_after"] = round(os.getloadavg()[0], 2)
+            run = {"condition": (f"loaded: {busy} extra busy loops (python -c 'while True: pass')" if busy
+                                 else "as found (no extra load from this script)"),
+                   "load_average_1min_before": before, "one_forward_pass": forward, "toggles": toggles,
+                   "click_to_metric_s": _spread([c["to_metric_s"] for c in toggles]),
+                   "click_to_latency_s": _spread([c["to_latency_s"] for c in toggles]),
+                   "server_cpu_to_metric_s": _spread([c["server_cpu_to_metric_s"] for c in toggles])}
+            run["cpu_to_metric_over_one_forward_pass"] = round(
+                run["server_cpu_to_metric_s"]["median"] / forward["cpu_s"]["median"], 2)
             runs.append(run)
-            print(json.dumps(run, indent=1), flush=True)
-    result = {"format": "headprune.dashboard_timings/2", "model": args.model, "task": args.task,
-              "what": "seconds from a head click in Chromium until the new metric is drawn (to_metric) and until "
-                      "the new latency is drawn (to_latency), on the Head map; median, min and max over toggles",
-              "runs": runs, "cpu_threads": os.cpu_count(), "versions": versions(),
+            print(f"{run['condition']}: click -> metric {run['click_to_metric_s']}, click -> latency "
+                  f"{run['click_to_latency_s']}, server CPU to metric {run['server_cpu_to_metric_s']} vs one "
+                  f"forward pass {forward['cpu_s']} CPU s ({forward['wall_s']} wall s); load {before} -> {_load()}",
+                  flush=True)
+        page.context.close()
+        for i, sessions in enumerate(sorted({1, args.class_size} - {0})):
+            classes.append(class_scenario(browser, srv, ref, sessions, offset=40 + i))
+            c = classes[-1]
+            print(f"class of {sessions}: click -> metric {c['to_metric_s']}, all correct {c['all_correct']}, "
+                  f"server memory {c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
+    settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
+                "window": "1366x768 Chromium (headless)"}
+    result = {"format": BENCH_FORMAT, "kind": "dashboard_timings", "model": args.model, "task": args.task,
+              "what": "seconds from a head click in Chromium until the new mask's metric and loss are drawn "
+                      "(click_to_metric) and until its latency is drawn (click_to_latency) on the Head map; the "
+                      "server's CPU seconds to the metric beside one forward pass over the same examples; a class "
+                      "of sessions clicking at once, each metric checked against the library's evaluation of its "
+                      "link's mask",
+              "runs": runs, "class": classes, "cpu_threads": os.cpu_count(),
+              "provenance": provenance(ref.loaded, task=args.task, n_examples=args.limit,
+                                       method="dashboard_timings", settings=settings, device="cpu"),
               "command": "python benchmarks/dashboard_timings.py", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     storage.write_json(Path(args.out), result)
     print(f"wrote {args.out}")
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -205,6 +205,27 @@ def head_points(page, chart: int = 0):
     return grid.locator("g.trace.scatter").nth(2).locator("path.point")
 
 
+LIVE_STRIP = ".st-key-hp_live_strip"          # app.live_panel.STRIP_KEY: heads kept · metric · loss, one element
+
+
+def wait_live(page, kept: str, timeout_s: float = 120) -> str:
+    """Wait until the Head map's live loop shows ``kept`` heads (e.g. "7 / 8") with its metric and loss
+    drawn (no "updating…"); returns the strip's text. The strip is written in one piece after the
+    panel's metric and loss, so it never shows a new count beside an old metric (its text is read
+    also when CSS hides it on wide windows)."""
+    page.wait_for_function(
+        "([sel, kept]) => { const s = document.querySelector(sel);"
+        " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }",
+        arg=[LIVE_STRIP, kept], timeout=timeout_s * 1000)
+    return page.locator(LIVE_STRIP).text_content()
+
+
+def in_viewport(locator) -> bool:
+    """Whether the element is drawn (non-zero size) and lies wholly inside the browser window."""
+    return locator.evaluate("e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 &&"
+                            " r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth; }")
+
+
 def click_point(page, point) -> None:
     box = point.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

@@ -162,3 +162,96 @@ def test_measured_text_says_when_and_under_what_load(tmp_path):
     text = speed.measured_text(result, dt.datetime(2026, 1, 2, 10, 5, tzinfo=dt.timezone.utc))
     assert text == "measured at 10:00:00 UTC (5 min ago); load average 3.50 before, 4.25 after, on 2 CPUs"
     assert "unknown time" in speed.measured_text(dataclasses.replace(result, provenance={}))
+
+
+# -- work proportional to what changed (issue 17) ------------------------------------------------------
+def _wait_until(condition, timeout_s: float = 30) -> None:
+    import time as time_
+
+    deadline = time_.time() + timeout_s
+    while not condition():
+        assert time_.time() < deadline, "timed out"
+        time_.sleep(0.01)
+
+
+def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
+    import threading
+    import time as time_
+
+    from app.compute import Gate
+    from pruning_core.errors import Cancelled
+
+    gate, order, inside, most = Gate(), [], [0], [0]
+
+    def work(name: str, urgent: bool) -> None:
+        with gate.hold(urgent=urgent):
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            order.append(name)
+            time_.sleep(0.05)
+            inside[0] -= 1
+
+    with gate.hold(urgent=True):              # busy: everything below queues
+        threads = [threading.Thread(target=work, args=("timing", False))]
+        threads[0].start()
+        _wait_until(lambda: gate.waiting == 1)    # the timing waits first ...
+        threads += [threading.Thread(target=work, args=(f"eval{i}", True)) for i in range(3)]
+        for t in threads[1:]:
+            t.start()
+        _wait_until(lambda: gate.waiting == 4)
+    for t in threads:
+        t.join(10)
+    assert most[0] == 1                                   # never two at once
+    assert order[-1] == "timing" and sorted(order[:3]) == ["eval0", "eval1", "eval2"]   # ... but goes last
+
+    def cancel(event):
+        assert event.stage == "queued"
+        raise Cancelled("a newer click")
+
+    with gate.hold(urgent=True):
+        with pytest.raises(Cancelled):        # a replaced job leaves the queue without running
+            with gate.hold(urgent=True, progress=cancel):
+                raise AssertionError("ran while the gate was held")
+    assert gate.waiting == 0
+    with gate.hold(urgent=False):             # and the gate is free again
+        pass
+
+
+def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert, monkeypatch):
+    from app import cache
+    from pruning_core import pruning
+    from pruning_core.models import weights_hash_of_module
+
+    monkeypatch.setattr(cache, "LATENCY_ROUNDS", 2)
+    made = []
+    original = pruning.prune_heads
+    monkeypatch.setattr(pruning, "prune_heads", lambda model, mask: made.append(mask) or original(model, mask))
+    spec = str(tiny_bert.model)
+    shared = cache.load(spec)
+    before = weights_hash_of_module(shared.model)
+    mask = half_mask(shared.layout, seed=2)
+    first, second = cache.latency(spec, mask), cache.latency(spec, mask)
+    assert made == [mask]                                         # one copy for both timings
+    assert first.variants == second.variants == ("dense", "pruned")   # the two variants the panel shows
+    assert weights_hash_of_module(shared.model) == before          # the shared model untouched
+    cache.pruned_model.clear()
+
+
+def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert, monkeypatch):
+    from app import cache
+
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    for layer, head in ((0, 0), (0, 1)):
+        ok(click_head(at, "encoder_self", layer, head))
+    asked = []
+    original = cache.evaluate
+    monkeypatch.setattr(cache, "evaluate", lambda spec, task, limit, mask, **kw: asked.append(
+        None if mask is None or mask.is_full() else mask.n_kept) or original(spec, task, limit, mask, **kw))
+    ok(click_head(at, "encoder_self", 1, 3))
+    assert metric(at, "heads kept") == "5 / 8"
+    assert set(asked) <= {5, None}, asked          # the new mask (and all heads), never the 7- and 6-head steps
+    assert len(at.get("plotly_chart")) == 2         # the map and the history chart, with every step shown ...
+    history = next(e for e in at.get("plotly_chart") if e.key.endswith("history"))
+    import json
+    ys = json.loads(history.proto.spec)["data"][0]["y"]
+    assert len(ys) == 4 and None not in ys          # ... from the values the panel showed

@@ -199,3 +199,27 @@ def test_benchmark_does_not_switch_a_training_model_to_eval(tmp_path):
     loaded.model.train()
     benchmark(loaded, batch_sizes=(1,), measure_memory=False, **FAST)
     assert loaded.model.training
+
+
+def test_benchmark_times_only_the_variants_asked_for_and_uses_a_given_pruned_copy(tmp_path, monkeypatch):
+    from pruning_core import pruning
+    from pruning_core.bench import run as bench_run
+    from pruning_core.errors import HeadpruneError
+
+    loaded = tiny_loaded("bert", tmp_path)
+    mask = half_mask(loaded.layout, seed=1)
+    pruned = pruning.prune_heads(loaded.model, mask).eval()
+    before = weights_hash_of_module(pruned)
+    made = []
+    monkeypatch.setattr(bench_run, "prune_heads", lambda *a, **k: made.append(a) or pruning.prune_heads(*a, **k))
+    result = benchmark(loaded, mask, batch_sizes=(1,), measure_memory=False, variants=("dense", "pruned"),
+                       pruned=pruned, **FAST)
+    assert made == []                                    # the given copy was timed, no second copy made
+    assert weights_hash_of_module(pruned) == before      # and only read
+    assert result.variants == ("dense", "pruned") and {r.variant for r in result.rows} == {"dense", "pruned"}
+    assert result.comparisons[0].masked_ratio is None
+    assert BenchResult.from_json(json.loads(json.dumps(result.to_json()))).variants == ("dense", "pruned")
+    assert "masked" not in format_bench(result).split("speed-up =")[0]
+    assert benchmark(loaded, mask, batch_sizes=(1,), measure_memory=False, **FAST).variants == VARIANTS  # the default
+    with pytest.raises(HeadpruneError, match="must include 'dense' and 'pruned'"):
+        benchmark(loaded, mask, batch_sizes=(1,), variants=("masked", "pruned"), **FAST)

@@ -23,7 +23,7 @@ def format_bench(result: BenchResult) -> str:
         f"{'params':>11}  {'speed-up':>8} {'ceiling':>8} {'of ceil.':>8}  {'paired':>15}",
     ]
     for comp in result.comparisons:
-        for variant in VARIANTS:
+        for variant in (v for v in VARIANTS if v in result.variants):
             r = result.row(variant, comp.batch_size)
             lat = r.latency
             paired = ""
@@ -39,7 +39,8 @@ def format_bench(result: BenchResult) -> str:
                          f"{r.examples_per_s:>8.1f} {_mib(r.peak_memory_bytes):>9} {r.parameters:>11,}  "
                          f"{sp:>8} {ce:>8} {frac:>8}  {paired:>15}")
     lines.append("")
-    lines += [f"batch {comp.batch_size}: pruned {speed_verdict(result, comp.batch_size).text}; masked: {MASKED_TEXT}"
+    masked = f"; masked: {MASKED_TEXT}" if "masked" in result.variants else ""
+    lines += [f"batch {comp.batch_size}: pruned {speed_verdict(result, comp.batch_size).text}{masked}"
               for comp in result.comparisons]
     lines += ["",
               "speed-up = dense median / variant median; ceiling = 1 / (1 - removed fraction of multiply-adds); "

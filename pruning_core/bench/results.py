@@ -47,7 +47,8 @@ class BenchComparison(JsonRecord):
     speedup: float                 # dense median / pruned median (the headline figure)
     paired_speedup: float          # median over rounds of dense_i / pruned_i (same round, same noise)
     best_speedup: float            # fastest dense / fastest pruned (least disturbed runs)
-    masked_ratio: float = field(metadata=json_field("masked_over_dense"))   # masked / dense median (≈ 1)
+    masked_ratio: float | None = field(metadata=json_field("masked_over_dense"))   # masked / dense median (≈ 1);
+    #                                                        None when masked was not timed
     ceiling_speedup: float
     fraction_of_ceiling: float = field(init=False)          # speedup / ceiling; >= 0.95 is the target
     paired_fraction_of_ceiling: float = field(init=False)
@@ -101,6 +102,11 @@ class BenchResult(JsonRecord):
             if r.variant == variant and r.batch_size == batch_size:
                 return r
         raise KeyError((variant, batch_size))
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variants timed, in :data:`VARIANTS` order (the live panel times only dense and pruned)."""
+        return tuple(v for v in VARIANTS if any(r.variant == v for r in self.rows))
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:

@@ -24,7 +24,7 @@ from ..progress import ProgressCallback, report
 from ..presets import half_mask
 from ..pruning import parameter_count, prune_heads
 from .ceiling import flop_ceiling
-from .results import CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, BenchComparison, BenchResult, BenchRow
+from .results import CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, VARIANTS, BenchComparison, BenchResult, BenchRow
 from .timing import LatencyStats, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
 
 
@@ -80,7 +80,8 @@ def text_positions(config) -> int | None:
 def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int] = (1, 8, 32),
               seq_len: int = 128, decoder_len: int | None = None, device: str | None = None,
               warmup: int = 3, repeats: int = 10, min_seconds: float = 2.0, measure_memory: bool = True,
-              seed: int = 0, progress: ProgressCallback | None = None) -> BenchResult:
+              seed: int = 0, progress: ProgressCallback | None = None, variants: Sequence[str] = VARIANTS,
+              pruned=None) -> BenchResult:
     """Time dense, masked and pruned variants of ``loaded`` side by side, and count the FLOP ceiling.
 
     Args:
@@ -96,8 +97,13 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         device: 'cpu' or 'cuda' (checked by ``models.resolve_device``); None: the model's own device.
         warmup: untimed rounds per batch size.
         repeats, min_seconds: timed rounds per batch size: at least ``repeats`` rounds and at least
-            ``min_seconds`` of timed forward passes (three variants together).
+            ``min_seconds`` of timed forward passes (all variants together).
         measure_memory: one extra forward pass per variant and batch size for the peak memory.
+        variants: which of "dense", "masked", "pruned" to time (default all three; "dense" and
+            "pruned" are always timed: the speed-up is theirs). Without "masked" its row is absent
+            and ``masked_ratio`` is None.
+        pruned: ``prune_heads(loaded.model, mask)`` made earlier (e.g. cached per mask and shared),
+            on the timing device; None: pruned here. Only read, never modified.
         progress: ``report`` callback, stage ``"bench"``; raise ``Cancelled`` from it to stop.
 
     Returns:
@@ -124,6 +130,9 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
     frames = audio_frames(config)
     if frames is not None:              # the encoder reads all its audio frames, whatever seq_len says
         seq_len = frames
+    wanted = set(variants)
+    if wanted - set(VARIANTS) or not {"dense", "pruned"} <= wanted:
+        raise HeadpruneError(f"variants must include 'dense' and 'pruned', from {list(VARIANTS)}; got {list(variants)}.")
     if mask is None:
         mask = half_mask(loaded.layout, seed=0)
     mask.check_fits(loaded.layout)
@@ -134,8 +143,9 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
     if dense.training:                         # never flip the caller's model to eval: use a copy
         dense = copy.deepcopy(dense).eval()
         base = base.derive(dense, base.model_id)
-    report(progress, "bench", 0, len(batch_sizes), "pruning a copy")
-    pruned = prune_heads(dense, mask).eval()
+    if pruned is None or next(pruned.parameters()).device != dev:
+        report(progress, "bench", 0, len(batch_sizes), "pruning a copy")
+        pruned = prune_heads(dense, mask).eval()
     ceiling = flop_ceiling(config, mask, seq_len, decoder_len=dec_len)
     attn_impl = str(getattr(config, "_attn_implementation", None) or "unknown")
 
@@ -149,8 +159,9 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
     def run_pruned(inputs: dict) -> object:
         return pruned(**inputs)
 
-    variants = {"dense": (run_dense, dense, mask.n_total), "masked": (run_masked, dense, mask.n_total),
-                "pruned": (run_pruned, pruned, mask.n_kept)}
+    variants = {name: run for name, run in (("dense", (run_dense, dense, mask.n_total)),
+                                            ("masked", (run_masked, dense, mask.n_total)),
+                                            ("pruned", (run_pruned, pruned, mask.n_kept))) if name in wanted}
     rows: list[BenchRow] = []
     comparisons: list[BenchComparison] = []
     with torch.inference_mode():
@@ -166,16 +177,17 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
                 wb = weights_bytes(model)
                 rows.append(BenchRow(name, bs, LatencyStats.of(times[name]), parameter_count(model), wb,
                                      None if peak is None else wb + peak, heads))
-            stats = {r.variant: r.latency for r in rows[-3:]}
+            stats = {r.variant: r.latency for r in rows[-len(variants):]}
             speedup = stats["dense"].median / stats["pruned"].median
             paired = statistics.median(a / b for a, b in zip(times["dense"], times["pruned"]))
             comparisons.append(BenchComparison(
                 bs, speedup, paired, stats["dense"].min / stats["pruned"].min,
-                stats["masked"].median / stats["dense"].median, ceiling.speedup,
+                stats["masked"].median / stats["dense"].median if "masked" in stats else None, ceiling.speedup,
                 None if dev.type == "cuda" else timed.cpu_share(torch.get_num_threads())))
             report(progress, "bench", i + 1, len(batch_sizes), f"batch {bs}: {speedup:.3f}x")
     settings = {"batch_sizes": [int(b) for b in batch_sizes], "seq_len": seq_len, "decoder_len": dec_len,
                 "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "seed": seed,
+                "variants": list(variants),
                 "inputs": ("random log-mel features of the model's fixed length" if frames is not None else
                            "synthetic token ids, no padding, attention mask all ones")
                           + ("; teacher-forced decoder, use_cache=False" if enc_dec else ""),
