@@ -266,13 +266,13 @@ def eval_limit(spec: str, task_name: str) -> int:
     """The session's evaluation size: the user's choice, else the model's own (:mod:`app.workload`)."""
     from app import workload
 
-    return state.eval_limit() or workload.eval_size(spec, task_name)
+    return state.eval_limit() or workload.own_size(spec, task_name)[0]
 
 
 def eval_size_picker(page: str, narrow: bool = False) -> int:
     """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width).
     Its help says what the size buys and what the model's own size is."""
-    from app import cache, workload
+    from app import workload
 
     if narrow:
         with st.columns([1, 2])[0]:
@@ -287,8 +287,7 @@ def eval_size_picker(page: str, narrow: bool = False) -> int:
         except HeadpruneError as exc:
             state.add_notice("error", str(exc))
 
-    own = workload.eval_size(spec, task_name)
-    unit = cache.example_cost(spec, task_name).unit
+    own, unit = workload.own_size(spec, task_name)
     st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=max(1, own // 2),
                     key=key, on_change=changed,
                     help=f"The first N {unit}s of the task's evaluation split. This model's own size is {own}: a "

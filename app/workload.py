@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from pruning_core import budget
+from pruning_core.errors import HeadpruneError
 from pruning_core.scoring import scorer_info
 
 from . import cache
@@ -23,6 +24,15 @@ GRADIENT_PASS = 3                                  # forward + backward ~ 3 forw
 def eval_size(spec: str, task_name: str) -> int:
     """The default evaluation size of ``spec`` on ``task_name``: a click in about 5 s on 2 cores."""
     return budget.eval_size(cache.example_cost(spec, task_name))
+
+
+def own_size(spec: str, task_name: str) -> tuple[int, str]:
+    """(:func:`eval_size`, what one example is called); when the model or the task cannot be read,
+    the largest size and "example", so a page can still draw its picker and then say what is wrong."""
+    try:
+        return eval_size(spec, task_name), cache.example_cost(spec, task_name).unit
+    except HeadpruneError:
+        return budget.MAX_EVAL_SIZE, "example"
 
 
 def interval_note(n: int, unit: str = "example") -> str:

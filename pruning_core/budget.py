@@ -31,7 +31,7 @@ from .errors import HeadpruneError
 
 MACS_PER_SECOND = 3e10         # dense float32 multiply-adds per second, 2 quiet CPU cores (see above)
 CLICK_SECONDS = 5.0            # a dashboard click should show its new metric within this
-CLICK_PASSES = 2               # forward passes per click today: the metric and the per-example outputs
+CLICK_PASSES = 1               # forward passes per click: one evaluation gives the metric and each example's loss
 MAX_EVAL_SIZE = 128            # the largest default evaluation size (encoders reach it)
 MIN_EVAL_SIZE = 2              # the smallest: an interval needs at least two examples
 SPEECH_TEXT_TOKENS = 32        # text tokens of one utterance (a sentence), decoded or teacher-forced

@@ -89,7 +89,7 @@ def test_evaluation_sizes_per_family():
     minilm = budget.example_cost(tf.BertConfig(**MINILM), "classification", 27)   # movie-sentiment: 27 tokens
     smol = budget.example_cost(tf.LlamaConfig(**SMOLLM2), "language_model", 128)
     whisper = budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")
-    assert (budget.eval_size(minilm), budget.eval_size(smol), budget.eval_size(whisper)) == (128, 4, 2)
+    assert (budget.eval_size(minilm), budget.eval_size(smol), budget.eval_size(whisper)) == (128, 8, 2)   # one pass per click
     assert (minilm.unit, smol.unit, whisper.unit) == ("example", "window", "utterance")
     assert whisper.tokens == 1500 and whisper.decoder_tokens == budget.SPEECH_TEXT_TOKENS
     for cost in (minilm, smol, whisper):   # a click of the chosen size: 5 s or less, unless at the 2-example floor

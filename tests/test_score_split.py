@@ -61,7 +61,8 @@ def test_head_map_scores_come_from_the_train_split(tiny_bert, held_out):
 def test_the_bundle_records_the_split_the_scores_were_computed_on(tiny_bert, held_out, monkeypatch, scorer,
                                                                    recorded):
     name, _ = held_out
-    monkeypatch.setattr(ui, "run_job", lambda job, label, fn, *args, **kwargs: fn(*args, **kwargs))
+    monkeypatch.setattr(ui, "run_job", lambda job, label, fn, *args, auto=True, progress=True, fresh=False, **kwargs:
+                        fn(*args, **kwargs))          # run_job's own options are not the function's
     monkeypatch.setattr(state, "get_result", lambda key: None)
     monkeypatch.setattr(latency_ui, "measurement", lambda spec, mask, **kwargs: None)
     spec = str(tiny_bert.model)
