@@ -23,6 +23,9 @@ def add_prune_and_bench(sub) -> None:
     mask_options(p, "a headprune.mask/1 file", required=True)
     checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--allow-larger", action="store_true",
+                   help="save the result even when it has more parameters than the input (uneven key/value "
+                        "groups copy key/value heads)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
                    help="the precision the pruned model is saved in (half precision needs --device cuda)")
@@ -56,17 +59,23 @@ def cmd_info(args) -> None:
 
 def cmd_prune(args) -> None:
     from .models import save_pruned
-    from .pruning import parameter_count, prune_heads
+    from .pruning import describe_change, parameter_count, parameter_count_after, prune_heads
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
+    before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
+    change = f"parameters {before:,} -> {after:,} ({describe_change(before, after)})"
+    if after > before and not args.allow_larger:
+        raise HeadpruneError(
+            f"This mask makes the model larger: {change}. Its layers keep uneven numbers of query heads per "
+            "key/value group, so key/value heads are copied to even them out. Remove whole groups or the same "
+            "number per group instead: `headprune mask SCORES --uniform --remove F`, or the dashboard's \"by "
+            "group\" / \"k per group\" presets; or pass --allow-larger to save it anyway.")
     pruned = prune_heads(loaded.model, mask)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
     save_pruned(pruned, loaded.tokenizer, out)
-    before, after = parameter_count(loaded.model), parameter_count(pruned)
-    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; parameters {before:,} -> {after:,} "
-          f"({1 - after / before:.1%} fewer); saved to {out}")
+    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; {change}; saved to {out}")
 
 
 def cmd_bench(args) -> None:

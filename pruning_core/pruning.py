@@ -23,8 +23,8 @@ from .heads import HeadMask
 
 CONFIG_KEY = "headprune_pruned_heads"   # {kind: {layer (str): [original head indices removed]}}
 
-__all__ = ["CONFIG_KEY", "EmptyAttention", "attention_parameter_count", "parameter_count", "parameter_count_after",
-           "prune_heads", "restructure_for_loading"]
+__all__ = ["CONFIG_KEY", "EmptyAttention", "attention_parameter_count", "describe_change", "parameter_count",
+           "parameter_count_after", "prune_heads", "restructure_for_loading"]
 
 
 def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
@@ -85,6 +85,15 @@ def parameter_count_after(model: nn.Module, mask: HeadMask) -> int:
             total += adapter.site_parameters(site, [h for h, v in enumerate(row) if v == 1]) - \
                 adapter.site_parameters(site)
     return total
+
+
+def describe_change(before: int, after: int) -> str:
+    """The parameter change in words: ``'2.4 % fewer'``, ``'2.4 % more'`` (uneven key/value groups can grow a
+    model) or ``'no change'``; the share is of ``before``."""
+    if after == before:
+        return "no change"
+    share = abs(after - before) / before if before else 0.0
+    return f"{share * 100:.1f} % {'fewer' if after < before else 'more'}"
 
 
 def attention_parameter_count(model: nn.Module) -> int:
