@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from .architectures import AttentionSite, adapter_for, find_sites, layout_of
 from .errors import CacheError, ModelLoadError
 from .heads import HeadLayout
 from .pruning import CONFIG_KEY, restructure_for_loading
+from .weight_files import check_weight_files, explain_mismatch
 from .zoo import MANIFEST, headprune_home
 from . import zoo
 
@@ -201,6 +203,7 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
             raise ModelLoadError(
                 f"Model folder {str(where)!r} has only pickle weights ({pickled[0].name}); loading them can run "
                 "arbitrary code. Convert them to safetensors, or pass --allow-pickle if you trust the file.")
+        check_weight_files(Path(where))          # a cut-off file or a missing shard: named, before loading
     kwargs = dict(trust_remote_code=False, attn_implementation=attn_implementation, dtype=torch_dtype,
                   use_safetensors=None if allow_pickle else True, local_files_only=local_only)
     if device_map is not None:
@@ -215,8 +218,11 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
         else:
             model = auto_cls.from_pretrained(where, config=config, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local_only)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelLoadError(f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        why = _mismatch(auto_cls, config, Path(where)) if source != "hub" else None
+        raise ModelLoadError(why or f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
     model.eval()
     if device_map is None:
         model.to(device=dev, dtype=torch_dtype)
@@ -229,6 +235,20 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=spec if source != "local" else str(where),
                        source=source, task_type=adapter.task_type, arch=adapter.name,
                        weights_sha256=weights_sha, sites=sites, layout=layout_of(sites))
+
+
+def _mismatch(auto_cls, config, folder: Path) -> str | None:
+    """Why the weights in ``folder`` do not fit ``config`` (a tensor's shape), from a model built on the meta
+    device (no memory, no weights); None when the shapes agree and the failure was something else."""
+    try:
+        with torch.device("meta"):
+            model = auto_cls.from_config(config)
+            if getattr(config, CONFIG_KEY, None):
+                restructure_for_loading(model, getattr(config, CONFIG_KEY))
+        shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+        return explain_mismatch(shapes, folder)
+    except (OSError, ValueError, RuntimeError):          # the diagnosis itself failed: keep the first error
+        return None
 
 
 def _check_prepared(name: str, folder: Path) -> None:

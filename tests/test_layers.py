@@ -13,7 +13,7 @@ LAYERS = [
      "stats", "zoo", "distributed", "__version__"},
     {"architectures"},
     {"masking", "pruning"},
-    {"models", "results", "cli_args", "significance"},
+    {"models", "results", "cli_args", "significance", "weight_files"},
     {"data", "presets", "experiments"},
     {"tasks", "attention_maps", "bench", "budget", "per_example", "speech_attention"},
     {"finetune", "scoring"},
