@@ -51,10 +51,31 @@ def cmd_info(args) -> None:
     print(f"parameters {total:,} ({attn:,} in attention, {attn / total:.1%})")
     if loaded.pruned_heads:
         print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
+    stock = stock_note(loaded.model, loaded.model_id)
+    print(f"loads in   {stock}")
     write_result(args, {"format": "headprune.info/1", "model": loaded.model_id,
                         "model_type": loaded.config.model_type, "task_type": loaded.task_type,
                         "layout": loaded.layout.to_json(), "parameters": total, "attention_parameters": attn,
-                        "pruned_heads": loaded.pruned_heads, "provenance": provenance(loaded)})
+                        "pruned_heads": loaded.pruned_heads, "stock_transformers": stock.startswith("stock"),
+                        "loads_in": stock, "provenance": provenance(loaded)})
+
+
+def stock_note(model, where: str, saved_now: bool = False) -> str:
+    """Where a model loads, in words: 'stock transformers ...' or 'headprune only: why; the export to use'.
+    ``saved_now``: ``model`` is the pruned copy that ``save_pruned`` just wrote (with a stock config if it can)."""
+    from .architectures import adapter_for
+    from .pruning import CONFIG_KEY, STOCK_KEY, stock_shape
+    shape = stock_shape(model)
+    counts = ", ".join(f"{k} {v}" for k, v in shape.fields.items())
+    if shape.fields and not saved_now and getattr(model.config, CONFIG_KEY, None) \
+            and not getattr(model.config, STOCK_KEY, False):
+        return (f"headprune only: it was saved with its original head counts; prune the original model again to "
+                f"write a stock config ({counts})")
+    if shape.reason:
+        return (f"headprune only: {shape.reason}. For other runtimes use `headprune export {where} --format onnx "
+                "--out FILE.onnx`")
+    return (f"stock transformers{f' ({counts})' if counts else ''}: "
+            f"{adapter_for(model).auto_class}.from_pretrained({where!r}) needs no headprune")
 
 
 def cmd_prune(args) -> None:
@@ -76,6 +97,7 @@ def cmd_prune(args) -> None:
         raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
     save_pruned(pruned, loaded.tokenizer, out)
     print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; {change}; saved to {out}")
+    print(f"loads in {stock_note(pruned, str(out), saved_now=True)}")
 
 
 def cmd_bench(args) -> None:
