@@ -37,6 +37,9 @@ def add_prune_and_bench(sub) -> None:
     checked(p, "--batch-sizes", default="1,8,32", check=int_list)
     checked(p, "--seq-len", type=int, default=128, check=positive_int)
     checked(p, "--repeats", type=int, default=None, check=positive_int)
+    p.add_argument("--onnx", action="store_true",
+                   help="time ONNX Runtime dense vs pruned beside PyTorch (CPU, float32, eager attention) instead of "
+                        "dense vs masked vs pruned in PyTorch; needs onnx and onnxruntime")
     p.set_defaults(func=cmd_bench)
 
 
@@ -103,10 +106,26 @@ def cmd_prune(args) -> None:
 def cmd_bench(args) -> None:
     from .bench import benchmark, format_bench
     sizes = tuple(int(s) for s in args.batch_sizes.split(","))     # checked by cli_args.int_list
+    if args.onnx:
+        return _bench_onnx(args, sizes)
     loaded = load_from_args(args, attn="sdpa")
     mask = read_mask(args, loaded.layout)          # None: the benchmark's own half mask (seed 0)
     kwargs = {"repeats": args.repeats} if args.repeats else {}
     result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
                        progress=progress_bars(), **kwargs)
     print(format_bench(result))
+    write_result(args, result.to_json())
+
+
+def _bench_onnx(args, sizes) -> None:
+    from .export.onnx_bench import format_onnx_bench, onnx_benchmark
+    if (args.device or "cpu") != "cpu" or args.dtype not in ("auto", "float32") or args.device_map:
+        raise HeadpruneError("bench --onnx compares CPU runtimes in float32; leave out --device, --dtype and "
+                             "--device-map (or give --device cpu --dtype float32).")
+    from .models import load_model
+    loaded = load_model(args.model, device="cpu", dtype="float32", allow_pickle=args.allow_pickle)
+    mask = read_mask(args, loaded.layout)
+    kwargs = {"repeats": args.repeats} if args.repeats else {}
+    result = onnx_benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, progress=progress_bars(), **kwargs)
+    print(format_onnx_bench(result))
     write_result(args, result.to_json())

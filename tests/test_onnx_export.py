@@ -75,3 +75,21 @@ def test_the_pruned_default_in_onnx_runtime(tmp_path):
     want = logits_of(pruned.model, x)
     # 6 layers of 384-wide float32 arithmetic in two libraries: ~1e-6 apart on logits of size ~3
     assert torch.allclose(onnx_logits(onnx_session(result.path), x), want, atol=1e-4, rtol=0)
+
+
+def test_bench_onnx_times_both_runtimes_beside_the_ceiling(tmp_path, monkeypatch, headprune_home, capsys):
+    tiny_model("llama").save_pretrained(tmp_path / "llama")
+    make_bert_tokenizer(tmp_path / "tok").save_pretrained(tmp_path / "llama")
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "llama", "--onnx", "--batch-sizes", "1,2", "--seq-len", "8", "--repeats", "3",
+                 "--out", "b.json"]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime pruned" in out and "FLOP ceiling" in out
+    result = json.loads((tmp_path / "b.json").read_text())
+    assert result["format"] == "headprune.onnx_bench/1" and result["ceiling"]["speedup"] > 1
+    assert [(r["batch_size"], r["variant"]) for r in result["rows"]] == \
+        [(b, v) for b in (1, 2) for v in ("pytorch dense", "pytorch pruned", "onnxruntime dense", "onnxruntime pruned")]
+    assert all(r["n_runs"] >= 3 and r["median_s"] > 0 for r in result["rows"])
+    assert all(r["speedup"] == 1.0 for r in result["rows"] if r["variant"].endswith("dense"))
+    assert max(result["onnx_check"].values()) < 1e-4
+    assert main(["bench", "llama", "--onnx", "--dtype", "bfloat16"]) == 2
