@@ -40,6 +40,12 @@ def add_commands(sub) -> None:
     p.add_argument("--remove", type=float, default=None, help="share of heads to remove, e.g. 0.5")
     p.add_argument("--per-layer", action="store_true", help="remove that share in every layer, not globally")
     p.add_argument("--keep-per-layer", type=int, default=None, help="keep only the N best heads of every layer")
+    p.add_argument("--uniform", action="store_true",
+                   help="with --remove: remove that share of whole key/value groups from every layer, the least "
+                        "important, so every layer keeps the same heads (a grouped-query model then prunes to a "
+                        "stock config that plain transformers loads); reads the model's groups")
+    p.add_argument("--model", default=None,
+                   help="the model the scores are of, for --uniform (default: the model named in the scores file)")
     checked(p, "--out", required=True, check=output_file)
     p.set_defaults(func=cmd_mask)
 
@@ -149,7 +155,12 @@ def cmd_mask(args) -> None:
     scores = load_scores(args.scores)
     if (args.remove is None) == (args.keep_per_layer is None):
         raise HeadpruneError("Give exactly one of --remove FRACTION or --keep-per-layer N.")
-    if args.remove is not None:
+    if args.uniform and (args.remove is None or args.per_layer):
+        raise HeadpruneError("--uniform goes with --remove FRACTION (it is per layer already), not with "
+                             "--keep-per-layer or --per-layer.")
+    if args.uniform:
+        mask = _uniform_mask(args, scores)
+    elif args.remove is not None:
         mask = remove_least_important(scores.ranking_scores, args.remove, per_layer=args.per_layer)
     else:
         mask = keep_top_per_layer(scores.ranking_scores, args.keep_per_layer)
@@ -158,8 +169,24 @@ def cmd_mask(args) -> None:
                                        "score_split": scores.provenance.get("split"),
                                        "score_n": scores.provenance.get("n_examples"),
                                        "remove": args.remove, "per_layer": args.per_layer,
-                                       "keep_per_layer": args.keep_per_layer}))
+                                       "keep_per_layer": args.keep_per_layer, "uniform": args.uniform}))
     print(f"mask keeps {mask.n_kept}/{mask.n_total} heads; wrote {args.out}")
+
+
+def _uniform_mask(args, scores):
+    """``presets.uniform_by_group`` with the key/value groups of ``--model`` (or the scores' own model)."""
+    from .architectures import kv_groups_of
+    from .models import load_model
+    from .presets import uniform_by_group
+    spec = args.model or scores.provenance.get("model")
+    if not spec:
+        raise HeadpruneError(f"The scores file {args.scores!r} names no model; give --model MODEL (the model it "
+                             "scored) so that --uniform can read its key/value groups.")
+    loaded = load_model(spec, device="cpu")
+    if loaded.layout != scores.scores.layout:
+        raise HeadpruneError(f"Model {spec!r} has heads {loaded.layout.describe()}, the scores "
+                             f"{scores.scores.layout.describe()}; give --model the model that was scored.")
+    return uniform_by_group(scores.ranking_scores, kv_groups_of(loaded.sites), args.remove)
 
 
 def cmd_ablate(args) -> None:

@@ -23,6 +23,9 @@ def add_prune_and_bench(sub) -> None:
     mask_options(p, "a headprune.mask/1 file", required=True)
     checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--allow-larger", action="store_true",
+                   help="save the result even when it has more parameters than the input (uneven key/value "
+                        "groups copy key/value heads)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
                    help="the precision the pruned model is saved in (half precision needs --device cuda)")
@@ -34,6 +37,9 @@ def add_prune_and_bench(sub) -> None:
     checked(p, "--batch-sizes", default="1,8,32", check=int_list)
     checked(p, "--seq-len", type=int, default=128, check=positive_int)
     checked(p, "--repeats", type=int, default=None, check=positive_int)
+    p.add_argument("--onnx", action="store_true",
+                   help="time ONNX Runtime dense vs pruned beside PyTorch (CPU, float32, eager attention) instead of "
+                        "dense vs masked vs pruned in PyTorch; needs onnx and onnxruntime")
     p.set_defaults(func=cmd_bench)
 
 
@@ -48,34 +54,78 @@ def cmd_info(args) -> None:
     print(f"parameters {total:,} ({attn:,} in attention, {attn / total:.1%})")
     if loaded.pruned_heads:
         print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
+    stock = stock_note(loaded.model, loaded.model_id)
+    print(f"loads in   {stock}")
     write_result(args, {"format": "headprune.info/1", "model": loaded.model_id,
                         "model_type": loaded.config.model_type, "task_type": loaded.task_type,
                         "layout": loaded.layout.to_json(), "parameters": total, "attention_parameters": attn,
-                        "pruned_heads": loaded.pruned_heads, "provenance": provenance(loaded)})
+                        "pruned_heads": loaded.pruned_heads, "stock_transformers": stock.startswith("stock"),
+                        "loads_in": stock, "provenance": provenance(loaded)})
+
+
+def stock_note(model, where: str, saved_now: bool = False) -> str:
+    """Where a model loads, in words: 'stock transformers ...' or 'headprune only: why; the export to use'.
+    ``saved_now``: ``model`` is the pruned copy that ``save_pruned`` just wrote (with a stock config if it can)."""
+    from .architectures import adapter_for
+    from .pruning import CONFIG_KEY, STOCK_KEY, stock_shape
+    shape = stock_shape(model)
+    counts = ", ".join(f"{k} {v}" for k, v in shape.fields.items())
+    if shape.fields and not saved_now and getattr(model.config, CONFIG_KEY, None) \
+            and not getattr(model.config, STOCK_KEY, False):
+        return (f"headprune only: it was saved with its original head counts; prune the original model again to "
+                f"write a stock config ({counts})")
+    if shape.reason:
+        return (f"headprune only: {shape.reason}. For other runtimes use `headprune export {where} --format onnx "
+                "--out FILE.onnx`")
+    return (f"stock transformers{f' ({counts})' if counts else ''}: "
+            f"{adapter_for(model).auto_class}.from_pretrained({where!r}) needs no headprune")
 
 
 def cmd_prune(args) -> None:
     from .models import save_pruned
-    from .pruning import parameter_count, prune_heads
+    from .pruning import describe_change, parameter_count, parameter_count_after, prune_heads
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
+    before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
+    change = f"parameters {before:,} -> {after:,} ({describe_change(before, after)})"
+    if after > before and not args.allow_larger:
+        raise HeadpruneError(
+            f"This mask makes the model larger: {change}. Its layers keep uneven numbers of query heads per "
+            "key/value group, so key/value heads are copied to even them out. Remove whole groups or the same "
+            "number per group instead: `headprune mask SCORES --uniform --remove F`, or the dashboard's \"by "
+            "group\" / \"k per group\" presets; or pass --allow-larger to save it anyway.")
     pruned = prune_heads(loaded.model, mask)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
     save_pruned(pruned, loaded.tokenizer, out)
-    before, after = parameter_count(loaded.model), parameter_count(pruned)
-    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; parameters {before:,} -> {after:,} "
-          f"({1 - after / before:.1%} fewer); saved to {out}")
+    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; {change}; saved to {out}")
+    print(f"loads in {stock_note(pruned, str(out), saved_now=True)}")
 
 
 def cmd_bench(args) -> None:
     from .bench import benchmark, format_bench
     sizes = tuple(int(s) for s in args.batch_sizes.split(","))     # checked by cli_args.int_list
+    if args.onnx:
+        return _bench_onnx(args, sizes)
     loaded = load_from_args(args, attn="sdpa")
     mask = read_mask(args, loaded.layout)          # None: the benchmark's own half mask (seed 0)
     kwargs = {"repeats": args.repeats} if args.repeats else {}
     result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
                        progress=progress_bars(), **kwargs)
     print(format_bench(result))
+    write_result(args, result.to_json())
+
+
+def _bench_onnx(args, sizes) -> None:
+    from .export.onnx_bench import format_onnx_bench, onnx_benchmark
+    if (args.device or "cpu") != "cpu" or args.dtype not in ("auto", "float32") or args.device_map:
+        raise HeadpruneError("bench --onnx compares CPU runtimes in float32; leave out --device, --dtype and "
+                             "--device-map (or give --device cpu --dtype float32).")
+    from .models import load_model
+    loaded = load_model(args.model, device="cpu", dtype="float32", allow_pickle=args.allow_pickle)
+    mask = read_mask(args, loaded.layout)
+    kwargs = {"repeats": args.repeats} if args.repeats else {}
+    result = onnx_benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, progress=progress_bars(), **kwargs)
+    print(format_onnx_bench(result))
     write_result(args, result.to_json())

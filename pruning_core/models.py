@@ -4,7 +4,8 @@ or a Hugging Face hub id.
 Always ``trust_remote_code=False``. Pickle weights (``pytorch_model.bin``) are refused unless
 the caller opts in with ``allow_pickle=True``, because unpickling runs arbitrary code.
 A model saved by ``headprune prune`` records its removed heads in its config; loading rebuilds
-those smaller shapes before the weights go in.
+those smaller shapes before the weights go in, unless the config is a stock one (``headprune_stock_config``:
+its head counts are the pruned ones, so transformers builds them itself, with or without headprune).
 """
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from .architectures import AttentionSite, adapter_for, find_sites, layout_of
 from .errors import CacheError, ModelLoadError
 from .heads import HeadLayout
-from .pruning import CONFIG_KEY, restructure_for_loading
+from .pruning import CONFIG_KEY, STOCK_KEY, restructure_for_loading, stock_shape
+from .weight_files import check_weight_files, explain_mismatch
 from .zoo import MANIFEST, headprune_home
 from . import zoo
 
@@ -201,22 +204,26 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
             raise ModelLoadError(
                 f"Model folder {str(where)!r} has only pickle weights ({pickled[0].name}); loading them can run "
                 "arbitrary code. Convert them to safetensors, or pass --allow-pickle if you trust the file.")
+        check_weight_files(Path(where))          # a cut-off file or a missing shard: named, before loading
     kwargs = dict(trust_remote_code=False, attn_implementation=attn_implementation, dtype=torch_dtype,
                   use_safetensors=None if allow_pickle else True, local_files_only=local_only)
+    removed = getattr(config, CONFIG_KEY, None) if not getattr(config, STOCK_KEY, False) else None
     if device_map is not None:
-        if getattr(config, CONFIG_KEY, None):
+        if removed:
             raise ModelLoadError(f"Model {spec!r} was pruned by headprune; it loads on one device. Leave "
                                  "--device-map out (a pruned model is smaller: it may fit now).")
         kwargs["device_map"] = device_map
     try:
-        removed = getattr(config, CONFIG_KEY, None)
         if removed:
             model = _load_pruned(auto_cls, config, Path(where), attn_implementation)
         else:
             model = auto_cls.from_pretrained(where, config=config, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local_only)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelLoadError(f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        why = _mismatch(auto_cls, config, Path(where)) if source != "hub" else None
+        raise ModelLoadError(why or f"Could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
     model.eval()
     if device_map is None:
         model.to(device=dev, dtype=torch_dtype)
@@ -229,6 +236,20 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=spec if source != "local" else str(where),
                        source=source, task_type=adapter.task_type, arch=adapter.name,
                        weights_sha256=weights_sha, sites=sites, layout=layout_of(sites))
+
+
+def _mismatch(auto_cls, config, folder: Path) -> str | None:
+    """Why the weights in ``folder`` do not fit ``config`` (a tensor's shape), from a model built on the meta
+    device (no memory, no weights); None when the shapes agree and the failure was something else."""
+    try:
+        with torch.device("meta"):
+            model = auto_cls.from_config(config)
+            if getattr(config, CONFIG_KEY, None) and not getattr(config, STOCK_KEY, False):
+                restructure_for_loading(model, getattr(config, CONFIG_KEY))
+        shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+        return explain_mismatch(shapes, folder)
+    except (OSError, ValueError, RuntimeError):          # the diagnosis itself failed: keep the first error
+        return None
 
 
 def _check_prepared(name: str, folder: Path) -> None:
@@ -280,10 +301,27 @@ def _load_pruned(auto_cls, config, folder: Path, attn_implementation: str) -> nn
     return model
 
 
-def save_pruned(model: nn.Module, tokenizer, folder: str | Path) -> Path:
-    """Save a (pruned) model and its tokenizer so ``load_model(folder)`` restores it exactly."""
+def save_pruned(model: nn.Module, tokenizer, folder: str | Path, stock: bool = True) -> Path:
+    """Save a (pruned) model and its tokenizer so ``load_model(folder)`` restores it exactly.
+
+    With ``stock`` (the default) and a shape a stock config can express (:func:`pruning.stock_shape`:
+    every layer of a grouped-query decoder keeps the same heads), the saved config carries the pruned
+    head counts and ``head_dim``, so ``AutoModelFor...from_pretrained(folder)`` loads it without headprune;
+    the removed heads stay listed under ``headprune_pruned_heads`` as a record. ``model`` is left as it was.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder, safe_serialization=True)
+    fields = stock_shape(model).fields if stock and getattr(model.config, CONFIG_KEY, None) else {}
+    original = model.config
+    if fields:
+        config = copy.deepcopy(original)
+        for name, value in fields.items():
+            setattr(config, name, value)
+        setattr(config, STOCK_KEY, True)
+        model.config = config
+    try:
+        model.save_pretrained(folder, safe_serialization=True)
+    finally:
+        model.config = original
     tokenizer.save_pretrained(folder)
     return folder

@@ -3,8 +3,9 @@
 The one home of "drop a share of every layer": removing ``fraction`` of a layer of ``n`` heads
 removes :func:`removed_per_layer` ``= round(fraction * n)`` of them (Python rounds halves to even:
 1 of 2, 2 of 3, 2 of 4, 2 of 5, 6 of 12). SMP's "keep the top half" and the random-half baseline
-use these functions. For grouped-query attention, :func:`prune_by_group` and :func:`prune_k_per_group`
-keep every layer's key/value groups even (physical pruning then copies no key/value head). All
+use these functions. For grouped-query attention, :func:`prune_by_group`, :func:`prune_k_per_group` and
+:func:`uniform_by_group` keep every layer's key/value groups even (physical pruning then copies no key/value
+head); :func:`uniform_by_group` also keeps the same count in every layer (a stock config's shape). All
 functions return a new :class:`HeadMask`; none modifies its input.
 """
 from __future__ import annotations
@@ -120,4 +121,32 @@ def prune_k_per_group(scores: HeadScores, groups: KVGroups, k: int, seed: int = 
             for group in row:
                 order = sorted(group, key=lambda h: (scores.kinds[kind][layer][h], rng.random()))
                 removed += [(kind, layer, h) for h in order[:k]]
+    return HeadMask.from_removed(scores.layout, removed)
+
+
+def uniform_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed: int = 0) -> HeadMask:
+    """Remove the same number of whole key/value groups from every layer: round(fraction * groups) of each
+    layer's groups, those with the lowest summed score (the most important kept; ties broken by ``seed``).
+
+    Every layer of a kind then keeps as many query heads and key/value heads as every other, so a
+    grouped-query decoder (Llama, Qwen2, Mistral, Gemma) pruned with it has a shape a stock config can
+    write (:meth:`~pruning_core.architectures.ArchitectureAdapter.stock_shape`). Without grouping each
+    head is its own group: the same count of heads per layer. ``groups``: :func:`pruning_core.architectures.
+    kv_groups_of` of the model's sites. Raises when ``fraction`` rounds to no group although it is above 0.
+    """
+    _check_fraction(fraction)
+    by_group = group_scores(scores, groups)
+    rng = random.Random(seed)
+    removed = []
+    for kind, rows in by_group.kinds.items():
+        for layer, row in enumerate(rows):
+            count = removed_per_layer(len(row), fraction)
+            if fraction > 0 and count == 0:
+                raise HeadpruneError(
+                    f"Removing {fraction:g} of {len(row)} key/value group(s) per layer rounds to none ({kind} "
+                    f"layer {layer}); a uniform mask removes whole groups, at least 1/{len(row)} of each layer. "
+                    "Give a larger share, or remove query heads inside every group instead (the 'k per group' "
+                    "preset, presets.prune_k_per_group).")
+            order = sorted(range(len(row)), key=lambda g: (row[g], rng.random()))
+            removed += [(kind, layer, h) for g in order[:count] for h in groups[kind][layer][g]]
     return HeadMask.from_removed(scores.layout, removed)

@@ -9,7 +9,10 @@ computes).
 
 Pruning always works on a deep copy: the model passed in, often a shared cached one, is left as
 it was. The removed heads are written into ``config.headprune_pruned_heads`` so that
-``models.load_model`` can rebuild the smaller shapes when loading a saved pruned model.
+``models.load_model`` can rebuild the smaller shapes when loading a saved pruned model. When every layer
+keeps the same shape and the family's config can say so (:func:`stock_shape`: grouped-query decoders),
+``models.save_pruned`` writes those head counts into the config instead and marks it
+``headprune_stock_config``: stock transformers then builds the smaller shapes itself.
 """
 from __future__ import annotations
 
@@ -17,14 +20,15 @@ import copy
 
 from torch import nn
 
-from .architectures import EmptyAttention, adapter_for, layout_of
+from .architectures import EmptyAttention, StockShape, adapter_for, layout_of
 from .errors import FormatError
 from .heads import HeadMask
 
 CONFIG_KEY = "headprune_pruned_heads"   # {kind: {layer (str): [original head indices removed]}}
+STOCK_KEY = "headprune_stock_config"    # true: the config's head counts are the pruned ones (a record only)
 
-__all__ = ["CONFIG_KEY", "EmptyAttention", "attention_parameter_count", "parameter_count", "parameter_count_after",
-           "prune_heads", "restructure_for_loading"]
+__all__ = ["CONFIG_KEY", "STOCK_KEY", "EmptyAttention", "StockShape", "attention_parameter_count", "describe_change", "parameter_count",
+           "parameter_count_after", "prune_heads", "restructure_for_loading", "stock_shape"]
 
 
 def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
@@ -63,6 +67,14 @@ def restructure_for_loading(model: nn.Module, removed: dict[str, dict[str, list[
     setattr(model.config, CONFIG_KEY, removed)
 
 
+def stock_shape(model: nn.Module) -> StockShape:
+    """Whether a stock config can express ``model``'s attention shapes (see
+    :meth:`~pruning_core.architectures.ArchitectureAdapter.stock_shape`); an unpruned model always can."""
+    if not getattr(model.config, CONFIG_KEY, None) or getattr(model.config, STOCK_KEY, False):
+        return StockShape({})
+    return adapter_for(model).stock_shape(model)
+
+
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -85,6 +97,15 @@ def parameter_count_after(model: nn.Module, mask: HeadMask) -> int:
             total += adapter.site_parameters(site, [h for h, v in enumerate(row) if v == 1]) - \
                 adapter.site_parameters(site)
     return total
+
+
+def describe_change(before: int, after: int) -> str:
+    """The parameter change in words: ``'2.4 % fewer'``, ``'2.4 % more'`` (uneven key/value groups can grow a
+    model) or ``'no change'``; the share is of ``before``."""
+    if after == before:
+        return "no change"
+    share = abs(after - before) / before if before else 0.0
+    return f"{share * 100:.1f} % {'fewer' if after < before else 'more'}"
 
 
 def attention_parameter_count(model: nn.Module) -> int:

@@ -88,6 +88,19 @@ class FlopDims:
     output_stack: str                        # the stack whose tokens the output head reads
 
 
+@dataclass(frozen=True)
+class StockShape:
+    """Whether a stock transformers config can build a pruned model's shapes, and how.
+
+    ``fields`` are the config values to write (``num_attention_heads``, ``num_key_value_heads``,
+    ``head_dim``) so that ``from_pretrained`` in a process without headprune builds exactly these
+    projections; empty when no stock config can, and ``reason`` then says why in one sentence.
+    """
+
+    fields: Mapping[str, int]
+    reason: str = ""
+
+
 def keep_outputs(module: nn.Module, index: torch.Tensor) -> None:
     """Keep only the output features ``index`` of a Linear or Conv1D, in place (weight and bias)."""
     _keep(module, index, outputs=True)
@@ -268,6 +281,16 @@ class ArchitectureAdapter:
         out_name = next((name for name, m in children.items() if m is site.out), None)
         cache_layer = getattr(container, "layer_idx", None) if site.kind == "decoder_self" else None
         return EmptyAttention(children, out_name, site.head_dim, cache_layer)
+
+    def stock_shape(self, model: nn.Module) -> StockShape:
+        """The config fields that let stock transformers build ``model``'s (pruned) attention shapes, or why
+        none can. Default: none, for families whose config derives each head's size from the hidden size
+        and the head count (BERT: ``hidden_size / num_attention_heads``), so fewer heads of the same
+        size cannot be written, even when every layer keeps the same number."""
+        cls = type(model.config).__name__
+        return StockShape({}, f"{cls} derives each head's size from the hidden size divided by the head count, "
+                              "so fewer heads of the same size have no stock config, even when every layer keeps "
+                              "the same number")
 
     # -- compute, attention maps ---------------------------------------------------------------------
     def flop_dims(self, config) -> FlopDims:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, StockShape, heads_of
 from .registry import register
 
 
@@ -52,6 +52,24 @@ class LlamaAdapter(ArchitectureAdapter):
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         # keys/values were sliced first (prune_site): their width gives the key/value heads left
         attention.num_key_value_groups = heads // (_width(attention.k_proj) // head_dim)
+
+    def stock_shape(self, model: nn.Module) -> StockShape:
+        """Stock when every layer keeps the same query heads and key/value heads (repeated ones count: they are
+        real rows of k/v): the config then says so with ``head_dim`` written out (its default,
+        ``hidden_size // num_attention_heads``, would change with the head count)."""
+        sites = self.sites(model)
+        heads = sorted({s.num_heads for s in sites})
+        kv = sorted({s.num_kv_heads for s in sites})
+        if 0 in heads:
+            gone = [s.layer for s in sites if s.num_heads == 0]
+            return StockShape({}, f"layer(s) {', '.join(map(str, gone))} lost every head, and a stock config "
+                                  "gives every layer the same heads, at least one")
+        if len(heads) > 1 or len(kv) > 1:
+            per_layer = ", ".join(f"{s.num_heads}/{s.num_kv_heads}" for s in sites)
+            return StockShape({}, f"layers keep different numbers of query/key-value heads ({per_layer}), and a "
+                                  "stock config has one count for every layer")
+        return StockShape({"num_attention_heads": heads[0], "num_key_value_heads": kv[0],
+                           "head_dim": sites[0].head_dim})
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)
