@@ -310,3 +310,32 @@ def test_gradient_scores_correlate_with_exact_ablation_on_a_trained_tiny_model(t
         scores = get_scorer(name).score(lm, task, ScoreConfig(split="train", limit=None, normalize=False))
         res = verify_scores(lm, task, data, scores, 4)
         assert len(res.pairs) == 8 and res.spearman is not None and res.spearman > 0.5, (name, res.spearman)
+
+
+def test_cli_options_parse_baseline_and_verify_into_the_scores_file(tmp_path, capsys):
+    import argparse
+
+    from pruning_core.cli_args import run_checks
+    from pruning_core.scoring.cli_options import add_score_options, scores_json, with_score_options
+    from pruning_core.scoring.verify import VerifyResult
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch-size", type=int, default=4)
+    add_score_options(p)
+    args = p.parse_args(["--baseline", "corrupt", "--verify", "2", "--verify-limit", "6"])
+    run_checks(args)
+    config = with_score_options(ScoreConfig(), args)
+    assert config.baseline == "corrupt"
+    lm = tiny_loaded("bert", tmp_path)
+    task = FakeTask(n=6)
+    result = get_scorer("atp").score(lm, task, config)
+    data = scores_json(args, lm, task, result)
+    check = VerifyResult.from_json(data["verify"])
+    assert check.k == 2 and len(check.pairs) == 4 and data["format"] == "headprune.scores/1"
+    assert "Spearman" in capsys.readouterr().out
+    assert "verify" not in scores_json(p.parse_args([]), lm, task, result)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--baseline", "noise"])
+    bad = p.parse_args(["--verify", "0"])
+    from pruning_core.errors import UsageError
+    with pytest.raises(UsageError):
+        run_checks(bad)
