@@ -94,32 +94,39 @@ def standardize_per_layer(scores: HeadScores, mask: HeadMask | None = None) -> H
     return HeadScores.from_lists(out)
 
 
-class FlapScorer(Scorer):
+class _CalibrationScorer(Scorer):
+    """One forward pass over the calibration data (:func:`calibration_sums`), then :meth:`from_sums`."""
+
+    def from_sums(self, loaded, sums: HeadSums, mask: HeadMask | None,
+                  config: ScoreConfig) -> tuple[HeadScores, bool, dict]:
+        """(scores, whether ranking re-normalises them per layer, extra provenance settings)."""
+        raise NotImplementedError
+
+    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
+        start = time.perf_counter()
+        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
+        sums = calibration_sums(loaded, data, mask, config.batch_size, self.name, progress)
+        scores, normalize, extra = self.from_sums(loaded, sums, mask, config)
+        return ScoreResult(self.name, scores, normalize,
+                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
+                                      method=self.name, settings=settings_of(config, mask, labels_read=False, **extra)),
+                           seconds=time.perf_counter() - start)
+
+
+class FlapScorer(_CalibrationScorer):
     name = "flap"
 
-    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
-        start = time.perf_counter()
-        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
-        sums = calibration_sums(loaded, data, mask, config.batch_size, self.name, progress)
-        scores = standardize_per_layer(flap_fluctuation(loaded, sums), mask)
-        settings = settings_of(config, mask, normalize="standardised within each layer", labels_read=False)
-        return ScoreResult(self.name, scores, False,
-                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
-                                      method=self.name, settings=settings),
-                           seconds=time.perf_counter() - start)
+    def from_sums(self, loaded, sums, mask, config):
+        # standardised within each layer already: never re-normalised
+        return standardize_per_layer(flap_fluctuation(loaded, sums), mask), False, \
+            {"normalize": "standardised within each layer"}
 
 
-class ActivationScorer(Scorer):
+class ActivationScorer(_CalibrationScorer):
     name = "activation"
 
-    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
-        start = time.perf_counter()
-        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
-        sums = calibration_sums(loaded, data, mask, config.batch_size, self.name, progress)
-        return ScoreResult(self.name, zero_removed(sums.scores("norm"), mask), config.normalize,
-                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
-                                      method=self.name, settings=settings_of(config, mask, labels_read=False)),
-                           seconds=time.perf_counter() - start)
+    def from_sums(self, loaded, sums, mask, config):
+        return zero_removed(sums.scores("norm"), mask), config.normalize, {}
 
 
 register_scorer(FlapScorer(), needs_labels=False, cost="one_pass",
