@@ -1,7 +1,7 @@
 """Every head scorer on the default (MiniLM-L6, movie-sentiment): cost, agreement with exact ablation,
 and the pruning curve at 30 % and 50 % of the heads removed.
 
-    .venv/bin/python benchmarks/scorers.py          # about 20 minutes on 2 busy CPU cores
+    .venv/bin/python benchmarks/scorers.py          # 20-60 minutes on 2 CPU cores, depending on their load
 
 For each scorer (gradient, fisher, atp with the zero / mean / corrupt baselines, flap, activation,
 entropy, confidence, random over 3 seeds):
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--only", default="", help="comma-separated labels to run (default: all)")
+    p.add_argument("--note", default="", help="recorded in the file (say why sizes were reduced)")
     p.add_argument("--out", default=str(RESULTS / "scorers.json"))
     args = p.parse_args(argv)
     started, load_before = time.perf_counter(), os.getloadavg()
@@ -92,22 +93,31 @@ def main(argv: list[str] | None = None) -> int:
                   + "  ".join(f"{int(f * 100)}%: {row['points'][str(f)][-1]['accuracy']:.4f}" for f in FRACTIONS),
                   flush=True)
         rows.append(row)
+        write(args, loaded, task, full, test_data, verify_data, rows, losses, started, load_before, done=False)
     print_table(rows, full.metric)
+    write(args, loaded, task, full, test_data, verify_data, rows, losses, started, load_before, done=True)
+    return 0
+
+
+def write(args, loaded, task, full, test_data, verify_data, rows, losses, started, load_before, done: bool) -> None:
+    """Write the file (after every scorer, so a run cut short keeps what it measured)."""
     settings = {"score_split": "train", "score_limit": args.score_limit, "verify_split": "validation",
                 "verify_limit": args.verify_limit, "k": args.k, "test_split": "test", "test_limit": args.test_limit,
                 "batch_size": args.batch_size, "fractions": list(FRACTIONS), "normalize": "each scorer's default",
                 "heads_ablated_exactly": len(losses) - 1}
     out = {"format": FORMAT, "model": loaded.model_id, "unpruned_accuracy": full.metric,
            "unpruned_interval": list(full.interval) if full.interval else None,
-           "n_test": test_data.n_examples, "n_verify": verify_data.n_examples, "rows": rows,
+           "n_test": test_data.n_examples, "n_verify": verify_data.n_examples, "complete": done,
+           "note": args.note, "rows": rows,
            "seconds": round(time.perf_counter() - started, 1),
            "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in load_before],
                        "load_after": [round(x, 2) for x in os.getloadavg()],
                        "note": "a shared 2-core machine: wall times include other processes' load"},
            "provenance": provenance(loaded, task=task.name, split="test", n_examples=test_data.n_examples,
                                     method="bench_scorers", settings=settings)}
-    print(f"wrote {write_json(args.out, out)}")
-    return 0
+    path = write_json(args.out, out)
+    if done:
+        print(f"wrote {path}")
 
 
 def print_table(rows: list[dict], unpruned: float) -> None:
