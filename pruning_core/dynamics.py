@@ -34,6 +34,7 @@ from .models import LoadedModel, weights_hash_of_module
 from .prepare import FINETUNE
 from .progress import ProgressCallback, ProgressEvent, report
 from .results import check_format, provenance
+from .stats import spearman
 
 FORMAT = "headprune.dynamics/1"
 PRETRAINED = "pretrained"          # the raw MiniLM-L6 that `headprune prepare` fine-tunes
@@ -124,34 +125,6 @@ class DynamicsResult:
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"The {FORMAT} file is incomplete or malformed ({exc!r}). "
                               "Re-create it with `headprune dynamics --out FILE`.") from None
-
-
-# -- rank correlation ------------------------------------------------------------------------------
-
-def _ranks(values: list[float]) -> list[float]:
-    """1-based ranks, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(a: list[float], b: list[float]) -> float | None:
-    """Spearman's rank correlation of two equally long lists; None when either is constant."""
-    if len(a) != len(b):
-        raise HeadpruneError(f"Rank correlation needs equally long lists, got {len(a)} and {len(b)}.")
-    ra, rb = _ranks(a), _ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
-    return cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else None
 
 
 def _flat(scores: HeadScores) -> list[float]:

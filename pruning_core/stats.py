@@ -9,7 +9,8 @@ Pure functions of numbers and arrays (numpy only), seeded where they resample:
   resampled example indices (a corpus metric such as BLEU or F1, or a paired difference of one);
 - :func:`paired_bootstrap`: interval and two-sided p-value of the difference of the mean of a
   per-example score between two models evaluated on the same examples;
-- :func:`holm`: Holm–Bonferroni adjusted p-values.
+- :func:`holm`: Holm–Bonferroni adjusted p-values;
+- :func:`spearman`: rank correlation of two lists (ties share their mean rank).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from .errors import HeadpruneError
 
 Z95 = 1.959963984540054        # standard normal quantile 0.975
 RESAMPLES = 1000
@@ -120,3 +123,29 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for a single value)."""
     x = np.asarray(values, dtype=float)
     return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
+
+
+def _ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation of two equally long lists; None when either is constant."""
+    if len(a) != len(b):
+        raise HeadpruneError(f"Rank correlation needs equally long lists, got {len(a)} and {len(b)}.")
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
+    return cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else None

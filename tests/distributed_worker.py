@@ -25,6 +25,7 @@ from pruning_core import distributed  # noqa: E402
 from pruning_core.experiments import ablation_table, pruning_curve  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.scoring.gradient import per_token_importance  # noqa: E402
+from pruning_core.scoring.verify import verify_scores  # noqa: E402
 from pruning_core.tasks.classification import ClassificationTask  # noqa: E402
 from pruning_core.tasks.language_model import LanguageModelTask, text_loader  # noqa: E402
 from pruning_core.tasks.translation import TranslationTask  # noqa: E402
@@ -48,6 +49,17 @@ def eval_json(res) -> dict:
 
 def scores_json(scores) -> dict:
     return scores.to_json()
+
+
+NEW_SCORERS = [("fisher", "zero"), ("atp", "zero"), ("atp", "mean"), ("atp", "corrupt"), ("flap", "zero"),
+               ("activation", "zero"), ("entropy", "zero"), ("confidence", "zero")]
+
+
+def verify_json(check) -> dict:
+    out = check.to_json()
+    out.pop("seconds", None)
+    out.pop("provenance", None)
+    return out
 
 
 def curve_json(curve) -> list:
@@ -84,6 +96,12 @@ def library_checks(work: Path, rank: int) -> dict:
                                                               rescore=rescore, batch_size=2)))
     both(results, "cls_ablation_scorer",
          lambda: get_scorer("ablation").score(bert, cls, config).scores.to_json())
+    for name, baseline in NEW_SCORERS:                           # issue 20's scorers, all-reduced sums
+        cfg = ScoreConfig(split="validation", limit=None, batch_size=2, baseline=baseline)
+        both(results, f"cls_{name}_{baseline}",
+             lambda name=name, cfg=cfg: get_scorer(name).score(bert, cls, cfg).scores.to_json())
+    both(results, "cls_verify", lambda: verify_json(verify_scores(bert, cls, data, get_scorer("gradient").score(
+        bert, cls, config), 2, batch_size=2)))
     # SMP: the same (seeded) pruner on every rank
     from pruning_core.smp.pruner import PrunerConfig, PrunerFile, SMPPruner
     from pruning_core.smp.scorer import SMPScorer, mean_head_logits
@@ -110,6 +128,10 @@ def library_checks(work: Path, rank: int) -> dict:
     ldata = lm.encode(gpt, "test", max_length=4)
     both(results, "lm_gradient", lambda: per_token_importance(gpt, lm, ldata, batch_size=3).to_json())
     both(results, "lm_evaluate", lambda: eval_json(lm.evaluate(gpt, ldata, batch_size=3)))
+    for name, baseline in (("atp", "corrupt"), ("flap", "zero")):
+        cfg = ScoreConfig(split="test", limit=None, batch_size=3, max_length=4, baseline=baseline)
+        both(results, f"lm_{name}_{baseline}",
+             lambda name=name, cfg=cfg: get_scorer(name).score(gpt, lm, cfg).scores.to_json())
     if distributed.is_writer():
         results["_sizes"] = {"cls": data.n_examples, "tr": tdata.n_examples, "lm": ldata.n_examples}
     return results

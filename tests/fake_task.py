@@ -79,6 +79,10 @@ class FakeTask:
                                    ignore_index=-100, reduction="sum")
         return F.cross_entropy(logits, batch.labels, reduction="sum")
 
+    def loss_weight(self, batch):
+        """What loss_sum sums over: target tokens (seq2seq) or examples, as the real tasks count."""
+        return int((batch.labels != -100).sum()) if self.seq2seq else batch.n_examples
+
     def references(self, data):
         return None if self.seq2seq else data.labels.tolist()
 

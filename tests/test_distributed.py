@@ -3,7 +3,8 @@
 Each torchrun start costs seconds (two interpreters importing transformers), so one launch runs
 every library check (tests/distributed_worker.py: classification with 7 examples on 2 ranks,
 translation, language model; gradient I_h, evaluation, ablation, curves with and without
-re-scoring, SMP) and the CLI commands; a second launch makes rank 1 fail on purpose.
+re-scoring, SMP; fisher, atp with each baseline, flap, activation, entropy, confidence and the
+exact-ablation check) and the CLI commands; a second launch makes rank 1 fail on purpose.
 """
 from __future__ import annotations
 
@@ -94,10 +95,14 @@ def _close(a, b, rel=F32_REORDER_REL, abs_=F32_REORDER_ABS, path="") -> None:
 
 
 @pytest.mark.parametrize("check", ["cls_gradient_bs2", "cls_gradient_bs32", "smp_logits_bs2", "smp_logits_bs32",
-                                   "smp_scores", "tr_gradient", "lm_gradient"])
+                                   "smp_scores", "tr_gradient", "lm_gradient", "cls_fisher_zero", "cls_atp_zero",
+                                   "cls_atp_mean", "cls_atp_corrupt", "cls_flap_zero", "cls_activation_zero",
+                                   "cls_entropy_zero", "cls_confidence_zero", "cls_verify", "lm_atp_corrupt",
+                                   "lm_flap_zero"])
 def test_all_reduced_scores_equal_one_process(launched, check):
     results, _ = launched
     pair = results[check]
+    # the issue-20 scorers add float64 per-batch sums of float32 values (as I_h does): the F32 bounds hold
     # SMP sums float32 logits (as one process does); its scores are a softmax, so a logit's rounding
     # difference shows up as an absolute difference of the probabilities
     rel, abs_ = (1e-5, 1e-4) if check.startswith("smp") else (F32_REORDER_REL, F32_REORDER_ABS)

@@ -98,7 +98,8 @@ def test_registry_and_random_scorer(tmp_path):
 
 
 def test_scorer_metadata_is_declared_at_registration():
-    assert scorer_names() == ["ablation", "gradient", "random", "smp"]
+    assert scorer_names() == ["ablation", "activation", "atp", "confidence", "entropy", "fisher", "flap", "gradient",
+                              "random", "smp"]
     expected = {"gradient": (True, "one_pass"), "random": (False, "one_pass"), "ablation": (True, "per_head"),
                 "smp": (False, "one_pass")}
     for name, (needs_labels, cost) in expected.items():

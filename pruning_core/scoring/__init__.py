@@ -3,7 +3,11 @@
 ``get_scorer(name).score(loaded, task, config, progress=None, mask=None) -> ScoreResult``
 
 Registered: ``gradient`` (Michel et al. 2019), ``random`` (seeded baseline), ``ablation``
-(measured metric drop when a head alone is removed) and ``smp`` (a trained SMP pruner). Each is
+(measured metric drop when a head alone is removed), ``smp`` (a trained SMP pruner), ``fisher``
+(Kwon et al. 2022), ``atp`` (attribution patching, ``ScoreConfig.baseline``), the label-free
+forward-only ``flap`` and ``activation``, and the attention statistics ``entropy`` and
+``confidence``. :func:`pruning_core.scoring.verify.verify_scores` checks any of them against exact
+single-head ablation. Each is
 registered with ``needs_labels`` and ``cost`` (see :class:`ScorerInfo`); :func:`scorer_info`
 reads them without importing the scorer. ``smp`` is registered lazily: its module sits above
 this package (:mod:`pruning_core.smp`) and is imported on the first ``get_scorer("smp")``.
@@ -14,6 +18,10 @@ from .base import (COSTS, SCORERS, ScoreConfig, Scorer, ScorerInfo, get_scorer, 
                    register_scorer, scorer_info, scorer_names)
 from . import gradient as _gradient  # noqa: F401  (registers)
 from . import baselines as _baselines  # noqa: F401  (registers)
+from . import fisher as _fisher  # noqa: F401  (registers)
+from . import attribution as _attribution  # noqa: F401  (registers)
+from . import label_free as _label_free  # noqa: F401  (registers)
+from . import attention_stats as _attention_stats  # noqa: F401  (registers)
 from ..registry import lazy_object
 
 register_lazy_scorer("smp", lazy_object("pruning_core.smp.scorer:SMPScorer"), needs_labels=False, cost="one_pass",

@@ -11,6 +11,10 @@ from ..registry import Registry
 from ..results import ScoreResult
 
 
+# what `atp` patches a head's output with (pruning_core.scoring.attribution)
+ATP_BASELINES: tuple[str, ...] = ("zero", "mean", "corrupt")
+
+
 @dataclass(frozen=True)
 class ScoreConfig:
     split: str = "validation"     # data split the scores are computed on
@@ -19,12 +23,15 @@ class ScoreConfig:
     seed: int = 0                 # for `random`, and tie-breaking
     batch_size: int = 32
     max_length: int = 128         # tokens per example after truncation
+    baseline: str = "zero"        # `atp` only: the output a head is patched with (ATP_BASELINES)
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise HeadpruneError(f"limit must be a positive number of examples, got {self.limit}.")
         if self.batch_size < 1:
             raise HeadpruneError(f"batch_size must be at least 1, got {self.batch_size}.")
+        if self.baseline not in ATP_BASELINES:
+            raise HeadpruneError(f"baseline must be one of {', '.join(ATP_BASELINES)}, got {self.baseline!r}.")
 
 
 COSTS: dict[str, str] = {

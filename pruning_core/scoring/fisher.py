@@ -1,0 +1,75 @@
+"""Kwon et al. (2022) Fisher importance: the empirical Fisher diagonal of the head gates.
+
+One backward pass per mini-batch of the batch's *mean* loss L_b (as the authors' code does);
+g_{b,h} = dL_b/dm_h is the gate gradient at m = 1 (``sum_t z_{h,t} . dL_b/dz_{h,t}`` over every
+token), and
+
+    F_h = sum_b g_{b,h}^2
+
+Unlike Michel's I_h the sign is squared per batch, not per token, so heads whose effects cancel
+within a batch score low. F_h grows with the number of batches and shrinks with their size (a mean
+over more examples), so scores are comparable only at equal batch size; the batch size used is in
+the provenance. Data-parallel: each rank sums the squares of its own batches (the same batches
+one process cuts), then one all-reduce.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import torch
+
+from .. import distributed
+from ..heads import HeadMask
+from ..progress import ProgressCallback
+from ..results import ScoreResult, provenance
+from .base import ScoreConfig, Scorer, register_scorer
+from .gradient import scoring_batch_size
+from .passes import HeadSums, gates_for, outputs_and_grads, rank_batches, settings_of
+
+
+def batch_gate_gradients(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 32,
+                         progress: ProgressCallback | None = None) -> Iterator[dict[tuple[str, int], torch.Tensor]]:
+    """For each of this rank's batches: per site ``[heads]`` dL_b/dm_h of the batch's mean loss.
+
+    A head removed by ``mask`` has gradient 0 (its recorded output is gated to 0).
+    """
+    gates = gates_for(loaded, mask)
+    for batch in rank_batches(loaded, data, batch_size, "score:fisher", progress):
+        weight = float(task.loss_weight(batch))
+        grads = {}
+        for key, pairs in outputs_and_grads(loaded, task, batch, gates).items():
+            grads[key] = sum((z * g).sum((0, 1, 3)) for z, g in pairs) / max(weight, 1.0)     # [heads]
+        yield grads
+
+
+def fisher_importance(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 32,
+                      progress: ProgressCallback | None = None) -> HeadSums:
+    """F_h = sum over mini-batches of (dL_b/dm_h)^2, all-reduced over ranks; sums named ``"fisher"``."""
+    sums = HeadSums(loaded.layout, ("fisher",))
+    with distributed.guard("fisher scoring"):
+        for grads in batch_gate_gradients(loaded, task, data, mask, batch_size, progress):
+            for (kind, layer), g in grads.items():
+                sums.add("fisher", kind, layer, g.double() ** 2)
+        sums.all_reduce("fisher scoring")
+    return sums
+
+
+class FisherScorer(Scorer):
+    name = "fisher"
+
+    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
+        start = time.perf_counter()
+        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
+        batch_size = scoring_batch_size(loaded, data, config.batch_size)
+        sums = fisher_importance(loaded, task, data, mask=mask, batch_size=batch_size, progress=progress)
+        settings = settings_of(config, mask, batch_size=batch_size, loss="mean per batch")
+        return ScoreResult(self.name, sums.scores("fisher"), config.normalize,
+                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
+                                      method=self.name, settings=settings),
+                           seconds=time.perf_counter() - start)
+
+
+register_scorer(FisherScorer(), needs_labels=True, cost="one_pass",
+                description="Kwon et al. 2022: empirical Fisher of the head gates, sum over mini-batches of "
+                            "(dL/dm_h)^2 (squared per batch, so effects that cancel within a batch score low)")
