@@ -11,6 +11,8 @@ from .cli_args import checked, fraction, output_file, positive_int, write_output
 from .cli_common import (common_options, fmt, load_from_args, mask_options, progress_bars, read_mask, require_heads,
                          task_and_split, write_result)
 from .errors import HeadpruneError, UsageError
+from .scoring import scorer_names
+from .scoring.cli_options import add_score_options, scores_json, with_score_options
 
 DEFAULT_SCORE_LIMIT = 512         # examples of the score split (the default split: tasks.default_score_split)
 
@@ -26,13 +28,14 @@ def add_commands(sub) -> None:
 
     p = sub.add_parser("score", help="importance score of every head")
     common_options(p)
-    p.add_argument("--method", default="gradient", help="gradient, random, ablation, smp")
+    p.add_argument("--method", default="gradient", help=f"one of: {', '.join(scorer_names())}")
     p.add_argument("--no-normalize", action="store_true", help="rank by raw scores, not per-layer l2-normalised ones")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--score-split", dest="split",
                    help="the same as --split: the split the heads are scored on (default: train, "
                         f"first {DEFAULT_SCORE_LIMIT} examples, when the task has one; else the task's own split)")
     checked(p, "--score-limit", dest="limit", type=int, default=None, check=positive_int, help="the same as --limit")
+    add_score_options(p)                   # --baseline (atp), --verify K (exact-ablation check)
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("mask", help="make a mask file from a scores file")
@@ -111,8 +114,9 @@ def score_config(args, split: str | None = None, limit: int | None = None):
     """Scoring settings: on ``split`` and ``limit`` when given, else on --split and --limit."""
     from .scoring import ScoreConfig
     split = split or task_and_split(args)[1]
-    return ScoreConfig(split=split, limit=limit if limit is not None else args.limit,
-                       normalize=not args.no_normalize, seed=getattr(args, "seed", 0), batch_size=args.batch_size)
+    config = ScoreConfig(split=split, limit=limit if limit is not None else args.limit,
+                         normalize=not args.no_normalize, seed=getattr(args, "seed", 0), batch_size=args.batch_size)
+    return with_score_options(config, args)
 
 
 def cmd_evaluate(args) -> None:
@@ -146,7 +150,7 @@ def cmd_score(args) -> None:
           f"({'per-layer l2-normalised' if result.normalize else 'raw'}); least important first:")
     for kind, layer, head in result.ranking_scores.ranked(seed=args.seed)[:10]:
         print(f"  {kind:12s} layer {layer:2d} head {head:2d}  {result.ranking_scores.get((kind, layer, head)):.4g}")
-    write_result(args, result.to_json())
+    write_result(args, scores_json(args, loaded, task, result, progress=progress_bars()))
 
 
 def cmd_mask(args) -> None:

@@ -82,3 +82,15 @@ def test_python_dash_m_entry_point(workdir):
     import sys
     proc = subprocess.run([sys.executable, "-m", "pruning_core", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "prune" in proc.stdout
+
+
+def test_score_with_a_baseline_and_the_exact_ablation_check(workdir):
+    """`score --method atp --baseline corrupt --verify K` writes the scores with a headprune.verify/1 field."""
+    out = workdir / "atp.json"
+    assert main(["score", "tiny", "--task", "file:tiny.csv", "--score-split", "test", "--method", "atp",
+                 "--baseline", "corrupt", "--verify", "2", "--verify-split", "test", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["format"] == "headprune.scores/1" and data["method"] == "atp"
+    assert "corrupt" in json.dumps(data["provenance"])                       # the baseline is recorded
+    assert data["verify"]["format"] == "headprune.verify/1" and data["verify"]["k"] == 2
+    assert -1.0 <= data["verify"]["spearman"] <= 1.0
