@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from app.pages import URL_PATHS
 from pruning_core.errors import FormatError
 from pruning_core.heads import HeadLayout, HeadMask
 from pruning_core.models import save_pruned
@@ -26,7 +27,6 @@ from pruning_core.pruning import parameter_count, prune_heads
 from pruning_core.results import mask_to_json, provenance
 from pruning_core.share_link import build_link, parse_link
 
-APP_PAGES = ("model_data", "head_map", "curves", "examples", "attention", "speed", "share", "smp_compare", "dynamics")  # = dashboard.url_path
 LINK_PAGE = "head_map"
 
 
@@ -37,7 +37,7 @@ def link_base(current_url: str | None, page: str = LINK_PAGE) -> str:
     """
     url = (current_url or "http://localhost:8501").split("?", 1)[0].split("#", 1)[0].rstrip("/")
     head, _, last = url.rpartition("/")
-    if last in APP_PAGES and "://" in head:
+    if last in URL_PATHS and "://" in head:
         url = head
     return f"{url}/{page}"
 

@@ -13,12 +13,14 @@ import time
 
 import pytest
 
+from app.pages import URL_PATHS
+
 from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path,
                              click_point, head_points, new_page, wait_idle, wait_metric)
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
-PAGES = ["model_data", "head_map", "curves", "examples", "attention", "speed", "share", "smp_compare", "dynamics"]   # app_pages/<name>.py
+PAGES = list(URL_PATHS)        # app.pages: the one page list
 
 
 @pytest.fixture(scope="module")

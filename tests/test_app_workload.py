@@ -8,6 +8,8 @@ import resource
 
 import numpy as np
 import pytest
+
+from app.pages import URL_PATHS
 import transformers as tf
 from streamlit.testing.v1 import AppTest
 
@@ -18,7 +20,7 @@ from pruning_core.errors import HeadpruneError
 from tiny import make_bert_tokenizer, tiny_model
 
 TIMEOUT = 180
-PAGES = ["model_data", "head_map", "curves", "examples", "attention", "speed", "share", "smp_compare", "dynamics"]
+PAGES = list(URL_PATHS)        # app.pages: the one page list
 # every page of a tiny model adds little: the bound is what the test process may grow by (the
 # first page run imports Streamlit, plotly, bertviz assets: a few hundred MiB)
 RSS_GROWTH_BOUND = 1.5 * 2**30
