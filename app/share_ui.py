@@ -18,11 +18,11 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     """The session's analysis, from the same cached calls the other pages make (instant when they
     ran already; otherwise computed here with a progress bar). Missing parts are left out."""
     loaded = cache.load(spec)
-    score_limit = cache.score_limit(scorer, limit)
+    score_limit = workload.score_limit(spec, task_name, scorer, limit)
     scores = {}
     heads = loaded.layout.total_heads
     for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
-        n = cache.score_limit(name, limit)
+        n = workload.score_limit(spec, task_name, name, limit)
         result = ui.run_job(f"score_{name}", workload.scoring_label(spec, task_name, name, n, heads), cache.scores,
                             spec, task_name, name, n, auto=not workload.waits_for_click(spec, task_name, name, n, heads))
         if result is not None:
@@ -30,7 +30,8 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
         result = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache.curve, spec, task_name, name, limit,
-                            cache.score_limit(name, limit), 0.1, False, seeds=cache.curve_seeds(name))
+                            workload.score_limit(spec, task_name, name, limit), 0.1, False,
+                            seeds=cache.curve_seeds(name))
         if result is not None:
             curves[name] = result
     evaluation = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)

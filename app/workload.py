@@ -19,6 +19,7 @@ from . import cache
 CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
 AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this
 GRADIENT_PASS = 3                                  # forward + backward ~ 3 forward passes of multiply-adds
+SCORE_SECONDS = 60.0                               # a gradient-type scorer's examples: what fits in about a minute
 
 
 def eval_size(spec: str, task_name: str) -> int:
@@ -41,6 +42,22 @@ def interval_note(n: int, unit: str = "example") -> str:
     return (f"{n} {unit}{'s' if n != 1 else ''}: an accuracy is known to within ±{half:.0f} points at worst "
             "(95 %); perplexity and error rates show their own interval. Four times as many halve it, "
             "and take four times as long.")
+
+
+def score_limit(spec: str, task_name: str, scorer: str, eval_limit: int) -> int:
+    """Examples ``scorer`` reads: :func:`app.cache.score_limit` (512 for gradient-type scorers), cut for a
+    costly model to what scores in about :data:`SCORE_SECONDS` on 2 cores (Whisper-base: a few dozen
+    utterances, not 200), never below the evaluation size or :data:`budget.MIN_EVAL_SIZE`."""
+    wanted = cache.score_limit(scorer, eval_limit)
+    info = scorer_info(scorer)
+    if info.cost == "per_head" or info.seeded:
+        return wanted
+    try:
+        per_example = cache.example_cost(spec, task_name).seconds(1, passes=GRADIENT_PASS)
+    except HeadpruneError:
+        return wanted
+    fits = int(SCORE_SECONDS // per_example) if per_example > 0 else wanted
+    return max(min(wanted, fits), min(eval_limit, wanted), budget.MIN_EVAL_SIZE)
 
 
 def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> float:

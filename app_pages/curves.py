@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, charts, jobs_ui, progress_text, state, ui, uncertainty
+from app import cache, charts, jobs_ui, progress_text, state, ui, uncertainty, workload
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -33,7 +33,8 @@ with c[3]:
 
 # curves start on the button only; they run on while the user is on other pages
 calls = [jobs_ui.JobCall(f"curve_{name}", progress_text.curve_label(name), cache.curve,
-                         (spec, task_name, name, limit, cache.score_limit(name, limit), step, rescore),
+                         (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), step,
+                          rescore),
                          {"seeds": cache.curve_seeds(name)}) for name in chosen]
 jobs_ui.start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
                      help="Minutes on a big model; the work goes on while you look at other pages.")
@@ -89,7 +90,7 @@ with one_tab:
     if st.toggle("Compute", **ui.remembered(state.widget_key("curves", "one_on"), False)):
         by = None if how.startswith("search") else state.scorer_name()
         table = ui.run_job(f"one_{by}", "One head per layer", cache.one_per_layer, spec, task_name, limit, by,
-                           cache.score_limit(by, limit) if by else None)
+                           workload.score_limit(spec, task_name, by, limit) if by else None)
         if table is not None:
             st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
                        f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")

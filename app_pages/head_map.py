@@ -23,7 +23,7 @@ with c2:
 state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 
-n_score = cache.score_limit(scorer, limit)      # slow models and per-head scorers: on a click, with an estimate
+n_score = workload.score_limit(spec, task_name, scorer, limit)   # fewer for a costly model; slow ones wait for a click
 result = ui.run_job(f"score_{scorer}", workload.scoring_label(spec, task_name, scorer, n_score, arch.layout.total_heads),
                     cache.scores, spec, task_name, scorer, n_score,
                     auto=not workload.waits_for_click(spec, task_name, scorer, n_score, arch.layout.total_heads))

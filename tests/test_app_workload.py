@@ -117,3 +117,20 @@ def test_memory_budget_reads_the_environment():
     assert budget.memory_budget({}) == (None if total is None else total // 2)
     with pytest.raises(HeadpruneError, match="8GiB"):
         budget.memory_budget({"HEADPRUNE_MEMORY_BUDGET": "lots"})
+
+
+def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
+    """Gradient scoring reads 512 examples of a cheap model but only what fits in about a minute of a
+    costly one (Whisper-base's utterances), never fewer than it evaluates; random and per-head
+    scorers keep theirs."""
+    from app import cache, workload
+
+    costs = {"cheap": budget.example_cost(tf.BertConfig(**MINILM), "classification", 27),
+             "whisper": budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")}
+    monkeypatch.setattr(cache, "example_cost", lambda spec, task_name: costs[spec])
+    assert workload.score_limit("cheap", "t", "gradient", 128) == cache.SCORE_LIMIT
+    n = workload.score_limit("whisper", "t", "gradient", 2)
+    assert 2 <= n < 100 and costs["whisper"].seconds(n, workload.GRADIENT_PASS) <= workload.SCORE_SECONDS
+    assert workload.score_limit("whisper", "t", "gradient", 150) == 150          # never below the evaluation size
+    assert workload.score_limit("whisper", "t", "random", 2) == cache.score_limit("random", 2)
+    assert workload.score_limit("whisper", "t", "ablation", 2) == 2
