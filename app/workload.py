@@ -61,8 +61,12 @@ def score_limit(spec: str, task_name: str, scorer: str, eval_limit: int) -> int:
 
 
 def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> float:
-    """Estimated seconds to score every head with ``scorer`` on ``limit`` examples."""
-    cost = cache.example_cost(spec, task_name)
+    """Estimated seconds to score every head with ``scorer`` on ``limit`` examples; 0 when the model or
+    task cannot be read (the scoring job then fails and shows why, on the page that asked)."""
+    try:
+        cost = cache.example_cost(spec, task_name)
+    except HeadpruneError:
+        return 0.0
     info = scorer_info(scorer)
     if info.cost == "per_head":
         return cost.seconds(limit, passes=heads + 1)
