@@ -34,7 +34,7 @@ from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.models import LoadedModel, load_model
 from pruning_core.per_example import ExampleOutputs
-from pruning_core.progress import ProgressCallback, report
+from pruning_core.progress import ProgressCallback
 from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
 from pruning_core.significance import Comparison, compare

@@ -17,3 +17,15 @@ def headprune_home(tmp_path, monkeypatch):
     home = tmp_path / "hp-home"
     monkeypatch.setenv("HEADPRUNE_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by Playwright, one per test module; skipped when not installed."""
+    from browser_helpers import chromium_browser, chromium_path
+
+    path = chromium_path()
+    if path is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
+    with chromium_browser(path) as b:
+        yield b

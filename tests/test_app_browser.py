@@ -15,7 +15,7 @@ import pytest
 
 from app.pages import URL_PATHS
 
-from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path,
+from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app,
                              click_point, head_points, new_page, wait_idle, wait_metric)
 
 pytestmark = pytest.mark.browser
@@ -30,15 +30,6 @@ def server(tmp_path_factory):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=40), ARTIFACTS.parent / "streamlit.log") as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
-    with chromium_browser(path) as b:
-        yield b
 
 
 def test_click_a_head_then_open_the_shared_link(server, browser):

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path, new_page
+from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, new_page
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
@@ -26,15 +26,6 @@ def server(tmp_path_factory):
     with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=40),
                          ARTIFACTS.parent / "streamlit-safety.log") as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
-    with chromium_browser(path) as b:
-        yield b
 
 
 @pytest.mark.parametrize("params", [{"task": EVIL}, {"task": EVIL, "scorer": EVIL, "model": EVIL, "mask": EVIL}])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path, wait_idle
+from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -23,15 +23,6 @@ CUT = """(selector) => {
 LABELS = ('[data-testid="stMain"] [data-testid="stWidgetLabel"] *, '
           '[data-testid="stMain"] [data-testid="stDownloadButton"] *, '
           '[data-testid="stMain"] [data-testid="stCheckbox"] *, [data-testid="stMain"] button *')
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
-    with chromium_browser(path) as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app, chromium_browser, chromium_path,
-                             wait_idle)
+from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, wait_idle
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -31,15 +30,6 @@ def server(tmp_path_factory):
     tiny = build_tiny_app(folder, "bert")
     with DashboardServer(app_env(tiny, folder / "home", eval_limit=24), folder / "server.log") as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium, or `make browser`)")
-    with chromium_browser(path) as b:
-        yield b
 
 
 def test_nothing_is_cut_at_1024_by_768(server, browser):
