@@ -80,7 +80,9 @@ class Reference:
 
         walls, cpus = [], []
         for i in range(repeats):
-            mask = HeadMask.full(self.loaded.layout).toggled("encoder_self", i % 2, 5 + i)
+            layout = self.loaded.layout
+            kind = next(iter(layout.kinds))                  # the first kind: encoder_self, decoder_self, ...
+            mask = HeadMask.full(layout).toggled(kind, i % 2, (5 + i) % layout.kinds[kind][0])
             wall, cpu = time.perf_counter(), time.process_time()
             self.task.evaluate(self.loaded, self.data, mask, batch_size=64)
             walls.append(time.perf_counter() - wall)

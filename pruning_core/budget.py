@@ -31,6 +31,11 @@ from .errors import HeadpruneError
 
 MACS_PER_SECOND = 3e10         # dense float32 multiply-adds per second, 2 quiet CPU cores (see above)
 CLICK_SECONDS = 5.0            # a dashboard click should show its new metric within this
+# The forward pass's share of a click (the rest: the fragment's rerun, polling, drawing). Measured with
+# benchmarks/dashboard_timings.py on 2 quiet cores, 2026-12-03: MiniLM 1.0 s of 1.8 s, SmolLM2 (32
+# windows) 5.4 s of 7.5 s, whose forward pass also ran 1.5x slower than the multiply-add estimate
+# (its 49k-word output layer); 0.5 leaves room for both.
+FORWARD_SHARE = 0.5
 CLICK_PASSES = 1               # forward passes per click: one evaluation gives the metric and each example's loss
 MAX_EVAL_SIZE = 128            # the largest default evaluation size (encoders reach it)
 MIN_EVAL_SIZE = 2              # the smallest: an interval needs at least two examples
@@ -91,7 +96,7 @@ def example_cost(model_or_config, task_type: str, tokens: int = 128) -> ExampleC
     return ExampleCost(int(macs), 4 * floats, unit, enc, dec)
 
 
-def eval_size(cost: ExampleCost, seconds: float = CLICK_SECONDS, passes: int = CLICK_PASSES,
+def eval_size(cost: ExampleCost, seconds: float = CLICK_SECONDS * FORWARD_SHARE, passes: int = CLICK_PASSES,
               rate: float = MACS_PER_SECOND) -> int:
     """The evaluation size (a power of two, :data:`MIN_EVAL_SIZE` to :data:`MAX_EVAL_SIZE`) whose
     ``passes`` forward passes take about ``seconds`` at ``rate``."""
