@@ -31,7 +31,7 @@ def _on_select(kind: str, layout: HeadLayout) -> None:
 
 
 def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str) -> None:
-    """Draw one kind's grid; a click on a head toggles it (the page reruns with the new mask)."""
+    """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask)."""
     st.plotly_chart(figure(kind, mask, scores, score_name), key=chart_key(kind), width="content",
                     on_select=functools.partial(_on_select, kind, mask.layout), selection_mode="points",
                     config={"displayModeBar": False, "scrollZoom": False},

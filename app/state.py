@@ -79,10 +79,8 @@ RESULTS = "hp_results"
 DEFAULT_MODEL = "default"
 DEFAULT_TASK = "movie-sentiment"
 DEFAULT_SCORER = "gradient"
-# Size of the live panel's evaluation subset. Measured on the embedded default (MiniLM-L6, 6 x 12
-# heads, movie-sentiment validation snippets of ~27 tokens): one masked evaluation of 128 examples
-# costs 1.1 CPU-seconds on one thread (1.9 for 256), so a toggle updates the metric in under 2 s
-# on a 2-core CPU, with the rest of the page run (~0.2 s) included.
+# The largest evaluation size a user may ask for. Without a choice each model evaluates its own size
+# (app.workload.eval_size: half of a 5 s click for the forward pass on 2 cores).
 MAX_EVAL_LIMIT = 100_000
 
 def widget_key(page: str, name: str) -> str:
