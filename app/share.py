@@ -23,7 +23,7 @@ from app.pages import URL_PATHS
 from pruning_core.errors import FormatError
 from pruning_core.heads import HeadLayout, HeadMask
 from pruning_core.models import save_pruned
-from pruning_core.pruning import parameter_count, prune_heads
+from pruning_core.pruning import loads_in, parameter_count, prune_heads
 from pruning_core.results import mask_to_json, provenance
 from pruning_core.share_link import build_link, parse_link
 
@@ -69,7 +69,8 @@ Heads kept: {kept} of {total}; parameters: {params:,} (the dense model has {dens
 The removed heads are listed in config.json under "headprune_pruned_heads" and in headprune_mask.json
 (1 = kept, 0 = removed).
 
-Load it with headprune (it rebuilds the smaller attention layers before loading the weights):
+It loads in {loads_in}.
+With headprune (which rebuilds the smaller attention layers before loading the weights, whatever the shape):
 
     from pruning_core.models import load_model
     loaded = load_model("{name}")          # loaded.model is a transformers model
@@ -103,7 +104,8 @@ def pruned_model_zip(loaded, mask: HeadMask, task_name: str, *, name: str | None
             encoding="utf-8")
         (folder / "README.txt").write_text(_README.format(
             kept=mask.n_kept, total=mask.n_total, params=parameter_count(pruned),
-            dense_params=parameter_count(loaded.model), name=name, command=evaluate_command(name, task_name)),
+            dense_params=parameter_count(loaded.model), name=name,
+            loads_in=loads_in(pruned, name, saved_now=True), command=evaluate_command(name, task_name)),
             encoding="utf-8")
         del pruned
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:

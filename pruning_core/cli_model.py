@@ -44,7 +44,7 @@ def add_prune_and_bench(sub) -> None:
 
 
 def cmd_info(args) -> None:
-    from .pruning import attention_parameter_count, parameter_count
+    from .pruning import attention_parameter_count, loads_in, parameter_count
     from .results import provenance
     loaded = load_from_args(args)
     total, attn = parameter_count(loaded.model), attention_parameter_count(loaded.model)
@@ -54,7 +54,7 @@ def cmd_info(args) -> None:
     print(f"parameters {total:,} ({attn:,} in attention, {attn / total:.1%})")
     if loaded.pruned_heads:
         print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
-    stock = stock_note(loaded.model, loaded.model_id)
+    stock = loads_in(loaded.model, loaded.model_id)
     print(f"loads in   {stock}")
     write_result(args, {"format": "headprune.info/1", "model": loaded.model_id,
                         "model_type": loaded.config.model_type, "task_type": loaded.task_type,
@@ -63,27 +63,9 @@ def cmd_info(args) -> None:
                         "loads_in": stock, "provenance": provenance(loaded)})
 
 
-def stock_note(model, where: str, saved_now: bool = False) -> str:
-    """Where a model loads, in words: 'stock transformers ...' or 'headprune only: why; the export to use'.
-    ``saved_now``: ``model`` is the pruned copy that ``save_pruned`` just wrote (with a stock config if it can)."""
-    from .architectures import adapter_for
-    from .pruning import CONFIG_KEY, STOCK_KEY, stock_shape
-    shape = stock_shape(model)
-    counts = ", ".join(f"{k} {v}" for k, v in shape.fields.items())
-    if shape.fields and not saved_now and getattr(model.config, CONFIG_KEY, None) \
-            and not getattr(model.config, STOCK_KEY, False):
-        return (f"headprune only: it was saved with its original head counts; prune the original model again to "
-                f"write a stock config ({counts})")
-    if shape.reason:
-        return (f"headprune only: {shape.reason}. For other runtimes use `headprune export {where} --format onnx "
-                "--out FILE.onnx`")
-    return (f"stock transformers{f' ({counts})' if counts else ''}: "
-            f"{adapter_for(model).auto_class}.from_pretrained({where!r}) needs no headprune")
-
-
 def cmd_prune(args) -> None:
     from .models import save_pruned
-    from .pruning import describe_change, parameter_count, parameter_count_after, prune_heads
+    from .pruning import describe_change, loads_in, parameter_count, parameter_count_after, prune_heads
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
     before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
@@ -100,7 +82,7 @@ def cmd_prune(args) -> None:
         raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
     save_pruned(pruned, loaded.tokenizer, out)
     print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; {change}; saved to {out}")
-    print(f"loads in {stock_note(pruned, str(out), saved_now=True)}")
+    print(f"loads in {loads_in(pruned, str(out), saved_now=True)}")
 
 
 def cmd_bench(args) -> None:

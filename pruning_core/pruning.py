@@ -28,7 +28,7 @@ CONFIG_KEY = "headprune_pruned_heads"   # {kind: {layer (str): [original head in
 STOCK_KEY = "headprune_stock_config"    # true: the config's head counts are the pruned ones (a record only)
 
 __all__ = ["CONFIG_KEY", "STOCK_KEY", "EmptyAttention", "StockShape", "attention_parameter_count", "describe_change", "parameter_count",
-           "parameter_count_after", "prune_heads", "restructure_for_loading", "stock_shape"]
+           "parameter_count_after", "prune_heads", "loads_in", "restructure_for_loading", "stock_shape"]
 
 
 def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
@@ -115,3 +115,19 @@ def attention_parameter_count(model: nn.Module) -> int:
         for proj in s.projections():
             total += sum(p.numel() for p in proj.parameters(recurse=False))
     return total
+
+
+def loads_in(model, where: str, saved_now: bool = False) -> str:
+    """Where a model loads, in words: 'stock transformers ...' or 'headprune only: why; the export to use'.
+    ``saved_now``: ``model`` is the pruned copy that ``save_pruned`` just wrote (with a stock config if it can)."""
+    shape = stock_shape(model)
+    counts = ", ".join(f"{k} {v}" for k, v in shape.fields.items())
+    if shape.fields and not saved_now and getattr(model.config, CONFIG_KEY, None) \
+            and not getattr(model.config, STOCK_KEY, False):
+        return (f"headprune only: it was saved with its original head counts; prune the original model again to "
+                f"write a stock config ({counts})")
+    if shape.reason:
+        return (f"headprune only: {shape.reason}. For other runtimes use `headprune export {where} --format onnx "
+                "--out FILE.onnx`")
+    return (f"stock transformers{f' ({counts})' if counts else ''}: "
+            f"{adapter_for(model).auto_class}.from_pretrained({where!r}) needs no headprune")

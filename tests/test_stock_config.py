@@ -112,3 +112,22 @@ def test_prune_and_info_say_where_a_model_loads(folders, capsys):
     assert "loads in   headprune only: BertConfig" in capsys.readouterr().out
     assert main(["info", "bert"]) == 0
     assert "loads in   stock transformers: AutoModelForSequenceClassification" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arch, stock", [("llama", True), ("bert", False)])
+def test_the_share_zip_readme_says_where_the_model_loads(arch, stock, tmp_path):
+    """The dashboard's pruned-model zip tells its reader whether stock transformers loads it (a uniform
+    grouped-query shape) or only headprune does (BERT: head size derived from the head count)."""
+    import io
+    import zipfile
+
+    from app import share
+    lm = tiny_loaded(arch, tmp_path)
+    kind = next(iter(lm.layout.kinds))
+    mask = _mask(lm.layout, UNIFORM[arch]) if stock else HeadMask.from_removed(lm.layout, [(kind, 0, 1)])
+    data = share.pruned_model_zip(lm, mask, "movie-sentiment")
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        readme = zf.read(f"{share.pruned_folder_name(lm.model_id, mask)}/README.txt").decode()
+    assert ("It loads in stock transformers" in readme) is stock
+    assert ("It loads in headprune only" in readme) is not stock
+    assert "load_model(" in readme
