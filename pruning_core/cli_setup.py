@@ -17,6 +17,9 @@ def add_prepare(sub) -> None:
                    help="which prepared model to build (see --list); default: the embedded MiniLM-L6 classifier")
     p.add_argument("--list", action="store_true", help="list the prepared models, whether each is ready, and stop")
     p.add_argument("--force", action="store_true", help="redo everything, even if a valid cache exists")
+    p.add_argument("--runtime", choices=["llama-cpp"], default=None,
+                   help="install another runtime instead of a model: llama-cpp compiles llama.cpp's Python binding "
+                        "(llama-cpp-python) for `headprune export --format gguf` checks; 10-25 minutes on two cores")
     p.set_defaults(func=cmd_prepare)
 
 
@@ -35,6 +38,10 @@ def add_app(sub) -> None:
 
 def cmd_prepare(args) -> None:
     from . import zoo
+    if args.runtime == "llama-cpp":
+        from .export import llama_cpp
+        print(llama_cpp.install(force=args.force))
+        return
     if args.list:
         for name in zoo.names():
             entry = zoo.get(name)

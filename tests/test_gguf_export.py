@@ -1,11 +1,8 @@
 """GGUF export of uniformly pruned Llama-family models: read back by transformers' GGUF loader (which undoes
 llama.cpp's q/k row permutation) with headprune's logits; float16 within its rounding; shapes GGUF cannot
 hold refused; slow tests on the pruned SmolLM2 (transformers, and llama.cpp's greedy tokens when
-llama-cpp-python is installed)."""
+`headprune prepare --runtime llama-cpp` has installed llama-cpp-python)."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,40 +128,21 @@ def test_the_pruned_smollm2_gguf_in_transformers(smol_gguf):
                           atol=1e-4, rtol=0)
 
 
-def _llama_cpp_path() -> Path:
-    """Where llama-cpp-python is importable from: the environment, or a cached ``pip install --target``
-    (compiling llama.cpp; the attempt is made once, and its failure recorded, so reruns skip at once)."""
+def _llama_cpp():
+    """llama.cpp's binding, or a skip naming the command that installs it (compiling llama.cpp takes
+    10-25 minutes on two cores, so a test never does it)."""
+    from pruning_core.errors import HeadpruneError
+    from pruning_core.export import llama_cpp
     try:
-        import llama_cpp  # noqa: F401
-        return Path()
-    except ImportError:
-        pass
-    from pruning_core.zoo import headprune_home
-    target = headprune_home() / "llama-cpp-python"
-    failed = target.with_suffix(".failed")
-    if failed.is_file():
-        pytest.skip(f"llama-cpp-python could not be installed earlier ({failed.read_text().strip()}); "
-                    f"delete {failed} to try again")
-    if not (target / "llama_cpp").is_dir():
-        limit = int(os.environ.get("HEADPRUNE_LLAMA_CPP_BUILD_S", "1500"))
-        try:
-            proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target),
-                                   "llama-cpp-python"], capture_output=True, text=True, timeout=limit)
-            reason = None if proc.returncode == 0 else f"pip exited {proc.returncode}: {proc.stderr[-300:]}"
-        except subprocess.TimeoutExpired:
-            reason = f"the build ran past {limit} s"
-        if reason:
-            failed.parent.mkdir(parents=True, exist_ok=True)
-            failed.write_text(reason)
-            pytest.skip(f"llama-cpp-python could not be installed: {reason}")
-    return target
+        return llama_cpp.import_llama_cpp()
+    except HeadpruneError as err:
+        pytest.skip(str(err))
 
 
 @pytest.mark.slow
 def test_llama_cpp_greedy_tokens_equal_the_pruned_smollm2(smol_gguf):
     pruned, path = smol_gguf
-    sys.path.insert(0, str(_llama_cpp_path()))
-    from llama_cpp import Llama
+    Llama = _llama_cpp().Llama
     ids = pruned.tokenizer(PROMPT)["input_ids"]
     with torch.no_grad():
         ours = pruned.model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
