@@ -2,7 +2,7 @@
 every layer (a stock shape, exported with ``headprune export --format gguf``), side by side.
 
     .venv/bin/headprune prepare --model smollm2
-    .venv/bin/headprune prepare --runtime llama-cpp       # compiles llama.cpp (10-25 min on two cores)
+    .venv/bin/headprune prepare --runtime llama-cpp       # compiles llama.cpp (about 6 min on two quiet cores)
     .venv/bin/python benchmarks/llama_cpp_speed.py        # float16 and float32 GGUF, 2 threads
 
 Mask: ``presets.uniform_by_group`` on seeded random scores (seed 0): every layer keeps 6 of 9 query heads

@@ -19,7 +19,7 @@ def add_prepare(sub) -> None:
     p.add_argument("--force", action="store_true", help="redo everything, even if a valid cache exists")
     p.add_argument("--runtime", choices=["llama-cpp"], default=None,
                    help="install another runtime instead of a model: llama-cpp compiles llama.cpp's Python binding "
-                        "(llama-cpp-python) for `headprune export --format gguf` checks; 10-25 minutes on two cores")
+                        "(llama-cpp-python) for `headprune export --format gguf` checks; about 6 minutes on two quiet cores")
     p.set_defaults(func=cmd_prepare)
 
 

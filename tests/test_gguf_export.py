@@ -130,7 +130,7 @@ def test_the_pruned_smollm2_gguf_in_transformers(smol_gguf):
 
 def _llama_cpp():
     """llama.cpp's binding, or a skip naming the command that installs it (compiling llama.cpp takes
-    10-25 minutes on two cores, so a test never does it)."""
+    minutes, up to 25 on two busy cores, so a test never does it)."""
     from pruning_core.errors import HeadpruneError
     from pruning_core.export import llama_cpp
     try:

@@ -62,7 +62,7 @@ def test_prepare_runtime_installs_into_the_home_and_is_then_found(no_binding, mo
     monkeypatch.setattr(llama_cpp.subprocess, "run", fake_pip)
     monkeypatch.delitem(sys.modules, "llama_cpp", raising=False)
     assert main(["prepare", "--runtime", "llama-cpp"]) == 0
-    assert f"llama-cpp-python=={llama_cpp.VERSION}" in calls[0][0] and "LLAMA_BUILD_TESTS=OFF" in calls[0][1]
+    assert f"llama-cpp-python=={llama_cpp.VERSION}" in calls[0][0] and "diskcache==5.6.3" in calls[0][0] and "LLAMA_BUILD_TESTS=OFF" in calls[0][1]
     assert "installed in" in capsys.readouterr().out
     try:
         assert llama_cpp.import_llama_cpp().Llama == "stand-in"

@@ -1,8 +1,8 @@
 """llama.cpp itself, through its Python binding ``llama-cpp-python``: installed on request, never by a test.
 
-PyPI ships ``llama-cpp-python`` as source only, so installing it compiles llama.cpp (many minutes on two
-cores). ``headprune prepare --runtime llama-cpp`` does it once, into ``<headprune home>/llama-cpp-python``
-(``pip install --target``; built in a temporary folder and renamed when complete, so an interrupted build
+PyPI ships ``llama-cpp-python`` as source only, so installing it compiles llama.cpp (:data:`BUILD_TIME`).
+``headprune prepare --runtime llama-cpp`` does it once, into ``<headprune home>/llama-cpp-python`` (``pip
+install --target``; built in a temporary folder and renamed when complete, so an interrupted build
 leaves nothing half-installed). :func:`import_llama_cpp` finds the binding there or in the environment,
 and otherwise says which command installs it.
 """
@@ -21,6 +21,10 @@ from ..errors import HeadpruneError
 from ..zoo import headprune_home
 
 VERSION = "0.3.36"                  # the llama-cpp-python release installed (its vendored llama.cpp)
+# installed with it, without dependencies: its other requirements (numpy, typing-extensions, jinja2) are
+# already in requirements.txt's environment; diskcache is imported by llama_cpp at import time
+EXTRA = ("diskcache==5.6.3",)
+BUILD_TIME = "about 6 minutes on two quiet cores, 25 under heavy load"
 INSTALL_COMMAND = "headprune prepare --runtime llama-cpp"
 # what llama.cpp's build does not need for loading and generating (examples, tests, server, tools)
 CMAKE_ARGS = "-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF"
@@ -40,7 +44,7 @@ def import_llama_cpp():
     folder = install_folder()
     if not (folder / "llama_cpp").is_dir():
         raise HeadpruneError(f"llama.cpp's Python binding (llama-cpp-python) is not installed; run "
-                             f"`{INSTALL_COMMAND}` (it compiles llama.cpp: about 10-25 minutes on two cores).")
+                             f"`{INSTALL_COMMAND}` (it compiles llama.cpp: {BUILD_TIME}).")
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     return importlib.import_module("llama_cpp")
@@ -62,7 +66,7 @@ def install(force: bool = False, timeout_s: float | None = None) -> str:
     started = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(build / "t"),
-                               f"llama-cpp-python=={VERSION}"], capture_output=True, text=True, env=env,
+                               f"llama-cpp-python=={VERSION}", *EXTRA], capture_output=True, text=True, env=env,
                               timeout=timeout_s)
         if proc.returncode != 0:
             raise HeadpruneError(f"Installing llama-cpp-python failed (pip exited {proc.returncode}); it needs a C++ "
