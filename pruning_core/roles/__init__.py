@@ -17,6 +17,7 @@ from . import needle  # noqa: F401,E402  (registers retrieval)
 from .base import ROLES, Role, get_role, parse_roles, role_names
 from .compute import compute_roles
 from .report import ROLES_FORMAT, RoleReport, load_roles
+from .summary import RoleRemoval, protected_heads, removal_summary, role_removals
 
 __all__ = ["ROLES", "ROLES_FORMAT", "Role", "RoleReport", "compute_roles", "get_role", "load_roles", "parse_roles",
-           "role_names"]
+           "protected_heads", "removal_summary", "role_names", "role_removals", "RoleRemoval"]
