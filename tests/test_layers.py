@@ -19,7 +19,7 @@ LAYERS = [
     {"finetune", "scoring", "roles"},
     {"prepare", "dynamics", "zoo_prepare"},
     {"smp"},
-    {"cli", "cli_analysis", "cli_common", "cli_export", "cli_model", "cli_setup", "dynamics_cli", "__main__"},
+    {"cli", "cli_analysis", "cli_common", "cli_export", "cli_model", "cli_roles", "cli_setup", "dynamics_cli", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}

@@ -52,6 +52,9 @@ def needle_prompts(loaded, texts: Sequence[str], *, count: int = 6, haystack_tok
         raise HeadpruneError(f"The model takes too few positions ({max_positions(loaded.model.config)}) for a "
                              "needle-in-a-haystack prompt; leave the retrieval role out (--roles ...).")
     hay = tok(" " + " ".join(t.strip() for t in texts), add_special_tokens=False)["input_ids"]
+    if not hay:
+        raise HeadpruneError("The tokenizer turns the task's texts into no tokens, so there is no haystack for the "
+                             "needle probe. Check the model's tokenizer files, or leave retrieval out (--roles ...).")
     while len(hay) < 2 * budget:
         hay = hay + hay
     rng = random.Random(seed)
