@@ -117,6 +117,40 @@ def _stack_attentions(attentions, expected_layers: int) -> tuple[np.ndarray, ...
     return tuple(out)
 
 
+def check_eager(loaded) -> None:
+    """Raise unless ``loaded`` was loaded with eager attention (other implementations return no maps)."""
+    impl = getattr(loaded.model.config, "_attn_implementation", "eager")
+    if impl not in (None, "eager"):
+        raise HeadpruneError(f"The model was loaded with attn_implementation={impl!r}, which returns no attention "
+                             "maps. Load it with attn_implementation='eager' (the dashboard does by default).")
+
+
+def batch_maps(loaded, inputs: Mapping[str, torch.Tensor],
+               kinds: Sequence[str] | None = None) -> dict[str, list[torch.Tensor]]:
+    """One forward pass of ``loaded`` on a batch with ``output_attentions=True``, in inference mode.
+
+    The model is only read (no hook, no config change), so a model shared with other threads is safe.
+    Returns for each of ``kinds`` (default: every kind of the model) one float32 CPU tensor
+    ``[batch, heads, T_query, T_key]`` per layer (a layer whose heads were all pruned gives
+    ``[1, 0, 0, 0]``); rows of padded queries are whatever the model computed there: cut them off with
+    the batch's lengths. An encoder-decoder model given ``encoder_outputs`` returns no encoder maps:
+    leave ``encoder_self`` out of ``kinds`` then.
+    """
+    check_eager(loaded)
+    with torch.inference_mode():
+        outputs = loaded.model(**inputs, output_attentions=True)
+    out = {}
+    for kind, layers in adapter_for(loaded).attention_maps(outputs).items():
+        if kinds is not None and kind not in kinds:
+            continue
+        expected = len(loaded.layout.kinds[kind])
+        if len(layers) != expected:
+            raise HeadpruneError(f"The model returned {kind} attention maps for {len(layers)} of its {expected} "
+                                 "layers; load it with attn_implementation='eager'.")
+        out[kind] = [torch.zeros(1, 0, 0, 0) if a is None else a.detach().float().cpu() for a in layers]
+    return out
+
+
 def _maps_of(loaded, outputs) -> dict[str, tuple[np.ndarray, ...]]:
     """Per kind, per layer ``[heads, T_query, T_key]`` float32 arrays of the first batch item."""
     layout = loaded.layout.kinds
@@ -176,10 +210,7 @@ def run_attention(loaded, text: str, mask: HeadMask | None = None, *, text_b: st
     mask = mask or HeadMask.full(loaded.layout)
     mask.check_fits(loaded.layout)
     model, tok = loaded.model, loaded.tokenizer
-    impl = getattr(model.config, "_attn_implementation", "eager")
-    if impl not in (None, "eager"):
-        raise HeadpruneError(f"The model was loaded with attn_implementation={impl!r}, which returns no attention "
-                             "maps. Load it with attn_implementation='eager' (the dashboard does by default).")
+    check_eager(loaded)
     args = (text, text_b) if text_b else (text,)
     full_length = len(tok(*args, truncation=False)["input_ids"])
     encoding = tok(*args, truncation=True, max_length=max_tokens, return_tensors="pt")

@@ -10,6 +10,7 @@ import argparse
 from .cli_args import checked, fraction, output_file, positive_int, write_output
 from .cli_common import (common_options, fmt, load_from_args, mask_options, progress_bars, read_mask, require_heads,
                          task_and_split, write_result)
+from .cli_roles import protected_of, role_note, role_options, roles_report, summary_of
 from .errors import HeadpruneError, UsageError
 from .scoring import scorer_names
 from .scoring.cli_options import add_score_options, scores_json, with_score_options
@@ -50,6 +51,7 @@ def add_commands(sub) -> None:
     p.add_argument("--model", default=None,
                    help="the model the scores are of, for --uniform (default: the model named in the scores file)")
     checked(p, "--out", required=True, check=output_file)
+    role_options(p)
     p.set_defaults(func=cmd_mask)
 
     p = sub.add_parser("ablate", help="single-head ablation table")
@@ -75,6 +77,7 @@ def add_commands(sub) -> None:
     checked(p, "--seeds", type=int, default=None, check=positive_int,
             help="run the curve with N seeds (--seed, +1, ...) and write mean, sd and band per point "
                  "(default: 3 for a method whose scores come from the seed, such as random; else 1)")
+    role_options(p)
     p.set_defaults(func=cmd_curve)
 
 
@@ -162,22 +165,27 @@ def cmd_mask(args) -> None:
     if args.uniform and (args.remove is None or args.per_layer):
         raise HeadpruneError("--uniform goes with --remove FRACTION (it is per layer already), not with "
                              "--keep-per-layer or --per-layer.")
+    report = roles_report(args, spec=args.model or scores.provenance.get("model"), layout=scores.scores.layout,
+                          task=scores.provenance.get("task"))
+    protected = protected_of(args, report)
     if args.uniform:
-        mask = _uniform_mask(args, scores)
+        mask = _uniform_mask(args, scores, protected)
     elif args.remove is not None:
-        mask = remove_least_important(scores.ranking_scores, args.remove, per_layer=args.per_layer)
+        mask = remove_least_important(scores.ranking_scores, args.remove, per_layer=args.per_layer, protected=protected)
     else:
-        mask = keep_top_per_layer(scores.ranking_scores, args.keep_per_layer)
+        mask = keep_top_per_layer(scores.ranking_scores, args.keep_per_layer, protected=protected)
     write_output("--out", args.out, mask_to_json(mask, scores.provenance.get("model"),
                                       {"from_scores": str(args.scores), "method": scores.method,
                                        "score_split": scores.provenance.get("split"),
                                        "score_n": scores.provenance.get("n_examples"),
                                        "remove": args.remove, "per_layer": args.per_layer,
-                                       "keep_per_layer": args.keep_per_layer, "uniform": args.uniform}))
-    print(f"mask keeps {mask.n_kept}/{mask.n_total} heads; wrote {args.out}")
+                                       "keep_per_layer": args.keep_per_layer, "uniform": args.uniform,
+                                       "protect": args.protect, "protected_heads": len(protected)}))
+    role_note(args, report, protected)
+    print(f"mask keeps {mask.n_kept}/{mask.n_total} heads{summary_of(report, mask, args.protect)}; wrote {args.out}")
 
 
-def _uniform_mask(args, scores):
+def _uniform_mask(args, scores, protected: frozenset = frozenset()):
     """``presets.uniform_by_group`` with the key/value groups of ``--model`` (or the scores' own model)."""
     from .architectures import kv_groups_of
     from .models import load_model
@@ -190,7 +198,7 @@ def _uniform_mask(args, scores):
     if loaded.layout != scores.scores.layout:
         raise HeadpruneError(f"Model {spec!r} has heads {loaded.layout.describe()}, the scores "
                              f"{scores.scores.layout.describe()}; give --model the model that was scored.")
-    return uniform_by_group(scores.ranking_scores, kv_groups_of(loaded.sites), args.remove)
+    return uniform_by_group(scores.ranking_scores, kv_groups_of(loaded.sites), args.remove, protected=protected)
 
 
 def cmd_ablate(args) -> None:
@@ -242,6 +250,7 @@ def cmd_one_per_layer(args) -> None:
 
 def cmd_curve(args) -> None:
     from .experiments import seeded_curves
+    from .heads import HeadMask
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
     seeds = args.seeds or (3 if scorer.info.seeded else 1)
@@ -253,8 +262,11 @@ def cmd_curve(args) -> None:
     require_heads(loaded, "prune step by step")
     config = score_config(args, score_split(args, task), args.score_limit)
     data = task.encode(loaded, split, args.limit)
+    report = roles_report(args, loaded, task=args.task)
+    protected = protected_of(args, report)
+    role_note(args, report, protected)
     curve = seeded_curves(loaded, task, data, scorer, config, seeds, step=args.step, rescore=args.rescore,
-                          batch_size=args.batch_size, progress=progress_bars())
+                          batch_size=args.batch_size, progress=progress_bars(), protected=protected)
     settings = curve.provenance.get("settings", {})
     score_n = settings.get("score_n")
     scored_on = (f"heads scored on {config.split} ({score_n} examples)" if score_n is not None
@@ -267,5 +279,6 @@ def cmd_curve(args) -> None:
         interval = (f"  95 % [{fmt(curve.metric_name, p.low)}, {fmt(curve.metric_name, p.high)}]"
                     if p.low is not None else "")
         print(f"  {p.fraction_removed:6.1%} removed ({p.heads_removed:3d} heads)  "
-              f"{fmt(curve.metric_name, p.metric)}{spread}{interval}  loss {p.loss:.4f}")
+              f"{fmt(curve.metric_name, p.metric)}{spread}{interval}  loss {p.loss:.4f}"
+              f"{summary_of(report, HeadMask.from_lists(p.mask), args.protect).replace(';', ' ', 1)}")
     write_result(args, curve.to_json())

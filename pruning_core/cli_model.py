@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .cli_args import DTYPE_CHOICES, checked, int_list, output_folder, positive_int
 from .cli_common import common_options, load_from_args, mask_options, progress_bars, read_mask, write_result
+from .cli_roles import existing_roles_file, summary_of
 from .errors import HeadpruneError
 
 
@@ -29,6 +30,8 @@ def add_prune_and_bench(sub) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
                    help="the precision the pruned model is saved in (half precision needs --device cuda)")
+    checked(p, "--roles-file", default=None, check=existing_roles_file,
+            help="a `headprune roles --out` file of this model: the summary says which role heads the mask removes")
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
@@ -66,6 +69,7 @@ def cmd_info(args) -> None:
 def cmd_prune(args) -> None:
     from .models import save_pruned
     from .pruning import describe_change, loads_in, parameter_count, parameter_count_after, prune_heads
+    from .roles import load_roles
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
     before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
@@ -81,7 +85,9 @@ def cmd_prune(args) -> None:
     if out.exists() and any(out.iterdir()):
         raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
     save_pruned(pruned, loaded.tokenizer, out)
-    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads; {change}; saved to {out}")
+    report = load_roles(args.roles_file, loaded.layout) if args.roles_file else None
+    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads{summary_of(report, mask)}; {change}; "
+          f"saved to {out}")
     print(f"loads in {loads_in(pruned, str(out), saved_now=True)}")
 
 

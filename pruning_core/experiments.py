@@ -271,17 +271,19 @@ def removal_schedule(total: int, step: float) -> list[int]:
 
 def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1, rescore: bool = False,
                   initial_scores: ScoreResult | None = None, batch_size: int = 64,
-                  progress: ProgressCallback | None = None) -> CurveResult:
+                  progress: ProgressCallback | None = None, protected: frozenset = frozenset()) -> CurveResult:
     """Remove heads in order of increasing importance, ``step`` of all heads at a time.
 
     Without ``rescore`` the ranking is computed once (Michel et al.'s paper); with it, the
     remaining heads are re-scored under the current mask after each step (the HF bertology port).
+    ``protected`` heads (``roles.protected_heads``) are never removed: the curve removes the other heads,
+    ``step`` of them at a time, and its last point keeps only the protected ones.
     """
     layout = loaded.layout
     total = layout.total_heads
-    schedule = removal_schedule(total, step)
+    schedule = removal_schedule(total - len(protected), step)
     scores = initial_scores or scorer.score(loaded, task, score_config)
-    order = scores.ranking_scores.ranked(seed=score_config.seed)
+    order = [h for h in scores.ranking_scores.ranked(seed=score_config.seed) if h not in protected]
     mask = HeadMask.full(layout)
     removed: list = []
     points = []
@@ -296,8 +298,8 @@ def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1
         report(progress, f"curve:{scorer.name}", i + 1, len(schedule), f"{len(removed)} of {total} heads removed")
         if rescore and 0 < len(removed) < total and i + 1 < len(schedule):
             fresh = scorer.score(loaded, task, score_config, mask=mask)
-            order = fresh.ranking_scores.ranked(mask=mask, seed=score_config.seed)
-    settings = {"step": step, "rescore": rescore, "score_split": score_config.split,
+            order = [h for h in fresh.ranking_scores.ranked(mask=mask, seed=score_config.seed) if h not in protected]
+    settings = {"step": step, "rescore": rescore, "score_split": score_config.split, "protected": len(protected),
                 "score_limit": score_config.limit, "score_n": scores.provenance.get("n_examples"),
                 "eval_split": data.split, "eval_n": data.n_examples, "normalize": scores.normalize,
                 "seed": score_config.seed}

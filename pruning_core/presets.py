@@ -3,7 +3,8 @@
 The one home of "drop a share of every layer": removing ``fraction`` of a layer of ``n`` heads
 removes :func:`removed_per_layer` ``= round(fraction * n)`` of them (Python rounds halves to even:
 1 of 2, 2 of 3, 2 of 4, 2 of 5, 6 of 12). SMP's "keep the top half" and the random-half baseline
-use these functions. For grouped-query attention, :func:`prune_by_group`, :func:`prune_k_per_group` and
+use these functions. ``protected`` heads (e.g. :func:`pruning_core.roles.protected_heads`: the induction heads) are
+never removed: the share is taken from the other heads. For grouped-query attention, :func:`prune_by_group`, :func:`prune_k_per_group` and
 :func:`uniform_by_group` keep every layer's key/value groups even (physical pruning then copies no key/value
 head); :func:`uniform_by_group` also keeps the same count in every layer (a stock config's shape). All
 functions return a new :class:`HeadMask`; none modifies its input.
@@ -14,7 +15,9 @@ import random
 from collections.abc import Callable
 
 from .errors import HeadpruneError
-from .heads import HeadLayout, HeadMask, HeadScores, KVGroups, group_scores
+from .heads import HeadId, HeadLayout, HeadMask, HeadScores, KVGroups, group_scores
+
+Protected = frozenset[HeadId] | set[HeadId]       # heads a preset never removes
 
 
 def _check_fraction(fraction: float) -> None:
@@ -28,21 +31,24 @@ def removed_per_layer(n_heads: int, fraction: float) -> int:
     return round(fraction * n_heads)
 
 
-def remove_least_important(scores: HeadScores, fraction: float, per_layer: bool = False, seed: int = 0) -> HeadMask:
+def remove_least_important(scores: HeadScores, fraction: float, per_layer: bool = False, seed: int = 0,
+                           protected: Protected = frozenset()) -> HeadMask:
     """Remove ``fraction`` of the heads with the lowest scores, over all heads or within each layer.
 
     Global: round(fraction * total) heads. Per layer: round(fraction * heads in layer) in every layer.
+    ``protected`` heads are never removed: the count is taken from the others (fewer when too few are left).
     """
     _check_fraction(fraction)
     layout = scores.layout
     if not per_layer:
         count = round(fraction * layout.total_heads)
-        return HeadMask.from_removed(layout, scores.ranked(seed=seed)[:count])
+        return HeadMask.from_removed(layout, [h for h in scores.ranked(seed=seed) if h not in protected][:count])
     rng = random.Random(seed)
     removed = []
     for kind, rows in scores.kinds.items():
         for layer, row in enumerate(rows):
             order = sorted(range(len(row)), key=lambda h: (row[h], rng.random()))
+            order = [h for h in order if (kind, layer, h) not in protected]
             removed += [(kind, layer, h) for h in order[:removed_per_layer(len(row), fraction)]]
     return HeadMask.from_removed(layout, removed)
 
@@ -55,8 +61,9 @@ def keep_top_fraction_per_layer(scores: HeadScores, keep_fraction: float = 0.5, 
     return remove_least_important(scores, 1.0 - keep_fraction, per_layer=True, seed=seed)
 
 
-def keep_top_per_layer(scores: HeadScores, keep: int = 1) -> HeadMask:
-    """Keep the ``keep`` best-scoring heads of every layer (SMP keeps half; Michel et al. one)."""
+def keep_top_per_layer(scores: HeadScores, keep: int = 1, protected: Protected = frozenset()) -> HeadMask:
+    """Keep the ``keep`` best-scoring heads of every layer (SMP keeps half; Michel et al. one), and every
+    ``protected`` head besides."""
     if keep < 0:
         raise HeadpruneError(f"Heads to keep per layer must be 0 or more; got {keep}.")
     kinds = {}
@@ -64,7 +71,8 @@ def keep_top_per_layer(scores: HeadScores, keep: int = 1) -> HeadMask:
         new_rows = []
         for row in rows:
             best = sorted(range(len(row)), key=lambda h: -row[h])[:keep]
-            new_rows.append(tuple(1 if h in best else 0 for h in range(len(row))))
+            new_rows.append(tuple(1 if h in best or (kind, len(new_rows), h) in protected else 0
+                                  for h in range(len(row))))
         kinds[kind] = tuple(new_rows)
     return HeadMask(kinds)
 
@@ -124,7 +132,8 @@ def prune_k_per_group(scores: HeadScores, groups: KVGroups, k: int, seed: int = 
     return HeadMask.from_removed(scores.layout, removed)
 
 
-def uniform_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed: int = 0) -> HeadMask:
+def uniform_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed: int = 0,
+                     protected: Protected = frozenset()) -> HeadMask:
     """Remove the same number of whole key/value groups from every layer: round(fraction * groups) of each
     layer's groups, those with the lowest summed score (the most important kept; ties broken by ``seed``).
 
@@ -132,7 +141,8 @@ def uniform_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed
     grouped-query decoder (Llama, Qwen2, Mistral, Gemma) pruned with it has a shape a stock config can
     write (:meth:`~pruning_core.architectures.ArchitectureAdapter.stock_shape`). Without grouping each
     head is its own group: the same count of heads per layer. ``groups``: :func:`pruning_core.architectures.
-    kv_groups_of` of the model's sites. Raises when ``fraction`` rounds to no group although it is above 0.
+    kv_groups_of` of the model's sites. Raises when ``fraction`` rounds to no group although it is above 0, or
+    when a layer has too few groups without a ``protected`` head.
     """
     _check_fraction(fraction)
     by_group = group_scores(scores, groups)
@@ -148,5 +158,10 @@ def uniform_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed
                     "Give a larger share, or remove query heads inside every group instead (the 'k per group' "
                     "preset, presets.prune_k_per_group).")
             order = sorted(range(len(row)), key=lambda g: (row[g], rng.random()))
+            order = [g for g in order if not any((kind, layer, h) in protected for h in groups[kind][layer][g])]
+            if len(order) < count:
+                raise HeadpruneError(
+                    f"{kind} layer {layer} has only {len(order)} key/value group(s) without a protected head, but a "
+                    f"uniform mask removes {count} from every layer. Protect fewer roles, or drop --uniform.")
             removed += [(kind, layer, h) for g in order[:count] for h in groups[kind][layer][g]]
     return HeadMask.from_removed(scores.layout, removed)

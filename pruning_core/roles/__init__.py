@@ -1,0 +1,23 @@
+"""Head roles: what each attention head does (previous token, induction, retrieval, ...), as a score per
+head with a threshold, computed on named probe inputs; and which role heads a mask removes or protects.
+
+    from pruning_core.roles import compute_roles
+    report = compute_roles(loaded)              # RoleReport
+    report.heads("induction")                   # [(kind, layer, head), ...]
+
+Modules, top to bottom: :mod:`.base` (the Role extension point and its registry), :mod:`.probes` (probe
+inputs and their maps), :mod:`.patterns` (the attention-pattern roles), :mod:`.needle` (retrieval),
+:mod:`.report` (``RoleReport`` and ``headprune.roles/1``), :mod:`.compute` (``compute_roles``),
+:mod:`.summary` (protection and "removes 3 of 4 induction heads").
+"""
+from __future__ import annotations
+
+from . import patterns  # noqa: F401,I001  (registers the pattern roles first: the order tables list them)
+from . import needle  # noqa: F401,E402  (registers retrieval)
+from .base import ROLES, Role, get_role, parse_roles, role_names
+from .compute import compute_roles
+from .report import ROLES_FORMAT, RoleReport, load_roles
+from .summary import RoleRemoval, protected_heads, removal_summary, role_removals
+
+__all__ = ["ROLES", "ROLES_FORMAT", "Role", "RoleReport", "compute_roles", "get_role", "load_roles", "parse_roles",
+           "protected_heads", "removal_summary", "role_names", "role_removals", "RoleRemoval"]
