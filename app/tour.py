@@ -88,8 +88,8 @@ STEPS: tuple[TourStep, ...] = (
         "attention", "What the removed heads attended to",
         "Every head's attention on one sentence, the heads the prepared mask keeps on the left and the half "
         "it removes on the right (each square: rows are the tokens that read, columns the tokens read from). "
-        "Do the removed heads look different? Heads that only look at the first token, or spread evenly over "
-        "the sentence, carry little that the others do not.",
+        "Do the removed heads look different from the kept ones: do more of them look only at the first "
+        "token, or spread their attention evenly over the sentence?",
         "Open the **Attention** page, tab **bertviz: head view**, and switch between *all heads* and *pruned*.",
         "attention"),
     TourStep(

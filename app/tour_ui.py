@@ -79,7 +79,7 @@ def navigation(step: tour.TourStep) -> None:
     st.code(tour.step_link(st.context.url, state.share_params(page=state.TOUR_PAGE)), language=None,
             wrap_lines=True)
     before, after = tour.neighbours(step)
-    c1, c2, _ = st.columns([1, 1, 3])
+    c1, c2 = st.columns(2)
     if before is not None:
         c1.button(f"Previous: {before.title}", key=state.widget_key("tour", "previous"), icon=":material/arrow_back:",
                   on_click=state.set_tour_step, args=(before.name,))
