@@ -29,6 +29,6 @@ with st.sidebar:                # values from a link or a file are shown through
     st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(task_label(state.task_spec()))}  \n"
                 f"Score {md_code(state.scorer_name())}  \nEvaluated on {n} {unit}{'s' if n != 1 else ''}")
 
-state.push_query_params()      # before the page: a page that stops early still updates the link
+state.push_query_params(page.url_path)     # before the page: a page that stops early still updates the link
 page.run()
-state.push_query_params()      # after: choices made by widgets during the run
+state.push_query_params(page.url_path)     # after: choices made by widgets during the run

@@ -30,5 +30,6 @@ PAGES: tuple[Page, ...] = (
     Page("app_pages/share.py", "Share", ":material/share:"),
     Page("app_pages/smp_compare.py", "SMP compare", ":material/compare_arrows:"),
     Page("app_pages/dynamics.py", "Dynamics", ":material/timeline:"),
+    Page("app_pages/tour.py", "Tour", ":material/school:"),
 )
 URL_PATHS: tuple[str, ...] = tuple(p.url_path for p in PAGES)

@@ -22,6 +22,7 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run
 ``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
                                             (the last speed sweep "bench", a loaded "analysis")
+``hp_tour_step``       str | None           the Tour page's step, by name (``step``, in the URL only on that page)
 ``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
                                             (``hp_w_job_*``: run/cancel buttons of ``ui.run_job``)
 =====================  ===================  =====================================================
@@ -35,6 +36,7 @@ Public functions
   :func:`reset_mask`, :func:`undo`, :func:`redo`, :func:`can_undo`, :func:`can_redo`,
   :func:`history`, :func:`history_index`, :func:`jump_to`.
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
+  :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
   :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
   is ``pruning_core.share_link`` (``encode_mask`` / ``decode_mask``).
 - Jobs and messages: :func:`is_cancelled`, :func:`mark_cancelled`, :func:`clear_cancelled`,
@@ -74,6 +76,10 @@ CANCELLED = "hp_cancelled"
 JOBS = "hp_jobs"
 NOTICES = "hp_notices"
 RESULTS = "hp_results"
+TOUR_STEP = "hp_tour_step"
+
+QP_STEP = "step"              # the Tour page's step: only that page's links carry it
+TOUR_PAGE = "tour"            # its url_path (app.pages)
 
 
 DEFAULT_MODEL = "default"
@@ -88,10 +94,15 @@ def widget_key(page: str, name: str) -> str:
     return f"hp_w_{page}_{name}"
 
 
+def defaults() -> tuple[str, str]:
+    """The model and task a new session starts with (the environment's, else the embedded default)."""
+    return os.environ.get("HEADPRUNE_APP_MODEL") or DEFAULT_MODEL, os.environ.get("HEADPRUNE_APP_TASK") or DEFAULT_TASK
+
+
 def _defaults() -> dict:
     return {
-        MODEL: os.environ.get("HEADPRUNE_APP_MODEL") or DEFAULT_MODEL,
-        TASK: os.environ.get("HEADPRUNE_APP_TASK") or DEFAULT_TASK,
+        MODEL: defaults()[0],
+        TASK: defaults()[1],
         SCORER: DEFAULT_SCORER,
         EVAL_LIMIT: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), None),
         HISTORY: None,
@@ -100,6 +111,7 @@ def _defaults() -> dict:
         QP_WRITTEN: {},
         CANCELLED: set(),
         NOTICES: [],
+        TOUR_STEP: None,
     }
 
 
@@ -172,10 +184,13 @@ def _read_query_params() -> None:
             add_notice("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number.")
     if qp.get(QP_MASK):
         st.session_state[PENDING_MASK] = qp[QP_MASK]
+    if qp.get(QP_STEP):
+        st.session_state[TOUR_STEP] = qp[QP_STEP]
 
 
-def share_params(mask: HeadMask | None = None) -> dict[str, str]:
-    """The query parameters that reproduce this session's view (model, task, scorer, size, mask)."""
+def share_params(mask: HeadMask | None = None, page: str | None = None) -> dict[str, str]:
+    """The query parameters that reproduce this session's view (model, task, scorer, size, mask; on
+    ``page`` "tour" also the tour's step)."""
     params = {QP_MODEL: model_spec(), QP_TASK: task_spec(), QP_SCORER: scorer_name()}
     if eval_limit() is not None:              # else the model's own size, which the link need not carry
         params[QP_LIMIT] = str(eval_limit())
@@ -186,12 +201,14 @@ def share_params(mask: HeadMask | None = None) -> dict[str, str]:
             params[QP_MASK] = st.session_state[PENDING_MASK]
     if mask is not None and not mask.is_full():
         params[QP_MASK] = encode_mask(mask)
+    if page == TOUR_PAGE and tour_step():
+        params[QP_STEP] = tour_step()
     return params
 
 
-def push_query_params() -> None:
-    """Mirror the shareable choices into the URL (call at the end of every run)."""
-    params = share_params()
+def push_query_params(page: str | None = None) -> None:
+    """Mirror the shareable choices of ``page`` (its url_path) into the URL (call at the end of every run)."""
+    params = share_params(page=page)
     if params != st.session_state.get(QP_WRITTEN) or dict(st.query_params) != params:
         st.query_params.from_dict(params)
         st.session_state[QP_WRITTEN] = params
@@ -403,6 +420,16 @@ def pop_notices() -> list[tuple[str, str]]:
     return notices
 
 
+def tour_step() -> str | None:
+    """The Tour page's step (its name, from a link or the last one shown); None before any."""
+    init()
+    return st.session_state[TOUR_STEP]
+
+
+def set_tour_step(name: str) -> None:
+    st.session_state[TOUR_STEP] = name
+
+
 def set_result(name: str, value) -> None:
     """Remember ``value`` under ``name`` for the current model and task (``None`` forgets it)."""
     results = st.session_state.setdefault(RESULTS, {})
@@ -426,5 +453,5 @@ __all__ = [
     "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "current_mask", "set_mask", "toggle_head",
     "reset_mask", "can_undo", "can_redo", "undo", "redo", "jump_to", "history", "history_index", "restore",
     "is_cancelled", "mark_cancelled", "clear_cancelled", "job_board", "add_notice", "pop_notices", "RESULTS",
-    "set_result", "get_result",
+    "set_result", "get_result", "defaults", "tour_step", "set_tour_step", "QP_STEP", "TOUR_PAGE",
 ]

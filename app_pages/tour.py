@@ -1,0 +1,21 @@
+"""Tour: a guided walk for a class, one step at a time, each a link that opens its state."""
+import streamlit as st
+
+from app import state, tour, tour_ui, ui
+
+ui.page_intro("Tour", """
+A walk through what attention-head pruning shows, in a few steps, for a class. Each step has one
+paragraph, a prepared state (model, task and mask, computed here and made this session's), **one
+thing to click**, and a **link**: project the step, and students who open the link see the same
+state. The first visit to a step computes it (a progress bar: about a minute for the default model
+on 2 CPU cores, several for SmolLM2); after that every session gets it from the server's cache at
+once, so a teacher clicks through the tour once before class. A step replaces your mask (the Head
+map's **Undo** brings yours back).""")
+
+model = tour_ui.model_picker(tour.tour_models(*state.defaults()))
+current = tour.step(state.tour_step())
+state.set_tour_step(current.name)
+index = tour.STEPS.index(current)
+st.subheader(f"Step {index + 1} of {len(tour.STEPS)} · {current.title}")
+tour_ui.show_step(current, model)
+tour_ui.navigation(current)
