@@ -32,6 +32,7 @@ from pruning_core.architectures import kv_groups_of
 from pruning_core import attention_maps, bench, budget, experiments, pruning, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
+from pruning_core.layer_cache import LayerInputCache
 from pruning_core.models import LoadedModel, load_model
 from pruning_core.per_example import ExampleOutputs
 from pruning_core.progress import ProgressCallback
@@ -67,24 +68,10 @@ def data_access() -> DataAccess:
 
 
 # -- models ----------------------------------------------------------------------------------------
-def _available_memory() -> int | None:
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def _check_fits_memory(spec: str) -> None:
-    """Refuse a local model whose weight files clearly do not fit in memory (before trying)."""
+    """Refuse a model whose weight files clearly do not fit in the free memory (before trying)."""
     folder = zoo.get(spec).folder() if spec in zoo.names() else Path(spec).expanduser()
-    if not folder.is_dir():
-        return
-    size = (sum(p.stat().st_size for p in folder.glob("*.safetensors"))
-            or sum(p.stat().st_size for p in folder.glob("pytorch_model*.bin")))
-    free = _available_memory()
-    if free is not None and size > MEMORY_HEADROOM * free:
-        raise ModelLoadError(f"Model {spec!r} has {size / 2**30:.1f} GiB of weights but only {free / 2**30:.1f} GiB "
-                             "of memory is free. Choose a smaller model, or free memory and try again.")
+    budget.check_weights_fit(folder, spec, MEMORY_HEADROOM)
 
 
 def load(spec: str) -> LoadedModel:
@@ -258,7 +245,14 @@ def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | Non
               _progress: ProgressCallback | None = None) -> EvalResult:
     with compute.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
         return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
-                                        progress=_progress)
+                                        progress=_progress, layer_cache=layer_inputs())
+
+
+@st.cache_resource(show_spinner=False)
+def layer_inputs() -> LayerInputCache:
+    """Layer inputs shared by every session's evaluations: a click reruns only the layers from the first one
+    whose heads changed (``pruning_core.layer_cache``), in at most ``budget.layer_cache_budget()`` bytes."""
+    return LayerInputCache(budget.layer_cache_budget())
 
 
 def references(spec: str, task_name: str, limit: int | None) -> list | None:

@@ -111,19 +111,42 @@ def open_head_map(browser, url: str, width: int = 1366, height: int = 768):
     return page
 
 
-def clicks(page, pid: int, toggles: int, first: int) -> list[dict]:
-    """``toggles`` head clicks on one page, each timed until the new metric and until the new latency."""
+def spread_targets(rows: list[int], toggles: int, offset: int) -> list[tuple[int, int]]:
+    """``toggles`` (layer, head) pairs of a grid with ``rows[layer]`` heads per layer: the last layer first,
+    then each layer above it in turn (a click on layer L lets a cached evaluation rerun layers L and later
+    only: these clicks cover every depth, where the first heads of the grid all lie in layer 0)."""
+    out: list[tuple[int, int]] = []
+    for i in range(toggles):
+        layer = len(rows) - 1 - i % len(rows)
+        out.append((layer, (offset + i // len(rows)) % rows[layer]))
+    return out
+
+
+def point_index(rows: list[int], removed: set[tuple[int, int]], layer: int, head: int) -> int:
+    """The position of kept head (layer, head) among the map's kept markers (layer by layer, head by head)."""
+    return sum(1 for l, n in enumerate(rows) for h in range(n) if (l, h) < (layer, head) and (l, h) not in removed)
+
+
+def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = None) -> list[dict]:
+    """``toggles`` head clicks on one page, each timed until the new metric and until the new latency: the
+    kept heads from the ``first``-th on (in the first layers), or with ``rows`` (heads per layer) one head
+    per layer from the last layer up (:func:`spread_targets`)."""
     out = []
+    targets = spread_targets(rows, toggles, first) if rows else None
+    removed: set[tuple[int, int]] = set()
     for i in range(toggles):
         kept = _kept(page)
+        index = first + i if targets is None else point_index(rows, removed, *targets[i])
         started, cpu0 = time.perf_counter(), process_cpu_s(pid)
-        click_point(page, head_points(page).nth(first + i))          # a kept head: one fewer each time
+        click_point(page, head_points(page).nth(index))          # a kept head: one fewer each time
+        if targets is not None:
+            removed.add(targets[i])
         wait_live(page, f"{kept - 1} / ", 600)
         to_metric, cpu1 = time.perf_counter() - started, process_cpu_s(pid)
         page.wait_for_function("t => !document.body.innerText.includes(t)", arg=UPDATING_LATENCY, timeout=600_000)
         to_latency = time.perf_counter() - started
         wait_idle(page, 600_000)
-        out.append({"to_metric_s": round(to_metric, 3), "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
+        out.append({"layer": targets[i][0] if targets else None, "to_metric_s": round(to_metric, 3), "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
                     "to_latency_s": round(to_latency, 3),
                     "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load()})
     return out
@@ -177,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--toggles", type=int, default=5)
     parser.add_argument("--busy", type=int, default=2, help="busy loops of the loaded run (0: quiet run only)")
     parser.add_argument("--class-size", type=int, default=8, help="sessions of the class scenario (0: skip it)")
+    parser.add_argument("--spread", action="store_true",
+                        help="click one head per layer from the last layer up (default: the first heads, all in "
+                             "layer 0, which a cached evaluation must rerun from the first layer)")
     parser.add_argument("--out", default=str(RESULTS / "dashboard_timings.json"))
     args = parser.parse_args(argv)
     from pruning_core import storage
@@ -204,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 before = _load()
                 forward = ref.forward_pass()
-                toggles = clicks(page, srv.proc.pid, args.toggles, first=3 + 8 * n)
+                kind = next(iter(ref.loaded.layout.kinds))
+                toggles = clicks(page, srv.proc.pid, args.toggles, first=3 + 8 * n,
+                                 rows=list(ref.loaded.layout.kinds[kind]) if args.spread else None)
             finally:
                 for proc in loops:                    # only the processes started here
                     proc.kill()
@@ -229,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"class of {sessions}: click -> metric {c['to_metric_s']}, all correct {c['all_correct']}, "
                   f"server memory {c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
     settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
+                "clicks": "one head per layer, last layer first" if args.spread else "the first kept heads (layer 0)",
                 "window": "1366x768 Chromium (headless)"}
     result = {"format": BENCH_FORMAT, "kind": "dashboard_timings", "model": args.model, "task": args.task,
               "what": "seconds from a head click in Chromium until the new mask's metric and loss are drawn "

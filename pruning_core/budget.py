@@ -26,8 +26,9 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from .errors import HeadpruneError
+from .errors import HeadpruneError, ModelLoadError
 
 MACS_PER_SECOND = 3e10         # dense float32 multiply-adds per second, 2 quiet CPU cores (see above)
 CLICK_SECONDS = 5.0            # a dashboard click should show its new metric within this
@@ -41,6 +42,13 @@ MAX_EVAL_SIZE = 128            # the largest default evaluation size (encoders r
 MIN_EVAL_SIZE = 2              # the smallest: an interval needs at least two examples
 SPEECH_TEXT_TOKENS = 32        # text tokens of one utterance (a sentence), decoded or teacher-forced
 BUDGET_ENV = "HEADPRUNE_MEMORY_BUDGET"
+# Cached layer inputs (pruning_core.layer_cache), for all sessions together: at most this, and at most
+# LAYER_CACHE_SHARE of the memory budget. One evaluation of the default (MiniLM-L6, 128 examples of 27 tokens
+# on average, padded to 43 in its length-sorted batches of 64, hidden 384) holds 6 layer inputs of 8.5 MB
+# each (layer_cache_bytes estimates 8.0 MB): 256 MiB keeps 5 whole evaluations, or the new layer inputs of
+# about 12 clicks on heads of random layers (a click on layer L adds the inputs of layers L+1 .. 5).
+LAYER_CACHE_MAX = 256 * 2**20
+LAYER_CACHE_SHARE = 1 / 8
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -106,6 +114,19 @@ def eval_size(cost: ExampleCost, seconds: float = CLICK_SECONDS * FORWARD_SHARE,
     return int(min(MAX_EVAL_SIZE, 2 ** math.floor(math.log2(n))))
 
 
+def layer_cache_bytes(cost: ExampleCost, hidden: int, n: int, layers: int, padding: float = 0.5) -> int:
+    """Bytes of the cached inputs of ``layers`` layers of one evaluation of ``n`` examples (float32 hidden
+    states of ``hidden`` values per position; positions padded by ``padding`` above the mean length)."""
+    return int(layers * n * cost.tokens * (1 + padding) * hidden * 4)
+
+
+def layer_cache_budget(environ: Mapping[str, str] = os.environ) -> int:
+    """Bytes the shared layer-input cache may hold: :data:`LAYER_CACHE_MAX`, less on a machine whose memory
+    budget (:func:`memory_budget`) is under 8 times that."""
+    budget = memory_budget(environ)
+    return LAYER_CACHE_MAX if budget is None else int(min(LAYER_CACHE_MAX, budget * LAYER_CACHE_SHARE))
+
+
 def parse_bytes(text: str) -> int:
     """``"12GB"``, ``"8 GiB"``, ``"500000000"`` -> bytes."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
@@ -130,6 +151,27 @@ def memory_budget(environ: Mapping[str, str] = os.environ) -> int | None:
         return parse_bytes(environ[BUDGET_ENV])
     total = machine_memory()
     return None if total is None else total // 2
+
+
+def available_memory() -> int | None:
+    """Memory free now in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_weights_fit(folder: Path, spec: str, headroom: float) -> None:
+    """Raise :class:`ModelLoadError` when the weight files in ``folder`` exceed ``headroom`` times the free
+    memory (nothing when ``folder`` is not a local folder)."""
+    if not folder.is_dir():
+        return
+    size = (sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+            or sum(p.stat().st_size for p in folder.glob("pytorch_model*.bin")))
+    free = available_memory()
+    if free is not None and size > headroom * free:
+        raise ModelLoadError(f"Model {spec!r} has {size / 2**30:.1f} GiB of weights but only {free / 2**30:.1f} GiB "
+                             "of memory is free. Choose a smaller model, or free memory and try again.")
 
 
 def resident_bytes() -> int | None:

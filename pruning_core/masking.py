@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -34,8 +34,8 @@ _ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, list | None]] | None] = Contex
     "headprune_active_gates", default=None)
 
 _LOCK = threading.Lock()
-# model -> (refcount, hook handles)
-_INSTALLED: "weakref.WeakKeyDictionary[nn.Module, list]" = weakref.WeakKeyDictionary()
+# model -> {hook set name: [refcount, hook handles]}
+_INSTALLED: "weakref.WeakKeyDictionary[nn.Module, dict[str, list]]" = weakref.WeakKeyDictionary()
 
 
 def _gate_hook(module: nn.Module, args: tuple) -> tuple | None:
@@ -59,14 +59,16 @@ def _gate_hook(module: nn.Module, args: tuple) -> tuple | None:
 
 
 @contextlib.contextmanager
-def _hooks_installed(model: nn.Module, sites: Sequence[AttentionSite]) -> Iterator[None]:
-    """Install the gate hooks on ``model`` for the duration; reference-counted across threads."""
+def shared_hooks(model: nn.Module, name: str, install: Callable[[], list]) -> Iterator[None]:
+    """Hooks on ``model`` for the duration of the block: ``install()`` registers them (returning their
+    handles) when no other thread holds the set ``name`` on this model; they are removed when the last
+    holder leaves, also when the block raised. The hooks themselves must do nothing for a thread that
+    did not ask (read a ``ContextVar``), since other threads' forward passes run through them too."""
     with _LOCK:
-        entry = _INSTALLED.get(model)
+        sets = _INSTALLED.setdefault(model, {})
+        entry = sets.get(name)
         if entry is None:
-            handles = [s.out.register_forward_pre_hook(_gate_hook) for s in sites]
-            entry = [0, handles]
-            _INSTALLED[model] = entry
+            entry = sets[name] = [0, install()]
         entry[0] += 1
     try:
         yield
@@ -76,7 +78,14 @@ def _hooks_installed(model: nn.Module, sites: Sequence[AttentionSite]) -> Iterat
             if entry[0] == 0:
                 for h in entry[1]:
                     h.remove()
-                _INSTALLED.pop(model, None)
+                sets.pop(name, None)
+                if not sets:
+                    _INSTALLED.pop(model, None)
+
+
+def _hooks_installed(model: nn.Module, sites: Sequence[AttentionSite]) -> contextlib.AbstractContextManager:
+    """The gate hooks on ``model``'s output projections for the duration; reference-counted across threads."""
+    return shared_hooks(model, "gates", lambda: [s.out.register_forward_pre_hook(_gate_hook) for s in sites])
 
 
 def installed_hook_count(model: nn.Module) -> int:

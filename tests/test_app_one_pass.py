@@ -23,8 +23,8 @@ def test_a_click_runs_one_forward_pass_per_mask(tiny_bert):
     spec, task_name, limit = str(tiny_bert.model), tiny_bert.task, 130        # 3 batches of cache.EVAL_BATCH
     model = cache.load(spec).model
     mask = HeadMask.full(cache.load(spec).layout).toggled("encoder_self", 0, 2)
-    passes = []
-    handle = model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    passes = []        # the output head runs once per batch of a pass, also of one that resumed from a cached layer
+    handle = model.classifier.register_forward_pre_hook(lambda module, args: passes.append(1))
     try:
         for m in (None, mask):                     # what the Head map asks for after a click
             ev = cache.evaluate(spec, task_name, limit, m)
@@ -35,6 +35,7 @@ def test_a_click_runs_one_forward_pass_per_mask(tiny_bert):
         handle.remove()
     assert installed_hook_count(model) == 0
     assert len(passes) == 2 * math.ceil(limit / cache.EVAL_BATCH)          # one pass per batch per mask
+    assert cache.layer_inputs().resumed >= 1                  # the masked pass began at a cached layer input
     assert ev.interval is not None and cmp is not None
     assert out.losses == ev.example_losses and len(out.losses) == limit and out.predictions == ()
     assert with_predictions.predictions == ev.predictions and len(ev.predictions) == limit

@@ -12,7 +12,7 @@ LAYERS = [
     {"errors", "registry", "progress", "storage", "heads", "metrics", "share_link", "children", "serving",
      "stats", "zoo", "distributed", "__version__"},
     {"architectures"},
-    {"masking", "pruning"},
+    {"masking", "pruning", "layer_cache"},
     {"models", "results", "cli_args", "significance", "weight_files"},
     {"data", "presets", "experiments"},
     {"tasks", "attention_maps", "bench", "budget", "per_example", "speech_attention", "export"},

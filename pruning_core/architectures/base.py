@@ -15,7 +15,7 @@ output, the task type and the transformers Auto class. Nothing else in the libra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -86,6 +86,23 @@ class FlopDims:
     head_kind: str                           # "classifier" (once per sequence) | "lm_head" (per token)
     head_size: int                           # labels, or vocabulary size
     output_stack: str                        # the stack whose tokens the output head reads
+
+
+@dataclass(frozen=True)
+class LayerStack:
+    """A classifier's encoder as a stack of layers that can be run from any layer on
+    (:mod:`pruning_core.layer_cache`): the model computes ``head(layers[-1](... layers[0](x, *a0, **k0) ...))``.
+
+    ``kind``: the attention kind of these layers; layer ``i``'s input depends only on the mask rows
+    ``0 .. i-1`` of that kind. ``layers``: called ``layer(hidden [B, T, H], *args, **kwargs)`` exactly as the
+    model's own loop calls them (the extra arguments are recorded from a full forward pass); each returns
+    the next hidden state, or a tuple whose first element is it. ``head``: the last layer's output
+    ``[B, T, H]`` -> logits ``[B, classes]``, the same modules in the same order as the model's forward.
+    """
+
+    kind: str
+    layers: Sequence[nn.Module]
+    head: Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -291,6 +308,14 @@ class ArchitectureAdapter:
         return StockShape({}, f"{cls} derives each head's size from the hidden size divided by the head count, "
                               "so fewer heads of the same size have no stock config, even when every layer keeps "
                               "the same number")
+
+    # -- running from a layer on ---------------------------------------------------------------------
+    def layer_stack(self, model: nn.Module) -> LayerStack | None:
+        """``model``'s layers and output head for :mod:`pruning_core.layer_cache`, or None when the family
+        (or this model class) does not say how its output head reads the last layer: evaluation then runs
+        the whole model every time. Default: None; a family that overrides it is listed in
+        ``tests/test_layer_cache.py`` (recomputed == full pass)."""
+        return None
 
     # -- compute, attention maps ---------------------------------------------------------------------
     def flop_dims(self, config) -> FlopDims:

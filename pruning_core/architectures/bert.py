@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -35,6 +35,18 @@ class BertAdapter(ArchitectureAdapter):
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_attention_heads = heads
         attention.all_head_size = heads * head_dim
+
+    def layer_stack(self, model: nn.Module) -> LayerStack | None:
+        """BERT's head pools the first token (``bert.pooler``), drops out and classifies; RoBERTa's and
+        ELECTRA's ``classifier`` reads the whole last hidden state. Other classes of these types
+        (xlm-roberta, camembert: not tested here) run the whole model."""
+        heads = {"BertForSequenceClassification": lambda h: model.classifier(model.dropout(model.bert.pooler(h))),
+                 "RobertaForSequenceClassification": lambda h: model.classifier(h),
+                 "ElectraForSequenceClassification": lambda h: model.classifier(h)}
+        head = heads.get(type(model).__name__)
+        if head is None or model.config.is_decoder:
+            return None
+        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head)
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)

@@ -1,9 +1,10 @@
 """DistilBERT (sequence classification): ``transformer.layer[i].attention`` holds q/k/v/out_lin."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -27,6 +28,16 @@ class DistilBertAdapter(ArchitectureAdapter):
 
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.n_heads = heads
+
+    def layer_stack(self, model: nn.Module) -> LayerStack | None:
+        """DistilBERT's head: the first token -> ``pre_classifier`` -> ReLU -> dropout -> ``classifier``."""
+        if type(model).__name__ != "DistilBertForSequenceClassification":
+            return None
+
+        def head(hidden: torch.Tensor) -> torch.Tensor:                   # [B, T, dim] -> [B, labels]
+            pooled = torch.relu(model.pre_classifier(hidden[:, 0]))
+            return model.classifier(model.dropout(pooled))
+        return LayerStack("encoder_self", tuple(model.base_model.transformer.layer), head)
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.n_heads)

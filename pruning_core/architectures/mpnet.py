@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -93,6 +93,13 @@ class MPNetAdapter(ArchitectureAdapter):
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_attention_heads = heads
         attention.all_head_size = heads * head_dim
+
+    def layer_stack(self, model: nn.Module) -> LayerStack | None:
+        """MPNet's ``classifier`` reads the last hidden state (its first token); every layer receives the
+        encoder's one ``position_bias``, recorded with the layer's other arguments."""
+        if type(model).__name__ != "MPNetForSequenceClassification":
+            return None
+        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), model.classifier)
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)
