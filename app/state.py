@@ -53,10 +53,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import streamlit as st
 
+from app.mask_history import HistoryEntry, MaskHistory
 from app.text import md_code, md_escape
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import KINDS, HeadLayout, HeadMask
@@ -120,36 +120,6 @@ def _int_or(text: str | None, default: int | None) -> int | None:
         return int(text) if text else default
     except ValueError:
         return default
-
-
-# -- mask history --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class HistoryEntry:
-    mask: HeadMask
-    label: str                       # what the change was, e.g. "toggle encoder_self L3 H5"
-
-
-@dataclass
-class MaskHistory:
-    """Masks in the order they were applied; ``index`` points at the current one.
-
-    A new change after some undos drops the undone tail (as in any editor).
-    """
-
-    model: str                       # the model spec the masks belong to
-    entries: list[HistoryEntry] = field(default_factory=list)
-    index: int = 0
-
-    @property
-    def current(self) -> HeadMask:
-        return self.entries[self.index].mask
-
-    def push(self, mask: HeadMask, label: str) -> None:
-        if mask == self.current:
-            return
-        del self.entries[self.index + 1:]
-        self.entries.append(HistoryEntry(mask, label))
-        self.index = len(self.entries) - 1
 
 
 # -- init and URL --------------------------------------------------------------------------------
