@@ -102,7 +102,18 @@ def tiny_model(arch: str, seed: int = 0, attn_implementation: str = "eager"):
     config = tiny_config(arch)
     cls = getattr(_tf(), adapter_for(config).auto_class)
     model = cls.from_config(config, attn_implementation=attn_implementation)
+    random_biases(model, seed)
     return model.eval()
+
+
+def random_biases(model, seed: int = 0) -> None:
+    """Give every bias random values (N(0, 0.1^2)): transformers initialises them to zero, and a zero bias
+    sliced at the wrong rows (Qwen2's q/k/v, BERT's, GPT-2's fused c_attn) would still compare equal."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
 
 
 def tiny_loaded(arch: str, tmp: Path, seed: int = 0, attn_implementation: str = "eager") -> LoadedModel:
