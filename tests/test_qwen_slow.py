@@ -16,10 +16,9 @@ import torch
 
 from pruning_core import tasks, zoo
 from pruning_core.heads import HeadMask
-from pruning_core.masking import apply_mask, installed_hook_count
 from pruning_core.models import save_pruned
-from pruning_core.pruning import prune_heads
 from stock_load import stock_run
+from tiny import masked_and_pruned
 
 pytestmark = pytest.mark.slow
 K = "decoder_self"
@@ -67,16 +66,8 @@ def test_one_kv_group_per_layer_pruned_loads_in_stock_transformers(qwen, tmp_pat
     # layer's remaining heads need the right k/v rows and biases of a different group
     removed = [(K, l, h) for l in range(layers) for h in (range(7, 14) if l % 2 == 0 else range(7))]
     mask = HeadMask.from_removed(qwen.layout, removed)
-    enc = qwen.tokenizer(PROMPTS, return_tensors="pt", padding=True)
-    inputs = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-    pruned = prune_heads(qwen.model, mask)
-    with torch.no_grad():
-        with apply_mask(qwen, mask):
-            masked = qwen.model(**inputs).logits
-        ours = pruned(**inputs).logits
-        dense = qwen.model(**inputs).logits
-    assert installed_hook_count(qwen.model) == 0
-    real = inputs["attention_mask"].bool()
+    run = masked_and_pruned(qwen, mask, PROMPTS)
+    real, masked, ours, dense, pruned = run["real"], run["masked"], run["pruned"], run["dense"], run["model"]
     # pruned sums 7 heads where masked sums 14 with 7 zeroed: float32 sums in another order over 24 layers
     torch.testing.assert_close(ours[real], masked[real], atol=2e-4, rtol=1e-4)
     assert (dense[real] - masked[real]).abs().max() > 1e-1                    # the mask did something
@@ -86,10 +77,10 @@ def test_one_kv_group_per_layer_pruned_loads_in_stock_transformers(qwen, tmp_pat
     folder = save_pruned(pruned, qwen.tokenizer, tmp_path / "pruned")
     config = json.loads((folder / "config.json").read_text())
     assert (config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]) == (7, 1, 64)
-    ids = enc["input_ids"][:1, :int(real[0].sum())].tolist()                 # the first prompt, unpadded
+    ids = run["inputs"]["input_ids"][:1, :int(real[0].sum())].tolist()                 # the first prompt, unpadded
     with torch.no_grad():
         want = pruned(input_ids=torch.tensor(ids)).logits
-    del pruned
+    del pruned, run
     gc.collect()
     out = stock_run(folder, tmp_path, ids)
     assert out["headprune"] == [] and out["heads"] == [[7 * 64, 64]] * layers
