@@ -152,7 +152,9 @@ def main() -> None:
     data = task.encode(loaded, split, limit=docs, max_length=CONTEXT)
     total = loaded.layout.total_heads
     metric = get_metric(task.metric_name)
+    load_at_start = os.getloadavg()
     dense_res = task.evaluate(loaded, data, None, batch_size=BATCH)
+    load_after_dense = os.getloadavg()
     log(f"{data.n_examples} windows from {docs} documents, {dense_res.extra['tokens']} target tokens; {total} heads; "
         f"dense perplexity {dense_res.metric:.2f} in {dense_res.seconds:.1f} s")
 
@@ -162,7 +164,7 @@ def main() -> None:
                     "dense_perplexity": dense_res.metric,
                     "dense_interval": list(dense_res.interval) if dense_res.interval else None,
                     "dense_eval_seconds": dense_res.seconds},
-           "threads": torch.get_num_threads(), "load_average_at_start": os.getloadavg(),
+           "threads": torch.get_num_threads(), "load_average_at_start": load_at_start,
            "provenance": provenance(loaded, task=args.task, split=split, n_examples=data.n_examples,
                                     method="llm_figures", settings=vars(args))}
 
@@ -180,8 +182,8 @@ def main() -> None:
         timings[name] = {"seconds": time.perf_counter() - t0, "load_before": before, "load_after": os.getloadavg()}
 
     # -- I_h, and the curves -----------------------------------------------------------------------
-    timings["dense_evaluation"] = {"seconds": dense_res.seconds, "load_before": out["load_average_at_start"],
-                                   "load_after": os.getloadavg()}
+    timings["dense_evaluation"] = {"seconds": dense_res.seconds, "load_before": load_at_start,
+                                   "load_after": load_after_dense}
     cfg = ScoreConfig(split=score_split, limit=args.score_docs, max_length=CONTEXT, batch_size=16)
     with section("scores"):
         scores = get_scorer("gradient").score(loaded, task, cfg)
