@@ -12,9 +12,11 @@ from .serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
 
 def add_prepare(sub) -> None:
     """Add ``prepare`` to the sub-commands ``sub``."""
+    from . import zoo
     p = sub.add_parser("prepare", help="fetch and build a prepared model (the default classifier unless --model)")
     p.add_argument("--model", default="default", metavar="NAME",
-                   help="which prepared model to build (see --list); default: the embedded MiniLM-L6 classifier")
+                   help=f"which prepared model to build: {', '.join(zoo.names())} (--list says what each is and "
+                        "costs); default: the embedded MiniLM-L6 classifier")
     p.add_argument("--list", action="store_true", help="list the prepared models, whether each is ready, and stop")
     p.add_argument("--force", action="store_true", help="redo everything, even if a valid cache exists")
     p.add_argument("--runtime", choices=["llama-cpp"], default=None,

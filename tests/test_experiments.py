@@ -4,7 +4,8 @@ import pytest
 from fake_task import FakeTask
 from pruning_core.errors import HeadpruneError
 from pruning_core.experiments import (AblationResult, CurveResult, OnePerLayerResult, ablation_table,
-                                      one_head_per_layer, pruning_curve, removal_schedule)
+                                      one_head_per_layer, pruning_curve, removal_counts,
+                                      removal_schedule)
 from pruning_core.heads import HeadMask
 from pruning_core.masking import installed_hook_count
 from pruning_core.scoring import ScoreConfig, get_scorer
@@ -18,6 +19,24 @@ def test_removal_schedule():
     for bad in (0, -0.1, 1.5):
         with pytest.raises(HeadpruneError, match="fraction"):
             removal_schedule(10, bad)
+
+
+def test_curve_at_chosen_fractions(tmp_path):
+    """``fractions=(0, 0.1, 0.25, 0.5)``: points at just those shares (Qwen's 336 heads: 0, 34, 84, 168), the
+    heads removed in the same order as the stepped curve, so the shared points agree exactly."""
+    assert removal_counts(336, (0, 0.1, 0.25, 0.5)) == [0, 34, 84, 168]
+    assert removal_counts(8, (0.5, 0.25)) == [0, 2, 4]                    # sorted, 0 added
+    with pytest.raises(HeadpruneError, match=r"\[0, 1\].*\[1.5\]"):
+        removal_counts(8, (0.5, 1.5))
+    lm = tiny_loaded("bert", tmp_path)
+    task = FakeTask(n=8)
+    picked = pruning_curve(lm, task, task.data, get_scorer("gradient"), ScoreConfig(), fractions=(0.25, 0.5))
+    stepped = pruning_curve(lm, task, task.data, get_scorer("gradient"), ScoreConfig(), step=0.25)
+    assert [p.heads_removed for p in picked.points] == [0, 2, 4]
+    same = {p.heads_removed: p for p in stepped.points}
+    for p in picked.points:
+        assert p.mask == same[p.heads_removed].mask and p.metric == same[p.heads_removed].metric
+    assert picked.provenance["settings"]["fractions"] == [0.25, 0.5]
 
 
 @pytest.mark.parametrize("rescore", [False, True])

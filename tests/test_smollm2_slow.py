@@ -13,7 +13,7 @@ import torch
 from pruning_core import tasks, zoo
 from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
-from pruning_core.pruning import prune_heads
+from tiny import masked_and_pruned
 
 pytestmark = pytest.mark.slow
 K = "decoder_self"
@@ -45,16 +45,8 @@ def test_layout_and_plain_safetensors(smol):
 def test_masked_equals_pruned_with_a_whole_kv_group(smol):
     # layer 0 loses KV group 0 (query heads 0-2) entirely; layer 7 one head; layer 29 a group and one more
     mask = _mask(smol.layout, {0: [0, 1, 2], 7: [4], 29: [0, 6, 7, 8]})
-    ids = smol.tokenizer(["The movie was a quiet, careful study of", "A loud film"], return_tensors="pt",
-                         padding=True)
-    inputs = {"input_ids": ids["input_ids"], "attention_mask": ids["attention_mask"]}
-    pruned = prune_heads(smol.model, mask)
-    with torch.no_grad():
-        with apply_mask(smol, mask):
-            masked = smol.model(**inputs).logits
-        got = pruned(**inputs).logits
-        dense = smol.model(**inputs).logits
-    real = inputs["attention_mask"].bool()
+    run = masked_and_pruned(smol, mask, ["The movie was a quiet, careful study of", "A loud film"])
+    inputs, real, masked, got, dense, pruned = (run[k] for k in ("inputs", "real", "masked", "pruned", "dense", "model"))
     torch.testing.assert_close(got[real], masked[real], atol=2e-4, rtol=1e-4)
     assert (dense[real] - masked[real]).abs().max() > 1e-2                   # the mask did something
     attn0 = pruned.model.layers[0].self_attn

@@ -4,9 +4,6 @@ loads in a process that never imports headprune, with the logits of headprune's 
 reads it too. Shapes no stock config can express (different counts per layer; BERT, whose head size is
 hidden / heads) say so in `prune` and `info`."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,6 +12,7 @@ from pruning_core.cli import main
 from pruning_core.heads import HeadMask
 from pruning_core.models import load_model, save_pruned
 from pruning_core.pruning import CONFIG_KEY, STOCK_KEY, prune_heads
+from stock_load import stock_run
 from tiny import logits_of, make_bert_tokenizer, tiny_loaded, tiny_model
 
 K = "decoder_self"
@@ -26,29 +24,9 @@ UNIFORM = {"llama": {0: [0, 1], 1: [2, 3]}, "qwen2": {0: [2, 3], 1: [0, 1]},
 SHAPES = {"llama": (2, 1), "qwen2": (2, 1), "mistral": (3, 1), "gemma": (3, 3)}
 IDS = [[9, 12, 15, 20, 11, 17], [10, 25, 13, 9, 22, 14]]
 
-# run by a fresh interpreter: imports transformers and torch only, prints the logits and whether headprune
-# was imported at all
-STOCK_SCRIPT = """
-import json, sys, torch, transformers
-model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation="eager").eval()
-with torch.no_grad():
-    logits = model(input_ids=torch.tensor(json.loads(sys.argv[2]))).logits
-heads = [(l.self_attn.q_proj.out_features, l.self_attn.k_proj.out_features) for l in model.model.layers]
-print(json.dumps({"logits": logits.tolist(), "heads": heads,
-                  "headprune": sorted(m for m in sys.modules if m.split(".")[0] == "pruning_core")}))
-"""
-
 
 def _mask(layout, removed):
     return HeadMask.from_removed(layout, [(K, l, h) for l, heads in removed.items() for h in heads])
-
-
-def stock_run(folder, cwd) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", STOCK_SCRIPT, str(folder), json.dumps(IDS)], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("arch", list(UNIFORM))
@@ -62,12 +40,12 @@ def test_a_uniform_shape_loads_in_stock_transformers_with_equal_logits(arch, tmp
     assert config[STOCK_KEY] is True and config[CONFIG_KEY] == pruned.config.headprune_pruned_heads
     assert getattr(pruned.config, STOCK_KEY, None) is None          # save_pruned left the model as it was
 
-    out = stock_run(folder, tmp_path)
+    out = stock_run(folder, tmp_path, IDS)
     assert out["headprune"] == [] and out["heads"] == [[q * 8, kv * 8]] * 2
     ours = logits_of(pruned, {"input_ids": torch.tensor(IDS)})
     # the same float32 operations on the same weights; another process may split the matrix products over
     # threads differently (sums in another order: ~1e-6 relative on logits of size ~1)
-    assert torch.allclose(torch.tensor(out["logits"]), ours, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(out["logits"], ours, atol=1e-5, rtol=1e-5)
     again = load_model(str(folder))
     assert again.layout.kinds == {K: (q, q)} and again.pruned_heads == pruned.config.headprune_pruned_heads
     assert torch.allclose(logits_of(again.model, {"input_ids": torch.tensor(IDS)}), ours, atol=1e-5, rtol=1e-5)

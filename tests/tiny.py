@@ -102,7 +102,18 @@ def tiny_model(arch: str, seed: int = 0, attn_implementation: str = "eager"):
     config = tiny_config(arch)
     cls = getattr(_tf(), adapter_for(config).auto_class)
     model = cls.from_config(config, attn_implementation=attn_implementation)
+    random_biases(model, seed)
     return model.eval()
+
+
+def random_biases(model, seed: int = 0) -> None:
+    """Give every bias random values (N(0, 0.1^2)): transformers initialises them to zero, and a zero bias
+    sliced at the wrong rows (Qwen2's q/k/v, BERT's, GPT-2's fused c_attn) would still compare equal."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
 
 
 def tiny_loaded(arch: str, tmp: Path, seed: int = 0, attn_implementation: str = "eager") -> LoadedModel:
@@ -175,3 +186,21 @@ def assert_generate_parity(lm: LoadedModel, inputs: dict, mask, new_tokens: int)
         assert torch.allclose(a.nan_to_num(0.0, 0.0, 0.0), b.nan_to_num(0.0, 0.0, 0.0), atol=1e-4)
     assert installed_hook_count(lm.model) == 0
 
+
+
+def masked_and_pruned(lm: LoadedModel, mask, prompts: list[str]) -> dict:
+    """One padded batch of ``prompts`` through ``lm`` dense, under ``mask`` and pruned by it (no hook left):
+    ``inputs``, ``real`` ([B, T] bool, the unpadded positions), ``dense``/``masked``/``pruned`` logits
+    ([B, T, vocab]) and ``model``, the pruned copy."""
+    from pruning_core.masking import apply_mask, installed_hook_count
+    from pruning_core.pruning import prune_heads
+
+    enc = lm.tokenizer(prompts, return_tensors="pt", padding=True)
+    inputs = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    pruned = prune_heads(lm.model, mask)
+    with torch.no_grad():
+        with apply_mask(lm, mask):
+            masked = lm.model(**inputs).logits
+        out = {"pruned": pruned(**inputs).logits, "masked": masked, "dense": lm.model(**inputs).logits}
+    assert installed_hook_count(lm.model) == 0
+    return {**out, "inputs": inputs, "real": inputs["attention_mask"].bool(), "model": pruned}
