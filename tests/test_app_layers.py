@@ -9,7 +9,8 @@ import sys
 from browser_helpers import ROOT
 
 PURE = ["app", "app.analysis", "app.share", "app.report", "app.charts", "app.headmap", "app.speed",
-        "app.attention", "app.dynamics_charts", "app.webassets", "app.text", "app.access", "app.uncertainty", "pruning_core.attention_maps", "pruning_core.share_link"]
+        "app.attention", "app.dynamics_charts", "app.webassets", "app.text", "app.access", "app.uncertainty", "app.role_probe",
+        "pruning_core.attention_maps", "pruning_core.share_link"]
 
 
 def test_pure_app_modules_do_not_import_streamlit():
