@@ -33,6 +33,7 @@ ROLE_SCALE = "Viridis"           # one role's score (kept apart from importance'
 DETECTED_LINE = dict(width=3.5, color="#000000")     # the frame of a head that has the coloured role
 NO_ROLE_COLOR = "#e4e4e4"        # strongest role: a kept head without any role
 ROLE_LEGEND_PX = 170             # strongest role: the legend of roles right of the map
+ROLE_LEGEND_ROW_PX = 21          # one line of that legend
 # Paul Tol's "muted" scheme (colour-blind safe), one colour per role in registry order
 ROLE_COLOURS = ["#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99", "#999933",
                 "#AA4499"]
@@ -151,14 +152,17 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
         x=removed["x"], y=removed["y"], mode="markers", name="removed", showlegend=False,
         customdata=list(zip(removed["y"], removed["x"])), hovertext=removed["t"], hoverinfo="text",
         marker=dict(symbol="square-x-open", size=size, color=REMOVED_COLOR, line=dict(width=2))))
+    plot_px = pitch * n_layers
     if colour == STRONGEST:            # legend-only entries after the heads' traces (clicks and tests count those)
-        for role in [r for r in roles.roles if any(roles.heads(r))] + [None]:
+        named = [r for r in roles.roles if roles.heads(r)] + [None]
+        plot_px = max(plot_px, ROLE_LEGEND_ROW_PX * (len(named) + 1))          # the legend and its title fit
+        for role in named:
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip", legend="legend2",
                                      name=get_role(role).title if role else "no role",
                                      marker=dict(symbol="square", size=12, line=dict(width=1, color="#333333"),
                                                  color=role_colour(role, roles.roles) if role else NO_ROLE_COLOR)))
     fig.update_layout(
-        height=60 + top + pitch * n_layers, width=width,
+        height=60 + top + plot_px, width=width,
         margin=dict(l=50, r=10, t=top, b=40),
         title=dict(text=title, font=dict(size=14), x=0, xanchor="left", xref="container", y=1, yanchor="top",
                    yref="container", pad=dict(t=8, l=8)),

@@ -204,3 +204,33 @@ def test_attention_page_shows_the_induction_probe_and_its_stripe(app_for, tiny_l
     assert stripe["x"] == [2, 21] and stripe["y"] == [21, 40]             # key = query - 19 over the second copy
     ok(next(s for s in at.selectbox if s.label == "Role").set_value("previous_token").run())
     assert "first sentence of" in texts(at)
+
+
+@pytest.mark.browser
+def test_in_chromium_colouring_by_a_role_keeps_clicks_toggling_heads(tmp_path_factory, browser):
+    pytest.importorskip("playwright.sync_api")
+    from browser_helpers import (ARTIFACTS, DashboardServer, click_point, head_points, new_page, wait_idle,
+                                 wait_live)
+
+    folder = tmp_path_factory.mktemp("roles-browser")
+    tiny = build_tiny_app(folder, "bert")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=24), folder / "streamlit.log") as server:
+        page = new_page(browser, height=1400)
+        page.goto(f"{server.url}/head_map")
+        wait_live(page, "8 / 8")
+        wait_idle(page)
+        page.locator('[data-testid="stSelectbox"]', has_text="Colour heads by").click()
+        page.get_by_role("option", name="role: previous token").click()
+        grid = page.locator('[data-testid="stPlotlyChart"]').first
+        grid.locator("text=previous token score").wait_for()             # the colour bar of the role's score
+        wait_idle(page)
+        points = head_points(page)
+        assert points.count() == 8
+        click_point(page, points.nth(1))
+        assert "Heads kept 7 / 8" in wait_live(page, "7 / 8").replace("*", "")
+        wait_idle(page)
+        assert head_points(page).count() == 7                            # the clicked head is now a removed one
+        grid.locator("text=previous token score").wait_for()             # still coloured by the role
+        page.screenshot(path=str(ARTIFACTS / "headmap-role-colouring.png"), full_page=True)
+        page.context.close()
