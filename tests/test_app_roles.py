@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import cache, headmap
 from app.headmap_ui import chart_key
-from browser_helpers import _WORDS, ROOT, TinyApp, app_env, build_tiny_app, ok
+from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok, open_app
 from pruning_core.models import load_model
 from pruning_core.roles import compute_roles, get_role, removal_summary
 from pruning_core.heads import HeadMask
@@ -74,11 +74,7 @@ def lm_roles(tiny_lm):
 @pytest.fixture
 def app_for(monkeypatch, tmp_path):
     def start(tiny, page: str) -> AppTest:
-        for key, value in app_env(tiny, tmp_path / "hp-home").items():
-            monkeypatch.setenv(key, value)
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
-        at.run()
-        return ok(at.switch_page(page).run())
+        return ok(open_app(monkeypatch, tmp_path / "hp-home", tiny, page, timeout=TIMEOUT))
     return start
 
 
