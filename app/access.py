@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core import zoo
+from pruning_core import storage, zoo
 from pruning_core.errors import HeadpruneError
 from pruning_core.serving import DATA_DIRS_ENV, is_loopback
 
@@ -35,6 +35,20 @@ class PathNotAllowedError(HeadpruneError):
 def upload_root() -> Path:
     """The private folder uploaded data files are written to (always readable by the app)."""
     return Path(tempfile.gettempdir()) / "headprune-uploads"
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def store_upload(name: str, content: bytes) -> Path:
+    """Write an uploaded data file to a private folder of :func:`upload_root` named by its hash; return
+    its path. The extension (.csv / .tsv / .jsonl) is kept because it tells the file reader the format."""
+    folder = upload_root() / storage.sha256_bytes(content)[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (_SAFE_NAME.sub("_", Path(name).name) or "data.csv")
+    if not path.is_file():
+        storage.write_bytes(path, content)
+    return path
 
 
 def is_within(path: str | Path, roots: Iterable[str | Path]) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import streamlit as st
 
 from pruning_core.architectures import kv_groups_of
-from pruning_core import attention_maps, bench, budget, experiments, pruning, storage, tasks, zoo
+from pruning_core import attention_maps, bench, budget, experiments, pruning, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.layer_cache import LayerInputCache
@@ -38,13 +37,15 @@ from pruning_core.per_example import ExampleOutputs
 from pruning_core.progress import ProgressCallback
 from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
+from pruning_core.roles import RoleReport, compute_roles, role_names
 from pruning_core.significance import Comparison, compare
 from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from . import attention, compute
-from .access import DataAccess, data_access_from, upload_root
+from .access import DataAccess, data_access_from
+from .role_probe import ProbeView, probe_view
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
 SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
@@ -210,22 +211,6 @@ def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
 def examples(task_name: str, limit: int = 5) -> list[dict]:
     """A few raw examples of the evaluation split (checks a file parses; shows what the data is)."""
     return list(task(task_name).load(split_of(task_name), limit=limit))
-
-
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def store_upload(name: str, content: bytes) -> Path:
-    """Write an uploaded data file to a private temp folder named by its hash; return its path.
-
-    The extension (.csv / .tsv / .jsonl) is kept because it tells the file reader the format.
-    """
-    folder = upload_root() / storage.sha256_bytes(content)[:16]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (_SAFE_NAME.sub("_", Path(name).name) or "data.csv")
-    if not path.is_file():
-        storage.write_bytes(path, content)
-    return path
 
 
 # -- derived results -------------------------------------------------------------------------------
@@ -418,6 +403,25 @@ def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None
     """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
     run = attention_run(spec, text, text_b, mask, labels)
     return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
+
+
+# -- head roles (Head map, Attention page) --------------------------------------------------------
+def roles(spec: str, task_name: str, seed: int = 0, _progress: ProgressCallback | None = None) -> RoleReport:
+    """Every role's score of every head (``pruning_core.roles.compute_roles`` on the shared model, only read),
+    probed with ``task_name``'s sentences; once per model, weights, task, roles and seed for all sessions."""
+    return _roles(spec, load(spec).weights_sha256, task_name, tuple(role_names()), seed, _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _roles(spec: str, weights_sha256: str, task_name: str, names: tuple[str, ...], seed: int,
+           _progress: ProgressCallback | None = None) -> RoleReport:
+    return compute_roles(load(spec), task=task(task_name), roles=list(names), seed=seed, progress=_progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def role_probe(spec: str, task_name: str, role: str, seed: int = 0) -> ProbeView:
+    """One sequence of ``role``'s probe with every head's map on it (:func:`app.role_probe.probe_view`)."""
+    return probe_view(load(spec), task(task_name), role, seed)
 
 
 # -- speed sweep (Speed page) ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ import functools
 import streamlit as st
 
 from app import charts, state
-from app.headmap import figure
+from app.headmap import IMPORTANCE, figure
 from app.text import md_escape
 from pruning_core import presets
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
@@ -30,9 +30,11 @@ def _on_select(kind: str, layout: HeadLayout) -> None:
             state.toggle_head(layout, kind, int(layer), int(head))
 
 
-def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str) -> None:
-    """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask)."""
-    st.plotly_chart(figure(kind, mask, scores, score_name), key=chart_key(kind), width="content",
+def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str, roles=None,
+              colour: str = IMPORTANCE) -> None:
+    """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask).
+    ``roles`` (a ``RoleReport``) and ``colour``: see :func:`app.headmap.figure`."""
+    st.plotly_chart(figure(kind, mask, scores, score_name, roles, colour), key=chart_key(kind), width="content",
                     on_select=functools.partial(_on_select, kind, mask.layout), selection_mode="points",
                     config={"displayModeBar": False, "scrollZoom": False},
                     alt=f"{KIND_LABELS[kind]} heads: filled squares are kept, crossed grey squares removed")
@@ -57,23 +59,27 @@ def kv_groups_note(kind: str, groups: tuple) -> str | None:
 
 # -- presets -------------------------------------------------------------------------------------
 def apply_preset(name: str, layout: HeadLayout, scores: HeadScores | None = None, fraction: float = 0.5,
-                 per_layer: bool = False, seed: int = 0) -> None:
+                 per_layer: bool = False, seed: int = 0, protected: frozenset = frozenset(),
+                 protected_roles: tuple[str, ...] = ()) -> None:
     """Make a preset the current mask (undoable). ``scores`` are the ranking scores of the scorer.
 
     Presets: "remove_least" (the ``fraction`` least important heads, globally or per layer),
-    "one_per_layer" (keep the best head of every layer), "invert", "reset".
+    "one_per_layer" (keep the best head of every layer), "invert", "reset". The two ranked presets never
+    remove a ``protected`` head (``(kind, layer, head)``: the heads of ``protected_roles``).
     """
     current = state.current_mask(layout)
+    keeping = f", keeping {', '.join(protected_roles)} heads" if protected_roles else ""
     if name == "reset":
         state.reset_mask(layout)
     elif name == "invert":
         state.set_mask(current.inverted(), "invert")
     elif name == "remove_least":
-        mask = presets.remove_least_important(scores, fraction, per_layer=per_layer, seed=seed)
+        mask = presets.remove_least_important(scores, fraction, per_layer=per_layer, seed=seed, protected=protected)
         scope = "per layer" if per_layer else "globally"
-        state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}")
+        state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}{keeping}")
     elif name == "one_per_layer":
-        state.set_mask(presets.keep_top_per_layer(scores, 1), "keep the best head per layer")
+        state.set_mask(presets.keep_top_per_layer(scores, 1, protected=protected),
+                       f"keep the best head per layer{keeping}")
     else:
         raise ValueError(f"unknown preset {name!r}")
 

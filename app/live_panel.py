@@ -13,12 +13,16 @@ without scrolling. On narrower windows the panel wraps below the map; a compact 
 map (sticky under the page header) then shows the same three figures, so a click still shows
 its result in view. Nothing on the panel or the strip shows a value of the previous mask
 unmarked.
+
+Head roles (:mod:`app.role_ui`): the map can be coloured by a role instead of importance, the presets
+can protect role heads, and the panel says which role heads the mask removes. They use the session's
+finished role report (no work); the roles job itself is looked after last, so a click never waits for it.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from app import cache, headmap, headmap_ui, latency_ui, state, ui, uncertainty
+from app import cache, headmap, headmap_ui, latency_ui, role_ui, state, ui, uncertainty
 from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core.heads import HeadMask
@@ -62,13 +66,15 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     with st.container(key=STRIP_KEY):
         strip = st.empty()
         strip.markdown(strip_text(mask))
-    map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds)), 470)
+    roles = role_ui.ready(spec, task_name)      # the session's role report when found (no work here)
+    colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
+    map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
     row = st.container(horizontal=True, wrap=True, gap=ROW_GAP)
     left, right = row.container(width=map_px), row.container(width=PANEL_PX)
     with left:
-        _map_and_presets(arch, mask, ranking, score_name)
+        roles_slot, roles_wanted = _map_and_presets(arch, mask, ranking, score_name, roles)
     with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
-        metric_slot, speed_slot, history_slot = _panel_top(spec, mask)
+        metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles)
     with ui.filling(metric_slot, "metric and loss"):
         ev, loss_slot = _metric_and_loss(spec, task_name, limit, mask)
     if ev is not None:
@@ -82,10 +88,11 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
         headmap_ui.show_history(ev.metric_name if ev is not None else "accuracy")
     with ui.filling(speed_slot, "latency"):
         latency_ui.latency_panel(spec, mask)
+    role_ui.run_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
 
 
-def _panel_top(spec: str, mask: HeadMask):
-    """Heads kept and parameters of ``mask``; returns the metric, latency and history slots."""
+def _panel_top(spec: str, mask: HeadMask, roles):
+    """Heads kept, parameters and removed role heads of ``mask``; returns the metric, latency and history slots."""
     st.markdown("**Live panel**")
     changed = not mask.is_full()
     pruned_params, dense_params = cache.pruned_parameters(spec, mask)
@@ -94,16 +101,22 @@ def _panel_top(spec: str, mask: HeadMask):
     row.metric("parameters", ui.count_text(pruned_params), width="content",
                **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
                                  "inverse"))
+    role_ui.summary_caption(roles, mask)
     metric_slot = ui.updating("metric and loss")
     speed_slot = ui.updating("latency") if changed else st.empty()
     st.markdown("**History** · click a point to go back to that step")
     return metric_slot, speed_slot, st.container()
 
 
-def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str) -> None:
+def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
+    """The colouring control, the grids and the presets; returns (the roles job's slot, whether roles are wanted)."""
     layout = arch.layout
+    colour = role_ui.colour_picker(arch)
+    if note := role_ui.colour_note(colour, roles):
+        st.caption(note)
+    roles_slot = st.container()
     for kind in layout.kinds:
-        headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "")
+        headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "", roles, colour)
         if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
             st.caption(note)
     with st.container(border=True):
@@ -111,11 +124,18 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str) -> None:
         pct = p1.slider("Share of heads to remove (%)", 0, 100, 50, 5, key=state.widget_key("headmap", "pct"))
         per_layer = p2.radio("Ranking", ["global", "per layer"], horizontal=True,
                              key=state.widget_key("headmap", "scope")) == "per layer"
+        keep_roles = role_ui.protect_picker(arch)
+        waiting = bool(keep_roles) and roles is None            # protection needs the roles found first
+        if waiting:
+            st.caption("The presets wait for the head roles (found above the map) to know which heads to protect.")
+        kept = dict(protected=role_ui.protected(roles, keep_roles), protected_roles=tuple(keep_roles))
         b = st.columns(2)
-        b[0].button(f"Remove {pct} % least important", on_click=headmap_ui.apply_preset, disabled=ranking is None,
-                    args=("remove_least", layout, ranking, pct / 100, per_layer), width="stretch")
-        b[1].button("Keep the best head per layer", on_click=headmap_ui.apply_preset, disabled=ranking is None,
-                    args=("one_per_layer", layout, ranking), width="stretch")
+        b[0].button(f"Remove {pct} % least important", on_click=headmap_ui.apply_preset,
+                    disabled=ranking is None or waiting, args=("remove_least", layout, ranking, pct / 100, per_layer),
+                    kwargs=kept, width="stretch")
+        b[1].button("Keep the best head per layer", on_click=headmap_ui.apply_preset,
+                    disabled=ranking is None or waiting, args=("one_per_layer", layout, ranking), kwargs=kept,
+                    width="stretch")
         b = st.columns(4)
         b[0].button("Invert", on_click=headmap_ui.apply_preset, args=("invert", layout), width="stretch")
         b[1].button("Reset", on_click=headmap_ui.apply_preset, args=("reset", layout), width="stretch")
@@ -123,6 +143,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str) -> None:
                     width="stretch")
         b[3].button("Redo", on_click=state.redo, disabled=not state.can_redo(), icon=":material/redo:",
                     width="stretch")
+    return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
 
 
 def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):

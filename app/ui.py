@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 
 from app import jobs, progress_text, state
-from app.access import hide_upload_paths, task_label
+from app.access import hide_upload_paths, store_upload, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
 from pruning_core.errors import Cancelled, HeadpruneError
@@ -373,7 +373,7 @@ def _apply_upload() -> None:
     upload = st.session_state.get(state.widget_key("model", "upload"))
     if upload is None:
         return
-    path = cache.store_upload(upload.name, upload.getvalue())
+    path = store_upload(upload.name, upload.getvalue())
     try:
         cache.task(f"file:{path}")            # parses the whole file: errors name the line
     except HeadpruneError as exc:

@@ -12,6 +12,8 @@ import math
 
 from pruning_core import budget
 from pruning_core.errors import HeadpruneError
+from pruning_core.roles import get_role, role_names
+from pruning_core.roles.base import kinds_for
 from pruning_core.scoring import scorer_info
 
 from . import cache
@@ -92,3 +94,37 @@ def scoring_label(spec: str, task_name: str, scorer: str, limit: int, heads: int
     secs = scoring_seconds(spec, task_name, scorer, limit, heads)
     about = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"
     return f"{label}, about {about} on 2 CPU cores"
+
+
+# -- head roles ------------------------------------------------------------------------------------
+# compute_roles' default probes: (sequences, tokens each); the needle prompt is its 256-token haystack
+# plus the needle and question, then a few greedy steps
+ROLE_PROBES = {"text": (24, 48), "repeated": (10, 101), "needle": (6, 290)}
+# seconds per second of multiply-adds. Measured on SmolLM2 (2 cores at load 12-14): text 55 s, repeated 21 s,
+# needle 362 s against 5.2, 4.6 and 8.4 s of multiply-adds; the text probe's plain passes run 1.5x their
+# estimate on quiet cores (as evaluations do), so the load cost ~7x, and the needle's greedy steps with
+# their maps run ~6x (SmolLM2 ~67 s in all, the roles library's own quiet figure ~60 s)
+ROLE_OVERHEAD = {"text": 1.5, "repeated": 1.5, "needle": 6.0}
+ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring every head in Python
+
+
+def roles_seconds(spec: str) -> float:
+    """Estimated seconds to find every head's roles (:func:`app.cache.roles`) on 2 quiet CPU cores."""
+    loaded = cache.load(spec)
+    probes = {r.probe for r in map(get_role, role_names()) if kinds_for(r, loaded.task_type, loaded.layout.kinds)}
+    return ROLE_FIXED_S + sum(ROLE_OVERHEAD[p] * budget.example_cost(loaded, loaded.task_type, ROLE_PROBES[p][1])
+                              .seconds(ROLE_PROBES[p][0]) for p in probes)
+
+
+def roles_wait_for_click(spec: str) -> bool:
+    """Whether finding head roles starts only on a click: a speech or language model, or over :data:`AUTO_SCORE_SECONDS`."""
+    return cache.load(spec).task_type in CLICK_TASK_TYPES or roles_seconds(spec) > AUTO_SCORE_SECONDS
+
+
+def roles_label(spec: str) -> str:
+    """The roles job's label, with its time estimate when it waits for a click."""
+    label = f"Finding head roles ({len(role_names())} roles)"
+    if not roles_wait_for_click(spec):
+        return label
+    secs = roles_seconds(spec)
+    return f"{label}, about {f'{secs:.0f} s' if secs < 90 else f'{secs / 60:.0f} min'} on 2 CPU cores"

@@ -1,7 +1,7 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app import attention, attention_ui, cache, state, ui
+from app import attention, attention_ui, cache, role_ui, state, ui
 from app.access import task_label
 from app.text import md_code
 
@@ -41,7 +41,8 @@ if run is None:
     st.stop()
 attention_ui.show_predictions(run)
 
-thumbs, head_tab, model_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view"])
+thumbs, head_tab, model_tab, role_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view",
+                                                   "Head roles: probe"])
 with thumbs:
     c1, c2, c3 = st.columns(3)
     # remembered: these are not drawn while the sentence is empty, and must not fall back then
@@ -72,3 +73,5 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
         st.caption("Hover over a token to see where it attends; click the coloured squares to show or hide heads "
                    "(double-click: only that head)." if view == "head" else
                    "Every layer (row) and head (column) at once; click a thumbnail to enlarge it.")
+with role_tab:                  # what a role's probe looks like to one head (the induction stripe)
+    role_ui.probe_tab(spec, task_name, arch)

@@ -9,7 +9,8 @@ import sys
 from browser_helpers import ROOT
 
 PURE = ["app", "app.analysis", "app.share", "app.report", "app.charts", "app.headmap", "app.speed",
-        "app.attention", "app.dynamics_charts", "app.webassets", "app.text", "app.access", "app.uncertainty", "app.tour", "app.mask_history",
+        "app.attention", "app.dynamics_charts", "app.webassets", "app.text", "app.access", "app.uncertainty",
+        "app.tour", "app.mask_history", "app.role_probe",
         "pruning_core.attention_maps", "pruning_core.share_link"]
 
 

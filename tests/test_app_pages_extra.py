@@ -52,7 +52,7 @@ def test_attention_page_shows_both_predictions_and_all_views(app_for, tiny_bert)
     at = ok(app_for(tiny_bert, ATTENTION, mask="e:7.f"))        # layer 0, head 0 removed
     preds = predictions(at)
     assert "Prediction, all heads" in preds and "Prediction, pruned (7/8 heads kept)" in preds
-    assert len(at.get("plotly_chart")) == 1                    # the thumbnails
+    assert [c.key for c in at.get("plotly_chart")] == [None, "hp_w_attention_role_map"]   # thumbnails, role probe
     frames = at.get("iframe")
     assert len(frames) == 2                                    # bertviz head view and model view
     assert at.markdown[0].value.strip()                       # the teaching explanation
