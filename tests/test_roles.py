@@ -234,3 +234,20 @@ def test_presets_never_remove_protected_heads():
     with pytest.raises(UsageError, match="Available"):
         protected_heads(report, ["inductio"])
     assert math.isclose(report.score("induction", ("decoder_self", 1, 1)), 0.8)
+
+
+def test_a_tokenizer_that_drops_the_needles_number_is_a_clear_error(tmp_path):
+    """A tokenizer that maps ' 48213' to nothing used to crash deep in decoding (TypeError); now the probe
+    says what is wrong and how to go on without retrieval."""
+    from types import SimpleNamespace
+
+    from pruning_core.roles.needle import needle_prompts
+    lm = tiny_loaded("llama", tmp_path)
+    real = lm.tokenizer
+
+    def no_digits(text, **kwargs):
+        out = real(text, **kwargs)
+        return {"input_ids": [] if text.strip().isdigit() else out["input_ids"]}
+    loaded = SimpleNamespace(tokenizer=no_digits, model=lm.model)
+    with pytest.raises(HeadpruneError, match="needle's number .* into no tokens.*--roles"):
+        needle_prompts(loaded, ["a plain sentence about a film", "another one"])

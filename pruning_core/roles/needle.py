@@ -62,7 +62,12 @@ def needle_prompts(loaded, texts: Sequence[str], *, count: int = 6, haystack_tok
     for i in range(count):
         start = rng.randrange(len(hay) - budget)
         window = hay[start:start + budget]
-        answer = tok(f" {rng.randint(10000, 99999)}", add_special_tokens=False)["input_ids"]
+        number = rng.randint(10000, 99999)
+        answer = tok(f" {number}", add_special_tokens=False)["input_ids"]
+        if not answer:
+            raise HeadpruneError(f"The model's tokenizer turns the needle's number {number} into no tokens, so the "
+                                 "retrieval probe cannot ask for it; check the tokenizer files (numbers must survive "
+                                 "tokenization), or leave retrieval out (--roles ...).")
         cut = int(round((i + 0.5) / count * budget))
         head = prefix + window[:cut] + pieces["needle"]
         ids = head + answer + pieces["."] + window[cut:] + pieces["question"]
