@@ -123,7 +123,7 @@ def solve_layer(stats: LayerStats, delta: torch.Tensor | None = None) -> LayerSo
     candidates = [("none", ones, None)]
     notes = []
     for name, shift in (("scales", None), ("scales+bias", delta)):
-        if name == "scales+bias" and shift is None:
+        if not stats.kept or (name == "scales+bias" and shift is None):      # no kept head: nothing to scale
             continue
         scales = solve_scales(stats, shift)
         if scales is None:
