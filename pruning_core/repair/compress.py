@@ -31,7 +31,7 @@ from ..scoring.gradient import scoring_batch_size
 from ..tasks import default_score_split
 from .latency import latency_probe
 from .rearrange import rearrange
-from .search import Budget, BudgetError, search_mask
+from .search import Budget, BudgetError, check_remove_budget, search_mask
 from .tuning import repair_mask
 
 COMPRESS_FORMAT = "headprune.compress/1"
@@ -72,6 +72,11 @@ class CompressResult:
     tuned: nn.Module | None = None      # the repaired copy at full shape (removed heads' columns 0), or None
 
 
+def default_bias_compensation(scorer) -> bool:
+    """FLAP's bias compensation by default for label-free scorers (METHODS.md), not for gradient ones."""
+    return not scorer.needs_labels
+
+
 def gate_gradients(loaded, task, data, batch_size: int,
                    progress: ProgressCallback | None = None) -> dict[tuple[str, int], torch.Tensor]:
     """Per site ``[batches, heads]``: dL_b/dm_h of each calibration mini-batch's mean loss (Kwon's g)."""
@@ -96,6 +101,7 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     started = time.perf_counter()
     times: dict[str, float] = {}
     scorer = get_scorer(config.scorer)
+    check_remove_budget(loaded.layout, config.budget, config.min_heads_per_layer)     # before any work
     split = config.split or default_score_split(task)
     clock = time.perf_counter()
     data = task.encode(loaded, split, config.calibration, max_length=config.max_length)
@@ -123,7 +129,7 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
         mask, swaps = rearrange(mask, grads)
     times["rearrange"] = time.perf_counter() - clock
 
-    compensate = (not scorer.needs_labels) if config.bias_compensation is None else config.bias_compensation
+    compensate = default_bias_compensation(scorer) if config.bias_compensation is None else config.bias_compensation
     tuned = None
     clock = time.perf_counter()
     if config.repair and not mask.is_full():
@@ -179,4 +185,4 @@ def summary_json(evaluations: dict[str, EvalResult]) -> dict:
 
 
 __all__ = ["COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressResult", "compress",
-           "evaluate_compression", "gate_gradients", "summary_json"]
+           "default_bias_compensation", "evaluate_compression", "gate_gradients", "summary_json"]

@@ -79,6 +79,20 @@ def removal_order(scores: HeadScores, min_heads_per_layer: int = 1, seed: int = 
     return order
 
 
+def check_remove_budget(layout: HeadLayout, budget: Budget, min_heads_per_layer: int = 1) -> None:
+    """Refuse a ``remove`` budget that no order can meet, before any scoring (it depends on the layout alone)."""
+    if budget.kind != "remove":
+        return
+    most = sum(max(0, n - min_heads_per_layer) for rows in layout.kinds.values() for n in rows)
+    n = round(budget.value * layout.total_heads)
+    if n > most:
+        keep_note = (f"keeping at least {min_heads_per_layer} head(s) per layer" if min_heads_per_layer
+                     else "layers may lose every head")
+        raise BudgetError(f"--remove {budget.value:g} asks for {n} of {layout.total_heads} heads, but at most "
+                          f"{most} ({most / layout.total_heads:.1%}) can go {keep_note}. Give "
+                          f"--remove {most / layout.total_heads:.3f} or less, or allow empty layers.")
+
+
 def flop_fractions(config, mask: HeadMask, seq_len: int) -> tuple[float, float]:
     """(removed share of the forward pass's multiply-adds, removed share of the attention's) for ``mask``."""
     ceiling = flop_ceiling(config, mask, seq_len)
@@ -103,11 +117,8 @@ def search_mask(loaded, scores: HeadScores, budget: Budget, *, min_heads_per_lay
                  else "layers may lose every head")
     latency: dict = {}
     if budget.kind == "remove":
+        check_remove_budget(layout, budget, min_heads_per_layer)
         n = round(budget.value * layout.total_heads)
-        if n > len(order):
-            raise BudgetError(f"--remove {budget.value:g} asks for {n} of {layout.total_heads} heads, but at most "
-                              f"{len(order)} ({len(order) / layout.total_heads:.1%}) can go {keep_note}. Give "
-                              f"--remove {len(order) / layout.total_heads:.3f} or less, or allow empty layers.")
     elif budget.kind == "flops":
         most, _ = flop_fractions(loaded.config, mask_of(len(order)), seq_len)
         if budget.value > most + 1e-12:
