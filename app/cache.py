@@ -271,7 +271,7 @@ def repaired_evaluation(spec: str, task_name: str, limit: int | None, mask: Head
     with compute.GATE.hold(urgent=False, progress=_progress, what="repair"):
         loaded, found = load(spec), task(task_name)
         calibration = found.encode(loaded, score_split_of(task_name), REPAIR_CALIBRATION)
-        tuned = repair_mask(loaded, mask, calibration, progress=compute.yielding(_progress, "repair"))
+        tuned = repair_mask(loaded, mask, calibration, bias_compensation=True, progress=compute.yielding(_progress, "repair"))
         return found.evaluate(loaded.derive(tuned.model), data(spec, task_name, limit), None, batch_size=EVAL_BATCH)
 
 

@@ -35,9 +35,9 @@ from pruning_core.tasks import get_task  # noqa: E402
 FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
 # (label, scorer, calibration examples, normalise per layer, bias compensation)
-RUNS = [("fisher-512", "fisher", 512, False, False), ("fisher-512-bias", "fisher", 512, False, True),
-        ("gradient-512", "gradient", 512, True, False), ("gradient-512-bias", "gradient", 512, True, True),
-        ("fisher-1024", "fisher", 1024, False, False), ("fisher-2048", "fisher", 2048, False, False)]
+RUNS = [("fisher-512", "fisher", 512, False, True), ("gradient-512", "gradient", 512, True, True),
+        ("fisher-512-no-bias", "fisher", 512, False, False), ("fisher-1024", "fisher", 1024, False, True),
+        ("fisher-2048", "fisher", 2048, False, True)]
 
 
 def main(argv: list[str] | None = None) -> int:

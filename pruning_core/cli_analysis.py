@@ -77,7 +77,7 @@ def add_commands(sub) -> None:
                  "(default: 3 for a method whose scores come from the seed, such as random; else 1)")
     p.add_argument("--repair", action="store_true",
                    help="also tune each point's kept heads by least squares on the --score-split examples (Kwon et al. "
-                        "2022; FLAP's bias compensation for label-free methods) and add the repaired metric per point")
+                        "2022, with FLAP's bias compensation) and add the repaired metric per point")
     p.set_defaults(func=cmd_curve)
 
 
@@ -261,10 +261,9 @@ def cmd_curve(args) -> None:
     curve = seeded_curves(loaded, task, data, scorer, config, seeds, step=args.step, rescore=args.rescore,
                           batch_size=args.batch_size, progress=progress_bars())
     if args.repair:
-        from .repair.compress import default_bias_compensation
         from .repair.curve import repaired_curve
         calibration = task.encode(loaded, config.split, args.score_limit)
-        curve = repaired_curve(loaded, task, data, curve, calibration, bias_compensation=default_bias_compensation(scorer),
+        curve = repaired_curve(loaded, task, data, curve, calibration, bias_compensation=True,
                                batch_size=args.batch_size, progress=progress_bars())
     settings = curve.provenance.get("settings", {})
     score_n = settings.get("score_n")

@@ -1,7 +1,7 @@
 """``headprune compress``: retraining-free compression (Kwon et al. 2022) to a budget, saved as a smaller model.
 
 Score the heads on calibration examples, search the mask the budget allows, rearrange it per layer,
-tune the kept heads' scales into W_O (and, for label-free scorers, FLAP's bias compensation), prune
+tune the kept heads' scales into W_O (and FLAP's bias compensation into its bias), prune
 physically and save; then print the metric of the unpruned model, of the mask without repair and of the
 saved model on the evaluation split. The folder is written whole or not at all (built beside ``--out``,
 renamed into place), with ``headprune_compress.json``: every step's record and the evaluations.
@@ -16,7 +16,7 @@ from .cli_common import common_options, fmt, load_from_args, progress_bars, requ
 from .errors import UsageError
 
 REPORT_NAME = "headprune_compress.json"
-DEFAULT_CALIBRATION = 1024
+DEFAULT_CALIBRATION = 512
 
 
 def _share(option: str, value: float) -> None:
@@ -50,8 +50,9 @@ def add_compress(sub) -> None:
     p.add_argument("--calibration-split", default=None,
                    help="split the calibration examples come from (default: train when the task has one)")
     p.add_argument("--no-rearrange", action="store_true", help="skip Kwon's per-layer swaps of the removed heads")
-    p.add_argument("--bias-compensation", choices=("auto", "on", "off"), default="auto",
-                   help="FLAP's bias compensation: auto = for label-free scorers (flap, activation, ...)")
+    p.add_argument("--no-bias-compensation", action="store_true",
+                   help="do not offer FLAP's bias compensation (the removed heads' mean output added to the output "
+                        "projection's bias; by default offered per layer and kept where it lowers the error)")
     p.add_argument("--normalize", action="store_true",
                    help="rank per-layer l2-normalised scores (Michel et al.) instead of raw scores across layers")
     p.add_argument("--allow-empty-layers", action="store_true", help="let a layer lose every head")
@@ -69,7 +70,7 @@ def _config(args):
     return CompressConfig(Budget(kind, value), scorer=args.scorer, calibration=args.calibration,
                           split=args.calibration_split, batch_size=args.batch_size, repair=not args.no_repair,
                           rearrange=not args.no_rearrange,
-                          bias_compensation={"auto": None, "on": True, "off": False}[args.bias_compensation],
+                          bias_compensation=not args.no_bias_compensation,
                           min_heads_per_layer=0 if args.allow_empty_layers else 1, normalize=args.normalize,
                           seq_len=args.seq_len, latency_batch=args.latency_batch)
 

@@ -195,3 +195,26 @@ def test_compress_records_every_step_and_meets_the_budget(arch, tmp_path):
     flap = compress(lm, task, CompressConfig(Budget("remove", 0.5), scorer="flap", calibration=8, split=split,
                                              batch_size=4))
     assert flap.report["repair"]["bias_compensation"] is True and "skipped" in flap.report["rearrangement"]
+    off = compress(lm, task, CompressConfig(Budget("remove", 0.5), calibration=8, split=split, batch_size=4,
+                                            bias_compensation=False))
+    assert not any("bias" in l["choice"] for l in off.report["repair"]["layers"])
+
+
+def test_scales_and_bias_fitted_together_recover_a_known_layer():
+    """Teacher = every kept head at twice its weight plus a constant: the joint fit finds both exactly."""
+    from pruning_core.repair.least_squares import LayerStats, solve_layer
+    g = torch.Generator().manual_seed(0)
+    heads, dim, out = 3, 4, 5
+    columns, bias, offset = torch.randn(heads, dim, out, generator=g), torch.randn(out, generator=g), torch.randn(out, generator=g)
+    stats = LayerStats([0, 2], heads, dim, out)
+    for _ in range(3):
+        z = torch.randn(50, heads * dim, generator=g, dtype=torch.float64)
+        parts = torch.einsum("nhd,hdo->nho", z.reshape(50, heads, dim), columns.double())
+        y = bias + offset + 2 * (parts[:, 0] + parts[:, 2])                       # head 1 removed, no share of it
+        stats.add(z, y, columns, bias)
+    solution = solve_layer(stats, delta=torch.zeros(out, dtype=torch.float64), fit_bias=True)
+    assert solution.choice == "scales+fitted-bias"
+    # float64 throughout: the ridge (1e-6 of the mean Gram diagonal) is the only error, ~1e-6 relative
+    assert solution.scales == pytest.approx((2.0, 2.0), abs=1e-4)
+    assert torch.allclose(solution.delta, offset.double(), atol=1e-4)
+    assert solution.residual_after <= 1e-6 * solution.residual_before

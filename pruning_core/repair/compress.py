@@ -6,8 +6,10 @@
 2. **search** the budget's mask (:mod:`.search`: heads, multiply-adds or measured latency);
 3. **rearrange** each layer's removed heads by the block-diagonal Fisher (:mod:`.rearrange`; needs
    the gate gradients, so only when the task has labels);
-4. **repair**: least-squares scales of the kept heads folded into W_O, plus FLAP's bias compensation for
-   label-free scorers (:mod:`.tuning`);
+4. **repair**: least-squares scales of the kept heads folded into W_O, plus FLAP's bias compensation
+   (:mod:`.tuning`). METHODS.md names the compensation for label-free scorers; it is on for every scorer
+   here because on the default it added 1.7 points to Fisher's mask at 50 % removed (benchmarks/compress.py),
+   and per layer it is kept only where it lowers the calibration residual;
 5. **prune** physically (:func:`pruning_core.pruning.prune_heads`): an ordinary smaller model.
 
 The model passed in is only read. :func:`evaluate_compression` measures the metric of the unpruned,
@@ -41,13 +43,13 @@ COMPRESS_FORMAT = "headprune.compress/1"
 class CompressConfig:
     budget: Budget
     scorer: str = "fisher"              # a registered scorer; Fisher is Kwon et al.'s
-    calibration: int = 1024             # examples of the calibration split (scoring, rearrangement, tuning)
+    calibration: int = 512              # examples of the calibration split (scoring, rearrangement, tuning)
     split: str | None = None            # calibration split; None: the task's score split (train when it has one)
     batch_size: int = 32
     max_length: int = 128               # tokens per calibration example
     repair: bool = True                 # False: search (and rearrangement) only, no tuning
     rearrange: bool = True              # Kwon's per-layer swaps (needs labels)
-    bias_compensation: bool | None = None   # None: for label-free scorers only (FLAP's)
+    bias_compensation: bool = True      # offer FLAP's bias shift per layer (kept where it lowers the residual)
     min_heads_per_layer: int = 1
     normalize: bool = False             # rank per-layer l2-normalised scores; False: raw, globally (Kwon)
     seq_len: int = 128                  # tokens per sequence for --flops and --latency-ms
@@ -70,11 +72,6 @@ class CompressResult:
     mask: HeadMask
     report: dict = field(default_factory=dict)
     tuned: nn.Module | None = None      # the repaired copy at full shape (removed heads' columns 0), or None
-
-
-def default_bias_compensation(scorer) -> bool:
-    """FLAP's bias compensation by default for label-free scorers (METHODS.md), not for gradient ones."""
-    return not scorer.needs_labels
 
 
 def gate_gradients(loaded, task, data, batch_size: int,
@@ -129,11 +126,10 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
         mask, swaps = rearrange(mask, grads)
     times["rearrange"] = time.perf_counter() - clock
 
-    compensate = default_bias_compensation(scorer) if config.bias_compensation is None else config.bias_compensation
     tuned = None
     clock = time.perf_counter()
     if config.repair and not mask.is_full():
-        tuned = repair_mask(loaded, mask, data, bias_compensation=compensate, batch_size=config.batch_size,
+        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, batch_size=config.batch_size,
                             progress=progress)
     times["repair"] = time.perf_counter() - clock
 
@@ -186,4 +182,4 @@ def summary_json(evaluations: dict[str, EvalResult]) -> dict:
 
 
 __all__ = ["COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressResult", "compress",
-           "default_bias_compensation", "evaluate_compression", "gate_gradients", "summary_json"]
+           "evaluate_compression", "gate_gradients", "summary_json"]

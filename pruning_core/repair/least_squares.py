@@ -17,7 +17,9 @@ batch, so memory does not grow with the calibration size.
 ridge, :data:`RIDGE` times the mean diagonal of G, so a head whose output is a copy of another's
 still gives one answer), refuses scales outside ``[-MAX_SCALE, MAX_SCALE]`` (METHODS.md), and keeps
 whichever candidate has the smallest ``f``: no change, scales, the bias shift, or both. No change is
-always a candidate, so tuning never increases the layer's residual on the calibration data.
+always a candidate, so tuning never increases the layer's residual on the calibration data. With a bias to
+shift, :func:`solve_centred` also fits scales and shift together (their joint least-squares optimum, of
+which FLAP's shift with the fitted scales is one point).
 """
 from __future__ import annotations
 
@@ -96,7 +98,7 @@ class LayerSolution:
 
     scales: tuple[float, ...]         # one per kept head (1.0 = untouched)
     delta: torch.Tensor | None        # [d_out] added to the output bias, or None
-    choice: str                       # "none" | "scales" | "bias" | "scales+bias"
+    choice: str                       # "none" | "scales" | "bias" | "scales+bias" | "scales+fitted-bias"
     residual_before: float            # mean squared error per token, untuned (m = 1, no shift)
     residual_after: float             # the same after the chosen repair (never above residual_before)
     target_power: float               # mean ||y_teacher - b||^2 per token: the scale the residuals compare to
@@ -116,8 +118,23 @@ def solve_scales(stats: LayerStats, delta: torch.Tensor | None = None) -> torch.
     return scales
 
 
-def solve_layer(stats: LayerStats, delta: torch.Tensor | None = None) -> LayerSolution:
-    """The best of: no change, least-squares scales, the bias shift ``delta`` (when given), both."""
+def solve_centred(stats: LayerStats) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Scales and bias shift fitted together: for given scales the best shift is the mean residual,
+    ``delta = (r_sum - S'm) / n``; put back, the scales solve the centred normal equations
+    ``(G - S S'/n + lambda I) m = c - S r_sum / n``. None when a scale falls outside ±:data:`MAX_SCALE`."""
+    n, k = max(stats.n, 1.0), len(stats.kept)
+    gram = stats.gram - stats.head_sum @ stats.head_sum.T / n
+    cross = stats.cross - stats.head_sum @ stats.r_sum / n
+    ridge = RIDGE * max(float(gram.diagonal().mean()), 1e-30)
+    scales = torch.linalg.solve(gram + ridge * torch.eye(k, dtype=torch.float64), cross)
+    if not torch.isfinite(scales).all() or scales.abs().max() > MAX_SCALE:
+        return None
+    return scales, (stats.r_sum - stats.head_sum.T @ scales) / n
+
+
+def solve_layer(stats: LayerStats, delta: torch.Tensor | None = None, fit_bias: bool = False) -> LayerSolution:
+    """The best of: no change, least-squares scales, the bias shift ``delta`` (when given), both, and with
+    ``fit_bias`` scales and shift fitted together (:func:`solve_centred`, the least-squares optimum of both)."""
     n = max(stats.n, 1.0)
     ones = torch.ones(len(stats.kept), dtype=torch.float64)
     candidates = [("none", ones, None)]
@@ -132,6 +149,12 @@ def solve_layer(stats: LayerStats, delta: torch.Tensor | None = None) -> LayerSo
             candidates.append((name, scales, shift))
     if delta is not None:
         candidates.append(("bias", ones, delta))
+    if fit_bias and stats.kept:
+        fitted = solve_centred(stats)
+        if fitted is None:
+            notes.append(f"scales+fitted-bias: a scale fell outside [-{MAX_SCALE:g}, {MAX_SCALE:g}], refused")
+        else:
+            candidates.append(("scales+fitted-bias", *fitted))
     before = stats.residual(ones)
     name, scales, shift = min(candidates, key=lambda c: stats.residual(c[1], c[2]))
     after = stats.residual(scales, shift)

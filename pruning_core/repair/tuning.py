@@ -45,7 +45,7 @@ class LayerRepair:
     layer: int
     kept: tuple[int, ...]             # head ids kept (the order of ``scales``)
     scales: tuple[float, ...]         # the tuned scale of each kept head, folded into its W_O columns
-    choice: str                       # "none" | "scales" | "bias" | "scales+bias" (least_squares.solve_layer)
+    choice: str                       # "none" | "scales" | "bias" | "scales+bias" | "scales+fitted-bias"
     residual_before: float            # mean squared error per token of the output projection, untuned
     residual_after: float             # the same after repair (<= residual_before)
     target_power: float               # mean ||teacher output - bias||^2 per token, for scale
@@ -128,7 +128,7 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
                           columns, bias)
         result.calibration_tokens[s_site.kind] = int(stats.n)
         can_shift = bias_compensation and bias is not None and bool(removed)
-        solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None)
+        solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None, fit_bias=can_shift)
         _apply(s_site, row, kept, solution)
         note = solution.note
         if bias_compensation and bias is None and removed:
