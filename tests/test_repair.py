@@ -218,3 +218,17 @@ def test_scales_and_bias_fitted_together_recover_a_known_layer():
     assert solution.scales == pytest.approx((2.0, 2.0), abs=1e-4)
     assert torch.allclose(solution.delta, offset.double(), atol=1e-4)
     assert solution.residual_after <= 1e-6 * solution.residual_before
+
+
+def test_kept_teacher_outputs_and_recomputed_ones_give_the_same_repair(tmp_path, monkeypatch):
+    from pruning_core.repair import tuning
+    lm, task, split = case("bart", tmp_path)
+    mask, data = _half_of_last_layer(lm.layout), _data("bart", lm, task, split)
+    kept = repair_mask(lm, mask, data, bias_compensation=True, batch_size=4)
+    monkeypatch.setattr(tuning, "TEACHER_CACHE_BYTES", 0)             # too little room: recomputed per layer
+    recomputed = repair_mask(lm, mask, data, bias_compensation=True, batch_size=4)
+    for a, b in zip(kept.layers, recomputed.layers):
+        # the same forward passes, full or stopped early: equal up to float32 summation order
+        assert a.choice == b.choice and a.scales == pytest.approx(b.scales, rel=1e-5, abs=1e-6)
+        assert a.residual_after == pytest.approx(b.residual_after, rel=1e-4, abs=1e-9)
+    assert installed_hook_count(lm.model) == 0

@@ -63,6 +63,29 @@ def capture_site(site: AttentionSite) -> Iterator[Captured]:
         handle.remove()
 
 
+@contextlib.contextmanager
+def record_outputs(sites: Sequence[AttentionSite]) -> Iterator[dict[tuple[str, int], torch.Tensor]]:
+    """Inside the block, every forward pass in this thread leaves each site's output projection output
+    ``[B, T, d_out]`` in the yielded dict under ``(kind, layer)`` (the last pass's; nothing is stopped)."""
+    outputs: dict[tuple[str, int], torch.Tensor] = {}
+    token = object()
+
+    def hook_for(key: tuple[str, int]):
+        def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+            if token in _ACTIVE.get():
+                outputs[key] = output.detach()
+        return hook
+
+    handles = [s.out.register_forward_hook(hook_for((s.kind, s.layer))) for s in sites]
+    reset = _ACTIVE.set(_ACTIVE.get() | {token})
+    try:
+        yield outputs
+    finally:
+        _ACTIVE.reset(reset)
+        for h in handles:
+            h.remove()
+
+
 def run_to_site(model: nn.Module, inputs: dict, held: Captured) -> Captured:
     """Forward ``inputs`` through ``model`` until the captured site (inside :func:`capture_site`)."""
     held.z = held.y = None

@@ -5,7 +5,8 @@
 only read), then visits the attention sites in the order the forward pass computes them (encoder, then
 each decoder layer's self- then cross-attention). For each site it runs the calibration data twice,
 each pass stopping at that site (:func:`.capture.run_to_site`): through the unpruned model (the
-teacher: the layer's output ``y_t``) and through the copy, whose earlier layers are already pruned and
+teacher: the layer's output ``y_t``; kept from one full pass when every layer's fits in
+:data:`TEACHER_CACHE_BYTES`) and through the copy, whose earlier layers are already pruned and
 tuned (the student: the heads' outputs ``z`` on the input the pruned model really gives this layer).
 :mod:`.least_squares` then picks the kept heads' scales and, with ``bias_compensation``, the shift of
 the output bias (the removed heads' mean contribution); the copy's W_O gets the scales (removed heads'
@@ -24,6 +25,7 @@ The result, :class:`RepairResult`, holds the tuned copy at full shape (removed h
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -33,7 +35,7 @@ from torch import nn
 from ..architectures import AttentionSite, adapter_for
 from ..heads import KINDS, HeadMask
 from ..progress import ProgressCallback, report
-from .capture import add_to_bias, capture_site, head_columns, run_to_site, scale_head_columns
+from .capture import add_to_bias, capture_site, head_columns, record_outputs, run_to_site, scale_head_columns
 from .least_squares import LayerSolution, LayerStats, solve_layer
 
 
@@ -85,6 +87,25 @@ def _real_rows(tensor: torch.Tensor, batch, kind: str) -> torch.Tensor:
     return tensor[real]
 
 
+TEACHER_CACHE_BYTES = 2**30     # the teacher's outputs are kept from one pass when they fit in this, else recomputed
+
+
+def teacher_outputs(loaded, sites: list[AttentionSite], data, batch_size: int) -> list[dict] | None:
+    """Per batch, per site ``(kind, layer)``: the unpruned model's output projection output on the real tokens
+    ``[N, d_out]``, from one full pass; None (nothing kept) as soon as the batches so far, extrapolated to all,
+    would take more than :data:`TEACHER_CACHE_BYTES`."""
+    batches = max(1, math.ceil(data.n_examples / batch_size))
+    cached, used = [], 0
+    with record_outputs(sites) as outputs, torch.inference_mode():
+        for b, batch in enumerate(data.batches(batch_size, device=loaded.device)):
+            loaded.model(**batch.inputs)
+            cached.append({key: _real_rows(y, batch, key[0]) for key, y in outputs.items()})
+            used += sum(t.numel() * t.element_size() for t in cached[-1].values())
+            if used / (b + 1) * batches > TEACHER_CACHE_BYTES:
+                return None
+    return cached
+
+
 def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False, batch_size: int = 32,
                 progress: ProgressCallback | None = None) -> RepairResult:
     """Tune a copy of ``loaded.model`` under ``mask`` (1 = keep) on ``data`` (calibration examples).
@@ -108,6 +129,7 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
     teacher_sites = compute_order(loaded.sites)
     student_sites = compute_order(adapter_for(student).sites(student))
     first = next(i for i, s in enumerate(teacher_sites) if 0 in mask.kinds[s.kind][s.layer])
+    cached = teacher_outputs(loaded, teacher_sites[first:], data, batch_size)
     for i, (t_site, s_site) in enumerate(zip(teacher_sites, student_sites)):
         row = mask.kinds[s_site.kind][s_site.layer]
         kept = [h for h, v in enumerate(row) if v]
@@ -120,12 +142,14 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
         columns = head_columns(s_site).clone()          # the original W_O blocks [heads, head_dim, d_out]
         bias = s_site.out.bias.detach().clone() if getattr(s_site.out, "bias", None) is not None else None
         stats = LayerStats(kept, s_site.num_heads, s_site.head_dim, columns.shape[-1])
+        key = (s_site.kind, s_site.layer)
         with capture_site(t_site) as teacher, capture_site(s_site) as own:
-            for batch in data.batches(batch_size, device=loaded.device):
-                run_to_site(loaded.model, batch.inputs, teacher)
+            for b, batch in enumerate(data.batches(batch_size, device=loaded.device)):
+                if cached is None:
+                    run_to_site(loaded.model, batch.inputs, teacher)
+                target = cached[b][key] if cached is not None else _real_rows(teacher.y, batch, s_site.kind)
                 run_to_site(student, batch.inputs, own)
-                stats.add(_real_rows(own.z, batch, s_site.kind), _real_rows(teacher.y, batch, s_site.kind),
-                          columns, bias)
+                stats.add(_real_rows(own.z, batch, s_site.kind), target, columns, bias)
         result.calibration_tokens[s_site.kind] = int(stats.n)
         can_shift = bias_compensation and bias is not None and bool(removed)
         solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None, fit_bias=can_shift)
