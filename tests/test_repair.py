@@ -232,3 +232,26 @@ def test_kept_teacher_outputs_and_recomputed_ones_give_the_same_repair(tmp_path,
         assert a.choice == b.choice and a.scales == pytest.approx(b.scales, rel=1e-5, abs=1e-6)
         assert a.residual_after == pytest.approx(b.residual_after, rel=1e-4, abs=1e-9)
     assert installed_hook_count(lm.model) == 0
+
+
+class _Breaks:
+    """Calibration data whose second batch fails (a reader error in the middle of a pass)."""
+
+    def __init__(self, data):
+        self.data, self.n_examples, self.split = data, data.n_examples, data.split
+
+    def batches(self, batch_size, device=None):
+        for i, batch in enumerate(self.data.batches(batch_size, device=device)):
+            if i == 1:
+                raise RuntimeError("broken reader")
+            yield batch
+
+
+@pytest.mark.parametrize("room", [2**30, 0])          # teacher outputs kept from one pass / recomputed per layer
+def test_no_hook_is_left_when_a_pass_fails(tmp_path, monkeypatch, room):
+    from pruning_core.repair import tuning
+    monkeypatch.setattr(tuning, "TEACHER_CACHE_BYTES", room)
+    lm, task, split = case("bert", tmp_path)
+    with pytest.raises(RuntimeError, match="broken reader"):
+        repair_mask(lm, _half_of_last_layer(lm.layout), _Breaks(_data("bert", lm, task, split)), batch_size=2)
+    assert installed_hook_count(lm.model) == 0
