@@ -255,3 +255,34 @@ def test_no_hook_is_left_when_a_pass_fails(tmp_path, monkeypatch, room):
     with pytest.raises(RuntimeError, match="broken reader"):
         repair_mask(lm, _half_of_last_layer(lm.layout), _Breaks(_data("bert", lm, task, split)), batch_size=2)
     assert installed_hook_count(lm.model) == 0
+
+
+def test_latency_budgets_are_measured_and_impossible_ones_refused(tmp_path):
+    from pruning_core.repair.latency import latency_probe
+    lm = tiny_loaded("bert", tmp_path)
+    scores = _scores(lm.layout)
+    probe = latency_probe(lm, seq_len=8, repeats=1, min_seconds=0.0)
+    loose = search_mask(lm, scores, Budget("latency_ms", 1e6), latency_probe=probe)
+    assert loose.heads_removed == 0 and "dense model already meets" in loose.latency["note"]
+    assert "synthetic tokens" in loose.latency["measures"] and loose.latency["minimal_ms"] > 0
+    with pytest.raises(BudgetError, match="--latency-ms 1e-06 cannot be met"):
+        search_mask(lm, scores, Budget("latency_ms", 1e-6), latency_probe=probe)
+
+
+def test_latency_search_predicts_then_checks_by_measuring(tmp_path, monkeypatch):
+    """A fake clock where latency falls 1 ms per head removed (8 heads: 10 ms dense) and the prediction is
+    off by 1 head: the search predicts from dense and minimal, measures, and removes one more."""
+    from pruning_core.architectures import find_sites, layout_of
+    from pruning_core.repair import latency
+    lm = tiny_loaded("bert", tmp_path)
+
+    def fake_timer(loaded, batch_size, seq_len, repeats, min_seconds):
+        def time_models(models):
+            return {k: 2.0 + layout_of(find_sites(m)).total_heads + (0.5 if k == "pruned" else 0.0)
+                    for k, m in models.items()}
+        return time_models
+    monkeypatch.setattr(latency, "_timer", fake_timer)
+    found = search_mask(lm, _scores(lm.layout), Budget("latency_ms", 7.0), latency_probe=latency.latency_probe(lm))
+    record = found.latency
+    assert record["dense_ms"] == 10.0 and record["minimal_ms"] == 4.0 and record["predicted_heads"] == 3
+    assert [t["heads_removed"] for t in record["tries"]] == [3, 4] and record["met"] and found.heads_removed == 4
