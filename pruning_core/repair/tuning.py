@@ -106,8 +106,8 @@ def teacher_outputs(loaded, sites: list[AttentionSite], data, batch_size: int) -
     return cached
 
 
-def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False, batch_size: int = 32,
-                progress: ProgressCallback | None = None) -> RepairResult:
+def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False, fit_bias: bool = False,
+                batch_size: int = 32, progress: ProgressCallback | None = None) -> RepairResult:
     """Tune a copy of ``loaded.model`` under ``mask`` (1 = keep) on ``data`` (calibration examples).
 
     Args:
@@ -115,6 +115,8 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
         mask: which heads stay. A full mask returns an untouched copy.
         data: encoded calibration examples (labels are not read).
         bias_compensation: also offer FLAP's bias shift per layer (kept where it lowers the residual).
+        fit_bias: also offer scales and bias shift fitted together (lower residual; on the default it cost
+            3 points of accuracy against FLAP's shift: off by default, see benchmarks/compress.py).
         batch_size: calibration examples per forward pass.
         progress: ``report`` callback, stage ``"repair"`` (one unit per site); raise ``Cancelled`` to stop.
     """
@@ -152,7 +154,7 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
                 stats.add(_real_rows(own.z, batch, s_site.kind), target, columns, bias)
         result.calibration_tokens[s_site.kind] = int(stats.n)
         can_shift = bias_compensation and bias is not None and bool(removed)
-        solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None, fit_bias=can_shift)
+        solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None, fit_bias=fit_bias and can_shift)
         _apply(s_site, row, kept, solution)
         note = solution.note
         if bias_compensation and bias is None and removed:
