@@ -55,6 +55,7 @@ LATENCY_WARMUP = 2
 LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
 PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
+REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
 
 
 def app_device() -> str | None:
@@ -238,6 +239,19 @@ def layer_inputs() -> LayerInputCache:
     """Layer inputs shared by every session's evaluations: a click reruns only the layers from the first one
     whose heads changed (``pruning_core.layer_cache``), in at most ``budget.layer_cache_budget()`` bytes."""
     return LayerInputCache(budget.layer_cache_budget())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def repaired_evaluation(spec: str, task_name: str, limit: int | None, mask: HeadMask,
+                        _progress: ProgressCallback | None = None) -> EvalResult:
+    """``mask``'s metric after least-squares repair (``pruning_core.repair``) tuned on the first
+    :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
+    from pruning_core.repair import repair_mask
+    with compute.GATE.hold(urgent=False, progress=_progress, what="repair"):
+        loaded, found = load(spec), task(task_name)
+        calibration = found.encode(loaded, score_split_of(task_name), REPAIR_CALIBRATION)
+        tuned = repair_mask(loaded, mask, calibration, bias_compensation=True, progress=compute.yielding(_progress, "repair"))
+        return found.evaluate(loaded.derive(tuned.model), data(spec, task_name, limit), None, batch_size=EVAL_BATCH)
 
 
 def references(spec: str, task_name: str, limit: int | None) -> list | None:

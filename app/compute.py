@@ -55,5 +55,32 @@ class Gate:
                 self._busy = False
                 self._cond.notify_all()
 
+    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "") -> None:
+        """Inside ``hold(urgent=False)``: when urgent holders wait, let them all run, then take the gate
+        back. Long background work (a repair, layer by layer) calls it between its steps, so a click
+        waits for one step, not for the whole work."""
+        with self._cond:
+            if not self._urgent_waiting:
+                return
+            self._busy = False
+            self._cond.notify_all()
+            self.waiting += 1
+            try:
+                while self._busy or self._urgent_waiting:
+                    report(progress, "queued", 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
+                    self._cond.wait(POLL_S)
+            finally:
+                self.waiting -= 1
+            self._busy = True
+
 
 GATE = Gate()
+
+
+def yielding(progress: ProgressCallback | None, what: str) -> ProgressCallback:
+    """``progress`` that also lets waiting urgent work through :data:`GATE` at every step it reports."""
+    def callback(event) -> None:
+        if progress is not None:
+            progress(event)
+        GATE.yield_to_urgent(progress, what)
+    return callback

@@ -84,6 +84,8 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
         strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
     if ev is not None and not mask.is_full():
         _loss_change(spec, task_name, limit, mask, ev, loss_slot)
+    with right:
+        _repair(spec, task_name, limit, mask, ev)
     with history_slot:
         headmap_ui.show_history(ev.metric_name if ev is not None else "accuracy")
     with ui.filling(speed_slot, "latency"):
@@ -173,6 +175,28 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
                f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                + (f" Change: {md_escape(diff.detail)}." if diff else ""))
     return ev, loss_slot
+
+
+def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
+    """The "repair" toggle (off by default: a click stays one forward pass): the metric of ``mask`` with
+    and without least-squares repair of the kept heads, computed behind other sessions' clicks."""
+    if not st.toggle("repair", key=state.widget_key("headmap", "repair"),
+                     help="Tune one scale per kept head so each pruned layer reproduces the unpruned layer's "
+                          f"output (Kwon et al. 2022), on {cache.REPAIR_CALIBRATION} score-split examples; the "
+                          "scales fold into the output projection, so the pruned model keeps its size."):
+        return
+    if ev is None or mask.is_full():
+        st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
+        return
+    fixed = ui.run_job("repair", "Repairing this mask", cache.repaired_evaluation, spec, task_name, limit, mask)
+    if fixed is None:
+        return
+    metric = get_metric(ev.metric_name)
+    row = ui.metric_row(ROW_GAP)
+    row.metric("without repair", uncertainty.shown(ev).value, width="content")
+    row.metric("with repair", uncertainty.shown(fixed).value, width="content",
+               **ui.delta_kwargs(metric.format_delta(fixed.metric, ev.metric),
+                                 "normal" if metric.higher_is_better else "inverse"))
 
 
 def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot) -> None:

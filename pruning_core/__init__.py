@@ -36,6 +36,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["remove_least_important", "keep_top_per_layer", "random_per_layer"], "presets"),
     # speed, attention maps, shared links
     **dict.fromkeys(["benchmark", "flop_ceiling"], "bench"),
+    # retraining-free compression
+    **dict.fromkeys(["Budget", "CompressConfig", "compress", "repair_mask"], "repair"),
     "run_attention": "attention_maps",
     **dict.fromkeys(["encode_mask", "decode_mask", "parse_link", "mask_from_link"], "share_link"),
 }

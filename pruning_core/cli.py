@@ -4,7 +4,8 @@ Every command prints a human summary on the terminal and, with ``--out FILE``, w
 result as a headprune JSON file. User errors (HeadpruneError) print their message and exit 2.
 
 One module per group of commands: :mod:`.cli_analysis` (evaluate, score, mask, ablate, one-per-layer,
-curve), :mod:`.cli_model` (info, prune, bench), :mod:`.cli_export` (export), :mod:`.cli_roles` (roles; --protect and --roles-file), :mod:`.cli_setup` (prepare, app), with what they share
+curve), :mod:`.cli_model` (info, prune, bench), :mod:`.cli_compress` (compress), :mod:`.cli_export` (export),
+:mod:`.cli_roles` (roles; --protect and --roles-file), :mod:`.cli_setup` (prepare, app), with what they share
 in :mod:`.cli_common`; ``smp`` and ``dynamics`` live beside their libraries (:mod:`.smp.cli`,
 :mod:`.dynamics_cli`). This module builds the parser and runs a command (alone, or on every rank under
 torchrun).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cli_analysis, cli_export, cli_model, cli_roles, cli_setup, distributed
+from . import cli_analysis, cli_compress, cli_export, cli_model, cli_roles, cli_setup, distributed
 from .children import signals_raise
 from .cli_args import run_checks
 from .errors import HeadpruneError
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_analysis.add_commands(sub)             # evaluate, score, mask, ablate, one-per-layer, curve
     cli_roles.add_roles(sub)
     cli_model.add_prune_and_bench(sub)
+    cli_compress.add_compress(sub)
     cli_export.add_export(sub)
     cli_setup.add_app(sub)
 

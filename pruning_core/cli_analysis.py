@@ -78,6 +78,9 @@ def add_commands(sub) -> None:
             help="run the curve with N seeds (--seed, +1, ...) and write mean, sd and band per point "
                  "(default: 3 for a method whose scores come from the seed, such as random; else 1)")
     role_options(p)
+    p.add_argument("--repair", action="store_true",
+                   help="also tune each point's kept heads by least squares on the --score-split examples (Kwon et al. "
+                        "2022, with FLAP's bias compensation) and add the repaired metric per point")
     p.set_defaults(func=cmd_curve)
 
 
@@ -253,7 +256,9 @@ def cmd_curve(args) -> None:
     from .heads import HeadMask
     from .scoring import get_scorer
     scorer = get_scorer(args.method)
-    seeds = args.seeds or (3 if scorer.info.seeded else 1)
+    seeds = args.seeds or (1 if args.repair else 3 if scorer.info.seeded else 1)
+    if seeds > 1 and args.repair:
+        raise UsageError(f"--repair tunes the masks of one curve; --seeds {seeds} averages several. Give --seeds 1.")
     if seeds > 1 and not scorer.info.seeded:
         raise UsageError(f"--seeds {seeds} repeats the curve under other seeds, but method {scorer.name!r} does not "
                          "draw its scores from the seed: every seed gives the same curve. Leave --seeds out.")
@@ -267,6 +272,11 @@ def cmd_curve(args) -> None:
     role_note(args, report, protected)
     curve = seeded_curves(loaded, task, data, scorer, config, seeds, step=args.step, rescore=args.rescore,
                           batch_size=args.batch_size, progress=progress_bars(), protected=protected)
+    if args.repair:
+        from .repair.curve import repaired_curve
+        calibration = task.encode(loaded, config.split, args.score_limit)
+        curve = repaired_curve(loaded, task, data, curve, calibration, bias_compensation=True,
+                               batch_size=args.batch_size, progress=progress_bars())
     settings = curve.provenance.get("settings", {})
     score_n = settings.get("score_n")
     scored_on = (f"heads scored on {config.split} ({score_n} examples)" if score_n is not None
@@ -278,7 +288,8 @@ def cmd_curve(args) -> None:
         spread = f" ± {fmt(curve.metric_name, p.sd)}" if p.sd is not None else ""
         interval = (f"  95 % [{fmt(curve.metric_name, p.low)}, {fmt(curve.metric_name, p.high)}]"
                     if p.low is not None else "")
+        repaired = (f"  repaired {fmt(curve.metric_name, p.repaired_metric)}" if p.repaired_metric is not None else "")
         print(f"  {p.fraction_removed:6.1%} removed ({p.heads_removed:3d} heads)  "
-              f"{fmt(curve.metric_name, p.metric)}{spread}{interval}  loss {p.loss:.4f}"
+              f"{fmt(curve.metric_name, p.metric)}{spread}{interval}  loss {p.loss:.4f}{repaired}"
               f"{summary_of(report, HeadMask.from_lists(p.mask), args.protect).replace(';', ' ', 1)}")
     write_result(args, curve.to_json())

@@ -224,6 +224,11 @@ class CurvePoint:
     band_low: float | None = None   # over seeds: lowest and highest metric
     band_high: float | None = None
     seed_metrics: tuple = ()        # over seeds: the metric of each seed
+    # with repair (``curve --repair``, pruning_core.repair.curve): the same mask after least-squares tuning
+    repaired_metric: float | None = None
+    repaired_loss: float | None = None
+    repaired_low: float | None = None   # its 95 % interval
+    repaired_high: float | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> "CurvePoint":

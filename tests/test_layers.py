@@ -17,9 +17,10 @@ LAYERS = [
     {"data", "presets", "experiments"},
     {"tasks", "attention_maps", "bench", "budget", "per_example", "speech_attention", "export"},
     {"finetune", "scoring", "roles"},
-    {"prepare", "dynamics", "zoo_prepare"},
+    {"prepare", "dynamics", "zoo_prepare", "repair"},
     {"smp"},
-    {"cli", "cli_analysis", "cli_common", "cli_export", "cli_model", "cli_roles", "cli_setup", "dynamics_cli", "__main__"},
+    {"cli", "cli_analysis", "cli_common", "cli_compress", "cli_export", "cli_model", "cli_roles", "cli_setup",
+     "dynamics_cli", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}
