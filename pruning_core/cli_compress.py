@@ -107,8 +107,8 @@ def cmd_compress(args) -> None:
     with staged_folder(out) as tmp:
         save_pruned(result.model, loaded.tokenizer, tmp)
         write_json(tmp / REPORT_NAME, report)
-    from .cli_model import stock_note
-    _print(report, evaluations, split, out, stock_note(result.model, str(out), saved_now=True))
+    from .pruning import loads_in
+    _print(report, evaluations, split, out, loads_in(result.model, str(out), saved_now=True))
 
 
 def _print(report: dict, evaluations: dict, split: str, out: Path, loads_in: str) -> None:
