@@ -29,7 +29,7 @@ from pathlib import Path
 import streamlit as st
 
 from pruning_core.architectures import kv_groups_of
-from pruning_core import attention_maps, bench, budget, experiments, pruning, storage, tasks, zoo
+from pruning_core import attention_maps, bench, budget, experiments, pruning, roles, storage, tasks, zoo
 from pruning_core.errors import HeadpruneError, ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.layer_cache import LayerInputCache
@@ -418,6 +418,12 @@ def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None
     """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
     run = attention_run(spec, text, text_b, mask, labels)
     return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def induction_roles(spec: str, task_name: str, _progress: ProgressCallback | None = None) -> roles.InductionCheck:
+    """The Tour's induction step: :func:`pruning_core.roles.induction_check` (SmolLM2: 30-100 s on 2 CPU cores)."""
+    return roles.induction_check(load(spec), task=task(task_name), progress=_progress)
 
 
 # -- speed sweep (Speed page) ----------------------------------------------------------------------
