@@ -1,5 +1,6 @@
-"""Cached calls into pruning_core: the only module with ``st.cache_resource`` / ``st.cache_data``,
-and the only place the dashboard loads, scores, evaluates, times, prunes or runs attention maps.
+"""Cached calls into pruning_core: with the feature modules ``app/cache_*.py`` (:mod:`app.cache_roles`),
+the only modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the dashboard loads,
+scores, evaluates, times, prunes or runs attention maps.
 
 - Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
   evaluation data, physically pruned copies. One instance serves every browser session and is
@@ -37,7 +38,6 @@ from pruning_core.per_example import ExampleOutputs
 from pruning_core.progress import ProgressCallback
 from pruning_core.metrics import get_metric
 from pruning_core.results import EvalResult, ScoreResult
-from pruning_core.roles import RoleReport, compute_roles, role_names
 from pruning_core.significance import Comparison, compare
 from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
@@ -45,7 +45,6 @@ from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_na
 
 from . import attention, compute
 from .access import DataAccess, data_access_from
-from .role_probe import ProbeView, probe_view
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
 SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
@@ -417,25 +416,6 @@ def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None
     """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
     run = attention_run(spec, text, text_b, mask, labels)
     return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
-
-
-# -- head roles (Head map, Attention page) --------------------------------------------------------
-def roles(spec: str, task_name: str, seed: int = 0, _progress: ProgressCallback | None = None) -> RoleReport:
-    """Every role's score of every head (``pruning_core.roles.compute_roles`` on the shared model, only read),
-    probed with ``task_name``'s sentences; once per model, weights, task, roles and seed for all sessions."""
-    return _roles(spec, load(spec).weights_sha256, task_name, tuple(role_names()), seed, _progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _roles(spec: str, weights_sha256: str, task_name: str, names: tuple[str, ...], seed: int,
-           _progress: ProgressCallback | None = None) -> RoleReport:
-    return compute_roles(load(spec), task=task(task_name), roles=list(names), seed=seed, progress=_progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def role_probe(spec: str, task_name: str, role: str, seed: int = 0) -> ProbeView:
-    """One sequence of ``role``'s probe with every head's map on it (:func:`app.role_probe.probe_view`)."""
-    return probe_view(load(spec), task(task_name), role, seed)
 
 
 # -- speed sweep (Speed page) ----------------------------------------------------------------------

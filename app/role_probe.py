@@ -1,9 +1,9 @@
 """One role's probe, one sequence, for the Attention page: what the model was fed, every head's attention
 map on it, and each head's score for the role on this one sequence (the role report averages many
-sequences: :func:`app.cache.roles`). A student picks "induction", sees [BOS] + R + R and the stripe
+sequences: :func:`app.cache_roles.roles`). A student picks "induction", sees [BOS] + R + R and the stripe
 an induction head draws one token right of the first copy.
 
-Pure: no Streamlit. :func:`app.cache.role_probe` runs :func:`probe_view` on the shared model (eager
+Pure: no Streamlit. :func:`app.cache_roles.role_probe` runs :func:`probe_view` on the shared model (eager
 attention, only read: the library's probe functions make plain forward passes) and caches it.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Head roles on the dashboard: the roles job, the Head map's colouring and protection controls, the
 mask's role summary, and the Attention page's role probe.
 
-The role report is :func:`app.cache.roles` (``st.cache_data``: one computation per model, weights, task
+The role report is :func:`app.cache_roles.roles` (``st.cache_data``: one computation per model, weights, task
 and seed for every session), run as this session's job :data:`JOB` (:func:`app.ui.run_job`): it starts
 by itself only when it is cheap (:func:`app.workload.roles_wait_for_click`), else on a click with its
 time estimate, with progress and Cancel. The Head map's fragment draws the map with the report it has
@@ -15,7 +15,7 @@ from pruning_core.heads import HeadMask
 from pruning_core.roles import RoleReport, get_role, protected_heads, removal_summary, role_names
 from pruning_core.roles.base import kinds_for
 
-from . import attention, cache, jobs, state, ui, workload
+from . import attention, cache_roles, jobs, state, ui, workload
 from .headmap import IMPORTANCE, STRONGEST
 from .text import md_escape
 
@@ -30,7 +30,7 @@ def applicable(arch) -> list[str]:
 def ready(spec: str, task_name: str) -> RoleReport | None:
     """This session's finished role report of ``spec`` on ``task_name``; None when not (yet) computed. No work."""
     job = state.job_board().get(JOB)
-    if job is None or job.running or job.error is not None or job.ident != jobs.identity(cache.roles,
+    if job is None or job.running or job.error is not None or job.ident != jobs.identity(cache_roles.roles,
                                                                                           (spec, task_name), {}):
         return None
     return job.result
@@ -42,7 +42,7 @@ def run_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleReport | N
     if not wanted:
         return
     with slot:
-        report = ui.run_job(JOB, workload.roles_label(spec), cache.roles, spec, task_name,
+        report = ui.run_job(JOB, workload.roles_label(spec), cache_roles.roles, spec, task_name,
                             auto=not workload.roles_wait_for_click(spec))
     if report is not None and drawn is None:
         st.rerun()
@@ -105,7 +105,7 @@ def probe_tab(spec: str, task_name: str, arch) -> None:
     role = c1.selectbox("Role", roles, format_func=lambda r: get_role(r).title,
                         **ui.remembered(state.widget_key("attention", "role"),
                                         "induction" if "induction" in roles else roles[0]))
-    view = ui.run_job("role_probe", f"Running the model on the {get_role(role).title} probe", cache.role_probe,
+    view = ui.run_job("role_probe", f"Running the model on the {get_role(role).title} probe", cache_roles.role_probe,
                       spec, task_name, role, progress=False)
     if view is None:
         return

@@ -17,6 +17,7 @@ from pruning_core.experiments import AblationResult, OnePerLayerResult
 from pruning_core.heads import HeadLayout, HeadMask
 from pruning_core.metrics import get_metric
 from pruning_core.results import ScoreResult
+from pruning_core.roles import InductionCheck
 from pruning_core.share_link import build_link
 
 from .share import link_base
@@ -27,6 +28,8 @@ CURVE_STEP = 0.1             # the pruning curve's step, the Curves page's defau
 CURVE_SCORERS = ("gradient", "random")
 SENTENCE = "The plot was dull, but the acting was really great."     # the Attention page's own default
 LM_MODEL = "smollm2"
+REPEATED = ("Quiet violet engines hum beneath seven paper lanterns near the harbour. "
+            "Quiet violet engines hum beneath seven paper lanterns near the harbour.")   # the induction step's sentence
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class TourStep:
     click: str                 # Markdown: the one thing to click
     page: str                  # url_path of the page the click opens (app.pages)
     models: tuple[str, ...] = ("default", "smollm2")     # TourModel keys the step runs on
-    not_on: str = ""           # Markdown: why it does not run on the other model
+    task_types: tuple[str, ...] = ()                      # the model task types it needs (() = any)
+    not_on: str = ""           # Markdown: why it does not run on the other model (or on another task type)
 
 
 STEPS: tuple[TourStep, ...] = (
@@ -92,6 +96,21 @@ STEPS: tuple[TourStep, ...] = (
         "token, or spread their attention evenly over the sentence?",
         "Open the **Attention** page, tab **bertviz: head view**, and switch between *all heads* and *pruned*.",
         "attention"),
+    TourStep(
+        "induction", "An induction head found and removed",
+        "Feed a language model a sequence of random tokens twice: it cannot guess the first copy, but from the "
+        "second copy's second token on it can copy, and its loss drops sharply. **Induction heads** do the "
+        "copying (Olsson et al. 2022): reading a token, they attend to the token that followed its earlier "
+        "occurrence. The tour finds them (score: that attention, over 10 repeated random sequences; above the "
+        "threshold = an induction head), prepares the mask that removes only them, and measures the loss on "
+        "both copies of 20 other random sequences with all heads and without them.",
+        "Open the **Attention** page, paste the repeated sentence shown above as its sentence, and choose "
+        "*the full model* and *kept | removed*: the removed heads on the right draw a stripe beside the "
+        "diagonal in the second half.",
+        "attention", task_types=("language_model",),
+        not_on="The default MiniLM-L6 is an encoder classifier: every token sees the whole sentence at once and "
+               "it never predicts a next token, so there is no second copy to predict and no causal "
+               "self-attention for an induction head. Pick SmolLM2 above."),
     TourStep(
         "speed", "The speed a pruned model gains",
         "Masking a head gives the pruned model's answers but saves no time: the head is still computed. "
@@ -143,3 +162,18 @@ def best_head_per_layer(result: OnePerLayerResult, layout: HeadLayout) -> HeadMa
 def half_removed(scores: ScoreResult) -> HeadMask:
     """:data:`PRUNED_SHARE` of the heads removed, lowest importance first (over all layers)."""
     return presets.remove_least_important(scores.ranking_scores, PRUNED_SHARE)
+
+
+# -- the induction step's tables -------------------------------------------------------------------
+def induction_heads_rows(check: InductionCheck) -> list[dict]:
+    """One row per detected induction head, highest score first."""
+    return [{"layer": layer, "head": head, "induction score": round(float(check.scores[layer, head]), 3)}
+            for _, layer, head in check.heads]
+
+
+def copy_loss_rows(check: InductionCheck) -> list[dict]:
+    """The loss on each copy (nats per token) and the drop, with all heads and with the induction heads removed."""
+    return [{"heads": name, "loss, first copy": round(c.mean_first, 2), "loss, second copy": round(c.mean_second, 2),
+             "drop": round(c.drop, 2)}
+            for name, c in (("all heads", check.all_heads),
+                            (f"{len(check.heads)} induction heads removed", check.removed))]

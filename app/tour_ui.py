@@ -17,7 +17,7 @@ import streamlit as st
 from pruning_core import bench
 from pruning_core.heads import HeadMask
 
-from . import attention, cache, charts, latency_ui, progress_text, state, tour, ui, workload
+from . import attention, cache, cache_roles, charts, latency_ui, progress_text, state, tour, ui, workload
 from .pages import PAGES
 from .text import md_code, md_escape
 
@@ -63,6 +63,10 @@ def show_step(step: tour.TourStep, model: tour.TourModel) -> None:
         return
     arch = ui.load_architecture(model.spec)
     if arch is None:
+        return
+    if step.task_types and arch.task_type not in step.task_types:
+        state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
+        st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
         return
     ctx = Ctx(model, ui.eval_limit(model.spec, model.task), arch)
     if not VIEWS[step.name](ctx):
@@ -199,7 +203,38 @@ def _speed(ctx: Ctx) -> bool:
     return True
 
 
+def _induction(ctx: Ctx) -> bool:
+    check = ui.run_job("induction", "Finding the induction heads", cache_roles.induction_roles, ctx.spec, ctx.model.task)
+    if check is None:
+        return False
+    mask = _prepare(check.mask, f"{len(check.heads)} induction heads removed")
+    if check.heads:
+        st.markdown(f"**{len(check.heads)} induction heads** (score above {check.threshold:g}), the heads the "
+                    f"prepared mask removes ({mask.n_kept} of {mask.n_total} kept):")
+        st.dataframe(tour.induction_heads_rows(check), hide_index=True)
+    else:
+        st.info(f"No head of this model scores above {check.threshold:g}: it has no induction head, so the "
+                "prepared mask keeps every head.", icon=":material/info:")
+    st.dataframe(tour.copy_loss_rows(check), hide_index=True)
+    share = check.drop_removed_share
+    st.caption(f"Loss: mean next-token cross-entropy (nats) on tokens 2 to {check.all_heads.n} of each copy, "
+               f"{len(check.all_heads.first)} sequences of {check.all_heads.n} random tokens twice (not those used to "
+               f"find the heads: {md_escape(check.detection)})."
+               + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
+                  and check.heads else ""))
+    run = ui.run_job("attention", "Running the model on the sentence", cache.attention_run, ctx.spec, tour.REPEATED,
+                     None, None if mask.is_full() else mask, cache.label_names(ctx.model.task), progress=False)
+    if run is None:
+        return False
+    st.markdown("The repeated sentence for the Attention page:")
+    st.code(tour.REPEATED, language=None, wrap_lines=True)
+    st.plotly_chart(attention.thumbnails_figure(run, run.kinds[0], kept_from="dense", arrange="grouped"),
+                    key="tour_induction", config={"displaylogo": False},
+                    alt="Attention map of every head on the repeated sentence, removed (induction) heads on the right")
+    return True
+
+
 VIEWS: dict[str, Callable[[Ctx], bool]] = {
     "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "attention": _attention,
-    "speed": _speed,
+    "induction": _induction, "speed": _speed,
 }

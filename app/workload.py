@@ -109,7 +109,7 @@ ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring 
 
 
 def roles_seconds(spec: str) -> float:
-    """Estimated seconds to find every head's roles (:func:`app.cache.roles`) on 2 quiet CPU cores."""
+    """Estimated seconds to find every head's roles (:func:`app.cache_roles.roles`) on 2 quiet CPU cores."""
     loaded = cache.load(spec)
     probes = {r.probe for r in map(get_role, role_names()) if kinds_for(r, loaded.task_type, loaded.layout.kinds)}
     return ROLE_FIXED_S + sum(ROLE_OVERHEAD[p] * budget.example_cost(loaded, loaded.task_type, ROLE_PROBES[p][1])

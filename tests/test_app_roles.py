@@ -16,7 +16,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app import cache, headmap
+from app import cache_roles, headmap
 from app.headmap_ui import chart_key
 from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok, open_app
 from pruning_core.models import load_model
@@ -175,14 +175,14 @@ def test_cheap_roles_start_by_themselves_and_a_model_without_role_heads_says_so(
 
 def test_role_scores_are_computed_once_for_two_sessions(app_for, tiny_lm, monkeypatch):
     calls = []
-    real = cache.compute_roles
+    real = cache_roles.compute_roles
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("roles"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache, "compute_roles", counting)
-    cache._roles.clear()
+    monkeypatch.setattr(cache_roles, "compute_roles", counting)
+    cache_roles._roles.clear()
     first = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), "previous_token"))
     second = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), "previous_token"))   # another browser session
     assert len(calls) == 1

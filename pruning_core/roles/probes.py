@@ -144,19 +144,25 @@ def repeat_length(loaded, n: int) -> int:
     return max(2, min(n, (limit - 2) // 2)) if limit else n
 
 
+def repeat_prefix(loaded) -> list[int]:
+    """What [BOS] + R + R starts with: [BOS] for a decoder-only model (nothing when it has none), the
+    decoder's start ids for an encoder-decoder."""
+    if loaded.task_type != "language_model":
+        return _decoder_start(loaded)
+    tok, cfg = loaded.tokenizer, loaded.model.config
+    bos = tok.bos_token_id if tok.bos_token_id is not None else getattr(cfg, "bos_token_id", None)
+    return [int(bos)] if bos is not None else []
+
+
 def repeated_sequences(loaded, n: int = 50, batch: int = 10, seed: int = 0,
                        chunk: int = 10) -> Iterator[dict[str, ProbeSequence]]:
     """The ``repeated`` probe: ``batch`` sequences [BOS] + R + R (decoder self-attention only).
 
     ``marks``: ``repeat`` = n, ``start`` = the position of the second copy's first token.
     """
-    tok, cfg = loaded.tokenizer, loaded.model.config
+    tok = loaded.tokenizer
     rand = random_tokens(loaded, n, batch, seed)
-    if loaded.task_type == "language_model":
-        bos = tok.bos_token_id if tok.bos_token_id is not None else getattr(cfg, "bos_token_id", None)
-        prefix = [int(bos)] if bos is not None else []
-    else:
-        prefix = _decoder_start(loaded)
+    prefix = repeat_prefix(loaded)
     marks = {"repeat": n, "start": len(prefix) + n}
     specials = special_ids(tok)
     for s in range(0, batch, chunk):
