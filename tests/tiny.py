@@ -97,12 +97,14 @@ def kv_heads(arch: str) -> int:
     return int(getattr(tiny_config(arch), "num_key_value_heads", None) or 4)
 
 
-def tiny_model(arch: str, seed: int = 0, attn_implementation: str = "eager"):
+def tiny_model(arch: str, seed: int = 0, attn_implementation: str = "eager", random_bias: bool = True):
+    """A tiny random ``arch``; ``random_bias=False`` keeps transformers' own initialisation (zero biases)."""
     torch.manual_seed(seed)
     config = tiny_config(arch)
     cls = getattr(_tf(), adapter_for(config).auto_class)
     model = cls.from_config(config, attn_implementation=attn_implementation)
-    random_biases(model, seed)
+    if random_bias:
+        random_biases(model, seed)
     return model.eval()
 
 
