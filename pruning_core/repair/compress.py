@@ -51,6 +51,7 @@ class CompressConfig:
     rearrange: bool = True              # Kwon's per-layer swaps (needs labels)
     bias_compensation: bool = True      # offer FLAP's bias shift per layer (kept where it lowers the residual)
     fit_bias: bool = False              # also offer scales and bias fitted together (least_squares.solve_centred)
+    target: str = "residual"            # "residual": fit W_O z + b + x (drift from earlier layers corrected) | "output"
     min_heads_per_layer: int = 1
     normalize: bool = False             # rank per-layer l2-normalised scores; False: raw, globally (Kwon)
     seq_len: int = 128                  # tokens per sequence for --flops and --latency-ms
@@ -130,7 +131,8 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     tuned = None
     clock = time.perf_counter()
     if config.repair and not mask.is_full():
-        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias, batch_size=config.batch_size,
+        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias, target=config.target,
+                            batch_size=config.batch_size,
                             progress=progress)
     times["repair"] = time.perf_counter() - clock
 
