@@ -53,10 +53,10 @@ def add_compress(sub) -> None:
     p.add_argument("--no-bias-compensation", action="store_true",
                    help="do not offer FLAP's bias compensation (the removed heads' mean output added to the output "
                         "projection's bias; by default offered per layer and kept where it lowers the error)")
-    p.add_argument("--target", choices=("residual", "output"), default="residual",
-                   help="what each layer's least squares reproduce: 'residual' (default), the layer's sum W_O z + b + x "
-                        "before its LayerNorm, so drift from earlier pruned layers is corrected too; 'output', the "
-                        "output projection's output alone")
+    p.add_argument("--target", choices=("output", "residual"), default="output",
+                   help="what each layer's least squares reproduce: 'output' (default), the output projection's "
+                        "output; 'residual', the layer's sum W_O z + b + x before its LayerNorm, so drift from earlier "
+                        "pruned layers is corrected too (no better on the default model: benchmarks/compress.py)")
     p.add_argument("--normalize", action="store_true",
                    help="rank per-layer l2-normalised scores (Michel et al.) instead of raw scores across layers")
     p.add_argument("--allow-empty-layers", action="store_true", help="let a layer lose every head")

@@ -67,7 +67,9 @@ def test_output_target_leaves_the_drift_in_place(tmp_path):
     assert old.layers[1].target == "output"
     assert old.layers[1].scales == pytest.approx((1.0,) * 4, abs=1e-4)
     new = repair_mask(lm, mask, data, target="residual", batch_size=4)
-    drift = float((ALPHA * lm.sites[1].v.bias.detach()[:lm.sites[1].head_dim] @ lm.sites[1].out.weight.detach()[:, :lm.sites[1].head_dim].T).pow(2).sum())
+    site = lm.sites[1]
+    with torch.no_grad():                                       # c = ALPHA * u_0, layer 1 head 0's constant output
+        drift = float((ALPHA * site.v.bias[:site.head_dim] @ site.out.weight[:, :site.head_dim].T).pow(2).sum())
     # layer 1's sum before its LayerNorm, measured: the old target leaves ||c||^2 per token, the new one ~0
     # (float32 sums of magnitude ~1: ~1e-12 squared error, 1e-8 leaves room)
     assert _sum_error(lm, old.model, data, 1) == pytest.approx(drift, rel=1e-4)
