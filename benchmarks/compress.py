@@ -7,17 +7,23 @@ Each run is ``pruning_core.repair.compress`` (what ``headprune compress default 
 --remove 0.5`` runs) with one of the design choices METHODS.md allows: the scorer (Kwon's Fisher, raw
 across layers, or Michel's I_h, per-layer normalised), the number of training snippets it calibrates on
 (scoring, rearrangement and least-squares tuning), FLAP's bias compensation on or off, and the scales and
-bias fitted together (a lower calibration error) or not. For each:
+bias fitted together (a lower calibration error) or not, the least-squares target (``residual``: the
+layer's sum W_O z + b + x before its LayerNorm, so the drift from earlier pruned layers is corrected;
+``output``: the output projection's output alone) and Kwon's rearrangement on or off. For each:
 test accuracy on all 1,012 test snippets (95 % Wilson interval) of the unpruned model, of the mask
 without repair and of the repaired model; the seconds of every step and in all; the machine's load
 average before and after (the 2 cores are shared: wall times are this load's, not a quiet machine's; the
 CPU seconds of all threads are the load-free cost: on 2 quiet cores the wall time is about half of them).
 
-Writes ``benchmarks/results/compress.json`` (``headprune.bench_compress/1``) and prints the table.
+Writes ``benchmarks/results/compress.json`` (``headprune.bench_compress/1``) and prints the table; with
+``--merge`` the runs already in that file whose labels were not run again are kept (rows from before
+``ls_target`` and ``rearrange`` were recorded get ``"output"`` and ``true``: what they ran). The unpruned model is evaluated
+once, and the mask alone once per distinct mask (the figures do not depend on which run asked).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -29,17 +35,29 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pruning_core.models import load_model  # noqa: E402
-from pruning_core.repair import Budget, CompressConfig, compress, evaluate_compression, summary_json  # noqa: E402
+from pruning_core.repair import Budget, CompressConfig, compress, summary_json  # noqa: E402
 from pruning_core.results import provenance, write_json  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
-# (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together)
-RUNS = [("fisher-512", "fisher", 512, False, True, False), ("gradient-512", "gradient", 512, True, True, False),
-        ("fisher-512-fitted-bias", "fisher", 512, False, True, True),
-        ("fisher-512-no-bias", "fisher", 512, False, False, False), ("fisher-1024", "fisher", 1024, False, True, False),
-        ("fisher-2048", "fisher", 2048, False, True, False)]
+# (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together,
+#  least-squares target, rearrangement); the residual runs first: they are the ones that can change the default
+RUNS = [("fisher-512-residual", "fisher", 512, False, True, False, "residual", True),
+        ("fisher-1024-residual", "fisher", 1024, False, True, False, "residual", True),
+        ("fisher-512-residual-no-rearrange", "fisher", 512, False, True, False, "residual", False),
+        ("gradient-512-residual", "gradient", 512, True, True, False, "residual", True),
+        ("fisher-2048-residual", "fisher", 2048, False, True, False, "residual", True),
+        ("fisher-512-residual-fitted-bias", "fisher", 512, False, True, True, "residual", True),
+        ("fisher-512-residual-no-bias", "fisher", 512, False, False, False, "residual", True),
+        ("gradient-512-residual-raw", "gradient", 512, False, True, False, "residual", True),
+        ("fisher-1024", "fisher", 1024, False, True, False, "output", True),
+        ("fisher-512-no-rearrange", "fisher", 512, False, True, False, "output", False),
+        ("fisher-512", "fisher", 512, False, True, False, "output", True),
+        ("gradient-512", "gradient", 512, True, True, False, "output", True),
+        ("fisher-512-fitted-bias", "fisher", 512, False, True, True, "output", True),
+        ("fisher-512-no-bias", "fisher", 512, False, False, False, "output", True),
+        ("fisher-2048", "fisher", 2048, False, True, False, "output", True)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,22 +66,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated labels to run (default: all)")
     p.add_argument("--note", default="", help="recorded in the file")
     p.add_argument("--out", default=str(RESULTS / "compress.json"))
+    p.add_argument("--merge", action="store_true", help="keep the runs already in --out that are not run again")
     args = p.parse_args(argv)
-    only = {s for s in args.only.split(",") if s}
+    only = [s for s in args.only.split(",") if s]
+    unknown = sorted(set(only) - {r[0] for r in RUNS})
+    if unknown:
+        p.error(f"unknown labels {unknown}; choose from {[r[0] for r in RUNS]}")
     loaded = load_model("default", device="cpu")
     task = get_task("movie-sentiment")
     test = task.encode(loaded, "test", None)
-    rows = []
-    for label, scorer, calibration, normalize, bias, fit_bias in RUNS:
-        if only and label not in only:
-            continue
+    rows, kept = [], _previous(Path(args.out)) if args.merge else []
+    unpruned, alone = None, {}                    # alone: mask JSON -> the mask's evaluation without repair
+    runs = sorted((r for r in RUNS if r[0] in only), key=lambda r: only.index(r[0])) if only else RUNS
+    for label, scorer, calibration, normalize, bias, fit_bias, target, rearrange in runs:
         load_before, start, cpu = os.getloadavg(), time.perf_counter(), time.process_time()
         result = compress(loaded, task, CompressConfig(Budget("remove", args.remove), scorer=scorer,
                                                        calibration=calibration, normalize=normalize,
-                                                       bias_compensation=bias, fit_bias=fit_bias))
-        evaluations = summary_json(evaluate_compression(loaded, task, test, result))
+                                                       bias_compensation=bias, fit_bias=fit_bias, target=target,
+                                                       rearrange=rearrange))
+        unpruned = unpruned or task.evaluate(loaded, test, None)
+        key = json.dumps(result.mask.to_json(), sort_keys=True)
+        alone[key] = alone.get(key) or task.evaluate(loaded, test, result.mask)
+        evaluations = summary_json({"unpruned": unpruned, "pruned": alone[key],
+                                    "repaired": task.evaluate(loaded.derive(result.model), test, None)})
         rows.append({"label": label, "scorer": scorer, "calibration": calibration, "normalize": normalize,
-                     "bias_compensation": bias, "fit_bias": fit_bias, "heads_removed": result.report["heads_removed"],
+                     "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
+                     "heads_removed": result.report["heads_removed"],
                      "swaps": result.report["rearrangement"].get("swaps"), "test": evaluations,
                      "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
                      "cpu_seconds_with_evaluation": time.process_time() - cpu, "torch_threads": torch.get_num_threads(),
@@ -75,12 +103,23 @@ def main(argv: list[str] | None = None) -> int:
               f"repaired {t['repaired']['metric']:.2%}  compress {result.report['seconds']['total']:.0f} s "
               f"({result.report['seconds']['cpu_total']:.0f} CPU-s)  "
               f"load {load_before[0]:.1f}", flush=True)
+        rows_now = rows + [r for r in kept if r["label"] not in {x["label"] for x in rows}]
+        _write(args, loaded, test, rows_now)         # after every run: a stopped benchmark keeps what it measured
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _previous(path: Path) -> list[dict]:
+    """The runs already in ``path`` (none when it does not exist)."""
+    runs = json.loads(path.read_text())["runs"] if path.exists() else []
+    return [{"ls_target": "output", "rearrange": True} | r for r in runs]
+
+
+def _write(args, loaded, test, rows: list[dict]) -> None:
     write_json(args.out, {"format": FORMAT, "remove": args.remove, "runs": rows, "note": args.note,
                           "target": "at most 1.0 point below unpruned test accuracy, under 5 minutes on 2 cores",
                           "provenance": provenance(loaded, task="movie-sentiment", split="test",
                                                    n_examples=test.n_examples, method="compress")})
-    print(f"wrote {args.out}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -53,6 +53,10 @@ def add_compress(sub) -> None:
     p.add_argument("--no-bias-compensation", action="store_true",
                    help="do not offer FLAP's bias compensation (the removed heads' mean output added to the output "
                         "projection's bias; by default offered per layer and kept where it lowers the error)")
+    p.add_argument("--target", choices=("output", "residual"), default="output",
+                   help="what each layer's least squares reproduce: 'output' (default), the output projection's "
+                        "output; 'residual', the layer's sum W_O z + b + x before its LayerNorm, so drift from earlier "
+                        "pruned layers is corrected too (no better on the default model: benchmarks/compress.py)")
     p.add_argument("--normalize", action="store_true",
                    help="rank per-layer l2-normalised scores (Michel et al.) instead of raw scores across layers")
     p.add_argument("--allow-empty-layers", action="store_true", help="let a layer lose every head")
@@ -70,7 +74,7 @@ def _config(args):
     return CompressConfig(Budget(kind, value), scorer=args.scorer, calibration=args.calibration,
                           split=args.calibration_split, batch_size=args.batch_size, repair=not args.no_repair,
                           rearrange=not args.no_rearrange,
-                          bias_compensation=not args.no_bias_compensation,
+                          bias_compensation=not args.no_bias_compensation, target=args.target,
                           min_heads_per_layer=0 if args.allow_empty_layers else 1, normalize=args.normalize,
                           seq_len=args.seq_len, latency_batch=args.latency_batch)
 

@@ -58,3 +58,14 @@ def test_curve_repair_adds_repaired_points(workdir):
     assert points[0].repaired_metric == points[0].metric            # nothing removed: nothing to repair
     assert run("curve", "tiny", "--task", "file:tiny.csv", "--method", "random", "--step", "0.5",
                "--score-split", "test", "--repair", "--seeds", "3") == 2
+
+
+def test_compress_target_option_reaches_every_tuned_layer(workdir):
+    """--target residual fits each layer's sum before its LayerNorm (the default stays the output projection's)."""
+    for target, out in (("residual", "res"), (None, "plain-target")):
+        assert run("compress", "tiny", *COMMON, "--remove", "0.5", *(("--target", target) if target else ()),
+                   "--out", out) == 0
+        repair = json.loads((workdir / out / "headprune_compress.json").read_text())["repair"]
+        tuned = [l for l in repair["layers"] if l["residual_before"] > 0]
+        assert tuned and {l["target"] for l in tuned} == {target or "output"}
+        assert repair["target"].startswith("residual sum" if target else "output projection")

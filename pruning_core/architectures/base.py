@@ -317,6 +317,14 @@ class ArchitectureAdapter:
         ``tests/test_layer_cache.py`` (recomputed == full pass)."""
         return None
 
+    # -- where the residual joins --------------------------------------------------------------------
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """The module whose input (its first positional argument, or ``hidden_states``) is the tensor this
+        family adds to ``site``'s output projection output as the residual, before any LayerNorm after the
+        sum; None where the adapter does not say (repair then fits the output projection's output alone,
+        :mod:`pruning_core.repair.tuning`). The module must run before ``site.out`` in the forward pass."""
+        return None
+
     # -- compute, attention maps ---------------------------------------------------------------------
     def flop_dims(self, config) -> FlopDims:
         """The dimensions the FLOP ceiling counts with, read from the config."""

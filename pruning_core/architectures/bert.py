@@ -36,6 +36,10 @@ class BertAdapter(ArchitectureAdapter):
         attention.num_attention_heads = heads
         attention.all_head_size = heads * head_dim
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """``BertSelfOutput``: LayerNorm(dense(heads) + hidden_states), the input of ``attention`` (post-LN)."""
+        return site.parent
+
     def layer_stack(self, model: nn.Module) -> LayerStack | None:
         """BERT's head pools the first token (``bert.pooler``), drops out and classifies; RoBERTa's and
         ELECTRA's ``classifier`` reads the whole last hidden state. Other classes of these types

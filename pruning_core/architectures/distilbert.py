@@ -29,6 +29,10 @@ class DistilBertAdapter(ArchitectureAdapter):
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.n_heads = heads
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """``sa_layer_norm(out_lin(heads) + x)``, ``x`` the block's input (post-LN)."""
+        return site.parent
+
     def layer_stack(self, model: nn.Module) -> LayerStack | None:
         """DistilBERT's head: the first token -> ``pre_classifier`` -> ReLU -> dropout -> ``classifier``."""
         if type(model).__name__ != "DistilBertForSequenceClassification":

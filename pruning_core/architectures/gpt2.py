@@ -41,6 +41,10 @@ class GPT2Adapter(ArchitectureAdapter):
         index = torch.cat([head_index(keep, site.head_dim, offset=part * width) for part in range(3)])
         keep_outputs(site.q, index)
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """Pre-LN: ``c_proj(heads) + hidden_states``, the block's input."""
+        return site.parent
+
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_heads = heads
         attention.split_size = heads * head_dim       # c_attn's output is split into q, k, v of this width

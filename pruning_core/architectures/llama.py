@@ -49,6 +49,10 @@ class LlamaAdapter(ArchitectureAdapter):
                                        a.o_proj, heads, kv_heads, d))
         return sites
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """Pre-LN: ``o_proj(heads) + hidden_states``, the decoder layer's input."""
+        return site.parent
+
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         # keys/values were sliced first (prune_site): their width gives the key/value heads left
         attention.num_key_value_groups = heads // (_width(attention.k_proj) // head_dim)

@@ -90,6 +90,10 @@ class MPNetAdapter(ArchitectureAdapter):
         if keep:
             setattr(site.parent, site.attr, HeadSlicedMPNetAttention(before, [original[h] for h in keep]))
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """``MPNetAttention``: LayerNorm(o(heads) + hidden_states), its own input (post-LN)."""
+        return site.parent
+
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_attention_heads = heads
         attention.all_head_size = heads * head_dim

@@ -33,6 +33,11 @@ class Seq2SeqAdapter(ArchitectureAdapter):
             sites += [_site("decoder_self", i, layer, "self_attn"), _site("cross", i, layer, "encoder_attn")]
         return sites
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """Post-LN (BART, Marian): self-attention adds the layer's input; cross-attention adds the hidden
+        state after self-attention (and its LayerNorm), which is the cross-attention's own input."""
+        return site.container if site.kind == "cross" else site.parent
+
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_heads = heads
 

@@ -43,6 +43,11 @@ class WhisperAdapter(Seq2SeqAdapter):
     task_type = "asr"
     auto_class = "AutoModelForSpeechSeq2Seq"      # -> WhisperForConditionalGeneration
 
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """Pre-LN: self-attention adds the layer's input; cross-attention adds the hidden state after
+        self-attention, the input of ``encoder_attn_layer_norm``."""
+        return site.parent.encoder_attn_layer_norm if site.kind == "cross" else site.parent
+
     def empty_attention(self, site: AttentionSite) -> nn.Module:
         empty = super().empty_attention(site)
         if site.kind != "cross":

@@ -2,7 +2,9 @@
 
 :func:`capture_site` runs a model up to one site's output projection and stops there: a forward hook
 on ``site.out`` keeps its input (the heads' outputs ``z``, ``[B, T, heads * head_dim]``) and its output
-(``y``, ``[B, T, d_out]``), then raises :class:`_Stop`, so the layers after it are not computed. The
+(``y``, ``[B, T, d_out]``), then raises :class:`_Stop`, so the layers after it are not computed; given
+the family's residual source (:meth:`ArchitectureAdapter.residual_source`, a module run before the
+projection), a pre-hook on it also keeps the residual ``x`` ``[B, T, d_out]`` that is added to ``y``. The
 hook is installed for the block only (removed in ``finally``, also on error) and acts only in the
 thread that asked (a ``ContextVar``, as :mod:`pruning_core.masking` does): the dashboard's shared model
 can be read this way while other sessions evaluate it.
@@ -33,15 +35,41 @@ class _Stop(Exception):
 
 @dataclass
 class Captured:
-    """What one forward pass gave at the site: ``z`` ``[B, T, heads * head_dim]`` and ``y`` ``[B, T, d_out]``."""
+    """What one forward pass gave at the site: ``z`` ``[B, T, heads * head_dim]``, ``y`` ``[B, T, d_out]`` and
+    the residual added to ``y``, ``x`` ``[B, T, d_out]`` (None when no residual source was given)."""
 
     z: torch.Tensor | None = None
     y: torch.Tensor | None = None
+    x: torch.Tensor | None = None
+
+
+def _first_input(args: tuple, kwargs: dict) -> torch.Tensor:
+    """A module's hidden-state input: ``hidden_states=`` when passed by name, else the first positional argument."""
+    value = kwargs.get("hidden_states", args[0] if args else None)
+    if not isinstance(value, torch.Tensor):
+        raise RuntimeError("The residual source's input is not a tensor: the adapter's residual_source is wrong.")
+    return value.detach()
 
 
 @contextlib.contextmanager
-def capture_site(site: AttentionSite) -> Iterator[Captured]:
-    """Inside the block, :func:`run_to_site` fills the yielded :class:`Captured` from ``site``'s output projection.
+def _residual_hooks(sources: dict, store) -> Iterator[None]:
+    """Pre-hooks on each ``sources[key]`` module (None: skipped) calling ``store(key, input)``; removed on exit."""
+    def hook_for(key):
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            store(key, _first_input(args, kwargs))
+        return hook
+    handles = [m.register_forward_pre_hook(hook_for(k), with_kwargs=True) for k, m in sources.items() if m is not None]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def capture_site(site: AttentionSite, residual: nn.Module | None = None) -> Iterator[Captured]:
+    """Inside the block, :func:`run_to_site` fills the yielded :class:`Captured` from ``site``'s output projection
+    (and ``x`` from ``residual``'s input, when given).
 
     Blocks nest (one site of each of two models); a forward pass stops at the first captured site it reaches.
     """
@@ -54,32 +82,45 @@ def capture_site(site: AttentionSite) -> Iterator[Captured]:
         held.z, held.y = args[0].detach(), output.detach()
         raise _Stop
 
+    def keep_residual(key, x: torch.Tensor) -> None:
+        if token in _ACTIVE.get():
+            held.x = x
+
     handle = site.out.register_forward_hook(hook)
     reset = _ACTIVE.set(_ACTIVE.get() | {token})
     try:
-        yield held
+        with _residual_hooks({0: residual}, keep_residual):
+            yield held
     finally:
         _ACTIVE.reset(reset)
         handle.remove()
 
 
 @contextlib.contextmanager
-def record_outputs(sites: Sequence[AttentionSite]) -> Iterator[dict[tuple[str, int], torch.Tensor]]:
+def record_outputs(sites: Sequence[AttentionSite], residuals: dict | None = None
+                   ) -> Iterator[dict[tuple[str, int], torch.Tensor]]:
     """Inside the block, every forward pass in this thread leaves each site's output projection output
-    ``[B, T, d_out]`` in the yielded dict under ``(kind, layer)`` (the last pass's; nothing is stopped)."""
+    ``[B, T, d_out]`` in the yielded dict under ``(kind, layer)`` (the last pass's; nothing is stopped);
+    plus its residual where ``residuals[(kind, layer)]`` names the residual source module."""
     outputs: dict[tuple[str, int], torch.Tensor] = {}
+    added: dict[tuple[str, int], torch.Tensor] = {}
     token = object()
+
+    def keep_residual(key, x: torch.Tensor) -> None:
+        if token in _ACTIVE.get():
+            added[key] = x
 
     def hook_for(key: tuple[str, int]):
         def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
             if token in _ACTIVE.get():
-                outputs[key] = output.detach()
+                outputs[key] = output.detach() + added.pop(key) if key in added else output.detach()
         return hook
 
     handles = [s.out.register_forward_hook(hook_for((s.kind, s.layer))) for s in sites]
     reset = _ACTIVE.set(_ACTIVE.get() | {token})
     try:
-        yield outputs
+        with _residual_hooks(residuals or {}, keep_residual):
+            yield outputs
     finally:
         _ACTIVE.reset(reset)
         for h in handles:
@@ -88,7 +129,7 @@ def record_outputs(sites: Sequence[AttentionSite]) -> Iterator[dict[tuple[str, i
 
 def run_to_site(model: nn.Module, inputs: dict, held: Captured) -> Captured:
     """Forward ``inputs`` through ``model`` until the captured site (inside :func:`capture_site`)."""
-    held.z = held.y = None
+    held.z = held.y = held.x = None
     try:
         with torch.inference_mode():
             model(**inputs)

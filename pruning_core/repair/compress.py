@@ -9,7 +9,9 @@
 4. **repair**: least-squares scales of the kept heads folded into W_O, plus FLAP's bias compensation
    (:mod:`.tuning`). METHODS.md names the compensation for label-free scorers; it is on for every scorer
    here because on the default it added 1.7 points to Fisher's mask at 50 % removed (benchmarks/compress.py),
-   and per layer it is kept only where it lowers the calibration residual;
+   and per layer it is kept only where it lowers the calibration residual. ``target`` says what each layer's
+   least squares reproduce (``"residual"``: the layer's sum W_O z + b + x before its LayerNorm, correcting
+   the drift from pruned layers below; ``"output"``: the output projection's output alone);
 5. **prune** physically (:func:`pruning_core.pruning.prune_heads`): an ordinary smaller model.
 
 The model passed in is only read. :func:`evaluate_compression` measures the metric of the unpruned,
@@ -51,6 +53,8 @@ class CompressConfig:
     rearrange: bool = True              # Kwon's per-layer swaps (needs labels)
     bias_compensation: bool = True      # offer FLAP's bias shift per layer (kept where it lowers the residual)
     fit_bias: bool = False              # also offer scales and bias fitted together (least_squares.solve_centred)
+    target: str = "output"              # "output" | "residual": fit W_O z + b + x, drift from below corrected (no
+                                        # better on the default: 85.9 % vs 86.1 %, benchmarks/compress.py)
     min_heads_per_layer: int = 1
     normalize: bool = False             # rank per-layer l2-normalised scores; False: raw, globally (Kwon)
     seq_len: int = 128                  # tokens per sequence for --flops and --latency-ms
@@ -130,7 +134,8 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     tuned = None
     clock = time.perf_counter()
     if config.repair and not mask.is_full():
-        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias, batch_size=config.batch_size,
+        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias, target=config.target,
+                            batch_size=config.batch_size,
                             progress=progress)
     times["repair"] = time.perf_counter() - clock
 
