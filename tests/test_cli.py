@@ -1,11 +1,10 @@
 """The headprune command on a tiny model and a tiny file task: flows and clear errors."""
 import json
-import random
 
 import pytest
 
 from pruning_core.cli import main
-from tiny import make_bert_tokenizer, tiny_model
+from tiny import make_bert_tokenizer, random_words_csv, tiny_model
 
 
 @pytest.fixture
@@ -13,10 +12,7 @@ def workdir(tmp_path, monkeypatch, headprune_home):
     model = tiny_model("bert")
     model.save_pretrained(tmp_path / "tiny")
     make_bert_tokenizer(tmp_path / "tiny")
-    rng = random.Random(0)
-    words = "good bad movie film great awful plot acting fun dull love hate".split()
-    lines = ["text,label"] + [" ".join(rng.choice(words) for _ in range(6)) + f",{i % 2}" for i in range(24)]
-    (tmp_path / "tiny.csv").write_text("\n".join(lines) + "\n")
+    random_words_csv(tmp_path / "tiny.csv", rows=24, words_per_row=6)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

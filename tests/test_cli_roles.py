@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import random
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest
 from pruning_core.cli import main
 from pruning_core.heads import HeadLayout, HeadMask
 from pruning_core.roles import RoleReport
-from tiny import make_bert_tokenizer, tiny_model
+from tiny import make_bert_tokenizer, random_words_csv, tiny_model
 
 
 @pytest.fixture
@@ -18,10 +17,7 @@ def workdir(tmp_path, monkeypatch, headprune_home):
     for arch in ("bert", "gpt2"):
         tiny_model(arch).save_pretrained(tmp_path / arch)
         make_bert_tokenizer(tmp_path / "tok").save_pretrained(tmp_path / arch)     # not GPT-2's empty tokenizer
-    rng = random.Random(0)
-    words = "good bad movie film great awful plot acting fun dull love hate".split()
-    lines = ["text,label"] + [" ".join(rng.choice(words) for _ in range(8)) + f",{i % 2}" for i in range(24)]
-    (tmp_path / "tiny.csv").write_text("\n".join(lines) + "\n")
+    random_words_csv(tmp_path / "tiny.csv", rows=24, words_per_row=8)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

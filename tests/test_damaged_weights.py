@@ -2,13 +2,12 @@
 never a traceback: a cut-off model.safetensors, a shard missing from a sharded checkpoint, a config.json
 that does not match its weights; through `headprune info` and `headprune evaluate`."""
 import json
-import random
 import shutil
 
 import pytest
 
 from pruning_core.cli import main
-from tiny import make_bert_tokenizer, tiny_model
+from tiny import WORDS, make_bert_tokenizer, random_words_csv, tiny_model
 
 
 def _truncate(folder):
@@ -42,10 +41,7 @@ DAMAGE = {"truncated": _truncate, "missing-shard": _drop_shard, "config-mismatch
 def workdir(tmp_path, monkeypatch, headprune_home):
     tiny_model("bert").save_pretrained(tmp_path / "good")
     make_bert_tokenizer(tmp_path / "good")
-    rng = random.Random(0)
-    words = "good bad movie film great awful plot acting".split()
-    lines = ["text,label"] + [" ".join(rng.choice(words) for _ in range(5)) + f",{i % 2}" for i in range(8)]
-    (tmp_path / "tiny.csv").write_text("\n".join(lines) + "\n")
+    random_words_csv(tmp_path / "tiny.csv", rows=8, words_per_row=5, vocab=WORDS[:8])
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

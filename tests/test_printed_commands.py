@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import io
-import random
 import re
 import shlex
 import zipfile
@@ -20,7 +19,7 @@ from app import share
 from pruning_core.cli import build_parser, main
 from pruning_core.heads import HeadMask
 from pruning_core.models import load_model
-from tiny import make_bert_tokenizer, tiny_model
+from tiny import WORDS, make_bert_tokenizer, random_words_csv, tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*ROOT.glob("app/*.py"), *ROOT.glob("app_pages/*.py"), ROOT / "dashboard.py"])
@@ -88,10 +87,7 @@ def test_the_share_page_command_evaluates_the_pruned_model(tmp_path, monkeypatch
     model = tiny_model("bert")
     model.save_pretrained(tmp_path / "dense")
     make_bert_tokenizer(tmp_path / "dense")
-    rng = random.Random(0)
-    words = "good bad movie film great awful plot acting fun dull".split()
-    rows = ["text,label"] + [" ".join(rng.choice(words) for _ in range(5)) + f",{i % 2}" for i in range(8)]
-    (tmp_path / "tiny.csv").write_text("\n".join(rows) + "\n")
+    random_words_csv(tmp_path / "tiny.csv", rows=8, words_per_row=5, vocab=WORDS[:10])
     loaded = load_model(str(tmp_path / "dense"))
     mask = HeadMask.full(loaded.layout).toggled("encoder_self", 0, 1)
     task_name = f"file:{tmp_path / 'tiny.csv'}"

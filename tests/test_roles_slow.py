@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pruning_core import zoo
+from tiny import prepared_folder
 
 pytestmark = pytest.mark.slow
 N, BATCH, TOP = 50, 10, 5
@@ -16,11 +16,7 @@ N, BATCH, TOP = 50, 10, 5
 
 @pytest.fixture(scope="module")
 def folder():
-    entry = zoo.get("smollm2")
-    if not entry.is_prepared():
-        pytest.skip("smollm2 is not prepared: run `headprune prepare --model smollm2` "
-                    "(needs `pip install gguf accelerate`; about 2 min)")
-    return entry.folder()
+    return prepared_folder("smollm2", "needs `pip install gguf accelerate`; about 2 min")
 
 
 def _independent_induction(folder) -> np.ndarray:

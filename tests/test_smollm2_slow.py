@@ -13,7 +13,7 @@ import torch
 from pruning_core import tasks, zoo
 from pruning_core.heads import HeadMask
 from pruning_core.masking import apply_mask, installed_hook_count
-from tiny import masked_and_pruned
+from tiny import masked_and_pruned, prepared_folder
 
 pytestmark = pytest.mark.slow
 K = "decoder_self"
@@ -21,10 +21,7 @@ K = "decoder_self"
 
 @pytest.fixture(scope="module")
 def smol():
-    entry = zoo.get("smollm2")
-    if not entry.is_prepared():
-        pytest.skip("smollm2 is not prepared: run `headprune prepare --model smollm2` "
-                    "(needs `pip install gguf accelerate`; about 2 min)")
+    prepared_folder("smollm2", "needs `pip install gguf accelerate`; about 2 min")
     from pruning_core.models import load_model
     return load_model("smollm2", device="cpu")
 

@@ -8,9 +8,10 @@ comes from the family's adapter (``adapter_for(config).auto_class``).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 import torch
 
 from pruning_core.architectures import adapter_for, find_sites, layout_of
@@ -206,3 +207,26 @@ def masked_and_pruned(lm: LoadedModel, mask, prompts: list[str]) -> dict:
         out = {"pruned": pruned(**inputs).logits, "masked": masked, "dense": lm.model(**inputs).logits}
     assert installed_hook_count(lm.model) == 0
     return {**out, "inputs": inputs, "real": inputs["attention_mask"].bool(), "model": pruned}
+
+
+WORDS = "good bad movie film great awful plot acting fun dull love hate".split()
+
+
+def random_words_csv(path: Path, rows: int, words_per_row: int, vocab: Sequence[str] = WORDS, seed: int = 0) -> Path:
+    """A ``text,label`` CSV of ``rows`` rows of random words from ``vocab`` (labels alternate 0, 1): a task
+    file for ``--task file:PATH`` in CLI tests."""
+    import random
+    rng = random.Random(seed)
+    lines = ["text,label"] + [" ".join(rng.choice(vocab) for _ in range(words_per_row)) + f",{i % 2}"
+                              for i in range(rows)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def prepared_folder(name: str, how: str = "") -> Path:
+    """The folder of the prepared model ``name``, or a skip naming the command that prepares it."""
+    from pruning_core import zoo
+    entry = zoo.get(name)
+    if not entry.is_prepared():
+        pytest.skip(f"{name} is not prepared: run `headprune prepare --model {name}`{f' ({how})' if how else ''}")
+    return entry.folder()
