@@ -146,6 +146,13 @@ def init(device: str | None = None, timeout_s: float = 1800.0) -> World:
     if mine.startswith("cuda"):
         torch.cuda.set_device(torch.device(mine))
     if not dist.is_initialized():
+        # torch.distributed.nn.functional binds `group=group.WORLD` as default arguments when first
+        # imported (transformers imports it while loading a model). Imported after the group exists,
+        # it keeps the group alive past destroy_process_group: gloo's threads then outlive Python and
+        # release their last tensors during interpreter teardown, which aborts the process (SIGABRT,
+        # "terminate called without an active exception") after the work is done. Imported first, the
+        # defaults are None and the group ends with shutdown().
+        import torch.distributed.nn  # noqa: F401
         dist.init_process_group(backend, rank=rank, world_size=size,
                                 timeout=datetime.timedelta(seconds=timeout_s))
     devices: list = [None] * size

@@ -150,6 +150,15 @@ def main() -> None:
         code = cli(shlex.split(line))
         assert code == 0, f"rank {world.rank}: `headprune {line}` exited {code}"
     distributed.shutdown()
+    left = gloo_threads()       # a group still referenced somewhere keeps them: SIGABRT at exit, now and then
+    assert not left, f"rank {world.rank}: gloo threads outlive shutdown(): {left}"
+
+
+def gloo_threads() -> list[str]:
+    """Names of this process's gloo threads (Linux: /proc/self/task/*/comm)."""
+    tasks = Path("/proc/self/task")
+    names = [(t / "comm").read_text().strip() for t in tasks.iterdir()] if tasks.is_dir() else []
+    return [n for n in names if "gloo" in n]
 
 
 if __name__ == "__main__":
