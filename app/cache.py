@@ -371,9 +371,10 @@ def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | No
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
     """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
     measured now: the two variants the panel shows, interleaved in the same call, several rounds,
-    the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for
-    (:mod:`app.compute`). Deliberately not cached: a timing belongs to its moment and machine load,
-    so :mod:`app.latency_ui` keeps it per session and shows when and under what load it was made."""
+    the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
+    between its rounds it lets through evaluations that arrived meanwhile (:mod:`app.compute`).
+    Deliberately not cached: a timing belongs to its moment and machine load, so
+    :mod:`app.latency_ui` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
     max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
     # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
@@ -381,7 +382,8 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     with compute.GATE.hold(urgent=False, progress=_progress, what="latency"):
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
-                               min_seconds=0.5, measure_memory=False, progress=_progress,
+                               min_seconds=0.5, measure_memory=False,
+                               progress=compute.yielding(_progress, "latency"),   # clicks go first, between rounds
                                variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
 
 

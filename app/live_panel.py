@@ -20,6 +20,10 @@ finished role report (no work); the roles job itself is looked after last, so a 
 """
 from __future__ import annotations
 
+import json
+import os
+import time
+
 import streamlit as st
 
 from app import cache, headmap, headmap_ui, latency_ui, role_ui, state, ui, uncertainty
@@ -27,12 +31,14 @@ from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core.heads import HeadMask
 from pruning_core.metrics import get_metric
+from pruning_core.share_link import encode_mask
 
 PANEL_PX = 320          # the live panel: two metrics side by side (one per line when long)
 ROW_GAP = "small"       # between map and panel, and between two metrics: the three figures fit beside
 #                         a 12-head map in a 1280 px window (sidebar open)
 WIDE_PX = 1250          # from this window width the panel sits beside the map: no strip needed
 STRIP_KEY = "hp_live_strip"
+TIMING_LOG = "HEADPRUNE_APP_TIMING_LOG"  # benchmarks: a file that gets one line per metric sent (mask, epoch s)
 CHANGE_UPDATING = "change: updating…"   # the loss's delta until its paired change is computed
 # the strip sticks under Streamlit's header (3.75rem) while the page scrolls; where the panel is
 # beside the map (wide windows) it is not drawn at all
@@ -80,6 +86,7 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     if ev is not None:
         strip.markdown(strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} "
                                         f"**{md_escape(uncertainty.shown(ev).value)}**", f"{ev.loss:.4f}"))
+        _note_metric_sent(mask)
     else:
         strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
     if ev is not None and not mask.is_full():
@@ -91,6 +98,15 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     with ui.filling(speed_slot, "latency"):
         latency_ui.latency_panel(spec, mask)
     role_ui.run_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
+
+
+def _note_metric_sent(mask: HeadMask) -> None:
+    """With ``HEADPRUNE_APP_TIMING_LOG`` set (benchmarks/dashboard_timings.py), append when the server sent
+    this mask's metric: the click -> metric time without the browser's drawing."""
+    path = os.environ.get(TIMING_LOG)
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"mask": encode_mask(mask), "kept": mask.n_kept, "sent": time.time()}) + "\n")
 
 
 def _panel_top(spec: str, mask: HeadMask, roles):

@@ -107,10 +107,13 @@ def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: 
                 st.button("Cancel", key=state.widget_key("job", f"cancel_{job}"), on_click=_cancel,
                           args=(job,), icon=":material/cancel:")
         # a page change or a click stops this loop (Streamlit raises in the script thread), not the job
+        shown = (fraction, text)
         while current.running:
             current.wait(POLL_S)
-            fraction, text = _describe(current.latest, label)
-            bar.progress(fraction if fraction is not None else 0.0, text=text)
+            now = _describe(current.latest, label)
+            if now != shown:    # an unchanged bar is not sent again: each send makes the browser redraw, and a
+                shown = now     # class's sessions queued for the CPU would each send one per poll
+                bar.progress(now[0] if now[0] is not None else 0.0, text=now[1])
         holder.empty()
 
     log.debug("job %s (%s) took %.3f s", job, label, (current.finished or time.time()) - current.started)

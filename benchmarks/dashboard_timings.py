@@ -7,12 +7,17 @@ Measures, on one dashboard server:
 
 - click -> metric (the new mask's metric and loss drawn) and click -> latency (its latency drawn),
   medians over ``--toggles`` head clicks, quiet (as found) and with ``--busy`` (default 2) busy loops;
+  each click waits until the server is idle (``settle``: what the page load started, such as the role
+  scores or the first latency timing, has finished; the wait is recorded as ``settled_after_s``);
 - the server's CPU seconds per click until the metric, next to one forward pass over the same
   examples (``task.evaluate`` of a one-head mask, in this process, same run and conditions);
 - a class: 1 and ``--class-size`` (default 8) Chromium sessions, each clicking a different head at
   about the same moment: each session's metric and loss checked against the library's evaluation of
-  the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric,
-  and the server's resident memory (VmRSS before, VmHWM peak after).
+  the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric
+  drawn in each Chromium and click -> metric sent by the server (from the live panel's timing log,
+  ``HEADPRUNE_APP_TIMING_LOG``: without the drawing by 8 browsers that share the server's cores here,
+  where a class's browsers run on the students' machines), and the server's resident memory (VmRSS
+  before, VmHWM peak after).
 
 Every measurement records the 1-minute load average. Needs the prepared default (`headprune
 prepare`) or --model, Chromium (`make browser`) and Playwright. Numbers depend on the machine and
@@ -56,6 +61,19 @@ def _spread(values: list[float]) -> dict:
 def _kept(page) -> int:
     text = page.locator(LIVE_STRIP).text_content()
     return int(text.split("Heads kept", 1)[1].split("/")[0])
+
+
+def settle(pid: int, idle_cpu_s: float = 0.05, window_s: float = 1.0, limit_s: float = 120.0) -> float:
+    """Wait until the server has been idle (under ``idle_cpu_s`` CPU seconds in ``window_s``), so a click is
+    timed with its own work only, not behind what the page load started (scores, roles, a first latency
+    timing); returns the seconds waited (``limit_s`` at most)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit_s:
+        cpu = process_cpu_s(pid)
+        time.sleep(window_s)
+        if process_cpu_s(pid) - cpu < idle_cpu_s:
+            break
+    return round(time.perf_counter() - started, 2)
 
 
 def _server_memory(pid: int) -> dict:
@@ -135,6 +153,7 @@ def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = No
     targets = spread_targets(rows, toggles, first) if rows else None
     removed: set[tuple[int, int]] = set()
     for i in range(toggles):
+        waited = settle(pid)
         kept = _kept(page)
         index = first + i if targets is None else point_index(rows, removed, *targets[i])
         started, cpu0 = time.perf_counter(), process_cpu_s(pid)
@@ -148,20 +167,22 @@ def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = No
         wait_idle(page, 600_000)
         out.append({"layer": targets[i][0] if targets else None, "to_metric_s": round(to_metric, 3), "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
                     "to_latency_s": round(to_latency, 3),
-                    "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load()})
+                    "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load(),
+                    "settled_after_s": waited})
     return out
 
 
-def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int) -> dict:
+def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int, timing_log: Path) -> dict:
     """``sessions`` fresh sessions, each clicking a different head at about the same moment; every metric checked."""
     pages = [open_head_map(browser, srv.url) for _ in range(sessions)]
+    waited = settle(srv.proc.pid)                     # every page loaded and the server idle: then all click
     memory_before, load_before = _server_memory(srv.proc.pid), _load()
     kept = [_kept(p) for p in pages]
-    started = {}
+    started, clicked_at = {}, {}
     for i, page in enumerate(pages):                  # Playwright is sequential: clicks a few ms apart
         point = head_points(page).nth((offset + 7 * i) % 70)
         box = point.bounding_box()
-        started[i] = time.perf_counter()
+        started[i], clicked_at[i] = time.perf_counter(), time.time()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     waits: dict[int, float] = {}
     deadline = time.time() + 900
@@ -171,20 +192,35 @@ def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int) -> 
                 waits[i] = time.perf_counter() - started[i]
         time.sleep(0.05)
     load_after, memory_after = _load(), _server_memory(srv.proc.pid)
-    checks = []
+    checks, sent = [], metrics_sent(timing_log)
     for i, page in enumerate(pages):
         text = page.locator(LIVE_STRIP).text_content()
         url = page.evaluate("location.href")
         metric, loss = ref.shown(url)
-        checks.append({"session": i, "to_metric_s": round(waits[i], 3) if i in waits else None, "shown": text,
+        mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query)).get("mask")
+        server = round(sent[mask] - clicked_at[i], 3) if mask in sent else None
+        checks.append({"session": i, "to_metric_s": round(waits[i], 3) if i in waits else None,
+                       "to_metric_sent_s": server, "shown": text,
                        "library_metric": metric, "library_loss": loss,
                        "correct": f" {metric} · loss {loss}" in " ".join(text.split())})
         page.context.close()
     done = [c["to_metric_s"] for c in checks if c["to_metric_s"] is not None]
-    return {"sessions": sessions, "to_metric_s": _spread(done) if done else None, "all_correct": all(
+    server = [c["to_metric_sent_s"] for c in checks if c["to_metric_sent_s"] is not None]
+    return {"sessions": sessions, "to_metric_s": _spread(done) if done else None,
+            "to_metric_sent_s": _spread(server) if server else None, "all_correct": all(
         c["correct"] for c in checks) and len(done) == sessions, "per_session": checks,
         "server_memory_mib": {"rss_before": memory_before["VmRSS"], "peak_after": memory_after["VmHWM"]},
-        "load_average_1min": {"before": load_before, "after": load_after}}
+        "load_average_1min": {"before": load_before, "after": load_after}, "settled_after_s": waited}
+
+
+def metrics_sent(log: Path) -> dict[str, float]:
+    """When the server sent each mask's metric (epoch seconds; the last time per mask), from the timing log
+    the live panel writes (``app.live_panel.TIMING_LOG``)."""
+    import json
+
+    if not log.is_file():
+        return {}
+    return {row["mask"]: row["sent"] for row in map(json.loads, log.read_text().splitlines())}
 
 
 def busy_loops(n: int) -> list[subprocess.Popen]:
@@ -220,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     log = ROOT / "test-artifacts" / "dashboard_timings-streamlit.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     ref = Reference(args.model, args.task, args.limit)
-    env = {"HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
+    timing_log = log.with_name("dashboard_timings-sent.jsonl")        # when the server sent each metric
+    timing_log.unlink(missing_ok=True)
+    env = {"HEADPRUNE_APP_TIMING_LOG": str(timing_log), "HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit)}
     runs, classes = [], []
     with DashboardServer(env, log) as srv, chromium_browser(path) as browser:
@@ -252,9 +290,10 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         page.context.close()
         for i, sessions in enumerate(sorted({1, args.class_size} - {0})):
-            classes.append(class_scenario(browser, srv, ref, sessions, offset=40 + i))
+            classes.append(class_scenario(browser, srv, ref, sessions, offset=40 + i, timing_log=timing_log))
             c = classes[-1]
-            print(f"class of {sessions}: click -> metric {c['to_metric_s']}, all correct {c['all_correct']}, "
+            print(f"class of {sessions}: click -> metric {c['to_metric_s']} (sent by the server: "
+                  f"{c['to_metric_sent_s']}), all correct {c['all_correct']}, "
                   f"server memory {c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
     settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
                 "clicks": "one head per layer, last layer first" if args.spread else "the first kept heads (layer 0)",

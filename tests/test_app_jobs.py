@@ -107,6 +107,43 @@ def test_leaving_the_page_while_a_job_runs_does_not_cancel_it(monkeypatch):
     assert calls == ["done"]                                               # started once
 
 
+def queued(gate: threading.Event, _progress=None):
+    """Work that waits its turn, reporting the same "queued" event until ``gate`` is set (app.compute.Gate)."""
+    while not gate.is_set():
+        if _progress is not None:
+            _progress(ProgressEvent("queued", 0, None, "3 in line for the CPU"))
+        time.sleep(0.01)
+    return "done"
+
+
+def test_a_waiting_job_sends_its_progress_only_when_it_changes(monkeypatch):
+    """A class of sessions queued for the CPU: each poll of an unchanged bar would be one more message to
+    every waiting browser (which redraws the page for each)."""
+    from app import state, ui
+
+    board = jobs.JobBoard()
+    monkeypatch.setattr(state, "job_board", lambda: board)
+    monkeypatch.setattr(state, "is_cancelled", lambda job: False)
+    sent, polls, gate = [], [], Gate()
+
+    class Bar:
+        def progress(self, value, text=""):
+            sent.append(text)
+
+    monkeypatch.setattr(ui.st, "progress", lambda value, text="": sent.append(text) or Bar())
+    real_wait = jobs.Job.wait
+
+    def counting(self, seconds):
+        polls.append(seconds)
+        if len(polls) == 12:
+            gate.set()
+        real_wait(self, min(seconds, 0.02))
+    monkeypatch.setattr(jobs.Job, "wait", counting)
+    assert ui.run_job("wait", "Evaluating", queued, gate) == "done"
+    assert len(polls) >= 12
+    assert len(sent) <= 2 and all("3 in line" in t for t in sent[1:])     # the first text, then the queue line once
+
+
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     return build_tiny_app(tmp_path_factory.mktemp("app-jobs"), "bert")

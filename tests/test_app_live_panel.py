@@ -237,6 +237,38 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     cache.pruned_model.clear()
 
 
+def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, monkeypatch):
+    """A class: one session's latency timing holds the CPU gate; another session's click (an urgent
+    evaluation) runs between two timing rounds, not after the whole timing."""
+    import threading
+
+    from app import cache, compute
+    from pruning_core.bench import timing
+
+    monkeypatch.setattr(compute, "GATE", compute.Gate())
+    monkeypatch.setattr(cache, "LATENCY_ROUNDS", 40)
+    spec = str(tiny_bert.model)
+    mask = half_mask(cache.load(spec).layout, seed=3)
+    order, started = [], threading.Event()
+    original = timing.report
+
+    def noting(progress, stage, done, total, message):       # each round starts with a report
+        started.set()
+        order.append(message)
+        return original(progress, stage, done, total, message)
+
+    monkeypatch.setattr(timing, "report", noting)
+    worker = threading.Thread(target=lambda: cache.latency(spec, mask))
+    worker.start()
+    assert started.wait(60)
+    with compute.GATE.hold(urgent=True):
+        order.append("click")
+    worker.join(120)
+    rounds = [o for o in order if o.startswith("round")]
+    assert len(rounds) >= 40 and order.index("click") < order.index(rounds[-1])   # not after every round
+    cache.pruned_model.clear()
+
+
 def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert, monkeypatch):
     from app import cache
 
