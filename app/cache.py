@@ -1,6 +1,7 @@
-"""Cached calls into pruning_core: with the feature modules ``app/cache_*.py`` (:mod:`app.cache_roles`),
-the only modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the dashboard loads,
-scores, evaluates, times, prunes or runs attention maps.
+"""Cached calls into pruning_core: with the feature modules ``app/cache_<feature>.py`` (curves, attention,
+speed, roles), the only modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the
+dashboard loads, scores, evaluates, times, prunes or runs attention maps. This module holds what several
+features share (models, tasks, data, evaluation, scores) and the Head map's live loop (repair, latency).
 
 - Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
   evaluation data, physically pruned copies. One instance serves every browser session and is
@@ -10,7 +11,7 @@ scores, evaluates, times, prunes or runs attention maps.
   their arguments: model spec, task name, data size, mask and settings. A cached function reads
   nothing but its arguments (and the other cached calls they name); settings such as the device
   or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
-- Timings (:func:`latency`, :func:`speed_sweep`) are never cached: a latency belongs to its
+- Timings (:func:`latency`, :func:`app.cache_speed.speed_sweep`) are never cached: a latency belongs to its
   moment and machine load. Pages keep them per session and show when and under what load.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
@@ -29,8 +30,8 @@ from pathlib import Path
 import streamlit as st
 
 from pruning_core.architectures import kv_groups_of
-from pruning_core import attention_maps, bench, budget, experiments, pruning, tasks, zoo
-from pruning_core.errors import HeadpruneError, ModelLoadError
+from pruning_core import bench, budget, pruning, tasks, zoo
+from pruning_core.errors import ModelLoadError
 from pruning_core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.layer_cache import LayerInputCache
 from pruning_core.models import LoadedModel, load_model
@@ -43,7 +44,7 @@ from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
-from . import attention, compute
+from . import compute
 from .access import DataAccess, data_access_from
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
@@ -317,11 +318,6 @@ def score_split_of(task_name: str) -> str:
     return tasks.default_score_split(task(task_name))
 
 
-def curve_seeds(scorer: str) -> int:
-    """Seeds a curve of ``scorer`` averages: 3 when its scores come from the seed (random), else 1."""
-    return 3 if scorer_info(scorer).seeded else 1
-
-
 @st.cache_data(show_spinner=False, max_entries=64)
 def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
            _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
@@ -330,42 +326,6 @@ def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int 
     result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
     config = ScoreConfig(split=split or score_split_of(task_name), limit=limit, seed=seed)
     return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def curve(spec: str, task_name: str, scorer: str, limit: int | None, score_limit_: int | None,
-          step: float = 0.1, rescore: bool = False, _progress: ProgressCallback | None = None,
-          batch_size: int = EVAL_BATCH, seeds: int = 1):
-    """Iterative pruning curve (metric vs share of heads removed) of one scorer, scored on the
-    training split (:func:`score_split_of`); with ``seeds`` > 1 the mean and band over seeds."""
-    config = ScoreConfig(split=score_split_of(task_name), limit=score_limit_)
-    if seeds > 1:
-        return experiments.seeded_curves(load(spec), task(task_name), data(spec, task_name, limit),
-                                         get_scorer(scorer), config, seeds, step=step, rescore=rescore,
-                                         batch_size=batch_size, progress=_progress)
-    initial = scores(spec, task_name, scorer, score_limit_, _progress=_progress, split=config.split)
-    return experiments.pruning_curve(load(spec), task(task_name), data(spec, task_name, limit), get_scorer(scorer),
-                                     config, step=step, rescore=rescore, initial_scores=initial,
-                                     batch_size=batch_size, progress=_progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def ablation(spec: str, task_name: str, limit: int | None, _progress: ProgressCallback | None = None,
-             batch_size: int = EVAL_BATCH):
-    """The single-head ablation table: the metric with each head removed alone."""
-    return experiments.ablation_table(load(spec), task(task_name), data(spec, task_name, limit),
-                                      batch_size=batch_size, progress=_progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | None = None,
-                  score_limit_: int | None = None, _progress: ProgressCallback | None = None,
-                  batch_size: int = EVAL_BATCH):
-    """Each layer reduced to its best head (by ``scorer``'s scores, or by search when None)."""
-    chosen = (scores(spec, task_name, scorer, score_limit_, _progress=_progress, split=score_split_of(task_name))
-              if scorer else None)
-    return experiments.one_head_per_layer(load(spec), task(task_name), data(spec, task_name, limit), scores=chosen,
-                                          batch_size=batch_size, progress=_progress)
 
 
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
@@ -393,57 +353,3 @@ def pruned_model(spec: str, mask: HeadMask):
     model, the shared one untouched), made once per mask and shared read-only by every session's
     timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
     return pruning.prune_heads(load(spec).model, mask).eval()
-
-
-# -- attention maps (Attention page) ---------------------------------------------------------------
-def label_names(task_name: str) -> tuple[str, ...] | None:
-    """The task's class names (None when the task has none or cannot be loaded)."""
-    try:
-        names = getattr(task(task_name), "label_names", None)
-    except HeadpruneError:
-        return None
-    return tuple(names) if names else None
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def attention_run(spec: str, text: str, text_b: str | None, mask: HeadMask | None,
-                  labels: tuple[str, ...] | None) -> attention_maps.AttentionRun:
-    """:func:`pruning_core.attention_maps.run_attention` on the shared model, per (model, text, mask)."""
-    return attention_maps.run_attention(load(spec), text, mask, text_b=text_b, label_names=labels)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None, labels: tuple[str, ...] | None,
-                 view: str, which: str) -> str:
-    """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
-    run = attention_run(spec, text, text_b, mask, labels)
-    return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
-
-
-# -- speed sweep (Speed page) ----------------------------------------------------------------------
-# Few repeats, so a sweep of the default on 2 CPU cores takes ~20-40 s.
-SWEEP_WARMUP = 1
-SWEEP_REPEATS = 5
-SWEEP_MIN_SECONDS = 0.5
-
-
-def devices() -> list[str]:
-    """The devices the Speed page offers: CPU, and CUDA when present."""
-    import torch
-    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
-
-
-def speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
-                _progress: ProgressCallback | None = None):
-    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling.
-
-    Measured now on every call, never cached: a timing belongs to its moment and machine load (the
-    Speed page keeps the result in the session and shows when and under what load it was made)."""
-    loaded = load(spec)
-    max_pos = bench.text_positions(loaded.model.config)
-    if max_pos is not None and seq_len > max_pos:
-        raise HeadpruneError(f"{seq_len} tokens is more than this model's {max_pos} positions; choose a shorter "
-                             "sequence length.")
-    return bench.benchmark(loaded, mask, batch_sizes=batch_sizes, seq_len=seq_len, device=device,
-                           warmup=SWEEP_WARMUP, repeats=SWEEP_REPEATS, min_seconds=SWEEP_MIN_SECONDS,
-                           progress=_progress)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, latency_ui, progress_text, state, ui, workload
+from . import cache, cache_curves, latency_ui, progress_text, state, ui, workload
 from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
@@ -29,16 +29,16 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
             scores[name] = result
     curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
-        result = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache.curve, spec, task_name, name, limit,
+        result = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve, spec, task_name, name, limit,
                             workload.score_limit(spec, task_name, name, limit), 0.1, False,
-                            seeds=cache.curve_seeds(name))
+                            seeds=cache_curves.curve_seeds(name))
         if result is not None:
             curves[name] = result
     evaluation = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
     dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
-    ablation = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit) \
+    ablation = ui.run_job("ablation", "Single-head ablation", cache_curves.ablation, spec, task_name, limit) \
         if with_ablation else None
-    one = ui.run_job(f"one_{scorer}", "One head per layer", cache.one_per_layer, spec, task_name, limit, scorer,
+    one = ui.run_job(f"one_{scorer}", "One head per layer", cache_curves.one_per_layer, spec, task_name, limit, scorer,
                      score_limit) if with_one_per_layer else None
     bench = state.get_result("bench")          # the Speed page's sweep, else the Head map's probe
     if bench is None or bench.mask != mask:

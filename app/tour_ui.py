@@ -17,7 +17,7 @@ import streamlit as st
 from pruning_core import bench
 from pruning_core.heads import HeadMask
 
-from . import attention, cache, cache_roles, charts, latency_ui, progress_text, state, tour, ui, workload
+from . import attention, cache, cache_attention, cache_curves, cache_roles, charts, latency_ui, progress_text, state, tour, ui, workload
 from .pages import PAGES
 from .text import md_code, md_escape
 
@@ -112,7 +112,7 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    table = ui.run_job("ablation", "Single-head ablation", cache.ablation, ctx.spec, ctx.model.task, ctx.limit)
+    table = ui.run_job("ablation", "Single-head ablation", cache_curves.ablation, ctx.spec, ctx.model.task, ctx.limit)
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
@@ -130,7 +130,7 @@ def _one_head(ctx: Ctx) -> bool:
 
 def _one_per_layer(ctx: Ctx) -> bool:
     n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
-    result = ui.run_job(f"one_{tour.SCORER}", "One head per layer", cache.one_per_layer, ctx.spec, ctx.model.task,
+    result = ui.run_job(f"one_{tour.SCORER}", "One head per layer", cache_curves.one_per_layer, ctx.spec, ctx.model.task,
                         ctx.limit, tour.SCORER, n)          # the Curves page's call
     if result is None:
         return False
@@ -147,9 +147,9 @@ def _curve(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     curves = {}
     for name in tour.CURVE_SCORERS:                     # the Curves page's calls: its page shows them at once
-        found = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache.curve, spec, task_name, name,
+        found = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve, spec, task_name, name,
                            limit, workload.score_limit(spec, task_name, name, limit), tour.CURVE_STEP, False,
-                           seeds=cache.curve_seeds(name))
+                           seeds=cache_curves.curve_seeds(name))
         if found is not None:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):
@@ -170,8 +170,8 @@ def _attention(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     if mask is None:
         return False
-    run = ui.run_job("attention", "Running the model on the sentence", cache.attention_run, ctx.spec, tour.SENTENCE,
-                     None, mask, cache.label_names(ctx.model.task), progress=False)   # the Attention page's call
+    run = ui.run_job("attention", "Running the model on the sentence", cache_attention.attention_run, ctx.spec, tour.SENTENCE,
+                     None, mask, cache_attention.label_names(ctx.model.task), progress=False)   # the Attention page's call
     if run is None:
         return False
     st.markdown(f"Sentence: {md_code(tour.SENTENCE)}")
@@ -222,8 +222,8 @@ def _induction(ctx: Ctx) -> bool:
                f"find the heads: {md_escape(check.detection)})."
                + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
                   and check.heads else ""))
-    run = ui.run_job("attention", "Running the model on the sentence", cache.attention_run, ctx.spec, tour.REPEATED,
-                     None, None if mask.is_full() else mask, cache.label_names(ctx.model.task), progress=False)
+    run = ui.run_job("attention", "Running the model on the sentence", cache_attention.attention_run, ctx.spec, tour.REPEATED,
+                     None, None if mask.is_full() else mask, cache_attention.label_names(ctx.model.task), progress=False)
     if run is None:
         return False
     st.markdown("The repeated sentence for the Attention page:")

@@ -1,7 +1,7 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app import attention, attention_ui, cache, role_ui, state, ui
+from app import attention, attention_ui, cache, cache_attention, role_ui, state, ui
 from app.access import task_label
 from app.text import md_code
 
@@ -33,9 +33,9 @@ if not text.strip():
     st.info("Type a sentence above: the attention views need at least one word.")
     st.stop()
 
-labels = cache.label_names(task_name)
+labels = cache_attention.label_names(task_name)
 masked = None if mask.is_full() else mask            # one cache entry for "no mask" and "all heads kept"
-run = ui.run_job("attention", "Running the model on the sentence", cache.attention_run, spec, text, text_b,
+run = ui.run_job("attention", "Running the model on the sentence", cache_attention.attention_run, spec, text, text_b,
                  masked, labels, progress=False)
 if run is None:
     st.stop()
@@ -65,7 +65,7 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
         which = st.radio("Model", ["dense", "pruned"], horizontal=True, key=state.widget_key("attention", view),
                          format_func={"dense": "all heads", "pruned": "pruned (removed heads empty)"}.get)
         try:
-            page = cache.bertviz_html(spec, text, text_b, masked, labels, view, which)
+            page = cache_attention.bertviz_html(spec, text, text_b, masked, labels, view, which)
         except Exception as exc:  # noqa: BLE001 - shown, never a traceback
             ui.show_error(exc, f"bertviz {view} view")
             continue

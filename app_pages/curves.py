@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, charts, jobs_ui, progress_text, state, ui, uncertainty, workload
+from app import cache, cache_curves, charts, jobs_ui, progress_text, state, ui, uncertainty, workload
 from app.text import md_code, md_escape
 from pruning_core.metrics import get_metric
 
@@ -32,10 +32,10 @@ with c[3]:
     limit = ui.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [jobs_ui.JobCall(f"curve_{name}", progress_text.curve_label(name), cache.curve,
+calls = [jobs_ui.JobCall(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
                          (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), step,
                           rescore),
-                         {"seeds": cache.curve_seeds(name)}) for name in chosen]
+                         {"seeds": cache_curves.curve_seeds(name)}) for name in chosen]
 jobs_ui.start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
                      help="Minutes on a big model; the work goes on while you look at other pages.")
 curves = {}
@@ -75,7 +75,7 @@ ablation_tab, one_tab = st.tabs(["Single-head ablation", "One head per layer"])
 with ablation_tab:
     if st.toggle(f"Compute ({arch.total_heads} evaluations of {limit} examples)",
                  **ui.remembered(state.widget_key("curves", "ablation_on"), False)):
-        table = ui.run_job("ablation", "Single-head ablation", cache.ablation, spec, task_name, limit)
+        table = ui.run_job("ablation", "Single-head ablation", cache_curves.ablation, spec, task_name, limit)
         if table is not None:
             st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
                        f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
@@ -89,7 +89,7 @@ with one_tab:
                    horizontal=True, key=state.widget_key("curves", "one_how"))
     if st.toggle("Compute", **ui.remembered(state.widget_key("curves", "one_on"), False)):
         by = None if how.startswith("search") else state.scorer_name()
-        table = ui.run_job(f"one_{by}", "One head per layer", cache.one_per_layer, spec, task_name, limit, by,
+        table = ui.run_job(f"one_{by}", "One head per layer", cache_curves.one_per_layer, spec, task_name, limit, by,
                            workload.score_limit(spec, task_name, by, limit) if by else None)
         if table is not None:
             st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "

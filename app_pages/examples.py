@@ -1,7 +1,7 @@
 """Per example: which answers the current mask changes, confusion matrices, accuracy / F1 / MCC."""
 import streamlit as st
 
-from app import cache, per_example_view as view, state, ui
+from app import cache, cache_attention, per_example_view as view, state, ui
 
 ui.page_intro("Per example", """
 What the current mask (from the Head map) does **example by example**: the examples whose answer
@@ -34,7 +34,7 @@ pruned = ui.run_job("examples_mask", "Each example under this mask", cache.examp
 if dense is None or pruned is None:
     st.stop()
 inputs, references = cache.example_inputs(spec, task_name, limit), cache.references(spec, task_name, limit)
-names = cache.label_names(task_name)
+names = cache_attention.label_names(task_name)
 ev = cache.evaluate(spec, task_name, limit, mask)
 classes = view.is_classes(list(dense.predictions), references)
 

@@ -1,7 +1,7 @@
 """Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
 import streamlit as st
 
-from app import cache, jobs_ui, speed, state, ui
+from app import cache, cache_speed, jobs_ui, speed, state, ui
 from pruning_core.bench import MASKED_TEXT
 
 ui.page_intro("Speed", """
@@ -25,15 +25,15 @@ sizes = c[0].multiselect("Batch sizes", speed.BATCH_CHOICES,                  # 
                          **ui.remembered(state.widget_key("speed", "batches"), [1, 4, 16]))
 seq_len = c[1].selectbox("Tokens per sequence", speed.SEQ_LEN_CHOICES,
                          **ui.remembered(state.widget_key("speed", "seq"), speed.SEQ_LEN_CHOICES[2]))
-device = c[2].radio("Device", cache.devices(), horizontal=True,
-                    **ui.remembered(state.widget_key("speed", "device"), cache.devices()[0]))
+device = c[2].radio("Device", cache_speed.devices(), horizontal=True,
+                    **ui.remembered(state.widget_key("speed", "device"), cache_speed.devices()[0]))
 run_now = c[3].button("Run the sweep", type="primary", disabled=not sizes or mask.is_full(),
                       key=state.widget_key("speed", "run"))
 if mask.is_full():
     st.info("All heads are kept, so there is nothing to compare: remove some heads on the Head map first.")
     st.stop()
 settings = (tuple(sorted(sizes)), int(seq_len), device)
-sweep = jobs_ui.JobCall("sweep", "Timing dense, masked and pruned", cache.speed_sweep, (spec, mask, *settings))
+sweep = jobs_ui.JobCall("sweep", "Timing dense, masked and pruned", cache_speed.speed_sweep, (spec, mask, *settings))
 if run_now or sweep.running():        # a sweep started before a visit to another page goes on
     result = ui.run_job(sweep.job, sweep.label, sweep.fn, *sweep.args, fresh=True)
     if result is not None:
@@ -58,6 +58,6 @@ if result.busy:
     st.warning("Other processes competed for the CPUs during this sweep: the latencies are inflated and noisy. "
                "Run the sweep again on a quieter machine.", icon=":material/speed:")
 st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
-           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds, error "
+           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache_speed.SWEEP_REPEATS} rounds, error "
            f"bars and ranges are interquartile; {speed.measured_text(result)}. Peak memory: {result.memory_measure}.")
 ui.downloads("speed", speed.speed_table(result), result.to_json())
