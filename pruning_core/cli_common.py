@@ -10,7 +10,9 @@ from .errors import HeadpruneError
 from .progress import tqdm_progress
 
 
-def common_options(p: argparse.ArgumentParser, task: bool = True, out: bool = True) -> None:
+def common_options(p: argparse.ArgumentParser, task: bool = True, out: bool = True, distributed: bool = True) -> None:
+    """The model argument and the options every command shares; ``--distributed`` only where the command's
+    data passes are split over torchrun's processes (``task`` and ``distributed``)."""
     p.add_argument("model", help="'default', a local model folder, or a Hugging Face hub id")
     if task:
         p.add_argument("--task", required=True,
@@ -30,7 +32,7 @@ def common_options(p: argparse.ArgumentParser, task: bool = True, out: bool = Tr
                         "is refused on CPU); recorded in the results' provenance")
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pytorch_model.bin weights (unpickling can run code: trusted files only)")
-    if task:
+    if task and distributed:
         p.add_argument("--distributed", action="store_true",
                        help="data-parallel over the processes torchrun started (detected by itself under "
                             "torchrun): `torchrun --nproc-per-node N -m pruning_core ...`; see docs/DISTRIBUTED.md")

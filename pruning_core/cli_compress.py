@@ -28,7 +28,7 @@ def add_compress(sub) -> None:
     """Add ``compress`` to the sub-commands ``sub``."""
     p = sub.add_parser("compress", help="prune to a budget without retraining (Kwon et al. 2022) and save the model",
                        description=__doc__.split("\n\n")[1].replace("\n", " "))
-    common_options(p, out=False)
+    common_options(p, out=False, distributed=False)       # one process: its search and repair are serial
     next(a for a in p._actions if a.dest == "split").help = (
         "split the metric is measured on (default: test when the task has one: the heads are chosen on "
         "--calibration-split)")

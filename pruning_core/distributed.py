@@ -299,8 +299,8 @@ def join_for_command(command: str, supported: bool, asked: bool, device: str | N
     if not asked and not launched_by_torchrun():
         return None
     if not supported:
-        raise UsageError(f"`headprune {command}` has no data pass to split over processes; run it without "
-                         "torchrun (or with --nproc-per-node 1).")
+        raise UsageError(f"`headprune {command}` runs in one process (it takes no --distributed); run it "
+                         "without torchrun (or with --nproc-per-node 1).")
     if device_map and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
         raise UsageError("--device-map spreads one model over this node's GPUs, so run one process per node: "
                          "torchrun --nproc-per-node 1 (ranks on other nodes add data parallelism).")

@@ -180,13 +180,21 @@ def test_distributed_without_torchrun_is_a_clear_usage_error(workdir, monkeypatc
     assert "torchrun" in err and "WORLD_SIZE" in err
 
 
-def test_commands_without_a_data_pass_refuse_torchrun(workdir, monkeypatch, capsys):
+def test_commands_that_run_in_one_process_refuse_torchrun(workdir, monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.chdir(workdir)
     assert main(["info", "tiny"]) == 2
-    assert "no data pass" in capsys.readouterr().err
+    assert "runs in one process" in capsys.readouterr().err
+    assert main(["compress", "tiny", "--task", "file:tiny7.csv", "--remove", "0.5", "--out", "c"]) == 2
+    assert "runs in one process" in capsys.readouterr().err and not (workdir / "c").exists()
+
+
+def test_compress_does_not_offer_distributed(capsys):
+    with pytest.raises(SystemExit):
+        main(["compress", "tiny", "--task", "t", "--remove", "0.5", "--out", "c", "--distributed"])
+    assert "unrecognized arguments: --distributed" in capsys.readouterr().err
 
 
 def test_single_process_provenance_and_no_sharding():
