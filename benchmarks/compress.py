@@ -43,7 +43,13 @@ FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
 # (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together,
 #  least-squares target, rearrangement); the residual runs first: they are the ones that can change the default
-RUNS = [("fisher-512-residual", "fisher", 512, False, True, False, "residual", True),
+RUNS = [("fisher-512-loss", "fisher", 512, False, True, False, "output", True, {"choose": "loss"}),
+        ("fisher-512-residual-loss", "fisher", 512, False, True, False, "residual", True, {"choose": "loss"}),
+        ("fisher-512-normed", "fisher", 512, False, True, False, "normed", True),
+        ("fisher-512-normed-loss", "fisher", 512, False, True, False, "normed", True, {"choose": "loss"}),
+        ("fisher-512-head-tokens", "fisher", 512, False, True, False, "output", True, {"head_tokens": True}),
+        ("fisher-512-normed-head-tokens", "fisher", 512, False, True, False, "normed", True, {"head_tokens": True}),
+        ("fisher-512-residual", "fisher", 512, False, True, False, "residual", True),
         ("fisher-1024-residual", "fisher", 1024, False, True, False, "residual", True),
         ("fisher-512-residual-no-rearrange", "fisher", 512, False, True, False, "residual", False),
         ("gradient-512-residual", "gradient", 512, True, True, False, "residual", True),
@@ -78,12 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     rows, kept = [], _previous(Path(args.out)) if args.merge else []
     unpruned, alone = None, {}                    # alone: mask JSON -> the mask's evaluation without repair
     runs = sorted((r for r in RUNS if r[0] in only), key=lambda r: only.index(r[0])) if only else RUNS
-    for label, scorer, calibration, normalize, bias, fit_bias, target, rearrange in runs:
+    for label, scorer, calibration, normalize, bias, fit_bias, target, rearrange, *extra in runs:
+        extra = extra[0] if extra else {}                # choose, head_tokens
         load_before, start, cpu = os.getloadavg(), time.perf_counter(), time.process_time()
         result = compress(loaded, task, CompressConfig(Budget("remove", args.remove), scorer=scorer,
                                                        calibration=calibration, normalize=normalize,
                                                        bias_compensation=bias, fit_bias=fit_bias, target=target,
-                                                       rearrange=rearrange))
+                                                       rearrange=rearrange, **extra))
         unpruned = unpruned or task.evaluate(loaded, test, None)
         key = json.dumps(result.mask.to_json(), sort_keys=True)
         alone[key] = alone.get(key) or task.evaluate(loaded, test, result.mask)
@@ -91,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                                     "repaired": task.evaluate(loaded.derive(result.model), test, None)})
         rows.append({"label": label, "scorer": scorer, "calibration": calibration, "normalize": normalize,
                      "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
+                     "choose": extra.get("choose", "residual"), "head_tokens": extra.get("head_tokens", False),
                      "heads_removed": result.report["heads_removed"],
                      "swaps": result.report["rearrangement"].get("swaps"), "test": evaluations,
                      "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 def _previous(path: Path) -> list[dict]:
     """The runs already in ``path`` (none when it does not exist)."""
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
-    return [{"ls_target": "output", "rearrange": True} | r for r in runs]
+    return [{"ls_target": "output", "rearrange": True, "choose": "residual", "head_tokens": False} | r for r in runs]
 
 
 def _write(args, loaded, test, rows: list[dict]) -> None:

@@ -40,6 +40,10 @@ class BertAdapter(ArchitectureAdapter):
         """``BertSelfOutput``: LayerNorm(dense(heads) + hidden_states), the input of ``attention`` (post-LN)."""
         return site.parent
 
+    def post_norm(self, site: AttentionSite) -> nn.Module | None:
+        """``BertSelfOutput.LayerNorm``, after dense(heads) + hidden_states."""
+        return site.parent.output.LayerNorm
+
     def layer_stack(self, model: nn.Module) -> LayerStack | None:
         """BERT's head pools the first token (``bert.pooler``), drops out and classifies; RoBERTa's and
         ELECTRA's ``classifier`` reads the whole last hidden state. Other classes of these types
@@ -50,7 +54,7 @@ class BertAdapter(ArchitectureAdapter):
         head = heads.get(type(model).__name__)
         if head is None or model.config.is_decoder:
             return None
-        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head)
+        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head, first_token=True)  # all three read [:, 0]
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)
