@@ -43,7 +43,11 @@ FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
 # (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together,
 #  least-squares target, rearrangement); the residual runs first: they are the ones that can change the default
-RUNS = [("fisher-512-loss", "fisher", 512, False, True, False, "output", True, {"choose": "loss"}),
+RUNS = [("fisher-512-ffn", "fisher", 512, False, True, False, "output", True, {"ffn": True}),
+        ("fisher-512-residual-ffn", "fisher", 512, False, True, False, "residual", True, {"ffn": True}),
+        ("fisher-512-residual-ffn-head-tokens", "fisher", 512, False, True, False, "residual", True,
+         {"ffn": True, "head_tokens": True}),
+        ("fisher-512-loss", "fisher", 512, False, True, False, "output", True, {"choose": "loss"}),
         ("fisher-512-residual-loss", "fisher", 512, False, True, False, "residual", True, {"choose": "loss"}),
         ("fisher-512-normed", "fisher", 512, False, True, False, "normed", True),
         ("fisher-512-normed-loss", "fisher", 512, False, True, False, "normed", True, {"choose": "loss"}),
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"label": label, "scorer": scorer, "calibration": calibration, "normalize": normalize,
                      "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
                      "choose": extra.get("choose", "residual"), "head_tokens": extra.get("head_tokens", False),
+                     "ffn": extra.get("ffn", False), "feed_forward": result.report["repair"].get("feed_forward"),
                      "heads_removed": result.report["heads_removed"],
                      "swaps": result.report["rearrangement"].get("swaps"), "test": evaluations,
                      "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
@@ -120,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
 def _previous(path: Path) -> list[dict]:
     """The runs already in ``path`` (none when it does not exist)."""
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
-    return [{"ls_target": "output", "rearrange": True, "choose": "residual", "head_tokens": False} | r for r in runs]
+    return [{"ls_target": "output", "rearrange": True, "choose": "residual", "head_tokens": False,
+             "ffn": False} | r for r in runs]
 
 
 def _write(args, loaded, test, rows: list[dict]) -> None:

@@ -154,3 +154,49 @@ def test_loss_choice_needs_a_task(tmp_path):
     with pytest.raises(ValueError, match="loss"):
         repair_mask(lm, HeadMask.full(lm.layout).toggled("encoder_self", 0, 0),
                     FakeTask(n=8).encode(lm, "validation"), choose="loss")
+
+
+def _absorbable_head_model(tmp_path):
+    """A tiny BERT whose layer-0 head 0 adds the constant ``v`` (value weights 0) to every token, whose other
+    heads add nothing (W_O columns 0), whose attention LayerNorm is the identity and whose layer-0 neurons are
+    constant (first feed-forward weights 0). Removing head 0 shifts the feed-forward block's residual by ``-v``;
+    the neurons' W2 columns span the hidden space, so some neuron scales add ``v`` back exactly."""
+    lm = tiny_loaded("bert", tmp_path)
+    site, layer0 = lm.sites[0], lm.model.bert.encoder.layer[0]
+    d = site.head_dim
+    with torch.no_grad():
+        layer0.attention.output.LayerNorm = nn.Identity()
+        site.v.weight[:d].zero_()
+        site.v.bias[:d] = 0.5
+        site.out.weight[:, d:].zero_()
+        layer0.intermediate.dense.weight.zero_()
+        layer0.intermediate.dense.bias.fill_(1.0)           # every neuron GELU(1) ~ 0.84: scales near 1 suffice
+    return lm, HeadMask.full(lm.layout).toggled("encoder_self", 0, 0)
+
+
+def _after_layer(model: nn.Module, inputs: dict, index: int) -> torch.Tensor:
+    """``[B, T, H]``: encoder layer ``index``'s output."""
+    held = {}
+    handle = model.bert.encoder.layer[index].register_forward_hook(lambda m, a, out: held.update(h=out[0]))
+    try:
+        logits_of(model, inputs)
+    finally:
+        handle.remove()
+    return held["h"]
+
+
+def test_feed_forward_scales_absorb_a_removed_head(tmp_path):
+    lm, mask = _absorbable_head_model(tmp_path)
+    data = FakeTask(n=8).encode(lm, "validation")
+    inputs = tiny_inputs("bert")
+    with_ffn = repair_mask(lm, mask, data, ffn=True, batch_size=4)
+    without = repair_mask(lm, mask, data, batch_size=4)
+    block = with_ffn.feed_forward[0]
+    assert (block.layer, block.choice, block.tokens) == (0, "scales", "all") and not without.feed_forward
+    # the exact solution leaves float32 rounding (~1e-12 squared per token) and the ridge's ~1e-6 relative pull
+    assert block.residual_after < 1e-6 * block.residual_before
+    teacher = _after_layer(lm.model, inputs, 0)
+    # values ~1 after the LayerNorm: float32 rounding ~1e-6; the missing v moves them by ~1e-1
+    assert float((_after_layer(with_ffn.model, inputs, 0) - teacher).abs().max()) < 1e-4
+    assert float((_after_layer(without.model, inputs, 0) - teacher).abs().max()) > 1e-2
+    assert installed_hook_count(lm.model) == 0

@@ -109,6 +109,17 @@ class LayerStack:
 
 
 @dataclass(frozen=True)
+class FeedForward:
+    """The feed-forward block after an attention site: ``norm(out(act(...)) + x)`` with ``x`` the input of
+    ``residual`` (its first positional argument); ``out`` is the second projection (nn.Linear), whose input is
+    the ``[B, T, ffn_dim]`` neuron activations. Repair can tune one scale per neuron (Kwon et al.'s neuron mask)."""
+
+    out: nn.Module
+    residual: nn.Module
+    norm: nn.Module | None = None
+
+
+@dataclass(frozen=True)
 class StockShape:
     """Whether a stock transformers config can build a pruned model's shapes, and how.
 
@@ -326,6 +337,11 @@ class ArchitectureAdapter:
         family adds to ``site``'s output projection output as the residual, before any LayerNorm after the
         sum; None where the adapter does not say (repair then fits the output projection's output alone,
         :mod:`pruning_core.repair.tuning`). The module must run before ``site.out`` in the forward pass."""
+        return None
+
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """The feed-forward block that follows ``site`` in ``model`` (encoder classifiers), or None where the
+        adapter does not say: repair then tunes attention only."""
         return None
 
     def post_norm(self, site: AttentionSite) -> nn.Module | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FeedForward, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -39,6 +39,11 @@ class BertAdapter(ArchitectureAdapter):
     def residual_source(self, site: AttentionSite) -> nn.Module | None:
         """``BertSelfOutput``: LayerNorm(dense(heads) + hidden_states), the input of ``attention`` (post-LN)."""
         return site.parent
+
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """``output.LayerNorm(output.dense(intermediate(a)) + a)``, ``a`` the attention block's output."""
+        layer = model.base_model.encoder.layer[site.layer]
+        return FeedForward(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
 
     def post_norm(self, site: AttentionSite) -> nn.Module | None:
         """``BertSelfOutput.LayerNorm``, after dense(heads) + hidden_states."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FeedForward, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -32,6 +32,10 @@ class DistilBertAdapter(ArchitectureAdapter):
     def residual_source(self, site: AttentionSite) -> nn.Module | None:
         """``sa_layer_norm(out_lin(heads) + x)``, ``x`` the block's input (post-LN)."""
         return site.parent
+
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """``output_layer_norm(ffn(a) + a)``: ``ffn.lin2`` is the second projection."""
+        return FeedForward(site.parent.ffn.lin2, site.parent.ffn, site.parent.output_layer_norm)
 
     def post_norm(self, site: AttentionSite) -> nn.Module | None:
         """The block's ``sa_layer_norm``."""

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FeedForward, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -93,6 +93,11 @@ class MPNetAdapter(ArchitectureAdapter):
     def residual_source(self, site: AttentionSite) -> nn.Module | None:
         """``MPNetAttention``: LayerNorm(o(heads) + hidden_states), its own input (post-LN)."""
         return site.parent
+
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """``output.LayerNorm(output.dense(intermediate(a)) + a)``, as in BERT."""
+        layer = model.base_model.encoder.layer[site.layer]
+        return FeedForward(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
 
     def post_norm(self, site: AttentionSite) -> nn.Module | None:
         """``MPNetAttention.LayerNorm``, after o(heads) + hidden_states."""

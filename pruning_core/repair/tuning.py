@@ -50,6 +50,7 @@ from ..heads import KINDS, HeadMask
 from ..progress import ProgressCallback, report
 from .capture import add_to_bias, capture_site, head_columns, record_outputs, run_to_site, scale_head_columns
 from .choose import SuffixLoss, apply_candidate, pick_by_loss
+from .ffn import FeedForwardRepair, tune_feed_forward
 from .least_squares import LayerStats, NormJacobian, solve_layer
 
 
@@ -84,12 +85,14 @@ class RepairResult:
     bias_compensation: bool = False
     target: str = "output"
     choose: str = "residual"
+    feed_forward: list[FeedForwardRepair] = field(default_factory=list)   # neuron scales per block (ffn=True)
     seconds: float = 0.0
 
     def to_json(self) -> dict:
         return {"layers": [asdict(l) for l in self.layers], "calibration_examples": self.calibration_examples,
                 "calibration_tokens": self.calibration_tokens, "bias_compensation": self.bias_compensation,
-                "target": TARGETS[self.target], "choose": CHOICES[self.choose], "seconds": self.seconds}
+                "target": TARGETS[self.target], "choose": CHOICES[self.choose],
+                "feed_forward": [asdict(f) for f in self.feed_forward], "seconds": self.seconds}
 
 
 TARGETS = {"residual": "residual sum before LayerNorm, W_O z + b + x: y_t + (x_t - x_s) where the family's adapter "
@@ -144,7 +147,7 @@ def teacher_outputs(loaded, sites: list[AttentionSite], data, batch_size: int,
 
 def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False, fit_bias: bool = False,
                 target: str = "output", choose: str = "residual", task=None, head_tokens: bool = False,
-                batch_size: int = 32, progress: ProgressCallback | None = None) -> RepairResult:
+                ffn: bool = False, batch_size: int = 32, progress: ProgressCallback | None = None) -> RepairResult:
     """Tune a copy of ``loaded.model`` under ``mask`` (1 = keep) on ``data`` (calibration examples).
 
     Args:
@@ -164,6 +167,8 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
         task: the task whose loss ``choose="loss"`` reads.
         head_tokens: where the output head reads only the first token of the last layer (``LayerStack.first_token``),
             fit that layer on that token alone (the other tokens' outputs reach nothing).
+        ffn: after each repaired attention layer, also tune one scale per neuron of the feed-forward block after
+            it (:mod:`.ffn`, Kwon et al.'s neuron mask tuning), where the family names that block.
         batch_size: calibration examples per forward pass.
         progress: ``report`` callback, stage ``"repair"`` (one unit per site); raise ``Cancelled`` to stop.
     """
@@ -227,6 +232,11 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
         solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None,
                                fit_bias=fit_bias and can_shift, pick=pick)
         apply_candidate(s_site, row, kept, solution.scales, solution.delta)
+        blocks = (adapter_for(loaded.model).feed_forward(loaded.model, t_site),
+                  adapter_for(student).feed_forward(student, s_site)) if ffn else (None, None)
+        if blocks[0] is not None and blocks[1] is not None:
+            result.feed_forward.append(tune_feed_forward(loaded.model, blocks[0], student, blocks[1], data, batch_size,
+                                                         loaded.device, s_site.kind, s_site.layer, only_first))
         note = solution.note
         if bias_compensation and bias is None and removed:
             note = "; ".join(filter(None, [note, "no output bias: bias compensation not possible"]))
