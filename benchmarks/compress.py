@@ -43,7 +43,10 @@ FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
 # (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together,
 #  least-squares target, rearrangement); the residual runs first: they are the ones that can change the default
-RUNS = [("fisher-512-ffn", "fisher", 512, False, True, False, "output", True, {"ffn": True}),
+RUNS = [("fisher-512-damped", "fisher", 512, False, True, False, "output", True, {"damping": 1.0}),
+        ("fisher-512-residual-ffn-damped", "fisher", 512, False, True, False, "residual", True,
+         {"ffn": True, "damping": 1.0}),
+        ("fisher-512-ffn", "fisher", 512, False, True, False, "output", True, {"ffn": True}),
         ("fisher-512-residual-ffn", "fisher", 512, False, True, False, "residual", True, {"ffn": True}),
         ("fisher-512-residual-ffn-head-tokens", "fisher", 512, False, True, False, "residual", True,
          {"ffn": True, "head_tokens": True}),
@@ -103,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"label": label, "scorer": scorer, "calibration": calibration, "normalize": normalize,
                      "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
                      "choose": extra.get("choose", "residual"), "head_tokens": extra.get("head_tokens", False),
-                     "ffn": extra.get("ffn", False), "feed_forward": result.report["repair"].get("feed_forward"),
+                     "ffn": extra.get("ffn", False), "damping": extra.get("damping", 0.0),
+                     "feed_forward": result.report["repair"].get("feed_forward"),
                      "heads_removed": result.report["heads_removed"],
                      "swaps": result.report["rearrangement"].get("swaps"), "test": evaluations,
                      "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
@@ -126,7 +130,7 @@ def _previous(path: Path) -> list[dict]:
     """The runs already in ``path`` (none when it does not exist)."""
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
     return [{"ls_target": "output", "rearrange": True, "choose": "residual", "head_tokens": False,
-             "ffn": False} | r for r in runs]
+             "ffn": False, "damping": 0.0} | r for r in runs]
 
 
 def _write(args, loaded, test, rows: list[dict]) -> None:

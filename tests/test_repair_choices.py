@@ -200,3 +200,21 @@ def test_feed_forward_scales_absorb_a_removed_head(tmp_path):
     assert float((_after_layer(with_ffn.model, inputs, 0) - teacher).abs().max()) < 1e-4
     assert float((_after_layer(without.model, inputs, 0) - teacher).abs().max()) > 1e-2
     assert installed_hook_count(lm.model) == 0
+
+
+def test_damping_pulls_the_scales_towards_one():
+    """``damped_solve`` minimises ||A m - b||^2 + mu ||m - 1||^2 (+ the tiny ridge): the same as least squares on A
+    stacked over sqrt(mu) I with b stacked over sqrt(mu) 1; large damping leaves the scales at 1."""
+    from pruning_core.repair.least_squares import RIDGE, damped_solve
+    torch.manual_seed(0)
+    a, b = torch.randn(40, 5, dtype=torch.float64), torch.randn(40, dtype=torch.float64) * 3
+    gram, cross = a.T @ a, a.T @ b
+    size = float(gram.diagonal().mean())
+    for damping in (0.0, 0.3, 2.0):
+        pull, ridge = damping * size, RIDGE * size
+        stacked = torch.cat([a, (pull + ridge) ** 0.5 * torch.eye(5, dtype=torch.float64)])
+        goal = torch.cat([b, pull / (pull + ridge) ** 0.5 * torch.ones(5, dtype=torch.float64)])
+        # float64 normal equations vs a QR solve of the same problem: ~1e-12 apart
+        assert torch.allclose(damped_solve(gram, cross, damping), torch.linalg.lstsq(stacked, goal).solution, atol=1e-9)
+    far = damped_solve(gram, cross, 1e6)
+    assert torch.allclose(far, torch.ones(5, dtype=torch.float64), atol=1e-4)

@@ -59,6 +59,7 @@ class CompressConfig:
     choose: str = "residual"            # per layer, the candidate with the least "residual" (error) or "loss"
     head_tokens: bool = False           # fit the last layer on the token the head reads (first token) only
     ffn: bool = False                   # also tune one scale per feed-forward neuron after each repaired layer
+    damping: float = 0.0                # pull least-squares scales towards 1 (share of the mean Gram diagonal)
     min_heads_per_layer: int = 1
     normalize: bool = False             # rank per-layer l2-normalised scores; False: raw, globally (Kwon)
     seq_len: int = 128                  # tokens per sequence for --flops and --latency-ms
@@ -140,6 +141,7 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     if config.repair and not mask.is_full():
         tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias,
                             target=config.target, choose=config.choose, task=task, head_tokens=config.head_tokens, ffn=config.ffn,
+                            damping=config.damping,
                             batch_size=config.batch_size, progress=progress)
     times["repair"] = time.perf_counter() - clock
 

@@ -12,7 +12,7 @@ With ``w_i`` the i-th column of W2 and ``r_t = y_t + x_t - b - x_s`` the normal 
 ``(G + lambda I) m = c`` with ``G = (sum_t h_t h_t') * (W2'W2)`` (elementwise) and
 ``c_i = sum_t h_ti <w_i, r_t>`` (float64 sums over batches, so memory does not grow with the calibration
 size). The scales are kept only where they lower the summed error and all lie in ±MAX_SCALE; they fold
-into W2's columns, so the model keeps its shape.
+into W2's columns, so the model keeps its shape. ``damping`` pulls them towards 1 (:func:`.least_squares.damped_solve`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from torch import nn
 
 from ..architectures import FeedForward
 from .capture import capture_site, run_to_site
-from .least_squares import MAX_SCALE, RIDGE
+from .least_squares import MAX_SCALE, damped_solve
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ def _rows(tensor: torch.Tensor, batch, kind: str, only_first: bool) -> torch.Ten
 
 
 def tune_feed_forward(teacher: nn.Module, t_block: FeedForward, student: nn.Module, s_block: FeedForward, data,
-                      batch_size: int, device, kind: str, layer: int, only_first: bool = False) -> FeedForwardRepair:
+                      batch_size: int, device, kind: str, layer: int, only_first: bool = False,
+                      damping: float = 0.0) -> FeedForwardRepair:
     """Fit and fold the neuron scales of ``s_block`` (the student's copy of ``t_block``) in place; see the module
     docstring. ``teacher`` is only read."""
     weight = s_block.out.weight.detach().double()                   # [d, n]: nn.Linear stores [out, in]
@@ -73,10 +74,9 @@ def tune_feed_forward(teacher: nn.Module, t_block: FeedForward, student: nn.Modu
     ones = torch.ones(n, dtype=torch.float64)
     residual = lambda m: max(float(m @ gram @ m - 2 * m @ hr) + rr, 0.0)
     before, count = residual(ones), max(tokens, 1)
-    ridge = RIDGE * max(float(gram.diagonal().mean()), 1e-30)
-    scales = torch.linalg.solve(gram + ridge * torch.eye(n, dtype=torch.float64), hr)
+    scales = damped_solve(gram, hr, damping)
     where = "first" if only_first else "all"
-    if not torch.isfinite(scales).all() or scales.abs().max() > MAX_SCALE:
+    if scales is None:
         return FeedForwardRepair(kind, layer, "none", before / count, before / count, rr / count, tokens=where,
                                  note=f"a scale fell outside [-{MAX_SCALE:g}, {MAX_SCALE:g}], refused")
     after = residual(scales)

@@ -181,32 +181,39 @@ class LayerSolution:
     note: str = ""
 
 
-def solve_scales(stats: LayerStats, delta: torch.Tensor | None = None) -> torch.Tensor | None:
-    """The least-squares scales ``[K]`` (ridge :data:`RIDGE`), or None when one falls outside ±:data:`MAX_SCALE`."""
-    k = len(stats.kept)
+def damped_solve(gram: torch.Tensor, cross: torch.Tensor, damping: float = 0.0) -> torch.Tensor | None:
+    """``m`` minimising ``m'Gm - 2 m'c + lambda ||m||^2 + mu ||m - 1||^2``: ``(G + (lambda + mu) I) m = c + mu 1``,
+    with ``lambda`` = :data:`RIDGE` and ``mu`` = ``damping`` times the mean diagonal of G (damping pulls the scales
+    towards 1, untouched; Kwon et al. solve with a damped LSMR). None when a scale falls outside ±:data:`MAX_SCALE`."""
+    k = gram.shape[0]
     if k == 0:
         return torch.zeros(0, dtype=torch.float64)
-    c = stats.cross - (stats.head_sum @ delta if delta is not None else 0.0)
-    ridge = RIDGE * max(float(stats.gram.diagonal().mean()), 1e-30)
-    scales = torch.linalg.solve(stats.gram + ridge * torch.eye(k, dtype=torch.float64), c)
+    size = max(float(gram.diagonal().mean()), 1e-30)
+    pull = damping * size
+    scales = torch.linalg.solve(gram + (RIDGE * size + pull) * torch.eye(k, dtype=torch.float64),
+                                cross + pull * torch.ones(k, dtype=torch.float64))
     if not torch.isfinite(scales).all() or scales.abs().max() > MAX_SCALE:
         return None
     return scales
 
 
-def solve_centred(stats: LayerStats) -> tuple[torch.Tensor, torch.Tensor] | None:
+def solve_scales(stats: LayerStats, delta: torch.Tensor | None = None, damping: float = 0.0) -> torch.Tensor | None:
+    """The least-squares scales ``[K]`` (:func:`damped_solve`), or None when one falls outside ±:data:`MAX_SCALE`."""
+    c = stats.cross - (stats.head_sum @ delta if delta is not None else 0.0)
+    return damped_solve(stats.gram, c, damping)
+
+
+def solve_centred(stats: LayerStats, damping: float = 0.0) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Scales and bias shift fitted together: for given scales the best shift solves ``H delta = r_sum - S'm``
     (the mean residual when ``H = n I``); put back, the scales solve ``(G - S H^+ S' + lambda I) m = c - S H^+ r_sum``
     (``H^+``: pseudo-inverse; a LayerNorm's Jacobian ignores shifts along 1). None when a scale falls outside
     ±:data:`MAX_SCALE`."""
-    k = len(stats.kept)
     h_inv = (torch.linalg.pinv(stats.delta_gram, hermitian=True) if stats.delta_gram is not None
              else torch.eye(stats.d_out, dtype=torch.float64) / max(stats.n, 1.0))
     gram = stats.gram - stats.head_sum @ h_inv @ stats.head_sum.T
     cross = stats.cross - stats.head_sum @ h_inv @ stats.r_sum
-    ridge = RIDGE * max(float(gram.diagonal().mean()), 1e-30)
-    scales = torch.linalg.solve(gram + ridge * torch.eye(k, dtype=torch.float64), cross)
-    if not torch.isfinite(scales).all() or scales.abs().max() > MAX_SCALE:
+    scales = damped_solve(gram, cross, damping)
+    if scales is None:
         return None
     return scales, h_inv @ (stats.r_sum - stats.head_sum.T @ scales)
 
@@ -214,8 +221,8 @@ def solve_centred(stats: LayerStats) -> tuple[torch.Tensor, torch.Tensor] | None
 Candidate = tuple[str, torch.Tensor, "torch.Tensor | None"]        # (choice, scales [K], bias shift [d_out] or None)
 
 
-def layer_candidates(stats: LayerStats, delta: torch.Tensor | None = None,
-                     fit_bias: bool = False) -> tuple[list[Candidate], list[str]]:
+def layer_candidates(stats: LayerStats, delta: torch.Tensor | None = None, fit_bias: bool = False,
+                     damping: float = 0.0) -> tuple[list[Candidate], list[str]]:
     """No change, least-squares scales, the bias shift ``delta`` (when given), both, and with ``fit_bias``
     scales and shift fitted together (:func:`solve_centred`); and notes on the candidates refused."""
     ones = torch.ones(len(stats.kept), dtype=torch.float64)
@@ -224,7 +231,7 @@ def layer_candidates(stats: LayerStats, delta: torch.Tensor | None = None,
     for name, shift in (("scales", None), ("scales+bias", delta)):
         if not stats.kept or (name == "scales+bias" and shift is None):      # no kept head: nothing to scale
             continue
-        scales = solve_scales(stats, shift)
+        scales = solve_scales(stats, shift, damping)
         if scales is None:
             notes.append(f"{name}: a scale fell outside [-{MAX_SCALE:g}, {MAX_SCALE:g}], refused")
         else:
@@ -232,7 +239,7 @@ def layer_candidates(stats: LayerStats, delta: torch.Tensor | None = None,
     if delta is not None:
         candidates.append(("bias", ones, delta))
     if fit_bias and stats.kept:
-        fitted = solve_centred(stats)
+        fitted = solve_centred(stats, damping)
         if fitted is None:
             notes.append(f"scales+fitted-bias: a scale fell outside [-{MAX_SCALE:g}, {MAX_SCALE:g}], refused")
         else:
@@ -241,12 +248,12 @@ def layer_candidates(stats: LayerStats, delta: torch.Tensor | None = None,
 
 
 def solve_layer(stats: LayerStats, delta: torch.Tensor | None = None, fit_bias: bool = False,
-                pick: Callable[[list[Candidate]], int] | None = None) -> LayerSolution:
+                pick: Callable[[list[Candidate]], int] | None = None, damping: float = 0.0) -> LayerSolution:
     """The candidate (:func:`layer_candidates`) with the smallest residual ``f``, or the one ``pick`` chooses
     (an index into the candidates: e.g. by the model's calibration loss, :mod:`.choose`); then the residual
     after may exceed the one before."""
     n = max(stats.n, 1.0)
-    candidates, notes = layer_candidates(stats, delta, fit_bias)
+    candidates, notes = layer_candidates(stats, delta, fit_bias, damping)
     before = stats.residual(candidates[0][1])
     if pick is None:
         name, scales, shift = min(candidates, key=lambda c: stats.residual(c[1], c[2]))

@@ -147,7 +147,8 @@ def teacher_outputs(loaded, sites: list[AttentionSite], data, batch_size: int,
 
 def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False, fit_bias: bool = False,
                 target: str = "output", choose: str = "residual", task=None, head_tokens: bool = False,
-                ffn: bool = False, batch_size: int = 32, progress: ProgressCallback | None = None) -> RepairResult:
+                ffn: bool = False, damping: float = 0.0, batch_size: int = 32,
+                progress: ProgressCallback | None = None) -> RepairResult:
     """Tune a copy of ``loaded.model`` under ``mask`` (1 = keep) on ``data`` (calibration examples).
 
     Args:
@@ -169,6 +170,8 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
             fit that layer on that token alone (the other tokens' outputs reach nothing).
         ffn: after each repaired attention layer, also tune one scale per neuron of the feed-forward block after
             it (:mod:`.ffn`, Kwon et al.'s neuron mask tuning), where the family names that block.
+        damping: pull every least-squares scale towards 1 by this share of the mean Gram diagonal
+            (:func:`.least_squares.damped_solve`; 0: none, only the tiny ridge).
         batch_size: calibration examples per forward pass.
         progress: ``report`` callback, stage ``"repair"`` (one unit per site); raise ``Cancelled`` to stop.
     """
@@ -230,13 +233,14 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
         pick = (pick_by_loss(s_site, row, kept, SuffixLoss(student_loaded, task, data, mask, s_site, batch_size), losses)
                 if choose == "loss" else None)
         solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None,
-                               fit_bias=fit_bias and can_shift, pick=pick)
+                               fit_bias=fit_bias and can_shift, pick=pick, damping=damping)
         apply_candidate(s_site, row, kept, solution.scales, solution.delta)
         blocks = (adapter_for(loaded.model).feed_forward(loaded.model, t_site),
                   adapter_for(student).feed_forward(student, s_site)) if ffn else (None, None)
         if blocks[0] is not None and blocks[1] is not None:
             result.feed_forward.append(tune_feed_forward(loaded.model, blocks[0], student, blocks[1], data, batch_size,
-                                                         loaded.device, s_site.kind, s_site.layer, only_first))
+                                                         loaded.device, s_site.kind, s_site.layer, only_first,
+                                                         damping))
         note = solution.note
         if bias_compensation and bias is None and removed:
             note = "; ".join(filter(None, [note, "no output bias: bias compensation not possible"]))
