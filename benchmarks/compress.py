@@ -9,9 +9,13 @@ across layers, or Michel's I_h, per-layer normalised), the number of training sn
 (scoring, rearrangement and least-squares tuning), FLAP's bias compensation on or off, and the scales and
 bias fitted together (a lower calibration error) or not, the least-squares target (``residual``: the
 layer's sum W_O z + b + x before its LayerNorm, so the drift from earlier pruned layers is corrected;
-``output``: the output projection's output alone) and Kwon's rearrangement on or off. For each:
+``output``: the output projection's output alone; ``normed``: the residual's error after the LayerNorm, to
+first order), Kwon's rearrangement on or off, and the later options (``choose``: each layer's candidate by the
+model's calibration loss; ``head_tokens``: the last layer fitted on the first token, the one the classifier
+reads; ``ffn``: one least-squares scale per feed-forward neuron; ``damping``: scales pulled towards 1). For each:
 test accuracy on all 1,012 test snippets (95 % Wilson interval) of the unpruned model, of the mask
-without repair and of the repaired model; the seconds of every step and in all; the machine's load
+without repair and of the repaired model (and the repaired model's predictions, for paired tests between
+rows); the seconds of every step and in all; the machine's load
 average before and after (the 2 cores are shared: wall times are this load's, not a quiet machine's; the
 CPU seconds of all threads are the load-free cost: on 2 quiet cores the wall time is about half of them).
 
@@ -42,7 +46,7 @@ from pruning_core.tasks import get_task  # noqa: E402
 FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
 # (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together,
-#  least-squares target, rearrangement); the residual runs first: they are the ones that can change the default
+#  least-squares target, rearrangement[, CompressConfig's later options: choose, head_tokens, ffn, damping])
 RUNS = [("fisher-512-damped", "fisher", 512, False, True, False, "output", True, {"damping": 1.0}),
         ("fisher-512-residual-ffn-damped", "fisher", 512, False, True, False, "residual", True,
          {"ffn": True, "damping": 1.0}),
@@ -51,9 +55,7 @@ RUNS = [("fisher-512-damped", "fisher", 512, False, True, False, "output", True,
         ("fisher-512-residual-ffn-head-tokens", "fisher", 512, False, True, False, "residual", True,
          {"ffn": True, "head_tokens": True}),
         ("fisher-512-loss", "fisher", 512, False, True, False, "output", True, {"choose": "loss"}),
-        ("fisher-512-residual-loss", "fisher", 512, False, True, False, "residual", True, {"choose": "loss"}),
         ("fisher-512-normed", "fisher", 512, False, True, False, "normed", True),
-        ("fisher-512-normed-loss", "fisher", 512, False, True, False, "normed", True, {"choose": "loss"}),
         ("fisher-512-head-tokens", "fisher", 512, False, True, False, "output", True, {"head_tokens": True}),
         ("fisher-512-normed-head-tokens", "fisher", 512, False, True, False, "normed", True, {"head_tokens": True}),
         ("fisher-512-residual", "fisher", 512, False, True, False, "residual", True),
@@ -101,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         unpruned = unpruned or task.evaluate(loaded, test, None)
         key = json.dumps(result.mask.to_json(), sort_keys=True)
         alone[key] = alone.get(key) or task.evaluate(loaded, test, result.mask)
-        evaluations = summary_json({"unpruned": unpruned, "pruned": alone[key],
-                                    "repaired": task.evaluate(loaded.derive(result.model), test, None)})
+        repaired = task.evaluate(loaded.derive(result.model), test, None)
+        evaluations = summary_json({"unpruned": unpruned, "pruned": alone[key], "repaired": repaired})
         rows.append({"label": label, "scorer": scorer, "calibration": calibration, "normalize": normalize,
                      "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
                      "choose": extra.get("choose", "residual"), "head_tokens": extra.get("head_tokens", False),
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                      "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
                      "cpu_seconds_with_evaluation": time.process_time() - cpu, "torch_threads": torch.get_num_threads(),
                      "repair_layers": result.report["repair"].get("layers"),
+                     "repaired_predictions": list(repaired.predictions),    # for paired tests between rows
                      "load_before": [round(x, 2) for x in load_before],
                      "load_after": [round(x, 2) for x in os.getloadavg()]})
         t = evaluations

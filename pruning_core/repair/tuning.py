@@ -32,6 +32,13 @@ grouped-query models (Llama) a scale belongs to a query head (its W_O columns); 
 not tuned. A projection without a bias (Llama's ``o_proj``) takes no bias compensation (a new bias
 would not load as a stock model); that is recorded per layer.
 
+Options measured on the default and left off because none beat the defaults there
+(benchmarks/results/compress.json): ``target="normed"`` (the residual's error after the LayerNorm that follows
+it, to first order: :class:`.least_squares.NormJacobian`), ``head_tokens`` (the last layer fitted on the token
+the classifier head reads), ``choose="loss"`` (each layer's candidate by the model's calibration loss:
+:mod:`.choose`), ``ffn`` (Kwon et al.'s neuron scales of each feed-forward block: :mod:`.ffn`) and ``damping``
+(scales pulled towards 1).
+
 The result, :class:`RepairResult`, holds the tuned copy at full shape (removed heads' columns zero):
 ``pruning.prune_heads`` then removes them physically, and the smaller model has no extra parameters.
 """
