@@ -117,7 +117,8 @@ def test_head_tokens_fits_the_last_layer_on_the_first_token_only(tmp_path):
     data = FakeTask(n=8).encode(lm, "validation")
     first = repair_mask(lm, mask, data, head_tokens=True, batch_size=4)
     every = repair_mask(lm, mask, data, batch_size=4)
-    assert [l.tokens for l in first.layers] == ["all", "first"] and first.calibration_tokens["encoder_self"] == 8   # one token per example
+    assert [l.tokens for l in first.layers] == ["all", "first"]
+    assert first.calibration_tokens["encoder_self"] == 8                     # one token per example
     assert first.layers[1].choice == "scales" and first.layers[1].scales != every.layers[1].scales
     # least squares on the first tokens' rows: no other scales do better there (ridge: ~1e-6 relative)
     assert _first_token_error(lm, first.model, data, 1) <= _first_token_error(lm, every.model, data, 1) * (1 + 1e-5)

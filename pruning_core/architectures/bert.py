@@ -59,7 +59,8 @@ class BertAdapter(ArchitectureAdapter):
         head = heads.get(type(model).__name__)
         if head is None or model.config.is_decoder:
             return None
-        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head, first_token=True)  # all three read [:, 0]
+        # all three heads read the first token only ([:, 0])
+        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head, first_token=True)
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)

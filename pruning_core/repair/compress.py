@@ -140,8 +140,8 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     clock = time.perf_counter()
     if config.repair and not mask.is_full():
         tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias,
-                            target=config.target, choose=config.choose, task=task, head_tokens=config.head_tokens, ffn=config.ffn,
-                            damping=config.damping,
+                            target=config.target, choose=config.choose, task=task, head_tokens=config.head_tokens,
+                            ffn=config.ffn, damping=config.damping,
                             batch_size=config.batch_size, progress=progress)
     times["repair"] = time.perf_counter() - clock
 

@@ -155,7 +155,7 @@ class LayerStats:
         return max(value, 0.0)
 
     def shift_gram(self) -> torch.Tensor:
-        """``H`` ``[d_out, d_out]``: the bias shift's quadratic term, ``sum_t J_t' J_t`` (``n I`` without a Jacobian)."""
+        """``H`` ``[d_out, d_out]``: the bias shift's quadratic term, ``sum_t J_t' J_t`` (``n I`` without Jacobian)."""
         if self.delta_gram is not None:
             return self.delta_gram
         return self.n * torch.eye(self.d_out, dtype=torch.float64)

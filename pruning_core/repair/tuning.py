@@ -55,7 +55,7 @@ from torch import nn
 from ..architectures import AttentionSite, adapter_for
 from ..heads import KINDS, HeadMask
 from ..progress import ProgressCallback, report
-from .capture import add_to_bias, capture_site, head_columns, record_outputs, run_to_site, scale_head_columns
+from .capture import capture_site, head_columns, record_outputs, run_to_site
 from .choose import SuffixLoss, apply_candidate, pick_by_loss
 from .ffn import FeedForwardRepair, tune_feed_forward
 from .least_squares import LayerStats, NormJacobian, solve_layer
@@ -237,8 +237,10 @@ def repair_mask(loaded, mask: HeadMask, data, *, bias_compensation: bool = False
         result.calibration_tokens[s_site.kind] = max(int(stats.n), result.calibration_tokens.get(s_site.kind, 0))
         can_shift = bias_compensation and bias is not None and bool(removed)
         losses: dict[str, float] = {}
-        pick = (pick_by_loss(s_site, row, kept, SuffixLoss(student_loaded, task, data, mask, s_site, batch_size), losses)
-                if choose == "loss" else None)
+        pick = None
+        if choose == "loss":
+            suffix = SuffixLoss(student_loaded, task, data, mask, s_site, batch_size)
+            pick = pick_by_loss(s_site, row, kept, suffix, losses)
         solution = solve_layer(stats, stats.bias_shift(removed, columns) if can_shift else None,
                                fit_bias=fit_bias and can_shift, pick=pick, damping=damping)
         apply_candidate(s_site, row, kept, solution.scales, solution.delta)
