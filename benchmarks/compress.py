@@ -9,9 +9,13 @@ across layers, or Michel's I_h, per-layer normalised), the number of training sn
 (scoring, rearrangement and least-squares tuning), FLAP's bias compensation on or off, and the scales and
 bias fitted together (a lower calibration error) or not, the least-squares target (``residual``: the
 layer's sum W_O z + b + x before its LayerNorm, so the drift from earlier pruned layers is corrected;
-``output``: the output projection's output alone) and Kwon's rearrangement on or off. For each:
+``output``: the output projection's output alone; ``normed``: the residual's error after the LayerNorm, to
+first order), Kwon's rearrangement on or off, and the later options (``choose``: each layer's candidate by the
+model's calibration loss; ``head_tokens``: the last layer fitted on the first token, the one the classifier
+reads; ``ffn``: one least-squares scale per feed-forward neuron; ``damping``: scales pulled towards 1). For each:
 test accuracy on all 1,012 test snippets (95 % Wilson interval) of the unpruned model, of the mask
-without repair and of the repaired model; the seconds of every step and in all; the machine's load
+without repair and of the repaired model (and the repaired model's predictions, for paired tests between
+rows); the seconds of every step and in all; the machine's load
 average before and after (the 2 cores are shared: wall times are this load's, not a quiet machine's; the
 CPU seconds of all threads are the load-free cost: on 2 quiet cores the wall time is about half of them).
 
@@ -42,8 +46,19 @@ from pruning_core.tasks import get_task  # noqa: E402
 FORMAT = "headprune.bench_compress/1"
 RESULTS = ROOT / "benchmarks" / "results"
 # (label, scorer, calibration examples, normalise per layer, bias compensation, scales and bias fitted together,
-#  least-squares target, rearrangement); the residual runs first: they are the ones that can change the default
-RUNS = [("fisher-512-residual", "fisher", 512, False, True, False, "residual", True),
+#  least-squares target, rearrangement[, CompressConfig's later options: choose, head_tokens, ffn, damping])
+RUNS = [("fisher-512-damped", "fisher", 512, False, True, False, "output", True, {"damping": 1.0}),
+        ("fisher-512-residual-ffn-damped", "fisher", 512, False, True, False, "residual", True,
+         {"ffn": True, "damping": 1.0}),
+        ("fisher-512-ffn", "fisher", 512, False, True, False, "output", True, {"ffn": True}),
+        ("fisher-512-residual-ffn", "fisher", 512, False, True, False, "residual", True, {"ffn": True}),
+        ("fisher-512-residual-ffn-head-tokens", "fisher", 512, False, True, False, "residual", True,
+         {"ffn": True, "head_tokens": True}),
+        ("fisher-512-loss", "fisher", 512, False, True, False, "output", True, {"choose": "loss"}),
+        ("fisher-512-normed", "fisher", 512, False, True, False, "normed", True),
+        ("fisher-512-head-tokens", "fisher", 512, False, True, False, "output", True, {"head_tokens": True}),
+        ("fisher-512-normed-head-tokens", "fisher", 512, False, True, False, "normed", True, {"head_tokens": True}),
+        ("fisher-512-residual", "fisher", 512, False, True, False, "residual", True),
         ("fisher-1024-residual", "fisher", 1024, False, True, False, "residual", True),
         ("fisher-512-residual-no-rearrange", "fisher", 512, False, True, False, "residual", False),
         ("gradient-512-residual", "gradient", 512, True, True, False, "residual", True),
@@ -78,24 +93,29 @@ def main(argv: list[str] | None = None) -> int:
     rows, kept = [], _previous(Path(args.out)) if args.merge else []
     unpruned, alone = None, {}                    # alone: mask JSON -> the mask's evaluation without repair
     runs = sorted((r for r in RUNS if r[0] in only), key=lambda r: only.index(r[0])) if only else RUNS
-    for label, scorer, calibration, normalize, bias, fit_bias, target, rearrange in runs:
+    for label, scorer, calibration, normalize, bias, fit_bias, target, rearrange, *extra in runs:
+        extra = extra[0] if extra else {}                # choose, head_tokens
         load_before, start, cpu = os.getloadavg(), time.perf_counter(), time.process_time()
         result = compress(loaded, task, CompressConfig(Budget("remove", args.remove), scorer=scorer,
                                                        calibration=calibration, normalize=normalize,
                                                        bias_compensation=bias, fit_bias=fit_bias, target=target,
-                                                       rearrange=rearrange))
+                                                       rearrange=rearrange, **extra))
         unpruned = unpruned or task.evaluate(loaded, test, None)
         key = json.dumps(result.mask.to_json(), sort_keys=True)
         alone[key] = alone.get(key) or task.evaluate(loaded, test, result.mask)
-        evaluations = summary_json({"unpruned": unpruned, "pruned": alone[key],
-                                    "repaired": task.evaluate(loaded.derive(result.model), test, None)})
+        repaired = task.evaluate(loaded.derive(result.model), test, None)
+        evaluations = summary_json({"unpruned": unpruned, "pruned": alone[key], "repaired": repaired})
         rows.append({"label": label, "scorer": scorer, "calibration": calibration, "normalize": normalize,
                      "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
+                     "choose": extra.get("choose", "residual"), "head_tokens": extra.get("head_tokens", False),
+                     "ffn": extra.get("ffn", False), "damping": extra.get("damping", 0.0),
+                     "feed_forward": result.report["repair"].get("feed_forward"),
                      "heads_removed": result.report["heads_removed"],
                      "swaps": result.report["rearrangement"].get("swaps"), "test": evaluations,
                      "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
                      "cpu_seconds_with_evaluation": time.process_time() - cpu, "torch_threads": torch.get_num_threads(),
                      "repair_layers": result.report["repair"].get("layers"),
+                     "repaired_predictions": list(repaired.predictions),    # for paired tests between rows
                      "load_before": [round(x, 2) for x in load_before],
                      "load_after": [round(x, 2) for x in os.getloadavg()]})
         t = evaluations
@@ -112,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
 def _previous(path: Path) -> list[dict]:
     """The runs already in ``path`` (none when it does not exist)."""
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
-    return [{"ls_target": "output", "rearrange": True} | r for r in runs]
+    return [{"ls_target": "output", "rearrange": True, "choose": "residual", "head_tokens": False,
+             "ffn": False, "damping": 0.0} | r for r in runs]
 
 
 def _write(args, loaded, test, rows: list[dict]) -> None:

@@ -186,7 +186,7 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
     computed: dict[int, list[torch.Tensor]] = {}
     if inputs is None:
         recorded: list[list] = []
-        with _recording(model, stack) as record:
+        with recording_layer_calls(model, stack) as record:
             yield lambda i, batch: record(i, batch, recorded)
         if not all(call is not None and call[0] and _plain(call) for batch in recorded for call in batch):
             return                         # a layer not called once with the hidden state first, or an argument with state
@@ -198,7 +198,7 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
         from transformers.modeling_outputs import SequenceClassifierOutput
 
         def resume(i: int, batch) -> SequenceClassifierOutput:
-            logits = _resume(stack, start, inputs[i], context[i], computed, batch.n_examples)
+            logits = run_from_layer(stack, start, inputs[i], context[i], computed, batch.n_examples)
             return SequenceClassifierOutput(logits=logits)
         yield resume
         cache.counted(resumed=True)
@@ -207,7 +207,7 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
 
 
 @contextlib.contextmanager
-def _recording(model: torch.nn.Module, stack: LayerStack) -> Iterator[Callable[[int, Any, list], Any]]:
+def recording_layer_calls(model: torch.nn.Module, stack: LayerStack) -> Iterator[Callable[[int, Any, list], Any]]:
     """Full passes that also record each layer's call (hidden state first) for the current batch."""
     install = lambda: [layer.register_forward_pre_hook(_record_hook, with_kwargs=True) for layer in stack.layers]
 
@@ -225,8 +225,8 @@ def _recording(model: torch.nn.Module, stack: LayerStack) -> Iterator[Callable[[
         yield run
 
 
-def _resume(stack: LayerStack, start: int, hidden: torch.Tensor, calls: list, computed: dict,
-            n_examples: int) -> torch.Tensor:
+def run_from_layer(stack: LayerStack, start: int, hidden: torch.Tensor, calls: list, computed: dict,
+                   n_examples: int) -> torch.Tensor:
     """The logits ``[B, classes]`` of layers ``start ..`` and the head on one batch whose input to layer
     ``start`` is ``hidden`` ``[B, T, H]``; the inputs of the later layers go into ``computed``."""
     if hidden.shape[0] != n_examples:

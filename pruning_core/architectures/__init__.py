@@ -16,8 +16,8 @@ import pkgutil
 from torch import nn
 
 from ..heads import HeadLayout
-from .base import (ArchitectureAdapter, AttentionSite, EmptyAttention, FlopDims, LayerStack, StackDims, StockShape,
-                   keep_inputs, keep_outputs, kv_groups, kv_groups_of, kv_plan, layout_of)
+from .base import (ArchitectureAdapter, AttentionSite, EmptyAttention, FeedForward, FlopDims, LayerStack, StackDims,
+                   StockShape, keep_inputs, keep_outputs, kv_groups, kv_groups_of, kv_plan, layout_of)
 from .registry import ARCHITECTURES, adapter_for, register, supported_model_types
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
@@ -35,7 +35,7 @@ def layout_for(model: nn.Module) -> HeadLayout:
     return layout_of(find_sites(model))
 
 
-__all__ = ["ARCHITECTURES", "ArchitectureAdapter", "AttentionSite", "EmptyAttention", "FlopDims", "LayerStack", "StackDims",
-           "StockShape",
+__all__ = ["ARCHITECTURES", "ArchitectureAdapter", "AttentionSite", "EmptyAttention", "FeedForward", "FlopDims",
+           "LayerStack", "StackDims", "StockShape",
            "adapter_for", "find_sites", "keep_inputs", "keep_outputs", "kv_groups", "kv_groups_of", "kv_plan",
            "layout_for", "layout_of", "register", "supported_model_types"]

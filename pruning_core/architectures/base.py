@@ -98,11 +98,25 @@ class LayerStack:
     model's own loop calls them (the extra arguments are recorded from a full forward pass); each returns
     the next hidden state, or a tuple whose first element is it. ``head``: the last layer's output
     ``[B, T, H]`` -> logits ``[B, classes]``, the same modules in the same order as the model's forward.
+    ``first_token``: the head reads the last layer's output at the first token only (repair then fits the
+    last layer on that token alone: :mod:`pruning_core.repair.tuning`).
     """
 
     kind: str
     layers: Sequence[nn.Module]
     head: Callable[[torch.Tensor], torch.Tensor]
+    first_token: bool = False
+
+
+@dataclass(frozen=True)
+class FeedForward:
+    """The feed-forward block after an attention site: ``norm(out(act(...)) + x)`` with ``x`` the input of
+    ``residual`` (its first positional argument); ``out`` is the second projection (nn.Linear), whose input is
+    the ``[B, T, ffn_dim]`` neuron activations. Repair can tune one scale per neuron (Kwon et al.'s neuron mask)."""
+
+    out: nn.Module
+    residual: nn.Module
+    norm: nn.Module | None = None
 
 
 @dataclass(frozen=True)
@@ -323,6 +337,16 @@ class ArchitectureAdapter:
         family adds to ``site``'s output projection output as the residual, before any LayerNorm after the
         sum; None where the adapter does not say (repair then fits the output projection's output alone,
         :mod:`pruning_core.repair.tuning`). The module must run before ``site.out`` in the forward pass."""
+        return None
+
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """The feed-forward block that follows ``site`` in ``model`` (encoder classifiers), or None where the
+        adapter does not say: repair then tunes attention only."""
+        return None
+
+    def post_norm(self, site: AttentionSite) -> nn.Module | None:
+        """The LayerNorm applied right after ``site``'s residual sum (post-LN families), or None (pre-LN, or not
+        said): ``target="normed"`` repair weighs each layer's error by its Jacobian (:mod:`pruning_core.repair`)."""
         return None
 
     # -- compute, attention maps ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FeedForward, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -40,6 +40,15 @@ class BertAdapter(ArchitectureAdapter):
         """``BertSelfOutput``: LayerNorm(dense(heads) + hidden_states), the input of ``attention`` (post-LN)."""
         return site.parent
 
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """``output.LayerNorm(output.dense(intermediate(a)) + a)``, ``a`` the attention block's output."""
+        layer = model.base_model.encoder.layer[site.layer]
+        return FeedForward(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
+
+    def post_norm(self, site: AttentionSite) -> nn.Module | None:
+        """``BertSelfOutput.LayerNorm``, after dense(heads) + hidden_states."""
+        return site.parent.output.LayerNorm
+
     def layer_stack(self, model: nn.Module) -> LayerStack | None:
         """BERT's head pools the first token (``bert.pooler``), drops out and classifies; RoBERTa's and
         ELECTRA's ``classifier`` reads the whole last hidden state. Other classes of these types
@@ -50,7 +59,8 @@ class BertAdapter(ArchitectureAdapter):
         head = heads.get(type(model).__name__)
         if head is None or model.config.is_decoder:
             return None
-        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head)
+        # all three heads read the first token only ([:, 0])
+        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head, first_token=True)
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)

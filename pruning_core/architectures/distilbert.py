@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FeedForward, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -33,6 +33,14 @@ class DistilBertAdapter(ArchitectureAdapter):
         """``sa_layer_norm(out_lin(heads) + x)``, ``x`` the block's input (post-LN)."""
         return site.parent
 
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """``output_layer_norm(ffn(a) + a)``: ``ffn.lin2`` is the second projection."""
+        return FeedForward(site.parent.ffn.lin2, site.parent.ffn, site.parent.output_layer_norm)
+
+    def post_norm(self, site: AttentionSite) -> nn.Module | None:
+        """The block's ``sa_layer_norm``."""
+        return site.parent.sa_layer_norm
+
     def layer_stack(self, model: nn.Module) -> LayerStack | None:
         """DistilBERT's head: the first token -> ``pre_classifier`` -> ReLU -> dropout -> ``classifier``."""
         if type(model).__name__ != "DistilBertForSequenceClassification":
@@ -41,7 +49,7 @@ class DistilBertAdapter(ArchitectureAdapter):
         def head(hidden: torch.Tensor) -> torch.Tensor:                   # [B, T, dim] -> [B, labels]
             pooled = torch.relu(model.pre_classifier(hidden[:, 0]))
             return model.classifier(model.dropout(pooled))
-        return LayerStack("encoder_self", tuple(model.base_model.transformer.layer), head)
+        return LayerStack("encoder_self", tuple(model.base_model.transformer.layer), head, first_token=True)
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.n_heads)

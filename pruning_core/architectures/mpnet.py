@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .base import ArchitectureAdapter, AttentionSite, FlopDims, LayerStack, StackDims, heads_of
+from .base import ArchitectureAdapter, AttentionSite, FeedForward, FlopDims, LayerStack, StackDims, heads_of
 from .registry import register
 
 
@@ -94,6 +94,15 @@ class MPNetAdapter(ArchitectureAdapter):
         """``MPNetAttention``: LayerNorm(o(heads) + hidden_states), its own input (post-LN)."""
         return site.parent
 
+    def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
+        """``output.LayerNorm(output.dense(intermediate(a)) + a)``, as in BERT."""
+        layer = model.base_model.encoder.layer[site.layer]
+        return FeedForward(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
+
+    def post_norm(self, site: AttentionSite) -> nn.Module | None:
+        """``MPNetAttention.LayerNorm``, after o(heads) + hidden_states."""
+        return site.parent.LayerNorm
+
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_attention_heads = heads
         attention.all_head_size = heads * head_dim
@@ -103,7 +112,8 @@ class MPNetAdapter(ArchitectureAdapter):
         encoder's one ``position_bias``, recorded with the layer's other arguments."""
         if type(model).__name__ != "MPNetForSequenceClassification":
             return None
-        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), model.classifier)
+        return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), model.classifier,
+                          first_token=True)      # MPNetClassificationHead reads features[:, 0]
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..architectures import AttentionSite
+from ..architectures import AttentionSite, FeedForward
 
 # the capture tokens active in this thread (nested captures: a teacher's and a student's site at once)
 _ACTIVE: ContextVar[frozenset] = ContextVar("headprune_repair_capture", default=frozenset())
@@ -67,9 +67,10 @@ def _residual_hooks(sources: dict, store) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def capture_site(site: AttentionSite, residual: nn.Module | None = None) -> Iterator[Captured]:
+def capture_site(site: AttentionSite | FeedForward, residual: nn.Module | None = None) -> Iterator[Captured]:
     """Inside the block, :func:`run_to_site` fills the yielded :class:`Captured` from ``site``'s output projection
-    (and ``x`` from ``residual``'s input, when given).
+    ``site.out`` (an attention site's, or a feed-forward block's second projection: then ``z`` is the neurons'
+    activations) and ``x`` from ``residual``'s input, when given.
 
     Blocks nest (one site of each of two models); a forward pass stops at the first captured site it reaches.
     """

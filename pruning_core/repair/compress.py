@@ -54,7 +54,12 @@ class CompressConfig:
     bias_compensation: bool = True      # offer FLAP's bias shift per layer (kept where it lowers the residual)
     fit_bias: bool = False              # also offer scales and bias fitted together (least_squares.solve_centred)
     target: str = "output"              # "output" | "residual": fit W_O z + b + x, drift from below corrected (no
-                                        # better on the default: 85.9 % vs 86.1 %, benchmarks/compress.py)
+                                        # better on the default: 85.9 % vs 86.1 %, benchmarks/compress.py) |
+                                        # "normed": the residual's error after the LayerNorm, to first order
+    choose: str = "residual"            # per layer, the candidate with the least "residual" (error) or "loss"
+    head_tokens: bool = False           # fit the last layer on the token the head reads (first token) only
+    ffn: bool = False                   # also tune one scale per feed-forward neuron after each repaired layer
+    damping: float = 0.0                # pull least-squares scales towards 1 (share of the mean Gram diagonal)
     min_heads_per_layer: int = 1
     normalize: bool = False             # rank per-layer l2-normalised scores; False: raw, globally (Kwon)
     seq_len: int = 128                  # tokens per sequence for --flops and --latency-ms
@@ -134,9 +139,10 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     tuned = None
     clock = time.perf_counter()
     if config.repair and not mask.is_full():
-        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias, target=config.target,
-                            batch_size=config.batch_size,
-                            progress=progress)
+        tuned = repair_mask(loaded, mask, data, bias_compensation=config.bias_compensation, fit_bias=config.fit_bias,
+                            target=config.target, choose=config.choose, task=task, head_tokens=config.head_tokens,
+                            ffn=config.ffn, damping=config.damping,
+                            batch_size=config.batch_size, progress=progress)
     times["repair"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
