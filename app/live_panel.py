@@ -102,11 +102,13 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
 
 def _note_metric_sent(mask: HeadMask) -> None:
     """With ``HEADPRUNE_APP_TIMING_LOG`` set (benchmarks/dashboard_timings.py), append when the server sent
-    this mask's metric: the click -> metric time without the browser's drawing."""
+    this mask's metric and the server's CPU seconds by then: the click -> metric time and CPU without the
+    browser's drawing (nor the latency timing that starts once the metric is sent)."""
     path = os.environ.get(TIMING_LOG)
     if path:
         with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"mask": encode_mask(mask), "kept": mask.n_kept, "sent": time.time()}) + "\n")
+            out.write(json.dumps({"mask": encode_mask(mask), "kept": mask.n_kept, "sent": time.time(),
+                                  "cpu": time.process_time()}) + "\n")      # the server's CPU seconds so far
 
 
 def _panel_top(spec: str, mask: HeadMask, roles):

@@ -9,8 +9,10 @@ Measures, on one dashboard server:
   medians over ``--toggles`` head clicks, quiet (as found) and with ``--busy`` (default 2) busy loops;
   each click waits until the server is idle (``settle``: what the page load started, such as the role
   scores or the first latency timing, has finished; the wait is recorded as ``settled_after_s``);
-- the server's CPU seconds per click until the metric, next to one forward pass over the same
-  examples (``task.evaluate`` of a one-head mask, in this process, same run and conditions);
+- the server's CPU seconds per click until the metric is drawn, and until the server sent it (from the
+  live panel's timing log: without the latency timing that starts once the metric is sent and runs
+  while the browser draws), next to one forward pass over the same examples (``task.evaluate`` of a
+  one-head mask, in this process after one untimed pass, same run and conditions);
 - a class: 1 and ``--class-size`` (default 8) Chromium sessions, each clicking a different head at
   about the same moment: each session's metric and loss checked against the library's evaluation of
   the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric
@@ -93,10 +95,11 @@ class Reference:
         self.task = tasks.get_task(task)
         self.data = self.task.encode(self.loaded, getattr(self.task, "default_split", "validation"), limit)
 
-    def forward_pass(self, repeats: int = 3) -> dict:
+    def forward_pass(self, repeats: int = 5) -> dict:
         from pruning_core.heads import HeadMask
 
         walls, cpus = [], []
+        self.task.evaluate(self.loaded, self.data, None, batch_size=64)      # warm-up, untimed
         for i in range(repeats):
             layout = self.loaded.layout
             kind = next(iter(layout.kinds))                  # the first kind: encoder_self, decoder_self, ...
@@ -145,7 +148,8 @@ def point_index(rows: list[int], removed: set[tuple[int, int]], layer: int, head
     return sum(1 for l, n in enumerate(rows) for h in range(n) if (l, h) < (layer, head) and (l, h) not in removed)
 
 
-def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = None) -> list[dict]:
+def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = None,
+           timing_log: Path | None = None) -> list[dict]:
     """``toggles`` head clicks on one page, each timed until the new metric and until the new latency: the
     kept heads from the ``first``-th on (in the first layers), or with ``rows`` (heads per layer) one head
     per layer from the last layer up (:func:`spread_targets`)."""
@@ -162,10 +166,13 @@ def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = No
             removed.add(targets[i])
         wait_live(page, f"{kept - 1} / ", 600)
         to_metric, cpu1 = time.perf_counter() - started, process_cpu_s(pid)
+        mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get("mask")
+        sent = metrics_sent(timing_log, "cpu").get(mask) if timing_log else None
         page.wait_for_function("t => !document.body.innerText.includes(t)", arg=UPDATING_LATENCY, timeout=600_000)
         to_latency = time.perf_counter() - started
         wait_idle(page, 600_000)
         out.append({"layer": targets[i][0] if targets else None, "to_metric_s": round(to_metric, 3), "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
+                    "server_cpu_to_metric_sent_s": round(sent - cpu0, 3) if sent is not None else None,
                     "to_latency_s": round(to_latency, 3),
                     "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load(),
                     "settled_after_s": waited})
@@ -213,14 +220,14 @@ def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int, tim
         "load_average_1min": {"before": load_before, "after": load_after}, "settled_after_s": waited}
 
 
-def metrics_sent(log: Path) -> dict[str, float]:
-    """When the server sent each mask's metric (epoch seconds; the last time per mask), from the timing log
-    the live panel writes (``app.live_panel.TIMING_LOG``)."""
+def metrics_sent(log: Path, field: str = "sent") -> dict[str, float]:
+    """When the server sent each mask's metric (``sent``: epoch seconds; ``cpu``: the server's CPU seconds
+    by then; the last time per mask), from the timing log the live panel writes (``app.live_panel.TIMING_LOG``)."""
     import json
 
     if not log.is_file():
         return {}
-    return {row["mask"]: row["sent"] for row in map(json.loads, log.read_text().splitlines())}
+    return {row["mask"]: row[field] for row in map(json.loads, log.read_text().splitlines())}
 
 
 def busy_loops(n: int) -> list[subprocess.Popen]:
@@ -270,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                 forward = ref.forward_pass()
                 kind = next(iter(ref.loaded.layout.kinds))
                 toggles = clicks(page, srv.proc.pid, args.toggles, first=3 + 8 * n,
-                                 rows=list(ref.loaded.layout.kinds[kind]) if args.spread else None)
+                                 rows=list(ref.loaded.layout.kinds[kind]) if args.spread else None,
+                                 timing_log=timing_log)
             finally:
                 for proc in loops:                    # only the processes started here
                     proc.kill()
@@ -281,11 +289,16 @@ def main(argv: list[str] | None = None) -> int:
                    "click_to_metric_s": _spread([c["to_metric_s"] for c in toggles]),
                    "click_to_latency_s": _spread([c["to_latency_s"] for c in toggles]),
                    "server_cpu_to_metric_s": _spread([c["server_cpu_to_metric_s"] for c in toggles])}
+            sent = [c["server_cpu_to_metric_sent_s"] for c in toggles if c["server_cpu_to_metric_sent_s"] is not None]
+            run["server_cpu_to_metric_sent_s"] = _spread(sent) if sent else None
             run["cpu_to_metric_over_one_forward_pass"] = round(
                 run["server_cpu_to_metric_s"]["median"] / forward["cpu_s"]["median"], 2)
+            run["cpu_to_metric_sent_over_one_forward_pass"] = round(
+                run["server_cpu_to_metric_sent_s"]["median"] / forward["cpu_s"]["median"], 2) if sent else None
             runs.append(run)
             print(f"{run['condition']}: click -> metric {run['click_to_metric_s']}, click -> latency "
-                  f"{run['click_to_latency_s']}, server CPU to metric {run['server_cpu_to_metric_s']} vs one "
+                  f"{run['click_to_latency_s']}, server CPU to metric {run['server_cpu_to_metric_s']} (to the metric sent: "
+                  f"{run['server_cpu_to_metric_sent_s']}) vs one "
                   f"forward pass {forward['cpu_s']} CPU s ({forward['wall_s']} wall s); load {before} -> {_load()}",
                   flush=True)
         page.context.close()
