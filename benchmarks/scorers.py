@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", help="shares of heads removed, comma-separated (default: the model's setup)")
     p.add_argument("--batch-size", type=int, default=32, help="scoring and repair batch")
     p.add_argument("--eval-batch", type=int, default=64)
-    p.add_argument("--only", default="", help="comma-separated labels to run (default: all)")
+    p.add_argument("--only", default="", help="comma-separated labels to run, in this order (default: all)")
     p.add_argument("--skip", action="append", default=[], metavar="NAME=WHY",
                    help=f"leave out a step ({', '.join(STEPS)}) or a scorer label, saying why")
     p.add_argument("--note", default="", help="recorded in the file (say why sizes were reduced)")
@@ -156,10 +156,12 @@ def run(setup: Setup, args, skips: dict[str, str], out: Path) -> None:
     state = dict(setup=setup, args=args, skips=skips, out=out, loaded=loaded, task=task, score_split=score_split,
                  full=full, test_data=test_data, verify_data=verify_data, calibration=calibration, rows=rows,
                  losses=losses, started=started, load_before=load_before)
-    for label, name, baseline, seeds in RUNS:
-        if label in skips:
-            continue
+    order = {label: i for i, label in enumerate(args.only.split(","))} if args.only else {}
+    todo = sorted((r for r in RUNS if r[0] not in skips), key=lambda r: order.get(r[0], 0))   # --only's order
+    for i, (label, name, baseline, seeds) in enumerate(todo):
+        state["pending"] = [r[0] for r in todo[i:]]
         rows.append(score_row(state, label, name, baseline, seeds))
+        state["pending"] = [r[0] for r in todo[i + 1:]]
         write(state, done=False)
     print_table(rows, full, setup.fractions)
     write(state, done=True)
@@ -226,7 +228,9 @@ def write(s: dict, done: bool) -> None:
            "unpruned": {"metric": full.metric, "low": low, "high": high, "loss": full.loss},
            "total_heads": s["loaded"].layout.total_heads, "n_test": test_data.n_examples,
            "n_verify": verify_data.n_examples if verify_data is not None else None, "complete": done,
-           "skipped": [{"what": k, "why": v} for k, v in s["skips"].items()], "note": args.note, "rows": s["rows"],
+           "skipped": [{"what": k, "why": v} for k, v in s["skips"].items()],
+           "not_reached": s.get("pending", []),     # scorers still to run when the file was written (a run cut short)
+           "note": args.note, "rows": s["rows"],
            "seconds": round(time.perf_counter() - s["started"], 1),
            "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in s["load_before"]],
                        "load_after": [round(x, 2) for x in os.getloadavg()],
