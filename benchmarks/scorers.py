@@ -11,7 +11,8 @@ decoder self- and cross-attention heads are removed). For each scorer (gradient,
 the zero / mean / corrupt baselines, flap, activation, entropy, confidence, random over 3 seeds):
 
 - the wall time of scoring the first ``--score-limit`` examples of the task's score split (train where
-  it has one: :func:`pruning_core.tasks.default_score_split`);
+  it has one: :func:`pruning_core.tasks.default_score_split`; validation for movie-speech, which has
+  no train split);
 - Spearman's rank correlation between its ranking scores and the exact loss change of removing each
   of its K highest and K lowest heads alone, on the first ``--verify-limit`` validation examples
   (:func:`pruning_core.scoring.verify.verify_scores`; every head is ablated once and shared);
@@ -72,13 +73,15 @@ class Setup:
     k: int = 10                          # heads checked at each end of the ranking
     max_length: int = 128                # tokens per example (a language model's window)
     kinds: tuple[str, ...] | None = None  # the attention kinds pruned (None: all)
+    score_split: str | None = None       # None: default_score_split (train where the task has one)
 
 
 SETUPS = {
     "default": Setup("default", "movie-sentiment", (0.3, 0.5), 512, 256, 500),
     "mpnet": Setup("mpnet", "movie-sentiment", (0.3, 0.5), 256, 128, 500),
     "smollm2": Setup("smollm2", "movie-text", (0.1, 0.25), 32, 16, 64, k=5),
-    "whisper-base": Setup("whisper-base", "movie-speech", (0.25,), 8, 8, 10, k=5, kinds=("decoder_self", "cross")),
+    "whisper-base": Setup("whisper-base", "movie-speech", (0.25,), 8, 8, 10, k=5, kinds=("decoder_self", "cross"),
+                          score_split="validation"),     # movie-speech has no train split: not the test one
 }
 
 
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     setup = Setup(base.model, base.task,
                   tuple(float(f) for f in args.fractions.split(",")) if args.fractions else base.fractions,
                   args.score_limit or base.score_limit, args.verify_limit or base.verify_limit,
-                  args.test_limit or base.test_limit, args.k or base.k, base.max_length, base.kinds)
+                  args.test_limit or base.test_limit, args.k or base.k, base.max_length, base.kinds, base.score_split)
     skips = parse_skips(args.skip)
     wanted = {s for s in args.only.split(",") if s}
     for label, *_ in RUNS:
@@ -144,7 +147,7 @@ def run(setup: Setup, args, skips: dict[str, str], out: Path) -> None:
     started, load_before = time.perf_counter(), os.getloadavg()
     loaded = load_model(setup.model, attn_implementation="eager")   # entropy / confidence read attention weights
     task = get_task(setup.task)
-    score_split = default_score_split(task)
+    score_split = setup.score_split or default_score_split(task)
     encode = dict(max_length=setup.max_length)
     verify_data = None if "verify" in skips else task.encode(loaded, "validation", setup.verify_limit, **encode)
     test_data = task.encode(loaded, "test", setup.test_limit, **encode)
