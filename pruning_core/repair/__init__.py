@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from .compress import (COMPRESS_FORMAT, CompressConfig, CompressResult, compress, evaluate_compression,
                        summary_json)
+from .curve import evaluate_repaired, repaired_curve
 from .rearrange import LayerRearrangement, block_fisher_loss, rearrange, rearrange_layer
 from .search import BUDGET_KINDS, Budget, BudgetError, SearchResult, removal_order, search_mask
 from .tuning import LayerRepair, RepairResult, repair_mask
 
 __all__ = ["BUDGET_KINDS", "COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressResult",
            "LayerRearrangement", "LayerRepair", "RepairResult", "SearchResult", "block_fisher_loss", "compress",
-           "evaluate_compression", "rearrange", "rearrange_layer", "removal_order", "repair_mask", "search_mask",
+           "evaluate_compression", "evaluate_repaired", "rearrange", "rearrange_layer", "removal_order", "repair_mask", "repaired_curve", "search_mask",
            "summary_json"]

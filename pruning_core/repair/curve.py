@@ -6,6 +6,9 @@ curve's own examples. The mask is the curve's (the scorer's order): no budgeted 
 rearrangement, so the repaired curve shows what tuning adds to the same heads removed. The points keep
 their fields and gain ``repaired_metric``, ``repaired_loss`` and the interval ``repaired_low`` /
 ``repaired_high`` (``headprune.curve/1``: readers that do not know them ignore them).
+
+:func:`evaluate_repaired` is one such point: a mask's metric after repair, for callers that hold masks
+rather than a curve (``benchmarks/scorers.py``).
 """
 from __future__ import annotations
 
@@ -14,7 +17,19 @@ from dataclasses import replace
 from ..experiments import CurveResult
 from ..heads import HeadMask
 from ..progress import ProgressCallback, report
-from .tuning import repair_mask
+from ..results import EvalResult
+from .tuning import RepairResult, repair_mask
+
+
+def evaluate_repaired(loaded, task, data, mask: HeadMask, calibration, *, bias_compensation: bool = False,
+                      batch_size: int = 64, progress: ProgressCallback | None = None
+                      ) -> tuple[EvalResult, RepairResult]:
+    """``mask``'s (1 = keep) metric on ``data`` after :func:`repair_mask` tunes a copy on ``calibration``
+    (encoded examples, labels unread), and the repair's record. ``loaded`` is only read; a full mask
+    still runs the (no-op) repair, so the result is the unpruned model's metric."""
+    tuned = repair_mask(loaded, mask, calibration, bias_compensation=bias_compensation, batch_size=batch_size,
+                        progress=progress)
+    return task.evaluate(loaded.derive(tuned.model), data, None, batch_size=batch_size), tuned
 
 
 def repaired_curve(loaded, task, data, curve: CurveResult, calibration, *, bias_compensation: bool = False,
@@ -27,8 +42,8 @@ def repaired_curve(loaded, task, data, curve: CurveResult, calibration, *, bias_
             points.append(replace(point, repaired_metric=point.metric, repaired_loss=point.loss,
                                   repaired_low=point.low, repaired_high=point.high))
         else:
-            tuned = repair_mask(loaded, mask, calibration, bias_compensation=bias_compensation, batch_size=batch_size)
-            ev = task.evaluate(loaded.derive(tuned.model), data, None, batch_size=batch_size)
+            ev, _ = evaluate_repaired(loaded, task, data, mask, calibration, bias_compensation=bias_compensation,
+                                      batch_size=batch_size)
             low, high = ev.interval if ev.interval is not None else (None, None)
             points.append(replace(point, repaired_metric=ev.metric, repaired_loss=ev.loss, repaired_low=low,
                                   repaired_high=high))
