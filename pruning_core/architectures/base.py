@@ -118,6 +118,12 @@ class FeedForward:
     residual: nn.Module
     norm: nn.Module | None = None
 
+    @classmethod
+    def of_encoder_layer(cls, layer: nn.Module) -> "FeedForward":
+        """BERT's layout (also MPNet's): ``output.LayerNorm(output.dense(intermediate(a)) + a)``, ``a`` the
+        attention block's output (the input of ``intermediate``)."""
+        return cls(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
+
 
 @dataclass(frozen=True)
 class StockShape:

@@ -42,8 +42,7 @@ class BertAdapter(ArchitectureAdapter):
 
     def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
         """``output.LayerNorm(output.dense(intermediate(a)) + a)``, ``a`` the attention block's output."""
-        layer = model.base_model.encoder.layer[site.layer]
-        return FeedForward(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
+        return FeedForward.of_encoder_layer(model.base_model.encoder.layer[site.layer])
 
     def post_norm(self, site: AttentionSite) -> nn.Module | None:
         """``BertSelfOutput.LayerNorm``, after dense(heads) + hidden_states."""

@@ -96,8 +96,7 @@ class MPNetAdapter(ArchitectureAdapter):
 
     def feed_forward(self, model: nn.Module, site: AttentionSite) -> FeedForward | None:
         """``output.LayerNorm(output.dense(intermediate(a)) + a)``, as in BERT."""
-        layer = model.base_model.encoder.layer[site.layer]
-        return FeedForward(layer.output.dense, layer.intermediate, layer.output.LayerNorm)
+        return FeedForward.of_encoder_layer(model.base_model.encoder.layer[site.layer])
 
     def post_norm(self, site: AttentionSite) -> nn.Module | None:
         """``MPNetAttention.LayerNorm``, after o(heads) + hidden_states."""

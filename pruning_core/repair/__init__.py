@@ -20,5 +20,5 @@ from .tuning import LayerRepair, RepairResult, repair_mask
 
 __all__ = ["BUDGET_KINDS", "COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressResult",
            "LayerRearrangement", "LayerRepair", "RepairResult", "SearchResult", "block_fisher_loss", "compress",
-           "evaluate_compression", "evaluate_repaired", "rearrange", "rearrange_layer", "removal_order", "repair_mask", "repaired_curve", "search_mask",
-           "summary_json"]
+           "evaluate_compression", "evaluate_repaired", "rearrange", "rearrange_layer", "removal_order", "repair_mask",
+           "repaired_curve", "search_mask", "summary_json"]
