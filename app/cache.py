@@ -246,12 +246,14 @@ def repaired_evaluation(spec: str, task_name: str, limit: int | None, mask: Head
                         _progress: ProgressCallback | None = None) -> EvalResult:
     """``mask``'s metric after least-squares repair (``pruning_core.repair``) tuned on the first
     :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
-    from pruning_core.repair import repair_mask
+    from pruning_core.repair import evaluate_repaired          # the path `curve --repair` and the benchmarks take
     with compute.GATE.hold(urgent=False, progress=_progress, what="repair"):
         loaded, found = load(spec), task(task_name)
         calibration = found.encode(loaded, score_split_of(task_name), REPAIR_CALIBRATION)
-        tuned = repair_mask(loaded, mask, calibration, bias_compensation=True, progress=compute.yielding(_progress, "repair"))
-        return found.evaluate(loaded.derive(tuned.model), data(spec, task_name, limit), None, batch_size=EVAL_BATCH)
+        fixed, _ = evaluate_repaired(loaded, found, data(spec, task_name, limit), mask, calibration,
+                                     bias_compensation=True, batch_size=EVAL_BATCH,
+                                     progress=compute.yielding(_progress, "repair"))
+        return fixed
 
 
 def references(spec: str, task_name: str, limit: int | None) -> list | None:
