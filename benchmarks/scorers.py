@@ -31,6 +31,7 @@ every scorer, and prints the table.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"leave out a step ({', '.join(STEPS)}) or a scorer label, saying why")
     p.add_argument("--note", default="", help="recorded in the file (say why sizes were reduced)")
     p.add_argument("--out", help="default: benchmarks/results/scorers.json (default) or scorers-MODEL.json")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows already in --out for scorers not run now (same sizes only): a run cut "
+                        "short is completed with --only LABELS --merge")
     args = p.parse_args(argv)
     base = SETUPS[args.model]
     setup = Setup(base.model, base.task,
@@ -139,11 +143,36 @@ def main(argv: list[str] | None = None) -> int:
         if wanted and label not in wanted and label not in skips:
             skips[label] = f"left out by --only{': ' + args.note if args.note else ''}"
     out = Path(args.out or RESULTS / ("scorers.json" if args.model == "default" else f"scorers-{args.model}.json"))
-    run(setup, args, skips, out)
+    kept, earlier_note = previous_rows(out, setup, args.eval_batch, args.batch_size) if args.merge else ([], "")
+    if earlier_note:
+        args.note = f"{earlier_note} Rows added by a later run (--merge): {args.note or 'no note'}"
+    for row in kept:                        # measured before: neither skipped nor left out
+        skips.pop(row["label"], None)
+    run(setup, args, skips, out, kept)
     return 0
 
 
-def run(setup: Setup, args, skips: dict[str, str], out: Path) -> None:
+SAME_SIZES = ("score_limit", "verify_limit", "k", "test_limit", "max_length", "fractions", "batch_size", "eval_batch")
+
+
+def previous_rows(out: Path, setup: Setup, eval_batch: int, batch_size: int) -> tuple[list[dict], str]:
+    """The rows and note of ``out`` (``--merge``), refused unless that run used the same model, task and sizes."""
+    if not out.exists():
+        return [], ""
+    old = json.loads(out.read_text())
+    settings = old["provenance"]["settings"]
+    now = {"score_limit": setup.score_limit, "verify_limit": setup.verify_limit, "k": setup.k,
+           "test_limit": setup.test_limit, "max_length": setup.max_length, "fractions": list(setup.fractions),
+           "batch_size": batch_size, "eval_batch": eval_batch}
+    differ = {k: (settings.get(k), now[k]) for k in SAME_SIZES if settings.get(k) != now[k]}
+    if old.get("model") != setup.model or old.get("task") != setup.task or differ:
+        raise SystemExit(f"--merge: {out} was measured with other settings ({old.get('model')} on {old.get('task')}; "
+                         f"differing (file, now): {differ}); give the same sizes, or another --out.")
+    return old["rows"], old.get("note", "")
+
+
+def run(setup: Setup, args, skips: dict[str, str], out: Path, kept: list[dict] | None = None) -> None:
+    """Measure every scorer not in ``skips``; ``kept``: rows of an earlier run (``--merge``) not measured again."""
     started, load_before = time.perf_counter(), os.getloadavg()
     loaded = load_model(setup.model, attn_implementation="eager")   # entropy / confidence read attention weights
     task = get_task(setup.task)
@@ -161,6 +190,10 @@ def run(setup: Setup, args, skips: dict[str, str], out: Path) -> None:
                  losses=losses, started=started, load_before=load_before)
     order = {label: i for i, label in enumerate(args.only.split(","))} if args.only else {}
     todo = sorted((r for r in RUNS if r[0] not in skips), key=lambda r: order.get(r[0], 0))   # --only's order
+    earlier = [r for r in kept or [] if r["label"] not in {t[0] for t in todo}]
+    rows.extend(earlier)
+    if earlier:
+        print(f"kept from {out}: {', '.join(r['label'] for r in earlier)}", flush=True)
     for i, (label, name, baseline, seeds) in enumerate(todo):
         state["pending"] = [r[0] for r in todo[i:]]
         rows.append(score_row(state, label, name, baseline, seeds))
