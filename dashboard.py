@@ -2,7 +2,7 @@
 
 This file is the shell: page config, session defaults (and a shared link's query parameters),
 the navigation, and a sidebar summary. The page scripts live in app_pages/ (not Streamlit's
-auto-discovered ``pages/`` folder: ``st.navigation`` below is the only page list); the logic they
+auto-discovered ``pages/`` folder: ``st.navigation`` below lists ``app.pages``, the one page list); the logic they
 call in app/ and pruning_core/.
 """
 from pathlib import Path

@@ -15,7 +15,7 @@ features share (models, tasks, data, evaluation, scores) and the Head map's live
   moment and machine load. Pages keep them per session and show when and under what load.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
-keeps them out of the cache key. Run long calls through :func:`app.ui.run_job`, which supplies
+keeps them out of the cache key. Run long calls through :class:`app.work.Work`, which supplies
 that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
 cached functions (a cached function must not draw, or its cache hits would replay the drawing).
 """

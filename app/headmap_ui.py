@@ -1,7 +1,7 @@
 """The clickable head map, and the glue between the mask presets and the session's mask.
 
 The figure is :func:`app.headmap.figure`; clicking a head toggles it through
-:func:`app.state.toggle_head` in the chart's selection callback.
+:func:`app.mask_state.toggle_head` in the chart's selection callback.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import functools
 
 import streamlit as st
 
-from app import charts, state
+from app import charts, mask_state, session_results, state
 from app.headmap import IMPORTANCE, figure
 from app.text import md_escape
 from pruning_core import presets
@@ -27,7 +27,7 @@ def _on_select(kind: str, layout: HeadLayout) -> None:
     for point in (selection.get("selection") or {}).get("points", []):
         layer, head = point.get("customdata") or (point.get("y"), point.get("x"))
         if layer is not None and head is not None:
-            state.toggle_head(layout, kind, int(layer), int(head))
+            mask_state.toggle_head(layout, kind, int(layer), int(head))
 
 
 def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str, roles=None,
@@ -67,19 +67,19 @@ def apply_preset(name: str, layout: HeadLayout, scores: HeadScores | None = None
     "one_per_layer" (keep the best head of every layer), "invert", "reset". The two ranked presets never
     remove a ``protected`` head (``(kind, layer, head)``: the heads of ``protected_roles``).
     """
-    current = state.current_mask(layout)
+    current = mask_state.current_mask(layout)
     keeping = f", keeping {', '.join(protected_roles)} heads" if protected_roles else ""
     if name == "reset":
-        state.reset_mask(layout)
+        mask_state.reset_mask(layout)
     elif name == "invert":
-        state.set_mask(current.inverted(), "invert")
+        mask_state.set_mask(current.inverted(), "invert")
     elif name == "remove_least":
         mask = presets.remove_least_important(scores, fraction, per_layer=per_layer, seed=seed, protected=protected)
         scope = "per layer" if per_layer else "globally"
-        state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}{keeping}")
+        mask_state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}{keeping}")
     elif name == "one_per_layer":
-        state.set_mask(presets.keep_top_per_layer(scores, 1, protected=protected),
-                       f"keep the best head per layer{keeping}")
+        mask_state.set_mask(presets.keep_top_per_layer(scores, 1, protected=protected),
+                            f"keep the best head per layer{keeping}")
     else:
         raise ValueError(f"unknown preset {name!r}")
 
@@ -90,33 +90,33 @@ def _on_history_select() -> None:
     for point in (selection.get("selection") or {}).get("points", []):
         step = (point.get("customdata") or [point.get("x")])[0]
         if step is not None:
-            state.jump_to(int(step))
+            mask_state.jump_to(int(step))
 
 
-HISTORY_METRICS = "history_metrics"     # state.set_result name: {mask text: (metric, interval)} of this session
+HISTORY_METRICS = "history_metrics"     # session_results name: {mask text: (metric, interval)} of this session
 KEEP_METRICS = 512
 
 
 def remember(mask: HeadMask, result) -> None:
     """Note the metric of ``mask`` (an EvalResult the panel showed) for the history chart."""
-    known = dict(state.get_result(HISTORY_METRICS) or {})
+    known = dict(session_results.get_result(HISTORY_METRICS) or {})
     known[encode_mask(mask)] = (result.metric, result.interval)
-    state.set_result(HISTORY_METRICS, dict(list(known.items())[-KEEP_METRICS:]))
+    session_results.set_result(HISTORY_METRICS, dict(list(known.items())[-KEEP_METRICS:]))
 
 
 def show_history(metric_name: str) -> None:
     """The metric after every change of the mask, as the panel showed it (a step skipped by quick clicks
     has no point until it is current again: the chart evaluates nothing); clicking a point makes that
     step current."""
-    entries = state.history()
-    known = state.get_result(HISTORY_METRICS) or {}
+    entries = mask_state.history()
+    known = session_results.get_result(HISTORY_METRICS) or {}
     found = [known.get(encode_mask(e.mask)) for e in entries]
     fig = charts.history_figure([f[0] if f else None for f in found], [e.label for e in entries],
-                                state.history_index(), metric_name, [f[1] if f else None for f in found])
+                                mask_state.history_index(), metric_name, [f[1] if f else None for f in found])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},
                     alt="Metric after each change of the mask")
     skipped = sum(f is None for f in found)
-    st.caption(f"Step {state.history_index()} of {len(entries) - 1}: "
-               f"{md_escape(entries[state.history_index()].label.rstrip('.'))}."     # a label may hold a file name
+    st.caption(f"Step {mask_state.history_index()} of {len(entries) - 1}: "
+               f"{md_escape(entries[mask_state.history_index()].label.rstrip('.'))}."     # a label may hold a file name
                + (f" {skipped} step(s) skipped by quick clicks have no point." if skipped else ""))

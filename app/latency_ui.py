@@ -14,9 +14,10 @@ import streamlit as st
 from pruning_core.bench import FULL_MASK_TEXT, MASKED_TEXT, speed_verdict
 from pruning_core.heads import HeadMask
 
-from . import cache, speed, state, ui
+from . import cache, session_results, speed, state, ui
+from .work import Work
 
-RESULT = "latency"          # state.set_result name: {mask key: BenchResult} of this session
+RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
 KEEP = 16                   # measurements remembered per session
 
 
@@ -46,15 +47,15 @@ def latency_panel(spec: str, mask: HeadMask) -> None:
 def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False):
     """This session's latency measurement of ``mask`` (a ``BenchResult``); when there is none (or
     ``again``) and ``measure``, time it now with a progress bar. None if absent, failed or cancelled."""
-    store: dict = dict(state.get_result(RESULT) or {})
+    store: dict = dict(session_results.get_result(RESULT) or {})
     result = None if again else store.get(_key(mask))
     if result is None and measure and not mask.is_full():
-        result = ui.run_job("latency", "Timing dense vs pruned, interleaved", cache.latency, spec, mask,
-                            fresh=True)
+        result = Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask),
+                      start="each_time").show()
         if result is not None:
             store.pop(_key(mask), None)
             store[_key(mask)] = result
-            state.set_result(RESULT, dict(list(store.items())[-KEEP:]))
+            session_results.set_result(RESULT, dict(list(store.items())[-KEEP:]))
     return result
 
 

@@ -26,9 +26,10 @@ import time
 
 import streamlit as st
 
-from app import cache, headmap, headmap_ui, latency_ui, role_ui, state, ui, uncertainty
+from app import cache, headmap, headmap_ui, latency_ui, mask_state, role_ui, state, ui, uncertainty
 from app.access import task_label
 from app.text import md_code, md_escape
+from app.work import Work
 from pruning_core.heads import HeadMask
 from pruning_core.metrics import get_metric
 from pruning_core.share_link import encode_mask
@@ -67,7 +68,7 @@ def show(spec: str, task_name: str, arch, limit: int, ranking, score_name: str) 
 def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str) -> None:
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
-    mask = state.current_mask(layout)
+    mask = mask_state.current_mask(layout)
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
         strip = st.empty()
@@ -97,7 +98,7 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
         headmap_ui.show_history(ev.metric_name if ev is not None else "accuracy")
     with ui.filling(speed_slot, "latency"):
         latency_ui.latency_panel(spec, mask)
-    role_ui.run_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
+    role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -159,9 +160,9 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         b = st.columns(4)
         b[0].button("Invert", on_click=headmap_ui.apply_preset, args=("invert", layout), width="stretch")
         b[1].button("Reset", on_click=headmap_ui.apply_preset, args=("reset", layout), width="stretch")
-        b[2].button("Undo", on_click=state.undo, disabled=not state.can_undo(), icon=":material/undo:",
+        b[2].button("Undo", on_click=mask_state.undo, disabled=not mask_state.can_undo(), icon=":material/undo:",
                     width="stretch")
-        b[3].button("Redo", on_click=state.redo, disabled=not state.can_redo(), icon=":material/redo:",
+        b[3].button("Redo", on_click=mask_state.redo, disabled=not mask_state.can_redo(), icon=":material/redo:",
                     width="stretch")
     return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
 
@@ -170,8 +171,8 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
     """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
     evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
     changed = not mask.is_full()
-    ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
-    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+    ev = Work("eval", "Evaluating this mask", cache.evaluate, (spec, task_name, limit, mask)).show()
+    dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
     if ev is None or dense is None:
         return None, None
     headmap_ui.remember(mask, ev)       # the history chart shows what the panel showed
@@ -206,7 +207,7 @@ def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
     if ev is None or mask.is_full():
         st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
         return
-    fixed = ui.run_job("repair", "Repairing this mask", cache.repaired_evaluation, spec, task_name, limit, mask)
+    fixed = Work("repair", "Repairing this mask", cache.repaired_evaluation, (spec, task_name, limit, mask)).show()
     if fixed is None:
         return
     metric = get_metric(ev.metric_name)
@@ -219,7 +220,7 @@ def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
 
 def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot) -> None:
     """The loss of ``mask`` again, now with its change against all heads and the paired interval over examples."""
-    per = [ui.run_job(f"losses_{n}", "Per-example losses", cache.example_outputs, spec, task_name, limit, m)
+    per = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (spec, task_name, limit, m)).show()
            for n, m in (("dense", None), ("mask", mask))]
     loss_diff = uncertainty.loss_change(*per) if None not in per else None
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",

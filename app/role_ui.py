@@ -2,10 +2,10 @@
 mask's role summary, and the Attention page's role probe.
 
 The role report is :func:`app.cache_roles.roles` (``st.cache_data``: one computation per model, weights, task
-and seed for every session), run as this session's job :data:`JOB` (:func:`app.ui.run_job`): it starts
+and seed for every session), run as this session's job :data:`JOB` (:class:`app.work.Work`): it starts
 by itself only when it is cheap (:func:`app.workload.roles_wait_for_click`), else on a click with its
 time estimate, with progress and Cancel. The Head map's fragment draws the map with the report it has
-(:func:`ready`: no work), and :func:`run_job` at the end of the fragment reruns it once a report arrives.
+(:func:`ready`: no work), and :func:`show_roles_job` at the end of the fragment reruns it once a report arrives.
 """
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from pruning_core.heads import HeadMask
 from pruning_core.roles import RoleReport, get_role, protected_heads, removal_summary, role_names
 from pruning_core.roles.base import kinds_for
 
-from . import attention, cache_roles, jobs, state, ui, workload
+from . import attention, cache_roles, state, ui, workload
 from .headmap import IMPORTANCE, STRONGEST
 from .text import md_escape
+from .work import Work
 
 JOB = "roles"
 
@@ -29,21 +30,17 @@ def applicable(arch) -> list[str]:
 
 def ready(spec: str, task_name: str) -> RoleReport | None:
     """This session's finished role report of ``spec`` on ``task_name``; None when not (yet) computed. No work."""
-    job = state.job_board().get(JOB)
-    if job is None or job.running or job.error is not None or job.ident != jobs.identity(cache_roles.roles,
-                                                                                          (spec, task_name), {}):
-        return None
-    return job.result
+    return Work(JOB, "Finding head roles", cache_roles.roles, (spec, task_name)).ready()
 
 
-def run_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleReport | None) -> None:
+def show_roles_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleReport | None) -> None:
     """In ``slot``: the roles job when ``wanted`` (its button with the time estimate, or its progress); once
     its report is there and the map was ``drawn`` without one, rerun so the map shows it."""
     if not wanted:
         return
     with slot:
-        report = ui.run_job(JOB, workload.roles_label(spec), cache_roles.roles, spec, task_name,
-                            auto=not workload.roles_wait_for_click(spec))
+        report = Work(JOB, workload.roles_label(spec), cache_roles.roles, (spec, task_name),
+                      start="button" if workload.roles_wait_for_click(spec) else "auto").show()
     if report is not None and drawn is None:
         st.rerun()
 
@@ -105,8 +102,8 @@ def probe_tab(spec: str, task_name: str, arch) -> None:
     role = c1.selectbox("Role", roles, format_func=lambda r: get_role(r).title,
                         **ui.remembered(state.widget_key("attention", "role"),
                                         "induction" if "induction" in roles else roles[0]))
-    view = ui.run_job("role_probe", f"Running the model on the {get_role(role).title} probe", cache_roles.role_probe,
-                      spec, task_name, role, progress=False)
+    view = Work("role_probe", f"Running the model on the {get_role(role).title} probe", cache_roles.role_probe,
+                (spec, task_name, role), progress=False).show()
     if view is None:
         return
     kind = view.kinds[0] if len(view.kinds) == 1 else c2.selectbox(

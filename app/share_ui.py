@@ -7,10 +7,11 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, cache_curves, latency_ui, progress_text, state, ui, workload
+from . import cache, cache_curves, latency_ui, notices, progress_text, session_results, state, workload
 from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
+from .work import Work, job_board
 
 
 def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: HeadMask, *,
@@ -23,24 +24,25 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
     heads = loaded.layout.total_heads
     for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
         n = workload.score_limit(spec, task_name, name, limit)
-        result = ui.run_job(f"score_{name}", workload.scoring_label(spec, task_name, name, n, heads), cache.scores,
-                            spec, task_name, name, n, auto=not workload.waits_for_click(spec, task_name, name, n, heads))
+        result = Work(f"score_{name}", workload.scoring_label(spec, task_name, name, n, heads), cache.scores,
+                      (spec, task_name, name, n),
+                      start="button" if workload.waits_for_click(spec, task_name, name, n, heads) else "auto").show()
         if result is not None:
             scores[name] = result
     curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
-        result = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve, spec, task_name, name, limit,
-                            workload.score_limit(spec, task_name, name, limit), 0.1, False,
-                            seeds=cache_curves.curve_seeds(name))
+        result = Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
+                      (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), 0.1, False),
+                      {"seeds": cache_curves.curve_seeds(name)}).show()
         if result is not None:
             curves[name] = result
-    evaluation = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
-    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
-    ablation = ui.run_job("ablation", "Single-head ablation", cache_curves.ablation, spec, task_name, limit) \
+    evaluation = Work("eval", "Evaluating the current mask", cache.evaluate, (spec, task_name, limit, mask)).show()
+    dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
+    ablation = Work("ablation", "Single-head ablation", cache_curves.ablation, (spec, task_name, limit)).show() \
         if with_ablation else None
-    one = ui.run_job(f"one_{scorer}", "One head per layer", cache_curves.one_per_layer, spec, task_name, limit, scorer,
-                     score_limit) if with_one_per_layer else None
-    bench = state.get_result("bench")          # the Speed page's sweep, else the Head map's probe
+    one = Work(f"one_{scorer}", "One head per layer", cache_curves.one_per_layer,
+               (spec, task_name, limit, scorer, score_limit)).show() if with_one_per_layer else None
+    bench = session_results.get_result("bench")          # the Speed page's sweep, else the Head map's probe
     if bench is None or bench.mask != mask:
         bench = latency_ui.measurement(spec, mask)
     return Analysis(
@@ -59,7 +61,7 @@ def computed_curves(loaded, task_name: str) -> dict:
     """The pruning curves this session's jobs computed for this model and task (the Curves page's,
     at whatever step it chose), by scorer."""
     out = {}
-    for job, result in state.job_board().results("curve_").items():
+    for job, result in job_board().results("curve_").items():
         prov = getattr(result, "provenance", {}) or {}
         if prov.get("weights_sha256") == loaded.weights_sha256 and prov.get("task") == task_name:
             out[job.removeprefix("curve_")] = result
@@ -89,14 +91,14 @@ def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     try:
         warnings = check_restorable(analysis)
     except HeadpruneError as exc:
-        state.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
+        notices.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
     state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
                   limit=analysis.eval_limit,
                   source=f"mask restored from {file_name}" if file_name else "mask restored from a file")
-    state.set_result("analysis", analysis)
+    session_results.set_result("analysis", analysis)
     for text in warnings:
-        state.add_notice("warning", md_escape(text))
+        notices.add_notice("warning", md_escape(text))
     task = task_label(state.task_spec())
-    state.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task)}, scorer "
-                                f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")
+    notices.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task)}, scorer "
+                                  f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")

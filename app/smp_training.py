@@ -11,8 +11,8 @@ import threading
 
 import streamlit as st
 
-from app import ui
 from app.text import md_escape
+from app.work import Work
 from pruning_core.errors import HeadpruneError
 from pruning_core.progress import ProgressCallback
 from pruning_core.smp import default_pruner
@@ -41,8 +41,8 @@ def ready() -> bool:
             "five unlabeled text sources (fetched with pip once) and runs "
             f"{default_pruner.TRAIN_ESTIMATE}; every session of this server then uses it. "
             "Or pick another scorer.", icon=":material/model_training:")
-    summary = ui.run_job("smp_train", f"Training the SMP pruner ({default_pruner.TRAIN_ESTIMATE})", train,
-                         auto=False)
+    summary = Work("smp_train", f"Training the SMP pruner ({default_pruner.TRAIN_ESTIMATE})", train,
+                   start="button").show()
     if summary is None:
         return False
     st.success(f"SMP pruner trained: {md_escape(summary.splitlines()[0])}.")

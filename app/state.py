@@ -1,8 +1,11 @@
-"""The dashboard's session state: every key, and the only functions that read or write it.
+"""The dashboard's session state: every key, its default, and the URL's query parameters.
 
-Pages never touch ``st.session_state`` or ``st.query_params`` directly; they call the functions
-below. One browser tab is one session; the model cached by ``app.cache`` is shared by all
-sessions, while everything here (the mask especially) is per session.
+Pages never touch ``st.session_state`` or ``st.query_params`` directly. This module names every
+session-state key and reads and writes the URL; the feature modules that own a key's logic read it
+through the names below (the mask history: :mod:`app.mask_state`; jobs: :mod:`app.work`; notices:
+:mod:`app.notices`; kept results: :mod:`app.session_results`). One browser tab is one session; the
+model cached by ``app.cache`` is shared by all sessions, while everything here (the mask especially)
+is per session.
 
 Session-state keys
 ------------------
@@ -13,18 +16,21 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_task``            str                  task: "movie-sentiment", a GLUE/WMT name, "file:PATH" (``task``)
 ``hp_scorer``          str                  scorer name, a key of ``pruning_core.scoring.SCORERS`` (``scorer``)
 ``hp_eval_limit``      int | None           examples in the evaluation subset (``n``); None: the model's size
-``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``)
+``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``;
+                                            :mod:`app.mask_state`)
 ``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
 ``hp_qp_read``         bool                 the URL's query parameters were read into this session
 ``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
-``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves
-``hp_jobs``            app.jobs.JobBoard    this session's long work (runs on while the user is on other pages)
-``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run
+``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves (:mod:`app.work`)
+``hp_jobs``            app.jobs.JobBoard    this session's long work, running on while the user is on other
+                                            pages (:func:`app.work.job_board`)
+``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run (:mod:`app.notices`)
 ``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
-                                            (the last speed sweep "bench", a loaded "analysis")
+                                            (the last speed sweep "bench", a loaded "analysis";
+                                            :mod:`app.session_results`)
 ``hp_tour_step``       str | None           the Tour page's step, by name (``step``, in the URL only on that page)
 ``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
-                                            (``hp_w_job_*``: run/cancel buttons of ``ui.run_job``)
+                                            (``hp_w_job_*``: run/cancel buttons of :class:`app.work.Work`)
 =====================  ===================  =====================================================
 
 Public functions
@@ -32,17 +38,11 @@ Public functions
 - :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
 - :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
   :func:`scorer_name` / :func:`set_scorer`, :func:`eval_limit` / :func:`set_eval_limit`.
-- Masks (``HeadMask``, 1 = keep): :func:`current_mask`, :func:`set_mask`, :func:`toggle_head`,
-  :func:`reset_mask`, :func:`undo`, :func:`redo`, :func:`can_undo`, :func:`can_redo`,
-  :func:`history`, :func:`history_index`, :func:`jump_to`.
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
   :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
   :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
   is ``pruning_core.share_link`` (``encode_mask`` / ``decode_mask``).
-- Jobs and messages: :func:`is_cancelled`, :func:`mark_cancelled`, :func:`clear_cancelled`,
-  :func:`add_notice`, :func:`pop_notices`; :func:`widget_key` for page widget keys.
-- Per-session results: :func:`set_result` / :func:`get_result` (valid only for the model and task
-  they were stored under).
+- :func:`widget_key` for page widget keys.
 
 Defaults come from the environment when set (used by tests and the browser e2e test):
 ``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
@@ -56,11 +56,10 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from app.mask_history import HistoryEntry, MaskHistory
-from app.text import md_code, md_escape
+from app.text import md_code
 from pruning_core.errors import HeadpruneError
-from pruning_core.heads import KINDS, HeadLayout, HeadMask
-from pruning_core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, decode_mask, encode_mask
+from pruning_core.heads import HeadMask
+from pruning_core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
 
 # -- keys ----------------------------------------------------------------------------------------
 MODEL = "hp_model"
@@ -151,7 +150,9 @@ def _read_query_params() -> None:
         try:
             set_eval_limit(int(qp[QP_LIMIT]))
         except (ValueError, HeadpruneError):
-            add_notice("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number.")
+            # app.notices shows it; the URL reader queues it under the key it owns (notices imports state)
+            st.session_state[NOTICES].append(
+                ("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number."))
     if qp.get(QP_MASK):
         st.session_state[PENDING_MASK] = qp[QP_MASK]
     if qp.get(QP_STEP):
@@ -230,88 +231,7 @@ def set_eval_limit(n: int) -> None:
     st.session_state[EVAL_LIMIT] = int(n)
 
 
-# -- masks ---------------------------------------------------------------------------------------
-def _history(layout: HeadLayout) -> MaskHistory:
-    """This session's history for the current model, started afresh when it does not fit ``layout``."""
-    hist: MaskHistory | None = st.session_state.get(HISTORY)
-    if hist is not None and hist.model == model_spec() and hist.current.layout == layout:
-        return hist
-    start, label = HeadMask.full(layout), "all heads kept"
-    pending = st.session_state.get(PENDING_MASK)
-    if pending:
-        st.session_state[PENDING_MASK] = None
-        source, st.session_state[PENDING_SOURCE] = st.session_state.get(PENDING_SOURCE), None
-        try:
-            start, label = decode_mask(pending, layout), source or "mask from the link"
-        except HeadpruneError as exc:
-            add_notice("error", f"{md_escape(exc)} Starting with all heads kept instead.")
-    hist = MaskHistory(model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
-    if start != hist.current:
-        hist.push(start, label)
-    st.session_state[HISTORY] = hist
-    return hist
-
-
-def current_mask(layout: HeadLayout) -> HeadMask:
-    """The mask in use (1 = keep) for the current model, whose head layout is ``layout``."""
-    return _history(layout).current
-
-
-def set_mask(mask: HeadMask, label: str) -> None:
-    """Make ``mask`` current, recording ``label`` in the history (undoable)."""
-    _history(mask.layout).push(mask, label)
-
-
-def toggle_head(layout: HeadLayout, kind: str, layer: int, head: int) -> HeadMask:
-    """Flip one head between kept and removed; returns the new mask."""
-    hist = _history(layout)
-    new = hist.current.toggled(kind, layer, head)
-    state = "kept" if new.kinds[kind][layer][head] else "removed"
-    hist.push(new, f"{kind} L{layer} H{head} {state}")
-    return new
-
-
-def reset_mask(layout: HeadLayout) -> None:
-    set_mask(HeadMask.full(layout), "reset: all heads kept")
-
-
-def can_undo() -> bool:
-    hist = st.session_state.get(HISTORY)
-    return hist is not None and hist.index > 0
-
-
-def can_redo() -> bool:
-    hist = st.session_state.get(HISTORY)
-    return hist is not None and hist.index < len(hist.entries) - 1
-
-
-def undo() -> None:
-    if can_undo():
-        st.session_state[HISTORY].index -= 1
-
-
-def redo() -> None:
-    if can_redo():
-        st.session_state[HISTORY].index += 1
-
-
-def jump_to(index: int) -> None:
-    """Make history entry ``index`` current (later entries stay, for redo)."""
-    hist = st.session_state.get(HISTORY)
-    if hist is not None and 0 <= index < len(hist.entries):
-        hist.index = index
-
-
-def history() -> list[HistoryEntry]:
-    hist = st.session_state.get(HISTORY)
-    return list(hist.entries) if hist is not None else []
-
-
-def history_index() -> int:
-    hist = st.session_state.get(HISTORY)
-    return hist.index if hist is not None else 0
-
-
+# -- loading a link or an analysis ---------------------------------------------------------------
 def restore(*, model: str | None = None, task: str | None = None, scorer: str | None = None,
             mask: HeadMask | Mapping | str | None = None, limit: int | None = None,
             source: str = "mask from the link") -> None:
@@ -337,59 +257,7 @@ def restore(*, model: str | None = None, task: str | None = None, scorer: str | 
         st.session_state[PENDING_SOURCE] = source
 
 
-# -- jobs and notices ----------------------------------------------------------------------
-def is_cancelled(job: str) -> bool:
-    init()
-    return job in st.session_state[CANCELLED]
-
-
-def mark_cancelled(job: str) -> None:
-    init()
-    st.session_state[CANCELLED].add(job)
-
-
-def clear_cancelled(job: str) -> None:
-    init()
-    st.session_state[CANCELLED].discard(job)
-
-
-def job_board():
-    """This session's :class:`app.jobs.JobBoard` (long work that survives page changes)."""
-    from app.jobs import JobBoard
-
-    board = st.session_state.get(JOBS)
-    if board is None:
-        board = st.session_state[JOBS] = JobBoard(alive=_session_alive())
-    return board
-
-
-def _session_alive():
-    """This browser session's liveness check for its jobs (None without a Streamlit server, e.g. AppTest)."""
-    from streamlit import runtime
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    from app.jobs import session_alive
-
-    ctx = get_script_run_ctx()
-    if ctx is None or not runtime.exists():
-        return None
-    return session_alive(runtime.get_instance(), ctx.session_id)
-
-
-def add_notice(level: str, text: str) -> None:
-    """Queue a message ("info" | "warning" | "error" | "success") for the top of the next page.
-
-    ``text`` is Markdown: pass values from a link, a file or an error through :mod:`app.text`."""
-    st.session_state.setdefault(NOTICES, []).append((level, text))
-
-
-def pop_notices() -> list[tuple[str, str]]:
-    init()
-    notices = list(st.session_state.get(NOTICES, []))
-    st.session_state[NOTICES] = []
-    return notices
-
-
+# -- the tour ------------------------------------------------------------------------------------
 def tour_step() -> str | None:
     """The Tour page's step (its name, from a link or the last one shown); None before any."""
     init()
@@ -400,28 +268,8 @@ def set_tour_step(name: str) -> None:
     st.session_state[TOUR_STEP] = name
 
 
-def set_result(name: str, value) -> None:
-    """Remember ``value`` under ``name`` for the current model and task (``None`` forgets it)."""
-    results = st.session_state.setdefault(RESULTS, {})
-    if value is None:
-        results.pop(name, None)
-    else:
-        results[name] = (model_spec(), task_spec(), value)
-
-
-def get_result(name: str):
-    """The value stored by :func:`set_result`, or None if absent or stored for another model/task."""
-    entry = st.session_state.get(RESULTS, {}).get(name)
-    if entry is None or (entry[0], entry[1]) != (model_spec(), task_spec()):
-        return None
-    return entry[2]
-
-
 __all__ = [
-    "KINDS", "HistoryEntry", "MaskHistory", "widget_key", "init", "share_params", "push_query_params",
-    "model_spec", "set_model_spec", "task_spec", "set_task_spec",
-    "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "current_mask", "set_mask", "toggle_head",
-    "reset_mask", "can_undo", "can_redo", "undo", "redo", "jump_to", "history", "history_index", "restore",
-    "is_cancelled", "mark_cancelled", "clear_cancelled", "job_board", "add_notice", "pop_notices", "RESULTS",
-    "set_result", "get_result", "defaults", "tour_step", "set_tour_step", "QP_STEP", "TOUR_PAGE",
+    "widget_key", "init", "share_params", "push_query_params", "model_spec", "set_model_spec", "task_spec",
+    "set_task_spec", "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "restore", "defaults",
+    "tour_step", "set_tour_step", "QP_STEP", "TOUR_PAGE",
 ]

@@ -17,7 +17,9 @@ import streamlit as st
 from pruning_core import bench
 from pruning_core.heads import HeadMask
 
-from . import attention, cache, cache_attention, cache_curves, cache_roles, charts, latency_ui, progress_text, state, tour, ui, workload
+from . import (attention, cache, cache_attention, cache_curves, cache_roles, charts, latency_ui, mask_state, progress_text,
+               state, tour, ui, workload)
+from .work import Work
 from .pages import PAGES
 from .text import md_code, md_escape
 
@@ -65,7 +67,7 @@ def show_step(step: tour.TourStep, model: tour.TourModel) -> None:
     if arch is None:
         return
     if step.task_types and arch.task_type not in step.task_types:
-        state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
+        mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
         st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
         return
     ctx = Ctx(model, ui.eval_limit(model.spec, model.task), arch)
@@ -94,8 +96,8 @@ def navigation(step: tour.TourStep) -> None:
 
 # -- each step: compute (cached), make its mask the session's, draw -------------------------------
 def _prepare(mask: HeadMask, label: str) -> HeadMask:
-    if state.current_mask(mask.layout) != mask:
-        state.set_mask(mask, f"tour: {label}")
+    if mask_state.current_mask(mask.layout) != mask:
+        mask_state.set_mask(mask, f"tour: {label}")
     return mask
 
 
@@ -103,7 +105,7 @@ def _scores(ctx: Ctx):
     """Gradient scores, the Head map's call (same job name and arguments)."""
     n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
     label = workload.scoring_label(ctx.spec, ctx.model.task, tour.SCORER, n, ctx.arch.layout.total_heads)
-    return ui.run_job(f"score_{tour.SCORER}", label, cache.scores, ctx.spec, ctx.model.task, tour.SCORER, n)
+    return Work(f"score_{tour.SCORER}", label, cache.scores, (ctx.spec, ctx.model.task, tour.SCORER, n)).show()
 
 
 def _half_removed(ctx: Ctx) -> HeadMask | None:
@@ -112,7 +114,8 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    table = ui.run_job("ablation", "Single-head ablation", cache_curves.ablation, ctx.spec, ctx.model.task, ctx.limit)
+    table = Work("ablation", "Single-head ablation", cache_curves.ablation,
+                 (ctx.spec, ctx.model.task, ctx.limit)).show()
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
@@ -130,8 +133,8 @@ def _one_head(ctx: Ctx) -> bool:
 
 def _one_per_layer(ctx: Ctx) -> bool:
     n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
-    result = ui.run_job(f"one_{tour.SCORER}", "One head per layer", cache_curves.one_per_layer, ctx.spec, ctx.model.task,
-                        ctx.limit, tour.SCORER, n)          # the Curves page's call
+    result = Work(f"one_{tour.SCORER}", "One head per layer", cache_curves.one_per_layer,
+                  (ctx.spec, ctx.model.task, ctx.limit, tour.SCORER, n)).show()          # the Curves page's call
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
@@ -147,15 +150,15 @@ def _curve(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     curves = {}
     for name in tour.CURVE_SCORERS:                     # the Curves page's calls: its page shows them at once
-        found = ui.run_job(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve, spec, task_name, name,
-                           limit, workload.score_limit(spec, task_name, name, limit), tour.CURVE_STEP, False,
-                           seeds=cache_curves.curve_seeds(name))
+        found = Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
+                     (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), tour.CURVE_STEP,
+                      False), {"seeds": cache_curves.curve_seeds(name)}).show()
         if found is not None:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):
         return False
-    current = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
-    dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+    current = Work("eval", "Evaluating the current mask", cache.evaluate, (spec, task_name, limit, mask)).show()
+    dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     st.plotly_chart(charts.curves_figure(curves, point, f"prepared mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None),
@@ -170,8 +173,9 @@ def _attention(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     if mask is None:
         return False
-    run = ui.run_job("attention", "Running the model on the sentence", cache_attention.attention_run, ctx.spec, tour.SENTENCE,
-                     None, mask, cache_attention.label_names(ctx.model.task), progress=False)   # the Attention page's call
+    run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,    # the Attention
+               (ctx.spec, tour.SENTENCE, None, mask, cache_attention.label_names(ctx.model.task)),   # page's call
+               progress=False).show()
     if run is None:
         return False
     st.markdown(f"Sentence: {md_code(tour.SENTENCE)}")
@@ -204,7 +208,8 @@ def _speed(ctx: Ctx) -> bool:
 
 
 def _induction(ctx: Ctx) -> bool:
-    check = ui.run_job("induction", "Finding the induction heads", cache_roles.induction_roles, ctx.spec, ctx.model.task)
+    check = Work("induction", "Finding the induction heads", cache_roles.induction_roles,
+                 (ctx.spec, ctx.model.task)).show()
     if check is None:
         return False
     mask = _prepare(check.mask, f"{len(check.heads)} induction heads removed")
@@ -222,8 +227,9 @@ def _induction(ctx: Ctx) -> bool:
                f"find the heads: {md_escape(check.detection)})."
                + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
                   and check.heads else ""))
-    run = ui.run_job("attention", "Running the model on the sentence", cache_attention.attention_run, ctx.spec, tour.REPEATED,
-                     None, None if mask.is_full() else mask, cache_attention.label_names(ctx.model.task), progress=False)
+    run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
+               (ctx.spec, tour.REPEATED, None, None if mask.is_full() else mask,
+                cache_attention.label_names(ctx.model.task)), progress=False).show()
     if run is None:
         return False
     st.markdown("The repeated sentence for the Attention page:")

@@ -1,34 +1,25 @@
-"""Shared widgets: page intro, error display, and long work with a progress bar and a Cancel button.
+"""Shared widgets: page intro and notices, error display, "updating…" placeholders, metric rows, the
+scorer / size / model / task pickers, tables and downloads.
 
-:func:`run_job` is how a page calls anything slow in :mod:`app.cache`. The call runs as one of the
-session's jobs (:mod:`app.jobs`) in a worker thread; the page's script thread draws a progress bar
-fed by the pruning_core progress callback. Leaving the page does not stop the work: coming back
-shows its progress or result. Cancel sets a flag that the callback turns into
-``pruning_core.errors.Cancelled``: the work unwinds cleanly (pruning_core removes its hooks in
-``finally`` blocks), nothing half-done is cached, and the session stays usable. A job the user
-cancelled does not restart by itself; the page offers a "Cancelled. Run: ..." button.
+Anything slow in :mod:`app.cache` is called through :class:`app.work.Work` (progress bar, Cancel,
+when it starts).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
-from app import jobs, progress_text, state
+from app import notices, state
 from app.access import hide_upload_paths, store_upload, task_label
 from app.text import md_code, md_escape
 from pruning_core import zoo
-from pruning_core.errors import Cancelled, HeadpruneError
+from pruning_core.errors import HeadpruneError
 from pruning_core.metrics import get_metric
 
 log = logging.getLogger("headprune.app")
-
-QUICK_S = 0.3          # jobs finishing within this show no progress bar (cache hits, small work)
-POLL_S = 0.15          # how often the progress bar is refreshed
 
 
 def page_intro(title: str, text: str) -> None:
@@ -39,9 +30,9 @@ def page_intro(title: str, text: str) -> None:
 
 
 def show_notices() -> None:
-    """Show (once) the messages queued with ``state.add_notice``, e.g. by a link's unreadable mask."""
-    for level, message in state.pop_notices():
-        getattr(st, level if level in ("info", "warning", "error", "success") else "info")(message)
+    """Show (once) the messages queued with ``notices.add_notice``, e.g. by a link's unreadable mask."""
+    for level, message in notices.pop_notices():
+        getattr(st, level if level in notices.LEVELS else "info")(message)
 
 
 def show_error(exc: BaseException, what: str = "") -> None:
@@ -59,87 +50,6 @@ def show_error(exc: BaseException, what: str = "") -> None:
         st.error(f"{prefix}unexpected {type(exc).__name__}: {first} "
                  "The details are in the server log; the rest of the dashboard keeps working.",
                  icon=":material/error:")
-
-
-_describe = progress_text.describe     # "Pruning curve by gradient importance: step 1 of 11, …"
-
-
-def run_job(job: str, label: str, fn: Callable[..., Any], *args: Any, progress: bool = True,
-            auto: bool = True, fresh: bool = False, **kwargs: Any) -> Any | None:
-    """Run ``fn(*args, **kwargs)`` (plus ``_progress=callback`` when ``progress``) as this session's job
-    ``job`` (:mod:`app.jobs`), with a progress bar and a Cancel button while it runs.
-
-    The work outlives the page run: when the user goes to another page and comes back, the same
-    call finds the job (same name and arguments) still running, or finished, and does not start
-    it again. Only Cancel stops it (or a call under the same name with other arguments).
-
-    Args:
-        job: a name for this piece of work, unique in the session (e.g. "curve_gradient").
-        label: what the user sees, e.g. "Scoring heads (gradient)"; Markdown, so a value from a link or a
-            file in it goes through :mod:`app.text` (``md_code(spec)``).
-        auto: when False, or when the user cancelled this job before, start only on a button press
-            (the button starts the job in its callback, so it is gone when the result shows).
-        fresh: a timing: a finished result is handed out once, and the next call measures again.
-
-    Returns the result, or ``None`` when it failed (message shown), was cancelled, or waits for
-    a click. Pages test for ``None`` and stop or skip the dependent part.
-    """
-    board = state.job_board()
-    kwargs_ = dict(kwargs)
-    current = board.get(job)
-    if current is not None and current.ident != jobs.identity(fn, args, kwargs_):
-        current = None                               # made for other arguments: not this request
-    if current is None or state.is_cancelled(job):
-        if state.is_cancelled(job) or not auto:
-            note = "Cancelled. " if state.is_cancelled(job) else ""
-            st.button(f"{note}Run: {label}", key=state.widget_key("job", f"run_{job}"), on_click=start_job,
-                      args=(job, label, fn, args, kwargs_, progress))
-            return None
-        current = board.start(job, label, fn, args, kwargs_, progress)
-
-    current.wait(QUICK_S)
-    if current.running:
-        holder = st.empty()
-        with holder.container():
-            fraction, text = _describe(current.latest, label)
-            bar = st.progress(fraction or 0.0, text=text)
-            if progress:             # without a progress callback the work cannot be stopped midway
-                st.button("Cancel", key=state.widget_key("job", f"cancel_{job}"), on_click=_cancel,
-                          args=(job,), icon=":material/cancel:")
-        # a page change or a click stops this loop (Streamlit raises in the script thread), not the job
-        shown = (fraction, text)
-        while current.running:
-            current.wait(POLL_S)
-            now = _describe(current.latest, label)
-            if now != shown:    # an unchanged bar is not sent again: each send makes the browser redraw, and a
-                shown = now     # class's sessions queued for the CPU would each send one per poll
-                bar.progress(now[0] if now[0] is not None else 0.0, text=now[1])
-        holder.empty()
-
-    log.debug("job %s (%s) took %.3f s", job, label, (current.finished or time.time()) - current.started)
-    error = current.error
-    if fresh or (error is not None and not isinstance(error, Cancelled)):
-        board.forget(job)            # a timing is shown once; a failure is tried again on the next run
-    if error is None:
-        return current.result
-    if isinstance(error, Cancelled):
-        st.info(f"{label}: cancelled.")
-    elif isinstance(error, Exception):
-        show_error(error, label)
-    else:
-        raise error
-    return None
-
-
-def start_job(job: str, label: str, fn: Callable[..., Any], args: tuple, kwargs: dict, progress: bool) -> None:
-    """Start ``fn`` as this session's job ``job`` (a button's callback: before the page runs)."""
-    state.clear_cancelled(job)
-    state.job_board().start(job, label, fn, args, kwargs, progress)
-
-
-def _cancel(job: str) -> None:
-    state.job_board().cancel(job)
-    state.mark_cancelled(job)
 
 
 def _updating_text(what: str) -> str:
@@ -243,7 +153,7 @@ def known_scorer() -> str:
     current = state.scorer_name()
     if current not in names:
         fallback = state.DEFAULT_SCORER if state.DEFAULT_SCORER in names else names[0]
-        state.add_notice("error", f"Unknown scorer {md_code(current)}; available: {', '.join(names)}. "
+        notices.add_notice("error", f"Unknown scorer {md_code(current)}; available: {', '.join(names)}. "
                                   f"Using {md_code(fallback)}.")
         state.set_scorer(current := fallback)
     return current
@@ -288,7 +198,7 @@ def eval_size_picker(page: str, narrow: bool = False) -> int:
         try:
             state.set_eval_limit(st.session_state[key])
         except HeadpruneError as exc:
-            state.add_notice("error", str(exc))
+            notices.add_notice("error", str(exc))
 
     own, unit = workload.own_size(spec, task_name)
     st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=max(1, own // 2),
@@ -308,7 +218,9 @@ def load_architecture(spec: str):
                    f"**Model & data** page (or run {md_code(zoo.get(spec).command())}), or choose another model "
                    "there.")
         return None
-    return run_job(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, spec, progress=False)
+    from app.work import Work          # app.work draws its errors with show_error above
+
+    return Work(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, (spec,), progress=False).show()
 
 
 # -- model and task pickers (Model & data page) -------------------------------------------------
@@ -343,10 +255,10 @@ def _apply_model() -> None:
         suited = zoo.get(name).task
         if state.task_spec() != suited and state.task_spec() in {zoo.get(n).task for n in zoo.names()}:
             state.set_task_spec(suited)
-            state.add_notice("info", f"Task switched to {md_code(suited)}, the one {md_code(name)} is prepared for.")
+            notices.add_notice("info", f"Task switched to {md_code(suited)}, the one {md_code(name)} is prepared for.")
     elif not where:
         example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
-        state.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")
+        notices.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")
     else:
         state.set_model_spec(str(Path(where).expanduser().absolute()) if source == "local" else where)
 
@@ -380,11 +292,11 @@ def _apply_upload() -> None:
     try:
         cache.task(f"file:{path}")            # parses the whole file: errors name the line
     except HeadpruneError as exc:
-        state.add_notice("error", f"The uploaded file {md_code(upload.name)} cannot be used: "
+        notices.add_notice("error", f"The uploaded file {md_code(upload.name)} cannot be used: "
                                   f"{md_escape(upload_message(exc, path, upload.name))}")
         return
     state.set_task_spec(f"file:{path}")
-    state.add_notice("success", f"Using the uploaded file {md_code(upload.name)} as the task.")
+    notices.add_notice("success", f"Using the uploaded file {md_code(upload.name)} as the task.")
 
 
 def upload_message(exc: BaseException, path, name: str) -> str:

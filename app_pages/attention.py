@@ -1,9 +1,10 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app import attention, attention_ui, cache, cache_attention, role_ui, state, ui
+from app import attention, attention_ui, cache, cache_attention, mask_state, role_ui, state, ui
 from app.access import task_label
 from app.text import md_code
+from app.work import Work
 
 spec, task_name = state.model_spec(), state.task_spec()
 intro = st.container()          # the title on top, its text known once the model (its family) is
@@ -12,7 +13,7 @@ with intro:
     ui.page_intro("Attention", attention_ui.intro(arch.task_type if arch is not None else None))
 if arch is None:
     st.stop()
-mask = state.current_mask(arch.layout)
+mask = mask_state.current_mask(arch.layout)
 
 source = st.radio("Input", ["Type a sentence", "An example from the data"], horizontal=True,
                   key=state.widget_key("attention", "source"))
@@ -21,8 +22,8 @@ if source == "Type a sentence":
     text = st.text_input("Sentence", "The plot was dull, but the acting was really great.",
                          key=state.widget_key("attention", "text"), max_chars=1000)
 else:
-    examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, 20,
-                          progress=False) or []
+    examples = Work(f"examples_{task_name}", "Reading the task's data", cache.examples, (task_name, 20),
+                    progress=False).show() or []
     if not examples:
         st.info(f"Task {md_code(task_label(task_name))} has no examples to show; type a sentence instead.")
         st.stop()
@@ -35,8 +36,8 @@ if not text.strip():
 
 labels = cache_attention.label_names(task_name)
 masked = None if mask.is_full() else mask            # one cache entry for "no mask" and "all heads kept"
-run = ui.run_job("attention", "Running the model on the sentence", cache_attention.attention_run, spec, text, text_b,
-                 masked, labels, progress=False)
+run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
+           (spec, text, text_b, masked, labels), progress=False).show()
 if run is None:
     st.stop()
 attention_ui.show_predictions(run)

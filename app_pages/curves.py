@@ -1,8 +1,9 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, cache_curves, charts, jobs_ui, progress_text, state, ui, uncertainty, workload
+from app import cache, cache_curves, charts, mask_state, progress_text, state, ui, uncertainty, workload
 from app.text import md_code, md_escape
+from app.work import Work, start_button
 from pruning_core.metrics import get_metric
 
 ui.page_intro("Curves", """
@@ -32,21 +33,20 @@ with c[3]:
     limit = ui.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [jobs_ui.JobCall(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
-                         (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), step,
-                          rescore),
-                         {"seeds": cache_curves.curve_seeds(name)}) for name in chosen]
-jobs_ui.start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
-                     help="Minutes on a big model; the work goes on while you look at other pages.")
+calls = [Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
+              (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), step, rescore),
+              {"seeds": cache_curves.curve_seeds(name)}, start="button") for name in chosen]
+start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
+             help="Minutes on a big model; the work goes on while you look at other pages.")
 curves = {}
 for call in calls:
-    result = call.run() if call.started() else None
+    result = call.show() if call.started() else None      # one button for all: no "Run:" button of its own
     if result is not None:
         curves[call.job.removeprefix("curve_")] = result
-mask = state.current_mask(arch.layout)
+mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
-current = ui.run_job("eval", "Evaluating the current mask", cache.evaluate, spec, task_name, limit, mask)
-dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
+current = Work("eval", "Evaluating the current mask", cache.evaluate, (spec, task_name, limit, mask)).show()
+dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
 if curves:
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     first = next(iter(curves.values()))
@@ -63,8 +63,8 @@ if curves:
                "over seeds of a seeded scorer (the line is their mean)."
                + (f" Dashed red: the majority class, {100 * chance:.0f} % of these examples (always answering "
                   "it scores that)." if chance is not None else ""))
-    baseline = ui.run_job("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
-                          spec, task_name, limit, progress=False) \
+    baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
+                    (spec, task_name, limit), progress=False).show() \
         if dense is not None and cache.task_summary(task_name)["task_type"] == "language_model" else None
     if baseline is not None:
         st.caption(uncertainty.unigram_reference(dense, baseline))
@@ -75,7 +75,7 @@ ablation_tab, one_tab = st.tabs(["Single-head ablation", "One head per layer"])
 with ablation_tab:
     if st.toggle(f"Compute ({arch.total_heads} evaluations of {limit} examples)",
                  **ui.remembered(state.widget_key("curves", "ablation_on"), False)):
-        table = ui.run_job("ablation", "Single-head ablation", cache_curves.ablation, spec, task_name, limit)
+        table = Work("ablation", "Single-head ablation", cache_curves.ablation, (spec, task_name, limit)).show()
         if table is not None:
             st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
                        f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
@@ -89,8 +89,9 @@ with one_tab:
                    horizontal=True, key=state.widget_key("curves", "one_how"))
     if st.toggle("Compute", **ui.remembered(state.widget_key("curves", "one_on"), False)):
         by = None if how.startswith("search") else state.scorer_name()
-        table = ui.run_job(f"one_{by}", "One head per layer", cache_curves.one_per_layer, spec, task_name, limit, by,
-                           workload.score_limit(spec, task_name, by, limit) if by else None)
+        n_score = workload.score_limit(spec, task_name, by, limit) if by else None
+        table = Work(f"one_{by}", "One head per layer", cache_curves.one_per_layer,
+                     (spec, task_name, limit, by, n_score)).show()
         if table is not None:
             st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
                        f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")

@@ -1,7 +1,8 @@
 """Per example: which answers the current mask changes, confusion matrices, accuracy / F1 / MCC."""
 import streamlit as st
 
-from app import cache, cache_attention, per_example_view as view, state, ui
+from app import cache, cache_attention, mask_state, per_example_view as view, state, ui
+from app.work import Work
 
 ui.page_intro("Per example", """
 What the current mask (from the Head map) does **example by example**: the examples whose answer
@@ -14,7 +15,7 @@ arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
 limit = ui.eval_size_picker("examples", narrow=True)
-mask = state.current_mask(arch.layout)
+mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
 if mask.is_full():
     st.info("All heads are kept, so every answer is the full model's: remove heads on the Head map first.")
@@ -27,10 +28,10 @@ COLUMNS = {"#": st.column_config.NumberColumn(width=40), "text": st.column_confi
            "all heads": st.column_config.TextColumn(width=110), "this mask": st.column_config.TextColumn(width=110),
            **{c: st.column_config.NumberColumn(width=100, format="%.3f")
               for c in ("loss, all heads", "loss, this mask", "change")}}
-dense = ui.run_job("examples_dense", "Each example with all heads", cache.example_outputs, spec, task_name, limit,
-                   None, True)
-pruned = ui.run_job("examples_mask", "Each example under this mask", cache.example_outputs, spec, task_name, limit,
-                    mask, True)
+dense = Work("examples_dense", "Each example with all heads", cache.example_outputs,
+             (spec, task_name, limit, None, True)).show()
+pruned = Work("examples_mask", "Each example under this mask", cache.example_outputs,
+              (spec, task_name, limit, mask, True)).show()
 if dense is None or pruned is None:
     st.stop()
 inputs, references = cache.example_inputs(spec, task_name, limit), cache.references(spec, task_name, limit)

@@ -1,7 +1,8 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, live_panel, state, ui, workload
+from app import cache, live_panel, mask_state, state, ui, workload
+from app.work import Work
 
 ui.page_intro("Head map", """
 Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
@@ -20,12 +21,13 @@ with c1:
     scorer = ui.scorer_picker("headmap")
 with c2:
     limit = ui.eval_size_picker("headmap")
-state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
+mask_state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 
 n_score = workload.score_limit(spec, task_name, scorer, limit)   # fewer for a costly model; slow ones wait for a click
-result = ui.run_job(f"score_{scorer}", workload.scoring_label(spec, task_name, scorer, n_score, arch.layout.total_heads),
-                    cache.scores, spec, task_name, scorer, n_score,
-                    auto=not workload.waits_for_click(spec, task_name, scorer, n_score, arch.layout.total_heads))
+heads = arch.layout.total_heads
+result = Work(f"score_{scorer}", workload.scoring_label(spec, task_name, scorer, n_score, heads), cache.scores,
+              (spec, task_name, scorer, n_score),
+              start="button" if workload.waits_for_click(spec, task_name, scorer, n_score, heads) else "auto").show()
 ranking = result.ranking_scores if result is not None else None
 live_panel.show(spec, task_name, arch, limit, ranking, scorer)     # a fragment: a click reruns only the map and panel

@@ -4,6 +4,7 @@ import streamlit as st
 from app import cache, state, ui, uncertainty
 from app.access import task_label
 from app.text import md_code, md_escape, data_set_names
+from app.work import Work
 from pruning_core import zoo
 
 ui.page_intro("Model & data", """
@@ -21,8 +22,8 @@ with left:
         st.warning(f"The prepared model {md_code(entry.name)} ({md_escape(entry.title)}) is not prepared on this "
                    f"machine yet. Preparing it {md_escape(entry.cost)}; the command line is "
                    f"{md_code(entry.command())}.")
-        if ui.run_job(f"prepare_{entry.name}", f"Preparing {md_code(entry.name)}", cache.prepare_model, entry.name,
-                      auto=False) is not None:
+        if Work(f"prepare_{entry.name}", f"Preparing {md_code(entry.name)}", cache.prepare_model, (entry.name,),
+                start="button").show() is not None:
             st.rerun()
 with right:
     ui.task_picker()
@@ -46,7 +47,8 @@ if arch.pruned_heads:
 
 st.subheader(f"Task {md_code(task_label(task_name))}")
 limit = ui.eval_size_picker("model", narrow=True)
-examples = ui.run_job(f"examples_{task_name}", "Reading the task's data", cache.examples, task_name, progress=False)
+examples = Work(f"examples_{task_name}", "Reading the task's data", cache.examples, (task_name,),
+                progress=False).show()
 if examples is not None:
     about = cache.task_summary(task_name)
     labels = ", ".join(f"{i} = {n}" for i, n in enumerate(about["label_names"] or []))
@@ -54,16 +56,16 @@ if examples is not None:
                f"{md_escape(ui.metric_label(about['metric_name']))}"
                + (f" · labels: {md_escape(labels)}" if labels else "") + f" · first rows of the {md_code(about['split'])} split:")
     st.dataframe(data_set_names(examples), hide_index=True)      # no server paths
-    dense = ui.run_job("eval_dense", "Evaluating the model with all heads", cache.evaluate, spec, task_name,
-                       limit, None)
+    dense = Work("eval_dense", "Evaluating the model with all heads", cache.evaluate,
+                 (spec, task_name, limit, None)).show()
     if dense is not None:
         base = uncertainty.shown(dense)
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads", base.value,
                   help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")
-        baseline = ui.run_job("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
-                              spec, task_name, limit, progress=False) \
+        baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
+                        (spec, task_name, limit), progress=False).show() \
             if about["task_type"] == "language_model" else None
         if baseline is not None:
             st.caption(uncertainty.unigram_reference(dense, baseline))

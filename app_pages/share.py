@@ -1,7 +1,7 @@
 """Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
 import streamlit as st
 
-from app import cache, report, share, share_ui, state, ui, uncertainty
+from app import cache, mask_state, report, share, share_ui, state, ui, uncertainty
 from app.analysis import read_shared_file
 from app.access import task_label
 from app.text import md_code, md_escape
@@ -43,7 +43,7 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
 arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
-mask = state.current_mask(arch.layout)
+mask = mask_state.current_mask(arch.layout)
 with share_tab:
     o1, o2, o3 = st.columns([2, 1, 1])
     computed = sorted(share_ui.computed_curves(cache.load(spec), task_name))

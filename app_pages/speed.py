@@ -1,7 +1,8 @@
 """Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
 import streamlit as st
 
-from app import cache, cache_speed, jobs_ui, speed, state, ui
+from app import cache_speed, mask_state, session_results, speed, state, ui
+from app.work import Work
 from pruning_core.bench import MASKED_TEXT
 
 ui.page_intro("Speed", """
@@ -17,7 +18,7 @@ spec = state.model_spec()
 arch = ui.load_architecture(spec)
 if arch is None:
     st.stop()
-mask = state.current_mask(arch.layout)
+mask = mask_state.current_mask(arch.layout)
 st.markdown(f"Current mask: **{mask.n_kept} of {mask.n_total} heads kept** (change it on the Head map).")
 
 c = st.columns([3, 1, 1, 1])
@@ -33,12 +34,13 @@ if mask.is_full():
     st.info("All heads are kept, so there is nothing to compare: remove some heads on the Head map first.")
     st.stop()
 settings = (tuple(sorted(sizes)), int(seq_len), device)
-sweep = jobs_ui.JobCall("sweep", "Timing dense, masked and pruned", cache_speed.speed_sweep, (spec, mask, *settings))
+sweep = Work("sweep", "Timing dense, masked and pruned", cache_speed.speed_sweep, (spec, mask, *settings),
+             start="each_time")
 if run_now or sweep.running():        # a sweep started before a visit to another page goes on
-    result = ui.run_job(sweep.job, sweep.label, sweep.fn, *sweep.args, fresh=True)
+    result = sweep.show()
     if result is not None:
-        state.set_result("bench", result)
-result = state.get_result("bench")
+        session_results.set_result("bench", result)
+result = session_results.get_result("bench")
 if result is None:
     st.info("Choose batch sizes and press **Run the sweep** (about half a minute for the default on 2 CPU cores).")
     st.stop()

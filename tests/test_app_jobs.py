@@ -1,7 +1,7 @@
-"""Long work per session that survives page changes (issue 8, item 6): :mod:`app.jobs`, ``ui.run_job``
+"""Long work per session that survives page changes (issue 8, item 6): :mod:`app.jobs`, :class:`app.work.Work`
 and the Curves page, which starts work only on a button.
 
-The board is tested without Streamlit; ``run_job`` is interrupted the way Streamlit interrupts a
+The board is tested without Streamlit; ``Work.show`` is interrupted the way Streamlit interrupts a
 page when the user goes elsewhere (a ``StopException`` in the script thread); the pages run in
 AppTest on a tiny model (switch page and back, two sessions at once, a cancelled ablation).
 """
@@ -83,11 +83,11 @@ def test_the_board_keeps_running_jobs_and_drops_the_oldest_finished_beyond_its_s
 def test_leaving_the_page_while_a_job_runs_does_not_cancel_it(monkeypatch):
     """Streamlit stops a page's script when the user goes to another page; the job goes on, and the
     next visit gets its result without starting it again."""
-    from app import state, ui
+    from app import work
 
     board = jobs.JobBoard()                            # bare mode has no session state: one board
-    monkeypatch.setattr(state, "job_board", lambda: board)
-    monkeypatch.setattr(state, "is_cancelled", lambda job: False)
+    monkeypatch.setattr(work, "job_board", lambda: board)
+    monkeypatch.setattr(work, "_is_cancelled", lambda job: False)
     gate, calls, polls = Gate(), Calls(), []
     real_wait = jobs.Job.wait
 
@@ -98,12 +98,12 @@ def test_leaving_the_page_while_a_job_runs_does_not_cancel_it(monkeypatch):
             raise StopException()
     monkeypatch.setattr(jobs.Job, "wait", interrupted)
     with pytest.raises(StopException):
-        ui.run_job("curve", "Curve", slow, gate, calls)
+        work.Work("curve", "Curve", slow, (gate, calls)).show()
     job = board.get("curve")
     assert job.running and not job.cancel.is_set()
     monkeypatch.setattr(jobs.Job, "wait", real_wait)
     gate.set()
-    assert ui.run_job("curve", "Curve", slow, gate, calls) == "done"      # back on the page
+    assert work.Work("curve", "Curve", slow, (gate, calls)).show() == "done"      # back on the page
     assert calls == ["done"]                                               # started once
 
 
@@ -119,18 +119,18 @@ def queued(gate: threading.Event, _progress=None):
 def test_a_waiting_job_sends_its_progress_only_when_it_changes(monkeypatch):
     """A class of sessions queued for the CPU: each poll of an unchanged bar would be one more message to
     every waiting browser (which redraws the page for each)."""
-    from app import state, ui
+    from app import work
 
     board = jobs.JobBoard()
-    monkeypatch.setattr(state, "job_board", lambda: board)
-    monkeypatch.setattr(state, "is_cancelled", lambda job: False)
+    monkeypatch.setattr(work, "job_board", lambda: board)
+    monkeypatch.setattr(work, "_is_cancelled", lambda job: False)
     sent, polls, gate = [], [], Gate()
 
     class Bar:
         def progress(self, value, text=""):
             sent.append(text)
 
-    monkeypatch.setattr(ui.st, "progress", lambda value, text="": sent.append(text) or Bar())
+    monkeypatch.setattr(work.st, "progress", lambda value, text="": sent.append(text) or Bar())
     real_wait = jobs.Job.wait
 
     def counting(self, seconds):
@@ -139,7 +139,7 @@ def test_a_waiting_job_sends_its_progress_only_when_it_changes(monkeypatch):
             gate.set()
         real_wait(self, min(seconds, 0.02))
     monkeypatch.setattr(jobs.Job, "wait", counting)
-    assert ui.run_job("wait", "Evaluating", queued, gate) == "done"
+    assert work.Work("wait", "Evaluating", queued, (gate,)).show() == "done"
     assert len(polls) >= 12
     assert len(sent) <= 2 and all("3 in line" in t for t in sent[1:])     # the first text, then the queue line once
 

@@ -43,3 +43,38 @@ def test_pages_are_not_in_the_auto_discovered_folder_and_no_private_streamlit_ap
     for path in ROOT.joinpath("app").glob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "PagesManager" not in text and "streamlit.runtime.pages_manager" not in text, path
+
+
+def _literal(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _session_state(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "session_state"
+
+
+def test_only_app_state_names_session_keys_and_touches_the_url():
+    """``app/state.py`` holds every session-state key and the URL's query parameters (issue 17): other modules
+    index ``st.session_state`` only with its names or widget keys, never a literal, and never touch
+    ``st.query_params``."""
+    found = []
+    for path in [*ROOT.joinpath("app").glob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
+        if path == ROOT / "app" / "state.py":
+            continue
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            literal_key = (isinstance(n, ast.Subscript) and _session_state(n.value) and _literal(n.slice)) or (
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _session_state(n.func.value)
+                and n.args and _literal(n.args[0]))
+            if literal_key or (isinstance(n, ast.Attribute) and n.attr == "query_params"):
+                found.append(f"{path.relative_to(ROOT).as_posix()}:{n.lineno}")
+    assert not found, found
+
+
+def test_app_state_holds_keys_and_url_only():
+    """The feature logic that once lived in ``app/state.py`` (mask history, jobs, notices, kept results) stays in
+    its feature's module: state imports no other app module but the Markdown escaping of :mod:`app.text`."""
+    tree = ast.parse((ROOT / "app" / "state.py").read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in imported if m == "app" or m.startswith("app.")} <= {"app.text"}, imported
+    assert not [n.name for n in tree.body if isinstance(n, ast.ClassDef)]

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import parse_tree_from_messages
 
 from app import speed, ui
+from app.work import Work
 from browser_helpers import build_tiny_app, ok, open_app
 from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
 from test_app_pages import button, click_head, metric
@@ -75,16 +76,16 @@ def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert):
 def test_the_panel_marks_values_as_updating_while_they_are_computed(app_for, tiny_bert, monkeypatch):
     at = ok(app_for(tiny_bert, HEAD_MAP))
     snapshots: dict[str, list[str]] = {}
-    original = ui.run_job
+    original = Work.show
 
-    def spying(job, *args, **kwargs):
-        if job in ("eval", "latency"):
+    def spying(self):
+        if self.job in ("eval", "latency"):
             from streamlit.runtime.scriptrunner import get_script_run_ctx
             runner = get_script_run_ctx()._enqueue.__self__
-            snapshots[job] = texts(parse_tree_from_messages(runner.forward_msgs()))
-        return original(job, *args, **kwargs)
+            snapshots[self.job] = texts(parse_tree_from_messages(runner.forward_msgs()))
+        return original(self)
 
-    monkeypatch.setattr(ui, "run_job", spying)
+    monkeypatch.setattr(Work, "show", spying)
     ok(click_head(at, "encoder_self", 1, 2))
     for job in ("eval", "latency"):
         seen = snapshots[job]

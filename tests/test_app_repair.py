@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from app import compute, ui
+from app import compute
+from app.work import Work
 from browser_helpers import ok
 from test_app_live_panel import HEAD_MAP, app_for, tiny_bert  # noqa: F401  (fixtures)
 from test_app_pages import click_head, metric
@@ -16,13 +17,13 @@ REPAIR_KEY = "hp_w_headmap_repair"
 def test_repair_is_off_by_default_and_shows_both_metrics_when_on(app_for, tiny_bert, monkeypatch):
     at = ok(app_for(tiny_bert, HEAD_MAP))
     jobs: list[str] = []
-    original = ui.run_job
+    original = Work.show
 
-    def spying(job, *args, **kwargs):
-        jobs.append(job)
-        return original(job, *args, **kwargs)
+    def spying(self):
+        jobs.append(self.job)
+        return original(self)
 
-    monkeypatch.setattr(ui, "run_job", spying)
+    monkeypatch.setattr(Work, "show", spying)
     ok(click_head(at, "encoder_self", 1, 2))
     assert at.toggle(key=REPAIR_KEY).value is False
     assert "repair" not in jobs and "with repair" not in [m.label for m in at.metric]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from app import ui
+from app import work
 from app.progress_text import curve_label, describe, stage_text
 from fake_task import FakeTask
 from pruning_core.experiments import pruning_curve
@@ -20,7 +20,7 @@ def test_a_pruning_curve_reports_in_words(tmp_path):
     events: list[ProgressEvent] = []
     pruning_curve(lm, task, task.data, get_scorer("gradient"), ScoreConfig(), step=0.25, progress=events.append)
     label = curve_label("gradient")
-    shown = [re.sub(r"\\(.)", r"\1", ui._describe(e, label)[1]) for e in events]   # as the bar renders it
+    shown = [re.sub(r"\\(.)", r"\1", work._describe(e, label)[1]) for e in events]   # as the bar renders it
     assert "Pruning curve by gradient importance: step 1 of 5, 0 of 8 heads removed" in shown, shown
     assert shown[-1] == "Pruning curve by gradient importance: step 5 of 5, 8 of 8 heads removed"
     assert describe(ProgressEvent("score:gradient", 1, 3), label)[1] == \

@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 
-from app import cache, latency_ui, share_ui, state, ui
+from app import cache, latency_ui, session_results, share_ui
+from app.work import Work
 from browser_helpers import build_tiny_app
 from pruning_core.heads import HeadMask
 from pruning_core.scoring import ScoreConfig, get_scorer
@@ -61,9 +62,8 @@ def test_head_map_scores_come_from_the_train_split(tiny_bert, held_out):
 def test_the_bundle_records_the_split_the_scores_were_computed_on(tiny_bert, held_out, monkeypatch, scorer,
                                                                    recorded):
     name, _ = held_out
-    monkeypatch.setattr(ui, "run_job", lambda job, label, fn, *args, auto=True, progress=True, fresh=False, **kwargs:
-                        fn(*args, **kwargs))          # run_job's own options are not the function's
-    monkeypatch.setattr(state, "get_result", lambda key: None)
+    monkeypatch.setattr(Work, "show", lambda self: self.fn(*self.args, **self.kwargs))   # no progress bar
+    monkeypatch.setattr(session_results, "get_result", lambda key: None)
     monkeypatch.setattr(latency_ui, "measurement", lambda spec, mask, **kwargs: None)
     spec = str(tiny_bert.model)
     mask = HeadMask.full(cache.load(spec).layout).toggled("encoder_self", 0, 1)
