@@ -15,6 +15,7 @@ Pure: no Streamlit, so the survival rules are tested without a browser.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import threading
 import time
@@ -27,6 +28,10 @@ from pruning_core.progress import ProgressEvent
 
 MAX_JOBS = 24          # jobs a session keeps (finished ones are dropped oldest first beyond this)
 GONE_AFTER_S = 20.0    # a session disconnected this long is gone (a page reload reconnects sooner)
+EXIT_WAIT_S = 30.0     # at interpreter exit, how long running jobs get to stop at a progress callback
+
+_running: set["Job"] = set()     # every board's running jobs, for :func:`stop_running` at exit
+_running_lock = threading.Lock()
 
 
 def session_alive(runtime, session_id: str, gone_after_s: float = GONE_AFTER_S,
@@ -97,6 +102,10 @@ class Job:
             self.error = exc
         finally:
             self.finished = time.time()
+            with _running_lock:
+                _running.discard(self)
+
+    __hash__ = object.__hash__          # a job is itself, not its fields (it sits in :data:`_running`)
 
 
 class JobBoard:
@@ -134,6 +143,8 @@ class JobBoard:
             self._jobs.pop(name, None)
             self._jobs[name] = job
             self._trim()
+        with _running_lock:
+            _running.add(job)
         job.thread.start()
         return job
 
@@ -165,3 +176,25 @@ class JobBoard:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+@atexit.register
+def stop_running(timeout_s: float = EXIT_WAIT_S) -> int:
+    """Cancel every running job and wait up to ``timeout_s`` in all for their threads; returns how many
+    are still running after that.
+
+    Registered to run at interpreter exit (a server stopped, a test process ending): job threads are
+    daemons, and one still inside torch when the interpreter finalizes is killed as it takes the GIL
+    back, which aborts the process ("terminate called without an active exception") after all the
+    work that mattered is done. Cancelled, the work stops at its next progress callback and unwinds
+    (hooks removed in ``finally`` blocks).
+    """
+    with _running_lock:
+        jobs = list(_running)
+    for job in jobs:
+        job.cancel.set()
+    deadline = time.monotonic() + timeout_s
+    for job in jobs:
+        if job.thread is not None and job.thread is not threading.current_thread():
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+    return sum(1 for job in jobs if job.running)

@@ -251,3 +251,36 @@ def test_the_share_bundle_includes_every_curve_the_session_computed(app_for, tin
         [c.value for c in at.caption]
     for name in computed:                                              # the same curves, not new ones
         assert at.session_state["hp_jobs"].get(f"curve_{name}").result.step == 0.2
+
+
+EXIT_SCRIPT = """
+import sys, time
+from app import jobs
+
+def work(marker, _progress):
+    try:
+        while True:                      # stands for a long scoring: a progress callback now and then
+            time.sleep(0.01)
+            _progress(None)
+    finally:
+        with open(marker, "w") as out:
+            out.write("unwound")
+
+jobs.JobBoard().start("scoring", "Scoring", work, (sys.argv[1],))
+time.sleep(0.1)                          # the interpreter now exits with the job running
+"""
+
+
+def test_a_job_still_running_at_exit_is_cancelled_and_unwinds_before_the_interpreter_ends(tmp_path):
+    """A daemon job thread inside torch when the interpreter finalizes aborts the process ("terminate called
+    without an active exception"); at exit the running jobs are cancelled and waited for instead."""
+    import os
+    import subprocess
+    import sys
+
+    marker = tmp_path / "marker"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(marker)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "unwound"          # without the exit hook the thread is killed mid-loop
