@@ -26,7 +26,7 @@ import time
 
 import streamlit as st
 
-from app import cache, headmap, headmap_ui, latency_ui, role_ui, state, ui, uncertainty
+from app import cache, headmap, headmap_ui, jobs, latency_ui, role_ui, state, ui, uncertainty
 from app.access import task_label
 from app.text import md_code, md_escape
 from pruning_core.heads import HeadMask
@@ -68,6 +68,7 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = state.current_mask(layout)
+    _start_evaluation(spec, task_name, limit, mask)      # queued for the CPU now, while the map is drawn
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
         strip = st.empty()
@@ -98,6 +99,22 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     with ui.filling(speed_slot, "latency"):
         latency_ui.latency_panel(spec, mask)
     role_ui.run_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
+
+
+EVAL_JOB, EVAL_LABEL = "eval", "Evaluating this mask"
+
+
+def _start_evaluation(spec: str, task_name: str, limit: int, mask: HeadMask) -> None:
+    """Start the evaluation of ``mask`` before anything is drawn: :func:`_metric_and_loss` then finds it
+    running (same job, same arguments) instead of starting it after the map. In a class, eight sessions'
+    evaluations join the CPU's queue (:mod:`app.compute`) at once instead of after eight redraws that share
+    the server's interpreter; a lone click gets its metric one map-drawing sooner."""
+    board = state.job_board()
+    found = board.get(EVAL_JOB)
+    args = (spec, task_name, limit, mask)
+    if state.is_cancelled(EVAL_JOB) or (found is not None and found.ident == jobs.identity(cache.evaluate, args, {})):
+        return                          # cancelled: it waits for its button; already there: nothing to start
+    board.start(EVAL_JOB, EVAL_LABEL, cache.evaluate, args, {}, True)
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -170,7 +187,7 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
     """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
     evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
     changed = not mask.is_full()
-    ev = ui.run_job("eval", "Evaluating this mask", cache.evaluate, spec, task_name, limit, mask)
+    ev = ui.run_job(EVAL_JOB, EVAL_LABEL, cache.evaluate, spec, task_name, limit, mask)
     dense = ui.run_job("eval_dense", "Evaluating all heads", cache.evaluate, spec, task_name, limit, None)
     if ev is None or dense is None:
         return None, None
