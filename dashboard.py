@@ -5,14 +5,22 @@ the navigation, and a sidebar summary. The page scripts live in app_pages/ (not 
 auto-discovered ``pages/`` folder: ``st.navigation`` below lists ``app.pages``, the one page list); the logic they
 call in app/ and pruning_core/.
 """
-from pathlib import Path
+import os
 
-import streamlit as st
+# Before torch loads (OpenMP reads it then): torch's OpenMP threads that wait for work sleep instead of
+# spinning. Spinning helps a lone forward pass by microseconds, but on a busy machine (a class's browsers,
+# other jobs) a spinning thread takes the core the thread it waits for needs: eight evaluations of the
+# default then took 3x the wall time and 2-3x the CPU seconds (OMP_WAIT_POLICY=PASSIVE, issue 17).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from app import state, ui, workload
-from app.access import task_label
-from app.pages import PAGES
-from app.text import md_code
+from pathlib import Path  # noqa: E402
+
+import streamlit as st  # noqa: E402
+
+from app import state, ui, workload  # noqa: E402
+from app.access import task_label  # noqa: E402
+from app.pages import PAGES  # noqa: E402
+from app.text import md_code  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")

@@ -69,6 +69,7 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
+    _evaluation(spec, task_name, limit, mask).begin()    # queued for the CPU now, while the map is drawn
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
         strip = st.empty()
@@ -99,6 +100,17 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     with ui.filling(speed_slot, "latency"):
         latency_ui.latency_panel(spec, mask)
     role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
+
+
+EVAL_JOB, EVAL_LABEL = "eval", "Evaluating this mask"
+
+
+def _evaluation(spec: str, task_name: str, limit: int, mask: HeadMask) -> Work:
+    """The one evaluation of ``mask`` behind a click. The fragment begins it before anything is drawn and
+    :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
+    (:mod:`app.compute`) at once instead of after eight redraws that share the server's interpreter, and
+    a lone click gets its metric one map-drawing sooner."""
+    return Work(EVAL_JOB, EVAL_LABEL, cache.evaluate, (spec, task_name, limit, mask))
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -171,7 +183,7 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
     """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
     evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
     changed = not mask.is_full()
-    ev = Work("eval", "Evaluating this mask", cache.evaluate, (spec, task_name, limit, mask)).show()
+    ev = _evaluation(spec, task_name, limit, mask).show()
     dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
     if ev is None or dense is None:
         return None, None

@@ -89,6 +89,13 @@ class Work:
         found = self._found()
         return found.result if found is not None and not found.running and found.error is None else None
 
+    def begin(self) -> None:
+        """Start the work now if :meth:`show` would start it by itself (not ``"button"``, not cancelled, not
+        there already), drawing nothing: a page queues work before it draws what comes first, and
+        :meth:`show` later finds it running or finished."""
+        if self.start != "button" and not _is_cancelled(self.job) and self._found() is None:
+            job_board().start(self.job, self.label, self.fn, self.args, dict(self.kwargs), self.progress)
+
     def launch(self) -> None:
         """Start the work now (a button's callback: before the page runs), forgetting an earlier Cancel."""
         _clear_cancelled(self.job)

@@ -122,9 +122,12 @@ class Reference:
         return uncertainty.shown(ev).value, f"{ev.loss:.4f}"
 
 
-def open_head_map(browser, url: str, width: int = 1366, height: int = 768):
+def open_head_map(browser, url: str, width: int = 1366, height: int = 768, before=None):
+    """A new page on the Head map, once its live panel is drawn; ``before(page)`` runs before it loads."""
     page = browser.new_context(viewport={"width": width, "height": height}).new_page()
     page.set_default_timeout(600_000)
+    if before is not None:
+        before(page)
     page.goto(f"{url}/head_map")
     wait_idle(page, 900_000)
     page.wait_for_function("sel => { const s = document.querySelector(sel); return !!s &&"
@@ -185,6 +188,7 @@ def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int, tim
     waited = settle(srv.proc.pid)                     # every page loaded and the server idle: then all click
     memory_before, load_before = _server_memory(srv.proc.pid), _load()
     kept = [_kept(p) for p in pages]
+    cpu0 = process_cpu_s(srv.proc.pid), browsers_cpu_s()
     started, clicked_at = {}, {}
     for i, page in enumerate(pages):                  # Playwright is sequential: clicks a few ms apart
         point = head_points(page).nth((offset + 7 * i) % 70)
@@ -198,6 +202,7 @@ def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int, tim
             if i not in waits and page.evaluate(FINAL, [LIVE_STRIP, f"{kept[i] - 1} / "]):
                 waits[i] = time.perf_counter() - started[i]
         time.sleep(0.05)
+    cpu = {"server": round(process_cpu_s(srv.proc.pid) - cpu0[0], 2), "browsers": round(browsers_cpu_s() - cpu0[1], 2)}
     load_after, memory_after = _load(), _server_memory(srv.proc.pid)
     checks, sent = [], metrics_sent(timing_log)
     for i, page in enumerate(pages):
@@ -216,8 +221,23 @@ def class_scenario(browser, srv, ref: Reference, sessions: int, offset: int, tim
     return {"sessions": sessions, "to_metric_s": _spread(done) if done else None,
             "to_metric_sent_s": _spread(server) if server else None, "all_correct": all(
         c["correct"] for c in checks) and len(done) == sessions, "per_session": checks,
-        "server_memory_mib": {"rss_before": memory_before["VmRSS"], "peak_after": memory_after["VmHWM"]},
+        "cpu_s_to_last_metric": cpu, "server_memory_mib": {"rss_before": memory_before["VmRSS"], "peak_after": memory_after["VmHWM"]},
         "load_average_1min": {"before": load_before, "after": load_after}, "settled_after_s": waited}
+
+
+def browsers_cpu_s() -> float:
+    """CPU seconds (user + system) used so far by the Chromium processes this benchmark started."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name():
+                times = proc.cpu_times()
+                total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def metrics_sent(log: Path, field: str = "sent") -> dict[str, float]:
@@ -240,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="'default' (prepared) or a local model folder")
     parser.add_argument("--task", default="movie-sentiment")
     parser.add_argument("--limit", type=int, default=128, help="examples evaluated (the dashboard's default)")
-    parser.add_argument("--toggles", type=int, default=5)
+    parser.add_argument("--toggles", type=int, default=5, help="clicks per run (0: the class scenario only)")
     parser.add_argument("--busy", type=int, default=2, help="busy loops of the loaded run (0: quiet run only)")
     parser.add_argument("--class-size", type=int, default=8, help="sessions of the class scenario (0: skip it)")
     parser.add_argument("--spread", action="store_true",
@@ -270,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     runs, classes = [], []
     with DashboardServer(env, log) as srv, chromium_browser(path) as browser:
         page = open_head_map(browser, srv.url)                    # cold: loads, scores, evaluates, times
-        for n, busy in enumerate([0, args.busy] if args.busy else [0]):
+        for n, busy in enumerate(([0, args.busy] if args.busy else [0]) if args.toggles else []):
             loops = busy_loops(busy)
             try:
                 before = _load()
@@ -307,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             c = classes[-1]
             print(f"class of {sessions}: click -> metric {c['to_metric_s']} (sent by the server: "
                   f"{c['to_metric_sent_s']}), all correct {c['all_correct']}, "
-                  f"server memory {c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
+                  f"CPU s to the last metric {c['cpu_s_to_last_metric']}, server memory {c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
     settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
                 "clicks": "one head per layer, last layer first" if args.spread else "the first kept heads (layer 0)",
                 "window": "1366x768 Chromium (headless)"}
