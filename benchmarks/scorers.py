@@ -146,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     kept, earlier_note = previous_rows(out, setup, args.eval_batch, args.batch_size) if args.merge else ([], "")
     if earlier_note:
         args.note = f"{earlier_note} Rows added by a later run (--merge): {args.note or 'no note'}"
-    for row in kept:                        # measured before: neither skipped nor left out
-        skips.pop(row["label"], None)
     run(setup, args, skips, out, kept)
     return 0
 
@@ -171,6 +169,13 @@ def previous_rows(out: Path, setup: Setup, eval_batch: int, batch_size: int) -> 
     return old["rows"], old.get("note", "")
 
 
+def plan(only: str, skips: dict[str, str], kept: list[dict]) -> tuple[list[tuple], list[dict]]:
+    """(the runs to measure, in ``--only``'s order; the rows of ``kept`` not measured again)."""
+    order = {label: i for i, label in enumerate(only.split(","))} if only else {}
+    todo = sorted((r for r in RUNS if r[0] not in skips), key=lambda r: order.get(r[0], 0))
+    return todo, [r for r in kept if r["label"] not in {t[0] for t in todo}]
+
+
 def run(setup: Setup, args, skips: dict[str, str], out: Path, kept: list[dict] | None = None) -> None:
     """Measure every scorer not in ``skips``; ``kept``: rows of an earlier run (``--merge``) not measured again."""
     started, load_before = time.perf_counter(), os.getloadavg()
@@ -188,9 +193,7 @@ def run(setup: Setup, args, skips: dict[str, str], out: Path, kept: list[dict] |
     state = dict(setup=setup, args=args, skips=skips, out=out, loaded=loaded, task=task, score_split=score_split,
                  full=full, test_data=test_data, verify_data=verify_data, calibration=calibration, rows=rows,
                  losses=losses, started=started, load_before=load_before)
-    order = {label: i for i, label in enumerate(args.only.split(","))} if args.only else {}
-    todo = sorted((r for r in RUNS if r[0] not in skips), key=lambda r: order.get(r[0], 0))   # --only's order
-    earlier = [r for r in kept or [] if r["label"] not in {t[0] for t in todo}]
+    todo, earlier = plan(args.only, skips, kept or [])
     rows.extend(earlier)
     if earlier:
         print(f"kept from {out}: {', '.join(r['label'] for r in earlier)}", flush=True)
@@ -264,7 +267,8 @@ def write(s: dict, done: bool) -> None:
            "unpruned": {"metric": full.metric, "low": low, "high": high, "loss": full.loss},
            "total_heads": s["loaded"].layout.total_heads, "n_test": test_data.n_examples,
            "n_verify": verify_data.n_examples if verify_data is not None else None, "complete": done,
-           "skipped": [{"what": k, "why": v} for k, v in s["skips"].items()],
+           "skipped": [{"what": k, "why": v} for k, v in s["skips"].items()    # rows kept by --merge were measured
+                       if k not in {r["label"] for r in s["rows"]}],
            "not_reached": s.get("pending", []),     # scorers still to run when the file was written (a run cut short)
            "note": args.note, "rows": s["rows"],
            "seconds": round(time.perf_counter() - s["started"], 1),

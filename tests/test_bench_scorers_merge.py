@@ -37,3 +37,10 @@ def test_a_run_at_other_sizes_is_refused_with_what_differs(tmp_path):
 
 def test_no_file_is_nothing_to_keep(tmp_path):
     assert scorers.previous_rows(tmp_path / "none.json", SETUP, eval_batch=64, batch_size=32) == ([], "")
+
+
+def test_merge_measures_only_what_only_names_and_keeps_the_rest():
+    skips = {label: "left out by --only" for label, *_ in scorers.RUNS if label not in ("confidence", "entropy")}
+    todo, earlier = scorers.plan("confidence,entropy", skips, [{"label": "gradient"}, {"label": "entropy"}])
+    assert [t[0] for t in todo] == ["confidence", "entropy"]        # --only's order
+    assert earlier == [{"label": "gradient"}]                      # kept; entropy is measured again
