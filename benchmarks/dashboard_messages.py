@@ -33,7 +33,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from browser_helpers import (DashboardServer, chromium_browser, chromium_path, click_point,  # noqa: E402
                              head_points, process_cpu_s, wait_idle, wait_live)
-from dashboard_timings import RESULTS, _kept, _load, _spread, browsers_cpu_s, open_head_map  # noqa: E402
+from dashboard_timings import (RESULTS, _kept, _load, _spread, browsers_cpu_s, open_head_map,  # noqa: E402
+                               settle)
 
 METRIC_LINE = " · loss **"           # app.live_panel.strip_text once the metric is known
 
@@ -114,14 +115,9 @@ def summarise(msgs: list, previous: dict[tuple, str]) -> tuple[dict, dict[tuple,
             "sequence": sequence}, sent
 
 
-def quiet(page, pid: int, idle_cpu_s: float = 0.05, window_ms: int = 1000, limit_s: float = 120.0) -> None:
-    """``dashboard_timings.settle`` waiting in Playwright, which delivers the frames that arrive meanwhile."""
-    started = time.perf_counter()
-    while time.perf_counter() - started < limit_s:
-        cpu = process_cpu_s(pid)
-        page.wait_for_timeout(window_ms)
-        if process_cpu_s(pid) - cpu < idle_cpu_s:
-            return
+def quiet(page, pid: int) -> None:
+    """:func:`dashboard_timings.settle` waiting in Playwright, which delivers the frames that arrive meanwhile."""
+    settle(pid, wait=lambda seconds: page.wait_for_timeout(seconds * 1000))
 
 
 def main(argv: list[str] | None = None) -> int:

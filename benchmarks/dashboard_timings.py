@@ -65,14 +65,16 @@ def _kept(page) -> int:
     return int(text.split("Heads kept", 1)[1].split("/")[0])
 
 
-def settle(pid: int, idle_cpu_s: float = 0.05, window_s: float = 1.0, limit_s: float = 120.0) -> float:
+def settle(pid: int, idle_cpu_s: float = 0.05, window_s: float = 1.0, limit_s: float = 120.0,
+           wait=time.sleep) -> float:
     """Wait until the server has been idle (under ``idle_cpu_s`` CPU seconds in ``window_s``), so a click is
     timed with its own work only, not behind what the page load started (scores, roles, a first latency
-    timing); returns the seconds waited (``limit_s`` at most)."""
+    timing); returns the seconds waited (``limit_s`` at most). ``wait(seconds)``: how to pass the time (a
+    Playwright page's wait delivers the frames that arrive meanwhile)."""
     started = time.perf_counter()
     while time.perf_counter() - started < limit_s:
         cpu = process_cpu_s(pid)
-        time.sleep(window_s)
+        wait(window_s)
         if process_cpu_s(pid) - cpu < idle_cpu_s:
             break
     return round(time.perf_counter() - started, 2)
