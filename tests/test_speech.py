@@ -193,3 +193,28 @@ def test_attention_maps_of_a_spoken_sentence(tmp_path):
     assert np.all(run.pruned["cross"][0][1] == 0) and np.any(run.dense["cross"][0][1] > 0)
     assert np.all(run.dense["cross"][0].sum(-1) <= 1.0 + 1e-4)
     assert installed_hook_count(lm.model) == hooks                # none of the mask's left behind
+
+
+def test_a_pruned_decoder_that_emits_timestamps_still_transcribes(asr):
+    """A pruned Whisper can emit timestamp tokens although the prompt asks for none; transformers' generate
+    then loops over "segments" and, decoding from encoder outputs, fails with a TypeError. Timestamps are
+    forbidden instead: the transcript is text."""
+    lm, task, _ = asr
+    data = task.encode(lm, "test", max_length=16)          # room for the no-timestamps token generate adds
+    first = 20                                              # ids 20.. play the timestamps of this tiny vocabulary
+    lm.model.generation_config.no_timestamps_token_id = first - 1
+    head = lm.model.get_output_embeddings()
+
+    def favour_timestamps(module, inputs, logits):
+        logits = logits.clone()
+        logits[..., first] += 1e4                           # a decoder that always says "<|0.00|>"
+        return logits
+
+    handle = head.register_forward_hook(favour_timestamps)
+    try:
+        result = task.evaluate(lm, data, batch_size=2)
+    finally:
+        handle.remove()
+    assert result.n_examples == 2 and result.metric >= 0
+    ids = lm.tokenizer.convert_tokens_to_ids(lm.tokenizer.convert_ids_to_tokens(first))
+    assert all(lm.tokenizer.decode([ids]).strip() not in p for p in result.predictions if p)

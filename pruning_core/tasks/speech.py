@@ -177,6 +177,9 @@ class SpeechRecognitionTask(Task):
         kw = dict(num_beams=beams, do_sample=False, max_new_tokens=max(1, min(data.max_length, room)))
         if data.specials["multilingual"]:
             kw.update(language_kwargs(loaded.model, self.language))
+        no_timestamps = getattr(loaded.model.generation_config, "no_timestamps_token_id", None)
+        if no_timestamps is not None:
+            kw["logits_processor"] = no_timestamps_processor(int(no_timestamps) + 1)
         return kw
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
@@ -206,3 +209,21 @@ class SpeechRecognitionTask(Task):
                  "samples": [{"audio": data.texts[j]["audio"], "hypothesis": raw.get(j, hyps[j]),
                               "reference": data.texts[j]["text"]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)
+
+
+def no_timestamps_processor(first: int):
+    """A logits processor list that forbids Whisper's timestamp tokens (ids from ``first`` on).
+
+    The decoder prompt asks for no timestamps and an intact model obeys, but a pruned one can emit them;
+    Whisper's ``generate`` then treats the transcript as segments, moves its seek position by the
+    timestamp and loops for the rest of the audio, which, decoding from encoder outputs (no
+    ``input_features``), ends in a ``TypeError`` inside transformers. A transcript has no use for them.
+    """
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class NoTimestamps(LogitsProcessor):
+        def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+            scores[:, first:] = float("-inf")
+            return scores
+
+    return LogitsProcessorList([NoTimestamps()])
