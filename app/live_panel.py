@@ -26,7 +26,7 @@ import time
 
 import streamlit as st
 
-from app import cache, headmap, headmap_ui, latency_ui, mask_state, role_ui, state, ui, uncertainty
+from app import cache, evaluations, headmap, headmap_ui, latency_ui, mask_state, role_ui, state, ui, uncertainty
 from app.access import task_label
 from app.text import md_code, md_escape
 from app.work import Work
@@ -102,15 +102,12 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
 
 
-EVAL_JOB, EVAL_LABEL = "eval", "Evaluating this mask"
-
-
 def _evaluation(spec: str, task_name: str, limit: int, mask: HeadMask) -> Work:
     """The one evaluation of ``mask`` behind a click. The fragment begins it before anything is drawn and
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
     (:mod:`app.compute`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
-    return Work(EVAL_JOB, EVAL_LABEL, cache.evaluate, (spec, task_name, limit, mask))
+    return evaluations.of_mask(spec, task_name, limit, mask, "Evaluating this mask")
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -184,7 +181,7 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
     evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
     changed = not mask.is_full()
     ev = _evaluation(spec, task_name, limit, mask).show()
-    dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
+    dense = evaluations.of_all_heads(spec, task_name, limit).show()
     if ev is None or dense is None:
         return None, None
     headmap_ui.remember(mask, ev)       # the history chart shows what the panel showed

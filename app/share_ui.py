@@ -7,7 +7,7 @@ from __future__ import annotations
 from pruning_core.errors import HeadpruneError
 from pruning_core.heads import HeadMask
 
-from . import cache, cache_curves, latency_ui, notices, progress_text, session_results, state, workload
+from . import cache, cache_curves, evaluations, latency_ui, notices, progress_text, session_results, state, workload
 from .access import task_label
 from .text import md_code, md_escape
 from .analysis import Analysis, analysis_provenance
@@ -36,8 +36,8 @@ def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: He
                       {"seeds": cache_curves.curve_seeds(name)}).show()
         if result is not None:
             curves[name] = result
-    evaluation = Work("eval", "Evaluating the current mask", cache.evaluate, (spec, task_name, limit, mask)).show()
-    dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
+    evaluation = evaluations.of_mask(spec, task_name, limit, mask).show()
+    dense = evaluations.of_all_heads(spec, task_name, limit).show()
     ablation = Work("ablation", "Single-head ablation", cache_curves.ablation, (spec, task_name, limit)).show() \
         if with_ablation else None
     one = Work(f"one_{scorer}", "One head per layer", cache_curves.one_per_layer,

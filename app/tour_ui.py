@@ -17,7 +17,7 @@ import streamlit as st
 from pruning_core import bench
 from pruning_core.heads import HeadMask
 
-from . import (attention, cache, cache_attention, cache_curves, cache_roles, charts, latency_ui, mask_state, progress_text,
+from . import (attention, cache, cache_attention, evaluations, cache_curves, cache_roles, charts, latency_ui, mask_state, progress_text,
                state, tour, ui, workload)
 from .work import Work
 from .pages import PAGES
@@ -157,8 +157,8 @@ def _curve(ctx: Ctx) -> bool:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):
         return False
-    current = Work("eval", "Evaluating the current mask", cache.evaluate, (spec, task_name, limit, mask)).show()
-    dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
+    current = evaluations.of_mask(spec, task_name, limit, mask).show()
+    dense = evaluations.of_all_heads(spec, task_name, limit).show()
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     st.plotly_chart(charts.curves_figure(curves, point, f"prepared mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None),

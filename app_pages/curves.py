@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, cache_curves, charts, mask_state, progress_text, state, ui, uncertainty, workload
+from app import cache, cache_curves, charts, evaluations, mask_state, progress_text, state, ui, uncertainty, workload
 from app.text import md_code, md_escape
 from app.work import Work, start_button
 from pruning_core.metrics import get_metric
@@ -45,8 +45,8 @@ for call in calls:
         curves[call.job.removeprefix("curve_")] = result
 mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
-current = Work("eval", "Evaluating the current mask", cache.evaluate, (spec, task_name, limit, mask)).show()
-dense = Work("eval_dense", "Evaluating all heads", cache.evaluate, (spec, task_name, limit, None)).show()
+current = evaluations.of_mask(spec, task_name, limit, mask).show()
+dense = evaluations.of_all_heads(spec, task_name, limit).show()
 if curves:
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     first = next(iter(curves.values()))

@@ -1,7 +1,7 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app import cache, state, ui, uncertainty
+from app import cache, evaluations, state, ui, uncertainty
 from app.access import task_label
 from app.text import md_code, md_escape, data_set_names
 from app.work import Work
@@ -56,8 +56,7 @@ if examples is not None:
                f"{md_escape(ui.metric_label(about['metric_name']))}"
                + (f" · labels: {md_escape(labels)}" if labels else "") + f" · first rows of the {md_code(about['split'])} split:")
     st.dataframe(data_set_names(examples), hide_index=True)      # no server paths
-    dense = Work("eval_dense", "Evaluating the model with all heads", cache.evaluate,
-                 (spec, task_name, limit, None)).show()
+    dense = evaluations.of_all_heads(spec, task_name, limit, "Evaluating the model with all heads").show()
     if dense is not None:
         base = uncertainty.shown(dense)
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads", base.value,

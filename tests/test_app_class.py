@@ -55,7 +55,7 @@ def test_a_click_starts_its_evaluation_before_the_map_is_drawn(monkeypatch, tmp_
     original = headmap_ui.show_grid
 
     def spying(kind, mask, *args, **kwargs):
-        found = work.job_board().get("eval")           # live_panel.EVAL_JOB
+        found = work.job_board().get("eval")           # app.evaluations.EVAL_JOB
         spec, task_name = state.model_spec(), state.task_spec()
         limit = ui.eval_limit(spec, task_name)
         started.append(found is not None and found.ident == jobs.identity(
