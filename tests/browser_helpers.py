@@ -168,7 +168,8 @@ def wait_idle(page, timeout_ms: float = TIMEOUT_MS) -> None:
     page.wait_for_selector('[data-testid="stApp"] h1', timeout=timeout_ms)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')"
                            " && !document.querySelector('[data-testid=\"stStatusWidgetRunningManIcon\"]')"
-                           " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout_ms)
+                           " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout_ms,
+                           polling=POLL_MS)
     page.wait_for_timeout(300)
 
 
@@ -208,6 +209,10 @@ def head_points(page, chart: int = 0):
 LIVE_STRIP = ".st-key-hp_live_strip"          # app.live_panel.STRIP_KEY: heads kept · metric · loss, one element
 
 
+POLL_MS = 100      # how often a wait checks the page: Playwright's default ("raf") checks on every animation
+#                    frame, which makes the page draw 60 frames a second while it waits (CPU the server needs)
+
+
 def wait_live(page, kept: str, timeout_s: float = 120) -> str:
     """Wait until the Head map's live loop shows ``kept`` heads (e.g. "7 / 8") with its metric and loss
     drawn (no "updating…"); returns the strip's text. The strip is written in one piece after the
@@ -216,7 +221,7 @@ def wait_live(page, kept: str, timeout_s: float = 120) -> str:
     page.wait_for_function(
         "([sel, kept]) => { const s = document.querySelector(sel);"
         " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }",
-        arg=[LIVE_STRIP, kept], timeout=timeout_s * 1000)
+        arg=[LIVE_STRIP, kept], timeout=timeout_s * 1000, polling=POLL_MS)
     return page.locator(LIVE_STRIP).text_content()
 
 
