@@ -13,10 +13,6 @@ import os
 # default then took 3x the wall time and 2-3x the CPU seconds (OMP_WAIT_POLICY=PASSIVE, issue 17).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from app.server_process import cap_malloc_arenas  # noqa: E402
-
-cap_malloc_arenas()            # job threads share two malloc arenas: a class no longer holds one per thread
-
 from pathlib import Path  # noqa: E402
 
 import streamlit as st  # noqa: E402

@@ -35,60 +35,9 @@ def test_streamlit_itself_does_not_load_torch_before_the_dashboard_runs():
     assert out.stdout.strip() == "False"
 
 
+# -- the evaluation of a click joins the CPU's queue before the map is redrawn --------------------------
 import pytest  # noqa: E402
 
-# -- job threads share a few malloc arenas ------------------------------------------------------------------
-ARENAS = """
-import ctypes, sys, threading
-sys.path.insert(0, sys.argv[1])
-if sys.argv[2] == "capped":
-    from app.server_process import cap_malloc_arenas
-    assert cap_malloc_arenas()
-libc = ctypes.CDLL(None)
-libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-held, ready, done = [], threading.Barrier(9), threading.Event()
-def job():                      # allocate while the other threads hold theirs: each needs an arena of its own
-    held.append([libc.malloc(4096) for _ in range(64)])
-    ready.wait()
-    done.wait()
-threads = [threading.Thread(target=job) for _ in range(8)]
-for t in threads: t.start()
-ready.wait()
-libc.malloc_stats()             # glibc: one "Arena n:" block per arena, on stderr
-done.set()
-for t in threads: t.join()
-"""
-
-
-def _arenas(mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", ARENAS, str(ROOT), mode], capture_output=True, text=True,
-                         timeout=120, check=True)
-    return out.stderr.count("Arena ")
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc arenas are glibc's (Linux)")
-def test_the_servers_job_threads_share_at_most_two_malloc_arenas():
-    """Eight threads allocating at once get arenas of their own (and keep their freed memory there: a class
-    of eight held eight); capped as the dashboard caps its process, they share two."""
-    assert _arenas("plain") > 2           # the allocator's behaviour this guards against
-    assert _arenas("capped") <= 2
-
-
-def test_the_dashboard_caps_the_arenas_before_its_pages_run():
-    tree = ast.parse((ROOT / "dashboard.py").read_text(encoding="utf-8"))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "cap_malloc_arenas"]
-    navigation = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and "navigation" in ast.unparse(n.func)]
-    assert calls and navigation and calls[0].lineno < navigation[0].lineno
-
-
-def test_capping_arenas_refuses_nonsense():
-    from app.server_process import cap_malloc_arenas
-
-    with pytest.raises(ValueError, match="1 or more"):
-        cap_malloc_arenas(0)
-
-
-# -- the evaluation of a click joins the CPU's queue before the map is redrawn --------------------------
 from browser_helpers import build_tiny_app, ok, open_app  # noqa: E402
 from test_app_pages import click_head, metric  # noqa: E402
 
