@@ -150,6 +150,35 @@ def test_the_cache_keeps_to_its_budget_least_recently_used_first(tmp_path):
     assert (len(nothing), nothing.nbytes, nothing.full, nothing.resumed) == (0, 0, 2, 0)
 
 
+def test_the_inputs_every_first_click_resumes_from_outlast_other_sessions_clicks(tmp_path):
+    """With plain LRU, a session's clicks in the first layer pushed out the all-heads inputs of the deeper
+    layers, and the next session's first click in the last layer reran every layer."""
+    loaded = three_layer_model("bert", tmp_path, "eager")
+    task, data = sentiment_data(loaded, tmp_path)
+    probe = LayerInputCache(max_bytes=2**30)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=probe)
+    cache = LayerInputCache(max_bytes=probe.nbytes + probe.nbytes // 2)     # the context, 3 layers, and half again
+    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
+    calls = [0] * LAYERS
+    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, layer in enumerate(layers)]
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)       # a session opens the map
+        mask = HeadMask.full(loaded.layout)
+        for head in range(4):                         # one session's clicks in the first layer, one after the other
+            mask = mask.toggled("encoder_self", 0, head)
+            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+            assert cache.nbytes <= cache.max_bytes
+        calls[:] = [0] * LAYERS                       # another session's first click, in the last layer
+        last = HeadMask.full(loaded.layout).toggled("encoder_self", LAYERS - 1, 2)
+        resumed = task.evaluate(loaded, data, last, batch_size=BATCH, layer_cache=cache)
+        assert calls == [0] * (LAYERS - 1) + [data.n_batches(BATCH)]
+    finally:
+        for h in handles:
+            h.remove()
+    assert resumed.example_losses == task.evaluate(loaded, data, last, batch_size=BATCH).example_losses
+
+
 def test_a_cancelled_evaluation_stores_nothing_and_leaves_no_hook(tmp_path):
     loaded = three_layer_model("bert", tmp_path, "eager")
     task, data = sentiment_data(loaded, tmp_path)
