@@ -28,8 +28,9 @@ Memory: the cache holds at most ``max_bytes`` (least recently used entries dropp
 heads (and each batch's recorded layer arguments) go last: every session starts from all heads, so
 every first click, and every one after a Reset, resumes from them. With plain LRU, ten clicks of one
 session in the first layer pushed them out (the default's 256 MiB hold about five masks' inputs), and
-the next session's click in the last layer reran all six layers (0.88 CPU-s instead of 0.15). The hooks that record a full pass's layer inputs are
-scoped to it (:func:`pruning_core.masking.shared_hooks`); the model's modules are never replaced.
+the next session's click in the last layer reran all six layers (0.88 CPU-s instead of 0.15). The
+hooks that record a full pass's layer inputs are scoped to it (:func:`pruning_core.masking.shared_hooks`);
+the model's modules are never replaced.
 """
 from __future__ import annotations
 
