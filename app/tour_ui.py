@@ -17,8 +17,8 @@ import streamlit as st
 from pruning_core import bench
 from pruning_core.heads import HeadMask
 
-from . import (attention, cache, cache_attention, evaluations, cache_curves, cache_roles, charts, latency_ui, mask_state, progress_text,
-               state, tour, ui, workload)
+from . import (attention, cache, cache_attention, cache_curves, cache_roles, charts, evaluations, latency_ui, mask_state,
+               progress_text, state, tour, ui, workload)
 from .work import Work
 from .pages import PAGES
 from .text import md_code, md_escape

@@ -7,7 +7,8 @@ Measures, on one dashboard server:
 
 - click -> metric (the new mask's metric and loss drawn) and click -> latency (its latency drawn), timed
   inside each page (:data:`WATCH`: from the click's mousedown to the first change of the page that shows
-  the new figure, so the benchmark's waiting adds no polling interval and no redrawing), medians over ``--toggles`` head clicks, quiet (as found) and with ``--busy`` (default 2) busy loops;
+  the new figure, so the benchmark's waiting adds no polling interval and no redrawing), medians over
+  ``--toggles`` head clicks, quiet (as found) and with ``--busy`` (default 2) busy loops;
   each click waits until the server is idle (``settle``: what the page load started, such as the role
   scores or the first latency timing, has finished; the wait is recorded as ``settled_after_s``);
 - the server's CPU seconds per click until the metric is drawn, and until the server sent it (from the
@@ -44,15 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from browser_helpers import (LIVE_STRIP, POLL_MS, DashboardServer, chromium_browser, chromium_path,  # noqa: E402
-                             click_point, head_points, process_cpu_s, wait_idle, wait_live)
+                             click_point, head_points, process_cpu_s, wait_idle)
 
 RESULTS = ROOT / "benchmarks" / "results"
 FIRST = 3               # the toggles start at the 4th kept head (first layer) or, with --spread, head 3 of the last
 
 
 UPDATING_LATENCY = "latency: updating"
-FINAL = "([sel, kept]) => { const s = document.querySelector(sel);" \
-        " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }"
 # Timed inside the page: performance.now() at the click's mousedown and at the first change of the page
 # after which it shows the new metric (the strip with the new count, no "updating"), then the latency (no
 # "latency: updating" left). The benchmark's own waiting then adds nothing: neither its polling interval
@@ -92,6 +91,12 @@ def _kept(page) -> int:
 def watch(page, kept_after: int) -> None:
     """Time the page's next click inside the page (:data:`WATCH`) until it shows ``kept_after`` heads kept."""
     page.evaluate(WATCH, [LIVE_STRIP, f"{kept_after} / ", UPDATING_LATENCY])
+
+
+def wait_watched(page, what: str, timeout_s: float = 900, polling_ms: int = POLL_MS) -> None:
+    """Wait until the watched click's ``what`` ("metric" or "latency") has been drawn."""
+    page.wait_for_function("what => window.__hp_click[what] !== null", arg=what, timeout=timeout_s * 1000,
+                           polling=polling_ms)
 
 
 def watched(page) -> dict[str, float | None]:
@@ -245,12 +250,11 @@ def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = No
         click_point(page, point)
         if targets is not None:
             removed.add(targets[i])
-        wait_live(page, f"{kept - 1} / ", 600)
+        wait_watched(page, "metric", 600)
         cpu1 = process_cpu_s(pid)
         mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get("mask")
         sent = metrics_sent(timing_log, "cpu").get(mask) if timing_log else None
-        page.wait_for_function("t => !document.body.innerText.includes(t)", arg=UPDATING_LATENCY, timeout=600_000,
-                               polling=POLL_MS)
+        wait_watched(page, "latency", 600)
         times = watched(page)
         wait_idle(page, 600_000)
         out.append({"layer": targets[i][0] if targets else None, "to_metric_s": times["metric"],
@@ -284,8 +288,8 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
     for i, (page, box) in enumerate(zip(pages, boxes)):       # Playwright is sequential: clicks a few ms apart
         clicked_at[i] = time.time()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    for i, page in enumerate(pages):        # each page timed its own click; waiting here only ends the scenario
-        page.wait_for_function(FINAL, arg=[LIVE_STRIP, f"{kept[i] - 1} / "], timeout=900_000, polling=4 * POLL_MS)
+    for page in pages:                      # each page timed its own click; waiting here only ends the scenario
+        wait_watched(page, "metric", polling_ms=4 * POLL_MS)
     cpu = {"server": round(process_cpu_s(srv.proc.pid) - cpu0[0], 2), "browsers": round(browsers_cpu_s() - cpu0[1], 2)}
     waits = {i: watched(page)["metric"] for i, page in enumerate(pages)}
     load_after, memory_after = _load(), _server_memory(srv.proc.pid)
@@ -423,8 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     timing_log = log.with_name("dashboard_timings-sent.jsonl")        # when the server sent each metric
     timing_log.unlink(missing_ok=True)
     env = {"HEADPRUNE_APP_TIMING_LOG": str(timing_log), "HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit), **({"MALLOC_ARENA_MAX": os.environ["XARENA"]} if os.environ.get("XARENA") else {})}
+           "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit)}
     runs, classes = [], []
+    rows = list(next(iter(ref.loaded.layout.kinds.values())))      # heads per layer of the first grid
     with DashboardServer(env, log) as srv, chromium_browser(path) as browser:
         page = open_head_map(browser, srv.url)                    # cold: loads, scores, evaluates, times
         for n, busy in enumerate(([0, args.busy] if args.busy else [0]) if args.toggles else []):
@@ -432,9 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 before = _load()
                 forward = ref.forward_pass()
-                kind = next(iter(ref.loaded.layout.kinds))
-                toggles = clicks(page, srv.proc.pid, args.toggles, first=FIRST + 8 * n,
-                                 rows=list(ref.loaded.layout.kinds[kind]) if args.spread else None,
+                toggles = clicks(page, srv.proc.pid, args.toggles, first=FIRST + 8 * n, rows=rows if args.spread else None,
                                  timing_log=timing_log)
             finally:
                 for proc in loops:                    # only the processes started here
@@ -459,8 +462,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"forward pass {forward['cpu_s']} CPU s ({forward['wall_s']} wall s); load {before} -> {_load()}",
                   flush=True)
         page.context.close()
-        kind = next(iter(ref.loaded.layout.kinds))
-        rows = list(ref.loaded.layout.kinds[kind])
         first_click = spread_targets(rows, 1, FIRST)[0] if args.spread else (0, FIRST)  # the toggles' one-head mask
         picker = HeadPicker(rows, reserved={first_click} if args.toggles else set())
         for niceness in sorted(args.browser_niceness):           # raised only: see set_browsers_niceness

@@ -48,14 +48,14 @@ def tiny_bert(tmp_path_factory):
 
 
 def test_a_click_starts_its_evaluation_before_the_map_is_drawn(monkeypatch, tmp_path, tiny_bert):
-    from app import cache, headmap_ui, jobs, state, ui, work
+    from app import cache, evaluations, headmap_ui, jobs, state, ui, work
 
     at = ok(open_app(monkeypatch, tmp_path / "hp-home", tiny_bert, "app_pages/head_map.py"))
     started: list[bool] = []
     original = headmap_ui.show_grid
 
     def spying(kind, mask, *args, **kwargs):
-        found = work.job_board().get("eval")           # app.evaluations.EVAL_JOB
+        found = work.job_board().get(evaluations.EVAL_JOB)
         spec, task_name = state.model_spec(), state.task_spec()
         limit = ui.eval_limit(spec, task_name)
         started.append(found is not None and found.ident == jobs.identity(
