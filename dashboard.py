@@ -2,7 +2,7 @@
 
 This file is the shell: page config, session defaults (and a shared link's query parameters),
 the navigation, and a sidebar summary. The page scripts live in app_pages/ (not Streamlit's
-auto-discovered ``pages/`` folder: ``st.navigation`` below lists ``app.pages``, the one page list); the logic they
+auto-discovered ``pages/`` folder: ``st.navigation`` below lists ``app.core.pages``, the one page list); the logic they
 call in app/ and pruning_core/.
 """
 import os
@@ -17,20 +17,21 @@ from pathlib import Path  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from app import state, ui, workload  # noqa: E402
-from app.access import task_label  # noqa: E402
-from app.pages import PAGES  # noqa: E402
-from app.text import md_code  # noqa: E402
+from app.core import state, ui  # noqa: E402
+from app.jobs import workload
+from app.core.access import task_label  # noqa: E402
+from app.core.pages import PAGES  # noqa: E402
+from app.core.text import md_code  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")
 state.init()
 
 page = st.navigation([st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, url_path=p.url_path, default=(n == 0))
-                      for n, p in enumerate(PAGES)])      # app.pages: the one page list
+                      for n, p in enumerate(PAGES)])      # app.core.pages: the one page list
 
 ui.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
-with st.sidebar:                # values from a link or a file are shown through app.text, never as Markdown
+with st.sidebar:                # values from a link or a file are shown through app.core.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")
     own, unit = workload.own_size(state.model_spec(), state.task_spec())     # cached; a fallback if unreadable
     n = state.eval_limit() or own

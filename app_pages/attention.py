@@ -1,10 +1,13 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app import attention, attention_ui, cache, cache_attention, mask_state, role_ui, state, ui
-from app.access import task_label
-from app.text import md_code
-from app.work import Work
+from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
+from app.jobs import cache
+from app.core import mask as mask_state, state, ui
+from app.roles import ui as role_ui
+from app.core.access import task_label
+from app.core.text import md_code
+from app.jobs.work import Work
 
 spec, task_name = state.model_spec(), state.task_spec()
 intro = st.container()          # the title on top, its text known once the model (its family) is

@@ -1,10 +1,12 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app import cache, cache_curves, charts, evaluations, mask_state, progress_text, state, ui, uncertainty, workload
-from app.text import md_code, md_escape
-from app.work import Work, start_button
-from pruning_core.metrics import get_metric
+from app.jobs import cache, evaluations, workload
+from app.curves import cache as cache_curves, figures as charts
+from app.core import mask as mask_state, progress_text, state, ui, uncertainty
+from app.core.text import md_code, md_escape
+from app.jobs.work import Work, start_button
+from pruning_core.evaluation.metrics import get_metric
 
 ui.page_intro("Curves", """
 A **pruning curve** removes heads in order of increasing importance, a step at a time, and

@@ -2,11 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from app import dynamics_charts as dc
-from app import state, ui
-from app.text import md_code, md_escape
-from pruning_core.dynamics import summary_rows
-from pruning_core.errors import HeadpruneError
+from app.curves import dynamics as dc
+from app.core import state, ui
+from app.core.text import md_code, md_escape
+from pruning_core.analysis.dynamics import summary_rows
+from pruning_core.core.errors import HeadpruneError
 
 ui.page_intro("Training dynamics", """
 Michel et al. (2019, §6) watched importance while a model trains: the heads that matter are **important

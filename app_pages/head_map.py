@@ -1,8 +1,10 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app import cache, live_panel, mask_state, state, ui, workload
-from app.work import Work
+from app.jobs import cache, workload
+from app.headmap import panel as live_panel
+from app.core import mask as mask_state, state, ui
+from app.jobs.work import Work
 
 ui.page_intro("Head map", """
 Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled

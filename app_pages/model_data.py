@@ -1,11 +1,12 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app import cache, evaluations, state, ui, uncertainty
-from app.access import task_label
-from app.text import md_code, md_escape, data_set_names
-from app.work import Work
-from pruning_core import zoo
+from app.jobs import cache, evaluations
+from app.core import state, ui, uncertainty
+from app.core.access import task_label
+from app.core.text import md_code, md_escape, data_set_names
+from app.jobs.work import Work
+from pruning_core.core import catalog as zoo
 
 ui.page_intro("Model & data", """
 Pick the model whose attention heads you want to study and the task it should still do well.

@@ -1,10 +1,12 @@
 """Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
 import streamlit as st
 
-from app import cache, mask_state, report, share, share_ui, state, ui, uncertainty
-from app.analysis import read_shared_file
-from app.access import task_label
-from app.text import md_code, md_escape
+from app.jobs import cache
+from app.core import mask as mask_state, state, ui, uncertainty
+from app.share import report, links as share, ui as share_ui
+from app.share.analysis import read_shared_file
+from app.core.access import task_label
+from app.core.text import md_code, md_escape
 
 ui.page_intro("Share", """
 Send your analysis to a colleague, or keep it. **The JSON bundle** holds everything (model, task,
@@ -74,7 +76,7 @@ with share_tab:
                 if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
     st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
                + ("" if mask.is_full() else " Unzip the model and load it with "
-                  "`pruning_core.models.load_model(folder)`, or measure it with "
+                  "`pruning_core.modeling.loading.load_model(folder)`, or measure it with "
                   f"`{share.evaluate_command(share.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
     st.code(share.share_link(share.link_base(st.context.url), analysis.link_params()), language=None,

@@ -5,11 +5,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import state, ui
-from app.text import md_code, md_escape
-from pruning_core.errors import FormatError, HeadpruneError
-from pruning_core.metrics import get_metric
-from pruning_core.smp.compare import CompareResult, summary_rows
+from app.core import state, ui
+from app.core.text import md_code, md_escape
+from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.scoring.smp.compare import CompareResult, summary_rows
 
 ui.page_intro("SMP compare", """
 **Single-Shot Meta-Pruning** (Zhang et al. 2020) decides which heads a *pre-trained* model does not

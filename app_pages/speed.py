@@ -1,8 +1,9 @@
 """Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
 import streamlit as st
 
-from app import cache_speed, mask_state, session_results, speed, state, ui
-from app.work import Work
+from app.speed import cache as cache_speed, figures as speed
+from app.core import mask as mask_state, session_results, state, ui
+from app.jobs.work import Work
 from pruning_core.bench import MASKED_TEXT
 
 ui.page_intro("Speed", """

@@ -1,7 +1,8 @@
 """Tour: a guided walk for a class, one step at a time, each a link that opens its state."""
 import streamlit as st
 
-from app import state, tour, tour_ui, ui
+from app.core import state, ui
+from app.tour import steps as tour, ui as tour_ui
 
 ui.page_intro("Tour", """
 A walk through what attention-head pruning shows, in a few steps, for a class. Each step has one

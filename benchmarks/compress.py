@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/compress.py                          # the runs below; minutes each on 2 cores
     .venv/bin/python benchmarks/compress.py --only fisher-1024       # one of them
 
-Each run is ``pruning_core.repair.compress`` (what ``headprune compress default --task movie-sentiment
+Each run is ``pruning_core.compress.compress`` (what ``headprune compress default --task movie-sentiment
 --remove 0.5`` runs) with one of the design choices METHODS.md allows: the scorer (Kwon's Fisher, raw
 across layers, or Michel's I_h, per-layer normalised), the number of training snippets it calibrates on
 (scoring, rearrangement and least-squares tuning), FLAP's bias compensation on or off, and the scales and
@@ -38,9 +38,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.models import load_model  # noqa: E402
-from pruning_core.repair import Budget, CompressConfig, compress, summary_json  # noqa: E402
-from pruning_core.results import provenance, write_json  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.compress import Budget, CompressConfig, compress, summary_json  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 FORMAT = "headprune.bench_compress/1"

@@ -6,7 +6,7 @@ The default (MiniLM-L6, movie-sentiment) misses issue 20's target, at most 1.0 p
 with 36 of 72 heads removed, by 0.78 points with ``headprune compress``'s defaults
 (benchmarks/compress.json). The masks that meet a budget differ in how many heads each layer keeps; this
 measures whether choosing among them on data the test never sees would close that gap. Each candidate is
-``pruning_core.repair.compress`` (Fisher on 512 training snippets, budgeted search, Kwon's rearrangement,
+``pruning_core.compress.compress`` (Fisher on 512 training snippets, budgeted search, Kwon's rearrangement,
 least-squares repair with bias compensation) with one of:
 
 - the ranking: Fisher raw across layers (Kwon) or l2-normalised per layer (as Michel's I_h);
@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.models import load_model  # noqa: E402
-from pruning_core.repair import Budget, CompressConfig, compress  # noqa: E402
-from pruning_core.results import provenance, write_json  # noqa: E402
-from pruning_core.stats import spearman  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.compress import Budget, CompressConfig, compress  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
+from pruning_core.evaluation.stats import spearman  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 FORMAT = "headprune.bench_compress_selection/1"

@@ -36,7 +36,7 @@ from browser_helpers import (DashboardServer, chromium_browser, chromium_path, c
 from dashboard_timings import (RESULTS, _kept, _load, _spread, browsers_cpu_s, open_head_map,  # noqa: E402
                                settle)
 
-METRIC_LINE = " · loss **"           # app.live_panel.strip_text once the metric is known
+METRIC_LINE = " · loss **"           # app.headmap.panel.strip_text once the metric is known
 
 
 def decode(payload: bytes):
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clicks", type=int, default=4)
     parser.add_argument("--out", default=str(RESULTS / "dashboard_messages.json"))
     args = parser.parse_args(argv)
-    from pruning_core import storage
+    from pruning_core.core import storage
 
     path = chromium_path()
     if path is None:

@@ -142,14 +142,14 @@ class Reference:
 
     def __init__(self, model: str, task: str, limit: int) -> None:
         from pruning_core import tasks
-        from pruning_core.models import load_model
+        from pruning_core.modeling.loading import load_model
 
         self.loaded = load_model(model, device="cpu")
         self.task = tasks.get_task(task)
         self.data = self.task.encode(self.loaded, getattr(self.task, "default_split", "validation"), limit)
 
     def forward_pass(self, repeats: int = 5) -> dict:
-        from pruning_core.heads import HeadMask
+        from pruning_core.core.heads import HeadMask
 
         walls, cpus = [], []
         self.task.evaluate(self.loaded, self.data, None, batch_size=64)      # warm-up, untimed
@@ -167,8 +167,8 @@ class Reference:
 
     def shown(self, url: str) -> tuple[str, str]:
         """(metric, loss) of the mask in ``url`` as the panel formats them."""
-        from app import uncertainty
-        from pruning_core.share_link import decode_mask
+        from app.core import uncertainty
+        from pruning_core.core.share_link import decode_mask
 
         qp = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
         ev = self.task.evaluate(self.loaded, self.data, decode_mask(qp["mask"], self.loaded.layout), batch_size=64)
@@ -203,7 +203,7 @@ class HeadPicker:
     """The heads the class sessions click, each (layer, head) once in the whole run. A fresh session's click
     makes a one-head mask, and a mask any session evaluated before is a cache hit that times no work. Every
     round clicks the same layers (:meth:`layers`: all depths, as the work of a click depends on its layer:
-    :mod:`pruning_core.layer_cache`), heads from the last of each layer down; ``repeats`` counts the heads
+    :mod:`pruning_core.modeling.layer_cache`), heads from the last of each layer down; ``repeats`` counts the heads
     clicked again once a layer has run out."""
 
     def __init__(self, rows: list[int], reserved: set[tuple[int, int]] = frozenset()) -> None:
@@ -377,7 +377,7 @@ def browsers_cpu_s() -> float:
 
 def metrics_sent(log: Path, field: str = "sent") -> dict[str, float]:
     """When the server sent each mask's metric (``sent``: epoch seconds; ``cpu``: the server's CPU seconds
-    by then; the last time per mask), from the timing log the live panel writes (``app.live_panel.TIMING_LOG``)."""
+    by then; the last time per mask), from the timing log the live panel writes (``app.headmap.panel.TIMING_LOG``)."""
     import json
 
     if not log.is_file():
@@ -409,10 +409,10 @@ def main(argv: list[str] | None = None) -> int:
                              "layer 0, which a cached evaluation must rerun from the first layer)")
     parser.add_argument("--out", default=str(RESULTS / "dashboard_timings.json"))
     args = parser.parse_args(argv)
-    from pruning_core import storage
+    from pruning_core.core import storage
     from pruning_core.bench import BENCH_FORMAT
-    from pruning_core.models import default_model_dir
-    from pruning_core.results import provenance
+    from pruning_core.modeling.loading import default_model_dir
+    from pruning_core.evaluation.results import provenance
 
     if args.model == "default" and not (default_model_dir() / "config.json").is_file():
         print("The embedded default is not prepared: run `headprune prepare` first.", file=sys.stderr)

@@ -40,8 +40,8 @@ def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from pruning_core import distributed
-    from pruning_core.models import load_model
+    from pruning_core.core import distributed
+    from pruning_core.modeling.loading import load_model
     from pruning_core.scoring.gradient import per_token_importance
     from pruning_core.tasks import get_task
 
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args)
         return 0
-    from pruning_core.models import load_model
-    from pruning_core.results import provenance, write_json
+    from pruning_core.modeling.loading import load_model
+    from pruning_core.evaluation.results import provenance, write_json
 
     load_before = os.getloadavg()
     runs: dict[str, list] = {name: [] for name in SETUPS}

@@ -18,11 +18,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.dynamics import (DEFAULT_STEPS, DynamicsConfig, format_table, pretrained_classifier,  # noqa: E402
-                                   training_dynamics)
-from pruning_core.errors import HeadpruneError  # noqa: E402
-from pruning_core.progress import tqdm_progress  # noqa: E402
-from pruning_core.results import write_json  # noqa: E402
+from pruning_core.analysis.dynamics import (
+    DEFAULT_STEPS,
+    DynamicsConfig,
+    format_table,
+    pretrained_classifier,
+    training_dynamics,
+)
+from pruning_core.core.errors import HeadpruneError  # noqa: E402
+from pruning_core.core.progress import tqdm_progress  # noqa: E402
+from pruning_core.evaluation.results import write_json  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

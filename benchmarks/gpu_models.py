@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.architectures import adapter_for, find_sites, kv_groups_of, layout_of
+from pruning_core.modeling.architectures import adapter_for, find_sites, kv_groups_of, layout_of
 from pruning_core.bench import LatencyStats, interleaved_latencies
-from pruning_core.heads import HeadMask
-from pruning_core.models import LoadedModel
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.loading import LoadedModel
 
 WORDS = ("the a good bad movie film great awful plot acting fun dull love hate it was is not very really story "
          "scene cast music ending long short funny sad script actor director").split()
@@ -149,7 +149,7 @@ def half_mask(loaded: LoadedModel, seed: int = 0) -> tuple[HeadMask, str]:
     """Half the heads, as a rule: a seeded half of every layer's heads, or with grouped-query attention
     whole key/value groups (a K/V head with all its query heads), ``floor`` and ``ceil`` of half the
     groups in alternate layers so that the model loses half its heads overall."""
-    from pruning_core.presets import half_mask as per_layer_half
+    from pruning_core.modeling.presets import half_mask as per_layer_half
 
     groups = kv_groups_of(loaded.sites)
     if all(len(g) == 1 for rows in groups.values() for row in rows for g in row):

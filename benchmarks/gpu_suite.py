@@ -23,7 +23,7 @@ global ``--deadline`` the rest are skipped with the reason; the JSON is rewritte
   --distributed`` (NCCL on CUDA, gloo on CPU) writes what one process writes.
 
 Writes ``headprune.gpu_suite/1`` (device, versions, peak memory, provenance) through
-``pruning_core.storage``; ``benchmarks/README.md`` says how to run it on the GPU machine and read it.
+``pruning_core.core.storage``; ``benchmarks/README.md`` says how to run it on the GPU machine and read it.
 """
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_models as gm  # noqa: E402
 from gpu_runner import QUICK, Context, Sizes, code_identity, environment, run_sections  # noqa: E402,F401 (QUICK: tests)
-from pruning_core import storage  # noqa: E402
+from pruning_core.core import storage  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, judge_speedup, speedup_spread, synthetic_inputs  # noqa: E402
-from pruning_core.dynamics import spearman  # noqa: E402
-from pruning_core.masking import apply_mask  # noqa: E402
-from pruning_core.presets import remove_least_important  # noqa: E402
-from pruning_core.pruning import prune_heads  # noqa: E402
-from pruning_core.results import provenance  # noqa: E402
+from pruning_core.analysis.dynamics import spearman  # noqa: E402
+from pruning_core.modeling.masking import apply_mask  # noqa: E402
+from pruning_core.modeling.presets import remove_least_important  # noqa: E402
+from pruning_core.modeling.pruning import prune_heads  # noqa: E402
+from pruning_core.evaluation.results import provenance  # noqa: E402
 from pruning_core.scoring.gradient import per_token_importance  # noqa: E402
 
 FORMAT = "headprune.gpu_suite/1"
@@ -266,8 +266,8 @@ def _relative(a: dict, b: dict) -> float:
 
 def section_device_map(ctx: Context, out: dict) -> None:
     """load_model(device_map=...) with the first half of the layers on the GPU, the rest on the CPU."""
-    from pruning_core.cli_args import parse_device_map
-    from pruning_core.models import load_model
+    from pruning_core.cli.args import parse_device_map
+    from pruning_core.modeling.loading import load_model
 
     folder, files = ctx.saved("minilm-l6"), ctx.files(ctx.sizes.cli_examples, ctx.sizes.seq)
     layers = gm.config_of(gm.SHAPES["minilm-l6"], ctx.quick).num_hidden_layers
@@ -311,7 +311,7 @@ def _torchrun(args: list[str], ctx: Context) -> float:
 def section_torchrun(ctx: Context, out: dict) -> None:
     """``headprune score`` under torchrun --nproc-per-node 1 --distributed (a process group of one:
     NCCL on CUDA, gloo on CPU, the multi-GPU code path) against the same command in this process."""
-    from pruning_core.cli import main as headprune
+    from pruning_core.cli.main import main as headprune
 
     s = ctx.sizes
     folder, files = ctx.saved("minilm-l6"), ctx.files(s.cli_examples, s.seq)
@@ -354,8 +354,8 @@ def main(argv: list[str] | None = None, sections: dict | None = None) -> int:
     unknown = [s for s in chosen if s not in sections]
     if unknown:
         ap.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(sections)}")
-    from pruning_core.errors import HeadpruneError
-    from pruning_core.models import resolve_device
+    from pruning_core.core.errors import HeadpruneError
+    from pruning_core.modeling.loading import resolve_device
     try:
         device = resolve_device(args.device)
     except HeadpruneError as exc:

@@ -7,7 +7,7 @@ One dashboard server, one session at 1366 x 768: the Head map opens (a slow mode
 click, its button shows the time estimate), the button is clicked, and the script waits until the map
 is coloured by the scores. It records the estimate the button showed, the seconds from the click to
 the coloured map, the server's resident memory sampled every 0.5 s and its kernel-recorded peak
-(VmHWM), against the memory budget the dashboard holds itself to (``pruning_core.budget``), and the
+(VmHWM), against the memory budget the dashboard holds itself to (``pruning_core.bench.budget``), and the
 1-minute load average. One run on one machine, never a test threshold. Needs the prepared model,
 Chromium (`make browser`) and Playwright.
 """
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", default="movie-speech")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/headmap_memory-MODEL.json")
     args = parser.parse_args(argv)
-    from pruning_core import budget, storage
+    from pruning_core.bench import budget
+    from pruning_core.core import storage
 
     path = chromium_path()
     if path is None:

@@ -31,15 +31,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.architectures import kv_groups_of  # noqa: E402
+from pruning_core.modeling.architectures import kv_groups_of  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, interleaved_latencies, load_average  # noqa: E402
 from pruning_core.export import llama_cpp  # noqa: E402
 from pruning_core.export.to_gguf import export_gguf  # noqa: E402
-from pruning_core.heads import HeadScores  # noqa: E402
-from pruning_core.models import load_model  # noqa: E402
-from pruning_core.presets import uniform_by_group  # noqa: E402
-from pruning_core.pruning import parameter_count, prune_heads  # noqa: E402
-from pruning_core.results import provenance, write_json  # noqa: E402
+from pruning_core.core.heads import HeadScores  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.presets import uniform_by_group  # noqa: E402
+from pruning_core.modeling.pruning import parameter_count, prune_heads  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = "headprune.llama_cpp_speed/1"

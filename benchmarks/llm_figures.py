@@ -21,7 +21,7 @@ Writes ``benchmarks/results/<model>.json`` (format ``headprune.llm_figures/1``, 
   interleaved rounds, medians and spread) at sequence lengths 128 and 512, with the FLOP ceiling and
   the verdict, for half the query heads removed as whole groups by group I_h (no K/V copies);
 - ``toggle``: the dashboard's update after a click on the head map: one masked evaluation of its
-  default subset (``app.state.DEFAULT_EVAL_LIMIT`` documents, batch ``app.cache.EVAL_BATCH``) plus the
+  default subset (``app.core.state.DEFAULT_EVAL_LIMIT`` documents, batch ``app.jobs.cache.EVAL_BATCH``) plus the
   paired comparison with all heads, timed for several one-head masks (median, min, max);
 - ``uniform``: every shape a stock config can write (the same heads in every layer, groups even):
   whole key/value groups per layer by group I_h (``presets.uniform_by_group``) and ``k`` query heads
@@ -56,18 +56,19 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core import presets, zoo  # noqa: E402
-from pruning_core.architectures import kv_groups_of  # noqa: E402
+from pruning_core.modeling import presets  # noqa: E402
+from pruning_core.core import catalog as zoo
+from pruning_core.modeling.architectures import kv_groups_of  # noqa: E402
 from pruning_core.bench import benchmark, flop_ceiling, speed_verdict  # noqa: E402
-from pruning_core.experiments import pruning_curve, seeded_curves  # noqa: E402
-from pruning_core.heads import HeadMask, group_scores  # noqa: E402
-from pruning_core.metrics import get_metric  # noqa: E402
-from pruning_core.models import load_model  # noqa: E402
-from pruning_core.pruning import parameter_count_after  # noqa: E402
-from pruning_core.results import provenance  # noqa: E402
-from pruning_core.storage import write_json  # noqa: E402
+from pruning_core.evaluation.experiments import pruning_curve, seeded_curves  # noqa: E402
+from pruning_core.core.heads import HeadMask, group_scores  # noqa: E402
+from pruning_core.evaluation.metrics import get_metric  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.pruning import parameter_count_after  # noqa: E402
+from pruning_core.evaluation.results import provenance  # noqa: E402
+from pruning_core.core.storage import write_json  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
-from pruning_core.significance import compare  # noqa: E402
+from pruning_core.evaluation.significance import compare  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -283,8 +284,8 @@ def speed_section(args, ranking, groups) -> list[dict]:
 
 def toggle_section(loaded, task, split: str, metric) -> dict:
     """The dashboard's live panel: one masked evaluation of its default subset + the paired comparison."""
-    from app.cache import EVAL_BATCH
-    from app.state import DEFAULT_EVAL_LIMIT
+    from app.jobs.cache import EVAL_BATCH
+    from app.core.state import DEFAULT_EVAL_LIMIT
     dash = task.encode(loaded, split, limit=DEFAULT_EVAL_LIMIT, max_length=CONTEXT)
     base = task.evaluate(loaded, dash, None, batch_size=EVAL_BATCH)
     toggles = []

@@ -35,15 +35,21 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.attention_maps import example_text  # noqa: E402
+from pruning_core.analysis.attention_maps import example_text  # noqa: E402
 from pruning_core.bench import load_average  # noqa: E402
-from pruning_core.heads import HeadMask  # noqa: E402
-from pruning_core.models import load_model  # noqa: E402
-from pruning_core.results import provenance, write_json  # noqa: E402
-from pruning_core.roles import compute_roles, copy_losses, needle_accuracy, needle_prompts, random_heads  # noqa: E402
-from pruning_core.roles.checks import CHECK_SEED, CopyLosses  # noqa: E402
-from pruning_core.roles.compute import DEFAULT_TASK  # noqa: E402
-from pruning_core.stats import bootstrap_interval, wilson_interval  # noqa: E402
+from pruning_core.core.heads import HeadMask  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
+from pruning_core.analysis.roles import (
+    compute_roles,
+    copy_losses,
+    needle_accuracy,
+    needle_prompts,
+    random_heads,
+)  # noqa: E402
+from pruning_core.analysis.roles.checks import CHECK_SEED, CopyLosses  # noqa: E402
+from pruning_core.analysis.roles.compute import DEFAULT_TASK  # noqa: E402
+from pruning_core.evaluation.stats import bootstrap_interval, wilson_interval  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

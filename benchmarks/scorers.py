@@ -19,7 +19,7 @@ the zero / mean / corrupt baselines, flap, activation, entropy, confidence, rand
 - the metric on the first ``--test-limit`` test examples, with its 95 % interval, with each fraction
   of the heads removed in order of increasing ranking score (the masks ``pruning_curve`` builds:
   the round(f * heads) least important, seeded ties), for the mask alone and after repair
-  (:func:`pruning_core.repair.evaluate_repaired`, as ``curve --repair``: least-squares head scales and
+  (:func:`pruning_core.compress.evaluate_repaired`, as ``curve --repair``: least-squares head scales and
   FLAP's bias compensation tuned on the scoring examples).
 
 ``--skip verify=WHY`` / ``--skip repair=WHY`` / ``--skip LABEL=WHY`` leave a step or a scorer out, and
@@ -41,12 +41,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.cli_common import fmt  # noqa: E402
-from pruning_core.heads import HeadMask, HeadScores  # noqa: E402
-from pruning_core.models import load_model  # noqa: E402
-from pruning_core.presets import remove_least_important  # noqa: E402
-from pruning_core.repair import evaluate_repaired  # noqa: E402
-from pruning_core.results import provenance, write_json  # noqa: E402
+from pruning_core.cli.common import fmt  # noqa: E402
+from pruning_core.core.heads import HeadMask, HeadScores  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.presets import remove_least_important  # noqa: E402
+from pruning_core.compress import evaluate_repaired  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.scoring.verify import verify_scores  # noqa: E402
 from pruning_core.tasks import default_score_split, get_task  # noqa: E402
@@ -259,7 +259,7 @@ def write(s: dict, done: bool) -> None:
                 "eval_batch": args.eval_batch, "fractions": list(setup.fractions),
                 "kinds_pruned": list(setup.kinds) if setup.kinds else "all", "normalize": "each scorer's default",
                 "repair": None if calibration is None else {
-                    "function": "pruning_core.repair.evaluate_repaired (as curve --repair)", "bias_compensation": True,
+                    "function": "pruning_core.compress.evaluate_repaired (as curve --repair)", "bias_compensation": True,
                     "calibration_split": calibration.split, "calibration_examples": calibration.n_examples},
                 "heads_ablated_exactly": max(0, len(s["losses"]) - 1)}
     low, high = full.interval if full.interval else (None, None)

@@ -27,11 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.errors import HeadpruneError  # noqa: E402
-from pruning_core.finetune import FinetuneConfig  # noqa: E402
-from pruning_core.progress import tqdm_progress  # noqa: E402
-from pruning_core.results import write_json  # noqa: E402
-from pruning_core.smp.compare import CompareConfig, compare, format_table  # noqa: E402
+from pruning_core.core.errors import HeadpruneError  # noqa: E402
+from pruning_core.tasks.finetune import FinetuneConfig  # noqa: E402
+from pruning_core.core.progress import tqdm_progress  # noqa: E402
+from pruning_core.evaluation.results import write_json  # noqa: E402
+from pruning_core.scoring.smp.compare import CompareConfig, compare, format_table  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

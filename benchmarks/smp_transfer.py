@@ -43,17 +43,17 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core import zoo  # noqa: E402
-from pruning_core.finetune import FinetuneConfig, finetune_classifier  # noqa: E402
-from pruning_core.heads import HeadMask  # noqa: E402
-from pruning_core.models import LoadedModel, load_model  # noqa: E402
-from pruning_core.presets import keep_top_fraction_per_layer, random_per_layer  # noqa: E402
-from pruning_core.pruning import parameter_count, prune_heads  # noqa: E402
-from pruning_core.results import provenance, write_json  # noqa: E402
+from pruning_core.core import catalog as zoo  # noqa: E402
+from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier  # noqa: E402
+from pruning_core.core.heads import HeadMask  # noqa: E402
+from pruning_core.modeling.loading import LoadedModel, load_model  # noqa: E402
+from pruning_core.modeling.presets import keep_top_fraction_per_layer, random_per_layer  # noqa: E402
+from pruning_core.modeling.pruning import parameter_count, prune_heads  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
-from pruning_core.smp.pruner import head_logits, scores_from_logits  # noqa: E402
-from pruning_core.smp.scorer import resolve_pruner  # noqa: E402
-from pruning_core.stats import mcnemar_exact, paired_correctness, wilson_interval  # noqa: E402
+from pruning_core.scoring.smp.pruner import head_logits, scores_from_logits  # noqa: E402
+from pruning_core.scoring.smp.scorer import resolve_pruner  # noqa: E402
+from pruning_core.evaluation.stats import mcnemar_exact, paired_correctness, wilson_interval  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                          max_length=args.max_length, seed=0, device="cpu")
     train = task.load("train")
     pfile = resolve_pruner(None)
-    from pruning_core.zoo_prepare.mpnet import base_classifier, fetch_pretrained
+    from pruning_core.zoo.mpnet import base_classifier, fetch_pretrained
     with tempfile.TemporaryDirectory(prefix="smp-transfer-") as work:
         model, tokenizer = base_classifier(fetch_pretrained(Path(work) / "pretrained"))
     tmp = LoadedModel(model=model.eval(), tokenizer=tokenizer, model_id="all-mpnet-base-v2", source="memory",

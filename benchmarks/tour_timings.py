@@ -26,8 +26,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from browser_helpers import DashboardServer, chromium_browser, chromium_path, new_page  # noqa: E402
 
-from app import tour  # noqa: E402
-from pruning_core import storage, zoo  # noqa: E402
+from app.tour import steps as tour  # noqa: E402
+from pruning_core.core import storage, catalog as zoo  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DRAWN = ("([name]) => [...document.querySelectorAll('[data-testid=\"stCode\"]')]"

@@ -1,6 +1,6 @@
 """``python -m pruning_core`` is the ``headprune`` command."""
 import sys
 
-from .cli import main
+from pruning_core.cli.main import main
 
 sys.exit(main())

@@ -199,14 +199,14 @@ def wait_metric(page, label: str, predicate, timeout_s: float = 60) -> str:
 def head_points(page, chart: int = 0):
     """The kept-head markers of the ``chart``-th head grid (plotly draws one path.point per head).
 
-    Traces: two legend-only entries, then the kept heads, then the removed heads (app.headmap.figure).
+    Traces: two legend-only entries, then the kept heads, then the removed heads (app.headmap.figures.figure).
     """
     grid = page.locator('[data-testid="stPlotlyChart"]').nth(chart)
     grid.locator("path.point").first.wait_for()
     return grid.locator("g.trace.scatter").nth(2).locator("path.point")
 
 
-LIVE_STRIP = ".st-key-hp_live_strip"          # app.live_panel.STRIP_KEY: heads kept · metric · loss, one element
+LIVE_STRIP = ".st-key-hp_live_strip"          # app.headmap.panel.STRIP_KEY: heads kept · metric · loss, one element
 
 
 POLL_MS = 100      # how often a wait checks the page: Playwright's default ("raf") checks on every animation
@@ -251,7 +251,7 @@ def ok(at):
 
 def predictions(at) -> dict[str, str]:
     """The Attention page's two answers, ``{"Prediction, all heads": text, ...}``: each is a column
-    holding a caption (whose answer) and the answer in bold Markdown, escaped (app.text.md_escape)."""
+    holding a caption (whose answer) and the answer in bold Markdown, escaped (app.core.text.md_escape)."""
     import re
 
     out = {}

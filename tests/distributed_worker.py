@@ -21,8 +21,8 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from pruning_core import distributed  # noqa: E402
-from pruning_core.experiments import ablation_table, pruning_curve  # noqa: E402
+from pruning_core.core import distributed  # noqa: E402
+from pruning_core.evaluation.experiments import ablation_table, pruning_curve  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.scoring.gradient import per_token_importance  # noqa: E402
 from pruning_core.scoring.verify import verify_scores  # noqa: E402
@@ -103,8 +103,8 @@ def library_checks(work: Path, rank: int) -> dict:
     both(results, "cls_verify", lambda: verify_json(verify_scores(bert, cls, data, get_scorer("gradient").score(
         bert, cls, config), 2, batch_size=2)))
     # SMP: the same (seeded) pruner on every rank
-    from pruning_core.smp.pruner import PrunerConfig, PrunerFile, SMPPruner
-    from pruning_core.smp.scorer import SMPScorer, mean_head_logits
+    from pruning_core.scoring.smp.pruner import PrunerConfig, PrunerFile, SMPPruner
+    from pruning_core.scoring.smp.scorer import SMPScorer, mean_head_logits
     torch.manual_seed(0)
     pruner = SMPPruner(PrunerConfig())
     with torch.no_grad():                        # an untrained pruner's logits barely depend on the input
@@ -145,7 +145,7 @@ def main() -> None:
     distributed.agree("the library checks")
     if world.writer:
         (work / "library.json").write_text(json.dumps(results))
-    from pruning_core.cli import main as cli
+    from pruning_core.cli.main import main as cli
     for line in (work / "cli_runs.txt").read_text().splitlines():
         code = cli(shlex.split(line))
         assert code == 0, f"rank {world.rank}: `headprune {line}` exited {code}"

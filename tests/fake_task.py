@@ -13,10 +13,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from pruning_core.masking import apply_mask
-from pruning_core.metrics import get_metric
-from pruning_core.results import EvalResult
-from pruning_core.significance import evidence
+from pruning_core.modeling.masking import apply_mask
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.evaluation.significance import evidence
 
 
 @dataclass

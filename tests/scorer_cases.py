@@ -24,7 +24,7 @@ def sentences(n: int, seed: int) -> list[str]:
 
 
 def speech_folder(tmp: Path, texts=("the movie was good", "it was a bad film", "great plot")) -> Path:
-    from pruning_core.data import speech
+    from pruning_core.tasks.data import speech
     folder = tmp / "audio"
     folder.mkdir(exist_ok=True)
     rng = np.random.default_rng(0)

@@ -9,10 +9,11 @@ import sys
 
 from browser_helpers import ROOT
 
-PURE = ["app", "app.analysis", "app.share", "app.report", "app.charts", "app.headmap", "app.speed",
-        "app.attention", "app.dynamics_charts", "app.webassets", "app.text", "app.access", "app.uncertainty",
-        "app.tour", "app.mask_history", "app.role_probe",
-        "pruning_core.attention_maps", "pruning_core.share_link"]
+PURE = ["app", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
+        "app.headmap.figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
+        "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
+        "app.core.mask_history", "app.roles.probe",
+        "pruning_core.analysis.attention_maps", "pruning_core.core.share_link"]
 
 
 def test_pure_app_modules_do_not_import_streamlit():
@@ -28,19 +29,21 @@ def _calls_to(tree: ast.AST, names: set[str]) -> int:
 
 
 def test_every_streamlit_cache_lives_in_app_cache():
-    """Cached calls live in app/cache.py and its feature modules app/cache_<feature>.py, nowhere else."""
+    """Cached calls live in the shared app/jobs/cache.py and each feature's own app/<feature>/cache.py, nowhere else."""
     found = {}
-    for path in [*ROOT.joinpath("app").glob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
+    for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
         count = _calls_to(ast.parse(path.read_text(encoding="utf-8")), {"cache_data", "cache_resource"})
         if count:
             found[path.relative_to(ROOT).as_posix()] = count
-    assert "app/cache.py" in found, found
-    assert all(re.fullmatch(r"app/cache(_[a-z]+)?\.py", name) for name in found), found
+    assert "app/jobs/cache.py" in found, found
+    assert all(re.fullmatch(r"app/[a-z]+/cache\.py", name) for name in found), found
 
 
 def test_pages_are_not_in_the_auto_discovered_folder_and_no_private_streamlit_api_is_used():
+    """Streamlit 1.67 still runs an app with a ``pages/`` folder beside its main script as an old-style
+    multipage app (``PagesManager.uses_pages_directory``): the page scripts live in ``app_pages/``."""
     assert not (ROOT / "pages").exists()
-    for path in ROOT.joinpath("app").glob("*.py"):
+    for path in [*ROOT.joinpath("app").rglob("*.py"), ROOT / "dashboard.py"]:
         text = path.read_text(encoding="utf-8")
         assert "PagesManager" not in text and "streamlit.runtime.pages_manager" not in text, path
 
@@ -54,12 +57,12 @@ def _session_state(node: ast.AST) -> bool:
 
 
 def test_only_app_state_names_session_keys_and_touches_the_url():
-    """``app/state.py`` holds every session-state key and the URL's query parameters (issue 17): other modules
+    """``app/core/state.py`` holds every session-state key and the URL's query parameters (issue 17): other modules
     index ``st.session_state`` only with its names or widget keys, never a literal, and never touch
     ``st.query_params``."""
     found = []
-    for path in [*ROOT.joinpath("app").glob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
-        if path == ROOT / "app" / "state.py":
+    for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
+        if path == ROOT / "app" / "core" / "state.py":
             continue
         for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             literal_key = (isinstance(n, ast.Subscript) and _session_state(n.value) and _literal(n.slice)) or (
@@ -71,10 +74,10 @@ def test_only_app_state_names_session_keys_and_touches_the_url():
 
 
 def test_app_state_holds_keys_and_url_only():
-    """The feature logic that once lived in ``app/state.py`` (mask history, jobs, notices, kept results) stays in
-    its feature's module: state imports no other app module but the Markdown escaping of :mod:`app.text`."""
-    tree = ast.parse((ROOT / "app" / "state.py").read_text(encoding="utf-8"))
+    """The feature logic that once lived in ``app/core/state.py`` (mask history, jobs, notices, kept results) stays in
+    its feature's module: state imports no other app module but the Markdown escaping of :mod:`app.core.text`."""
+    tree = ast.parse((ROOT / "app" / "core" / "state.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in imported if m == "app" or m.startswith("app.")} <= {"app.text"}, imported
+    assert {m for m in imported if m == "app" or m.startswith("app.")} <= {"app.core.text"}, imported
     assert not [n.name for n in tree.body if isinstance(n, ast.ClassDef)]

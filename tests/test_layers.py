@@ -1,32 +1,31 @@
-"""Imports point one way: ``app_pages``/``dashboard.py`` -> ``app`` -> ``pruning_core``, and inside
-the library no module imports one from a higher layer (function-level imports included)."""
+"""The folder tree is the architecture: imports point one way, ``app_pages``/``dashboard.py`` -> ``app`` ->
+``pruning_core``, and inside the library no folder imports one from a higher layer (function-level imports
+included), so the import map has no cycle between folders."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "pruning_core"
 
-# The library's layers, lowest first; a module may import its own layer and the ones below.
+# The library's folders, lowest first; a module may import its own folder and the ones below.
 LAYERS = [
-    {"errors", "registry", "progress", "storage", "heads", "metrics", "share_link", "children", "serving",
-     "stats", "zoo", "distributed", "__version__"},
-    {"architectures"},
-    {"masking", "pruning", "layer_cache"},
-    {"models", "results", "cli_args", "significance", "weight_files"},
-    {"data", "presets", "experiments"},
-    {"tasks", "attention_maps", "bench", "budget", "per_example", "speech_attention", "export"},
-    {"finetune", "scoring", "roles"},
-    {"prepare", "dynamics", "zoo_prepare", "repair"},
-    {"smp"},
-    {"cli", "cli_analysis", "cli_common", "cli_compress", "cli_export", "cli_model", "cli_roles", "cli_setup",
-     "dynamics_cli", "__main__"},
+    {"core", "__version__"},
+    {"evaluation"},
+    {"modeling"},
+    {"tasks", "bench", "export"},
+    {"zoo"},
+    {"scoring"},
+    {"compress", "analysis"},
+    {"cli", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}
+MAX_TOP_LEVEL = 14        # a package's top level: about ten concept folders and its __init__/__main__
 
 
-def _imports(path: Path, package: list[str]) -> list[tuple[str, int]]:
+def imports_of(path: Path, package: list[str]) -> list[tuple[str, int]]:
     """Absolute dotted names imported anywhere in ``path`` (top level or in functions), with line numbers."""
     out = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -42,22 +41,22 @@ def _imports(path: Path, package: list[str]) -> list[tuple[str, int]]:
     return out
 
 
-def _top(path: Path) -> str:
-    parts = path.relative_to(ROOT / "pruning_core").with_suffix("").parts
+def folder_of(path: Path) -> str:
+    parts = path.relative_to(LIBRARY).with_suffix("").parts
     return "__version__" if parts == ("__init__",) else parts[0]
 
 
-def test_every_library_module_is_in_a_layer():
-    tops = {_top(p) for p in (ROOT / "pruning_core").rglob("*.py")}
-    assert tops <= set(LAYER_OF), f"add {sorted(tops - set(LAYER_OF))} to LAYERS in this test"
+def test_every_library_folder_is_in_a_layer():
+    folders = {folder_of(p) for p in LIBRARY.rglob("*.py")}
+    assert folders <= set(LAYER_OF), f"add {sorted(folders - set(LAYER_OF))} to LAYERS in this test"
 
 
 def test_library_imports_point_down_and_never_reach_the_app():
     bad = []
-    for path in (ROOT / "pruning_core").rglob("*.py"):
-        me = _top(path)
+    for path in LIBRARY.rglob("*.py"):
+        me = folder_of(path)
         package = list(path.relative_to(ROOT).parent.parts)
-        for name, line in _imports(path, package):
+        for name, line in imports_of(path, package):
             head = name.split(".")[0]
             if head in NEVER_IN_LIBRARY:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
@@ -71,19 +70,26 @@ def test_library_imports_point_down_and_never_reach_the_app():
 def test_app_never_imports_pages_or_the_shell():
     bad = []
     for path in (ROOT / "app").rglob("*.py"):
-        for name, line in _imports(path, list(path.relative_to(ROOT).parent.parts)):
-            if name.split(".")[0] in {"app_pages", "dashboard", "pages"}:
+        for name, line in imports_of(path, list(path.relative_to(ROOT).parent.parts)):
+            if name.split(".")[0] in {"app_pages", "dashboard"}:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert not bad, "\n".join(sorted(set(bad)))
 
 
+def test_each_package_top_level_is_a_short_list_of_concepts():
+    for package in ("pruning_core", "app"):
+        entries = [p.name for p in (ROOT / package).iterdir() if p.name != "__pycache__"]
+        assert len(entries) <= MAX_TOP_LEVEL, (package, sorted(entries))
+        assert all(p.is_dir() or p.name in {"__init__.py", "__main__.py"} for p in (ROOT / package).iterdir()
+                   if p.name != "__pycache__"), sorted(entries)
+
+
 def test_the_checker_sees_an_upward_import(tmp_path):
-    fake = ROOT / "pruning_core" / "heads.py"
-    tree = _imports(fake, ["pruning_core"])
+    tree = imports_of(LIBRARY / "core" / "heads.py", ["pruning_core", "core"])
     assert all(n.split(".")[1] in LAYERS[0] for n, _ in tree if n.startswith("pruning_core."))
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from ..smp import scorer\n")
-    assert _imports(probe, ["pruning_core", "scoring"]) == [("pruning_core.smp", 2)]
+    probe.write_text("def f():\n    from ..scoring import smp\n")
+    assert imports_of(probe, ["pruning_core", "core"]) == [("pruning_core.scoring", 2)]
 
 
 def test_the_public_api_is_exactly_what_the_package_exports():

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pruning_core.architectures import adapter_for, find_sites, layout_of
-from pruning_core.models import LoadedModel, weights_hash_of_module
+from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
+from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<s>", "</s>", "<pad>", "<unk>"] + \
     "the a good bad movie film great awful plot acting fun dull love hate it was is not very really".split()
@@ -175,8 +175,8 @@ def synthetic_sentiment(n: int = 96, seed: int = 0, max_filler: int = 10) -> lis
 def assert_generate_parity(lm: LoadedModel, inputs: dict, mask, new_tokens: int) -> None:
     """Greedy ``generate`` under ``mask`` and on the pruned copy: same tokens, same scores (NaN = -inf rows
     compare as 0), and no hook left on the model."""
-    from pruning_core.masking import apply_mask, installed_hook_count
-    from pruning_core.pruning import prune_heads
+    from pruning_core.modeling.masking import apply_mask, installed_hook_count
+    from pruning_core.modeling.pruning import prune_heads
 
     kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
               output_scores=True, return_dict_in_generate=True, pad_token_id=0)
@@ -195,8 +195,8 @@ def masked_and_pruned(lm: LoadedModel, mask, prompts: list[str]) -> dict:
     """One padded batch of ``prompts`` through ``lm`` dense, under ``mask`` and pruned by it (no hook left):
     ``inputs``, ``real`` ([B, T] bool, the unpadded positions), ``dense``/``masked``/``pruned`` logits
     ([B, T, vocab]) and ``model``, the pruned copy."""
-    from pruning_core.masking import apply_mask, installed_hook_count
-    from pruning_core.pruning import prune_heads
+    from pruning_core.modeling.masking import apply_mask, installed_hook_count
+    from pruning_core.modeling.pruning import prune_heads
 
     enc = lm.tokenizer(prompts, return_tensors="pt", padding=True)
     inputs = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
@@ -225,7 +225,7 @@ def random_words_csv(path: Path, rows: int, words_per_row: int, vocab: Sequence[
 
 def prepared_folder(name: str, how: str = "") -> Path:
     """The folder of the prepared model ``name``, or a skip naming the command that prepares it."""
-    from pruning_core import zoo
+    from pruning_core.core import catalog as zoo
     entry = zoo.get(name)
     if not entry.is_prepared():
         pytest.skip(f"{name} is not prepared: run `headprune prepare --model {name}`{f' ({how})' if how else ''}")

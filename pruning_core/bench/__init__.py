@@ -12,15 +12,37 @@
 """
 from __future__ import annotations
 
-from .ceiling import CeilingLayer, CeilingReport, flop_ceiling
-from .report import format_bench
-from .results import (BENCH_FORMAT, CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, MASKING_NOTE, VARIANTS,
-                      BenchComparison, BenchResult, BenchRow)
-from ..presets import half_mask
-from .run import audio_frames, benchmark, synthetic_inputs, text_positions
-from .timing import LatencyStats, Timings, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
-from .verdict import (FULL_MASK_TEXT, MASKED_TEXT, VERDICTS, SpeedVerdict, judge_speedup, speed_verdict,
-                      speedup_spread)
+from pruning_core.bench.ceiling import CeilingLayer, CeilingReport, flop_ceiling
+from pruning_core.bench.report import format_bench
+from pruning_core.bench.results import (
+    BENCH_FORMAT,
+    CPU_MEMORY_MEASURE,
+    CUDA_MEMORY_MEASURE,
+    MASKING_NOTE,
+    VARIANTS,
+    BenchComparison,
+    BenchResult,
+    BenchRow,
+)
+from pruning_core.modeling.presets import half_mask
+from pruning_core.bench.run import audio_frames, benchmark, synthetic_inputs, text_positions
+from pruning_core.bench.timing import (
+    LatencyStats,
+    Timings,
+    interleaved_latencies,
+    load_average,
+    peak_forward_bytes,
+    weights_bytes,
+)
+from pruning_core.bench.verdict import (
+    FULL_MASK_TEXT,
+    MASKED_TEXT,
+    VERDICTS,
+    SpeedVerdict,
+    judge_speedup,
+    speed_verdict,
+    speedup_spread,
+)
 
 __all__ = ["BENCH_FORMAT", "CPU_MEMORY_MEASURE", "CUDA_MEMORY_MEASURE", "MASKING_NOTE", "VARIANTS",
            "BenchComparison", "BenchResult", "BenchRow", "CeilingLayer", "CeilingReport", "FULL_MASK_TEXT",

@@ -1,7 +1,7 @@
 """The FLOP ceiling: the best speed-up that removing some heads can buy, from multiply-add counts.
 
 :func:`flop_ceiling` counts the multiply-adds (MACs) of one forward pass per layer and kind, from
-the architecture adapter's :class:`~pruning_core.architectures.FlopDims` and the actual mask, and
+the architecture adapter's :class:`~pruning_core.modeling.architectures.FlopDims` and the actual mask, and
 gives ``1 / (1 - removed fraction)``. Only the attention projections and the attention itself
 shrink; the feed-forward blocks and the output head do not (REFERENCE.md, "The compute ceiling of
 head pruning").
@@ -35,10 +35,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..architectures import StackDims, adapter_for
-from ..errors import FormatError, HeadpruneError
-from ..heads import KINDS, HeadLayout, HeadMask
-from .codec import JsonRecord, json_field
+from pruning_core.modeling.architectures import StackDims, adapter_for
+from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.core.heads import KINDS, HeadLayout, HeadMask
+from pruning_core.core.codec import JsonRecord, json_field
 
 COUNTS_NOTE = ("multiply-adds per sequence; embeddings, norms, activations, softmax and biases not counted; "
                "output head counted")

@@ -1,8 +1,8 @@
 """The benchmark's terminal summary: one plain-text table beside the ceiling."""
 from __future__ import annotations
 
-from .results import MASKING_NOTE, VARIANTS, BenchResult
-from .verdict import MASKED_TEXT, speed_verdict
+from pruning_core.bench.results import MASKING_NOTE, VARIANTS, BenchResult
+from pruning_core.bench.verdict import MASKED_TEXT, speed_verdict
 
 
 def _mib(n: int | None) -> str:

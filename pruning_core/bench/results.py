@@ -5,10 +5,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..heads import HeadMask
-from .ceiling import CeilingReport
-from .codec import JsonRecord, json_field
-from .timing import LatencyStats
+from pruning_core.core.heads import HeadMask
+from pruning_core.bench.ceiling import CeilingReport
+from pruning_core.core.codec import JsonRecord, json_field
+from pruning_core.bench.timing import LatencyStats
 
 BENCH_FORMAT = "headprune.bench/1"
 VARIANTS: tuple[str, ...] = ("dense", "masked", "pruned")
@@ -93,7 +93,7 @@ class BenchResult(JsonRecord):
 
     @classmethod
     def from_json(cls, data: Mapping) -> "BenchResult":
-        from ..results import check_format
+        from pruning_core.evaluation.results import check_format
         check_format(data, BENCH_FORMAT)
         return super().from_json(data)
 

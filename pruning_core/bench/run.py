@@ -2,9 +2,9 @@
 
 :func:`benchmark` times three variants of one model in one run, interleaved round by round so
 machine noise hits them alike: **dense** (the model as given), **masked** (the same model under
-:func:`~pruning_core.masking.apply_mask`: gates zero the heads' outputs, every head is still
+:func:`~pruning_core.modeling.masking.apply_mask`: gates zero the heads' outputs, every head is still
 computed, so it saves nothing) and **pruned** (the copy from
-:func:`~pruning_core.pruning.prune_heads`). It never modifies the model passed in. Beside the
+:func:`~pruning_core.modeling.pruning.prune_heads`). It never modifies the model passed in. Beside the
 measurements it records the FLOP ceiling (:mod:`.ceiling`) of the same forward pass.
 """
 from __future__ import annotations
@@ -17,15 +17,28 @@ from collections.abc import Sequence
 
 import torch
 
-from ..errors import HeadpruneError
-from ..heads import HeadMask
-from ..masking import apply_mask
-from ..progress import ProgressCallback, report
-from ..presets import half_mask
-from ..pruning import parameter_count, prune_heads
-from .ceiling import flop_ceiling
-from .results import CPU_MEMORY_MEASURE, CUDA_MEMORY_MEASURE, VARIANTS, BenchComparison, BenchResult, BenchRow
-from .timing import LatencyStats, interleaved_latencies, load_average, peak_forward_bytes, weights_bytes
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.masking import apply_mask
+from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.modeling.presets import half_mask
+from pruning_core.modeling.pruning import parameter_count, prune_heads
+from pruning_core.bench.ceiling import flop_ceiling
+from pruning_core.bench.results import (
+    CPU_MEMORY_MEASURE,
+    CUDA_MEMORY_MEASURE,
+    VARIANTS,
+    BenchComparison,
+    BenchResult,
+    BenchRow,
+)
+from pruning_core.bench.timing import (
+    LatencyStats,
+    interleaved_latencies,
+    load_average,
+    peak_forward_bytes,
+    weights_bytes,
+)
 
 
 
@@ -110,8 +123,8 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         a :class:`BenchResult`. Timing runs under ``torch.inference_mode()``, one forward pass per
         call (for translation models: teacher-forced, ``use_cache=False``, logits over the vocabulary).
     """
-    from ..models import resolve_device
-    from ..results import provenance
+    from pruning_core.modeling.loading import resolve_device
+    from pruning_core.evaluation.results import provenance
 
     started = time.perf_counter()
     load_before = load_average()

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..progress import ProgressCallback, report
-from .codec import JsonRecord, json_field
+from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.core.codec import JsonRecord, json_field
 
 
 

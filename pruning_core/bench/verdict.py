@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .timing import LatencyStats
+from pruning_core.bench.timing import LatencyStats
 
 FULL, GAIN, NOISE, ABOVE, SLOWER = "no change: full mask", "gain", "within noise", "above ceiling", "slower"
 VERDICTS: tuple[str, ...] = (FULL, GAIN, NOISE, ABOVE, SLOWER)

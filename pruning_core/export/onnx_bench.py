@@ -18,16 +18,16 @@ from pathlib import Path
 
 import torch
 
-from ..bench.ceiling import CeilingReport, flop_ceiling
-from ..bench.codec import JsonRecord, json_field
-from ..bench.run import audio_frames, synthetic_inputs
-from ..bench.timing import LatencyStats, interleaved_latencies, load_average
-from ..errors import HeadpruneError
-from ..heads import HeadMask
-from ..presets import half_mask
-from ..progress import ProgressCallback, report
-from ..pruning import prune_heads
-from .to_onnx import LogitsOnly, export_onnx, onnx_session
+from pruning_core.bench.ceiling import CeilingReport, flop_ceiling
+from pruning_core.core.codec import JsonRecord, json_field
+from pruning_core.bench.run import audio_frames, synthetic_inputs
+from pruning_core.bench.timing import LatencyStats, interleaved_latencies, load_average
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.presets import half_mask
+from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.modeling.pruning import prune_heads
+from pruning_core.export.to_onnx import LogitsOnly, export_onnx, onnx_session
 
 ONNX_BENCH_FORMAT = "headprune.onnx_bench/1"
 VARIANTS = ("pytorch dense", "pytorch pruned", "onnxruntime dense", "onnxruntime pruned")
@@ -62,7 +62,7 @@ class OnnxBenchResult(JsonRecord):
 def onnx_benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int] = (1, 8), seq_len: int = 128,
                    warmup: int = 2, repeats: int = 10, min_seconds: float = 2.0, seed: int = 0,
                    progress: ProgressCallback | None = None) -> OnnxBenchResult:
-    """Time PyTorch and ONNX Runtime, dense and pruned (``mask``; None: :func:`~pruning_core.presets.half_mask`),
+    """Time PyTorch and ONNX Runtime, dense and pruned (``mask``; None: :func:`~pruning_core.modeling.presets.half_mask`),
     for each batch size. ``loaded``: a float32 CPU model (never modified)."""
     started, load_before = time.perf_counter(), load_average()
     if loaded.device.type != "cpu" or loaded.dtype != torch.float32:

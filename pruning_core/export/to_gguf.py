@@ -1,7 +1,7 @@
 """GGUF export (llama.cpp's format) of a Llama-family model, pruned or not, with its BPE tokenizer.
 
 GGUF holds one head count per model, so the pruned shape must be a stock one (every layer the same query
-and key/value heads: :func:`pruning_core.pruning.stock_shape`; ``headprune mask --uniform`` makes such
+and key/value heads: :func:`pruning_core.modeling.pruning.stock_shape`; ``headprune mask --uniform`` makes such
 masks); other shapes are refused with the ONNX export as the way out. Names and metadata follow the
 ``gguf`` package: tensor names from its ``TensorNameMap`` (``model.layers.3.self_attn.q_proj.weight`` ->
 ``blk.3.attn_q.weight``), hyper-parameters under ``{arch}.*`` keys. ``head_dim`` is written explicitly
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import HeadpruneError
-from ..storage import atomic_path
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.storage import atomic_path
 
 # config.model_type -> (GGUF architecture, whether q/k rows are permuted for llama.cpp's rotary layout)
 GGUF_ARCHS = {"llama": ("llama", True), "mistral": ("llama", True), "qwen2": ("qwen2", False)}
@@ -69,7 +69,7 @@ def export_gguf(loaded, out: str | Path, *, dtype: str = "float32") -> GgufExpor
     """Write ``loaded`` (a Llama-family model, pruned to a stock shape or not) and its tokenizer as GGUF."""
     import gguf
 
-    from ..pruning import stock_shape
+    from pruning_core.modeling.pruning import stock_shape
     started = time.perf_counter()
     model, config = loaded.model, loaded.model.config
     if config.model_type not in GGUF_ARCHS:

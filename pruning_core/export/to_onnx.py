@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..errors import HeadpruneError
-from ..storage import atomic_path
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.storage import atomic_path
 
 OPSET = 17
 # ONNX Runtime runs float32 kernels of its own (fused attention and layer norm, another summation order):
@@ -74,7 +74,7 @@ class LogitsOnly(nn.Module):
 def example_inputs(config, batch: int, length: int, seed: int = 0) -> dict[str, torch.Tensor]:
     """Inputs of ``batch`` sequences of ``length`` tokens (decoders: ``length - 2`` decoder tokens), the
     first sequence padded over its last two tokens when there is an attention mask and room for it."""
-    from ..bench.run import synthetic_inputs
+    from pruning_core.bench.run import synthetic_inputs
     enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     inputs = synthetic_inputs(config, batch, length, max(1, length - 2) if enc_dec else None, torch.device("cpu"),
                               seed=seed)

@@ -10,21 +10,31 @@ forward-only ``flap`` and ``activation``, and the attention statistics ``entropy
 single-head ablation. Each is
 registered with ``needs_labels`` and ``cost`` (see :class:`ScorerInfo`); :func:`scorer_info`
 reads them without importing the scorer. ``smp`` is registered lazily: its module sits above
-this package (:mod:`pruning_core.smp`) and is imported on the first ``get_scorer("smp")``.
+this package (:mod:`pruning_core.scoring.smp`) and is imported on the first ``get_scorer("smp")``.
 """
 from __future__ import annotations
 
-from .base import (COSTS, SCORERS, ScoreConfig, Scorer, ScorerInfo, get_scorer, register_lazy_scorer,
-                   register_scorer, scorer_info, scorer_names)
-from . import gradient as _gradient  # noqa: F401  (registers)
-from . import baselines as _baselines  # noqa: F401  (registers)
-from . import fisher as _fisher  # noqa: F401  (registers)
-from . import attribution as _attribution  # noqa: F401  (registers)
-from . import label_free as _label_free  # noqa: F401  (registers)
-from . import attention_stats as _attention_stats  # noqa: F401  (registers)
-from ..registry import lazy_object
+from pruning_core.scoring.base import (
+    COSTS,
+    SCORERS,
+    ScoreConfig,
+    Scorer,
+    ScorerInfo,
+    get_scorer,
+    register_lazy_scorer,
+    register_scorer,
+    scorer_info,
+    scorer_names,
+)
+from pruning_core.scoring import gradient as _gradient  # noqa: F401  (registers)
+from pruning_core.scoring import baselines as _baselines  # noqa: F401  (registers)
+from pruning_core.scoring import fisher as _fisher  # noqa: F401  (registers)
+from pruning_core.scoring import attribution as _attribution  # noqa: F401  (registers)
+from pruning_core.scoring import label_free as _label_free  # noqa: F401  (registers)
+from pruning_core.scoring import attention_stats as _attention_stats  # noqa: F401  (registers)
+from pruning_core.core.registry import lazy_object
 
-register_lazy_scorer("smp", lazy_object("pruning_core.smp.scorer:SMPScorer"), needs_labels=False, cost="one_pass",
+register_lazy_scorer("smp", lazy_object("pruning_core.scoring.smp.scorer:SMPScorer"), needs_labels=False, cost="one_pass",
                      description="Zhang et al. 2020 (Single-Shot Meta-Pruning): a learned network reads each "
                                  "head's attention map; label-free, meant for keeping the top half of every "
                                  "layer before fine-tuning")

@@ -20,15 +20,15 @@ import time
 
 import torch
 
-from .. import distributed
-from ..architectures import adapter_for
-from ..errors import HeadpruneError
-from ..heads import HeadMask, HeadScores
-from ..masking import apply_mask
-from ..progress import ProgressCallback
-from ..results import ScoreResult, provenance
-from .base import ScoreConfig, Scorer, register_scorer
-from .passes import HeadSums, rank_batches, real_tokens, settings_of, zero_removed
+from pruning_core.core import distributed
+from pruning_core.modeling.architectures import adapter_for
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadMask, HeadScores
+from pruning_core.modeling.masking import apply_mask
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.evaluation.results import ScoreResult, provenance
+from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
+from pruning_core.scoring.passes import HeadSums, rank_batches, real_tokens, settings_of, zero_removed
 
 
 def check_eager(loaded) -> None:

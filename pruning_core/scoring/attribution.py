@@ -27,14 +27,22 @@ from dataclasses import replace
 
 import torch
 
-from .. import distributed
-from ..errors import HeadpruneError
-from ..heads import HeadMask
-from ..progress import ProgressCallback
-from ..results import ScoreResult, provenance
-from .base import ATP_BASELINES, ScoreConfig, Scorer, register_scorer
-from .gradient import scoring_batch_size
-from .passes import HeadSums, gates_for, head_outputs, outputs_and_grads, rank_batches, real_tokens, settings_of
+from pruning_core.core import distributed
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadMask
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.evaluation.results import ScoreResult, provenance
+from pruning_core.scoring.base import ATP_BASELINES, ScoreConfig, Scorer, register_scorer
+from pruning_core.scoring.gradient import scoring_batch_size
+from pruning_core.scoring.passes import (
+    HeadSums,
+    gates_for,
+    head_outputs,
+    outputs_and_grads,
+    rank_batches,
+    real_tokens,
+    settings_of,
+)
 
 SEED_STRIDE = 1_000_003         # example i of seed s shuffles with generator seed s * SEED_STRIDE + i
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import HeadpruneError
-from ..heads import HeadMask
-from ..progress import ProgressCallback
-from ..registry import Registry
-from ..results import ScoreResult
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadMask
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.core.registry import Registry
+from pruning_core.evaluation.results import ScoreResult
 
 
 # what `atp` patches a head's output with (pruning_core.scoring.attribution)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import random
 import time
 
-from ..heads import HeadScores
-from ..metrics import get_metric
-from ..progress import report
-from ..results import ScoreResult, provenance
-from .base import ScoreConfig, Scorer, register_scorer
+from pruning_core.core.heads import HeadScores
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.core.progress import report
+from pruning_core.evaluation.results import ScoreResult, provenance
+from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
 
 
 class RandomScorer(Scorer):
@@ -31,7 +31,7 @@ class AblationScorer(Scorer):
     name = "ablation"
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
-        from ..experiments import ablation_table
+        from pruning_core.evaluation.experiments import ablation_table
 
         start = time.perf_counter()
         data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 
 import torch
 
-from .. import distributed
-from ..heads import HeadMask
-from ..progress import ProgressCallback
-from ..results import ScoreResult, provenance
-from .base import ScoreConfig, Scorer, register_scorer
-from .gradient import scoring_batch_size
-from .passes import HeadSums, gates_for, outputs_and_grads, rank_batches, settings_of
+from pruning_core.core import distributed
+from pruning_core.core.heads import HeadMask
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.evaluation.results import ScoreResult, provenance
+from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
+from pruning_core.scoring.gradient import scoring_batch_size
+from pruning_core.scoring.passes import HeadSums, gates_for, outputs_and_grads, rank_batches, settings_of
 
 
 def batch_gate_gradients(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 32,

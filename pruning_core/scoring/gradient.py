@@ -10,7 +10,7 @@ For encoder self-attention the tokens are the source tokens; for decoder self- a
 attention the target tokens. L is the per-example cross-entropy (classification) or the
 per-token cross-entropy (translation), summed, so each token's product is its own.
 
-Data-parallel (under ``torchrun``, :mod:`pruning_core.distributed`): each rank sums its share of
+Data-parallel (under ``torchrun``, :mod:`pruning_core.core.distributed`): each rank sums its share of
 the batches, then one all-reduce of every head's sum and the token counts (a few hundred floats).
 """
 from __future__ import annotations
@@ -19,12 +19,13 @@ import time
 
 import torch
 
-from .. import budget, distributed
-from ..heads import HeadMask, HeadScores
-from ..masking import gate_heads, gates_from_mask, ones_gates
-from ..progress import ProgressCallback, report
-from ..results import ScoreResult, provenance
-from .base import ScoreConfig, Scorer, register_scorer
+from pruning_core.bench import budget
+from pruning_core.core import distributed
+from pruning_core.core.heads import HeadMask, HeadScores
+from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
+from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.evaluation.results import ScoreResult, provenance
+from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
 
 
 def token_contributions(loaded, task, batch, gates) -> dict[tuple[str, int], torch.Tensor]:
@@ -84,7 +85,7 @@ def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch
 
 def scoring_batch_size(loaded, data, wanted: int) -> int:
     """``wanted``, or fewer examples per batch where a gradient pass over the longest example would
-    take this process past its memory budget (:mod:`pruning_core.budget`: speech frames, vocabulary
+    take this process past its memory budget (:mod:`pruning_core.bench.budget`: speech frames, vocabulary
     and sequence length make an example expensive). Data-parallel ranks keep ``wanted``: they must
     cut the batches alike.
 

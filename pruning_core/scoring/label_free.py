@@ -23,12 +23,20 @@ import time
 
 import torch
 
-from .. import distributed
-from ..heads import HeadMask, HeadScores
-from ..progress import ProgressCallback
-from ..results import ScoreResult, provenance
-from .base import ScoreConfig, Scorer, register_scorer
-from .passes import HeadSums, gates_for, head_outputs, rank_batches, real_tokens, settings_of, zero_removed
+from pruning_core.core import distributed
+from pruning_core.core.heads import HeadMask, HeadScores
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.evaluation.results import ScoreResult, provenance
+from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
+from pruning_core.scoring.passes import (
+    HeadSums,
+    gates_for,
+    head_outputs,
+    rank_batches,
+    real_tokens,
+    settings_of,
+    zero_removed,
+)
 
 
 def output_column_norms(site) -> torch.Tensor:

@@ -1,12 +1,12 @@
 """What the one-pass scorers share: this rank's batches, per-head float64 sums, one all-reduce.
 
 Every scorer here is a sum over the scoring data's batches of per-head quantities, so it splits
-over ``torchrun`` ranks like the gradient scorer (:mod:`pruning_core.distributed`): each rank adds
+over ``torchrun`` ranks like the gradient scorer (:mod:`pruning_core.core.distributed`): each rank adds
 its share of the batches into :class:`HeadSums`, then one all-reduce adds the ranks' sums (equal
 to one process up to float rounding of the summation order).
 
 Head outputs: ``z_h`` is head h's output at one token, the input of the output projection
-(``[..., heads, head_dim]``, recorded by :func:`pruning_core.masking.gate_heads` after its gate,
+(``[..., heads, head_dim]``, recorded by :func:`pruning_core.modeling.masking.gate_heads` after its gate,
 so a removed head's ``z_h`` is 0).
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
-from .. import distributed
-from ..heads import HeadLayout, HeadMask, HeadScores
-from ..masking import gate_heads, gates_from_mask, ones_gates
-from ..progress import ProgressCallback, report
+from pruning_core.core import distributed
+from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
+from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
+from pruning_core.core.progress import ProgressCallback, report
 
 
 class HeadSums:

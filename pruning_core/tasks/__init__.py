@@ -7,18 +7,32 @@
 - :mod:`.classification`, :mod:`.translation`, :mod:`.language_model`, :mod:`.speech`: the task types;
 - :mod:`.registry`: task names, :func:`get_task` (``file:PATH``, GLUE, WMT, the embedded default).
 
-The metric functions live in :mod:`pruning_core.metrics` (re-exported here for old imports).
+The metric functions live in :mod:`pruning_core.evaluation.metrics` (re-exported here for old imports).
 """
-from ..metrics import accuracy, binary_f1, matthews_corrcoef
-from .base import SCORE_SPLIT, TASK_TYPES, EvalState, Loader, Task, default_score_split, register_task_type
-from .batching import (IGNORE, EncodedBatch, EncodedData, accepts_argument, collate_classification,
-                       tokenize_classification)
-from .cache import CACHE_SIZE, clear_cache
-from .classification import ClassificationTask
-from .language_model import LanguageModelTask
-from .registry import FILE_PREFIX, TASKS, get_task, register_task, task_names
-from .speech import SpeechRecognitionTask
-from .translation import TranslationTask
+from pruning_core.evaluation.metrics import accuracy, binary_f1, matthews_corrcoef
+from pruning_core.tasks.base import (
+    SCORE_SPLIT,
+    TASK_TYPES,
+    EvalState,
+    Loader,
+    Task,
+    default_score_split,
+    register_task_type,
+)
+from pruning_core.tasks.batching import (
+    IGNORE,
+    EncodedBatch,
+    EncodedData,
+    accepts_argument,
+    collate_classification,
+    tokenize_classification,
+)
+from pruning_core.tasks.cache import CACHE_SIZE, clear_cache
+from pruning_core.tasks.classification import ClassificationTask
+from pruning_core.tasks.language_model import LanguageModelTask
+from pruning_core.tasks.registry import FILE_PREFIX, TASKS, get_task, register_task, task_names
+from pruning_core.tasks.speech import SpeechRecognitionTask
+from pruning_core.tasks.translation import TranslationTask
 
 __all__ = [
     "CACHE_SIZE", "FILE_PREFIX", "IGNORE", "SCORE_SPLIT", "TASKS", "TASK_TYPES", "ClassificationTask", "EncodedBatch",

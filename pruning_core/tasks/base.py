@@ -11,7 +11,7 @@ per-batch hooks :meth:`Task.example_losses` and :meth:`Task.predict_batch`, and
 :meth:`Task.summarise`, which turns the predictions into an :class:`EvalResult`.
 
 A task declares its ``task_type`` (checked against the model's, which its architecture adapter
-sets) and the name of its headline metric (a :mod:`pruning_core.metrics` entry).
+sets) and the name of its headline metric (a :mod:`pruning_core.evaluation.metrics` entry).
 """
 from __future__ import annotations
 
@@ -25,18 +25,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import distributed
-from ..errors import DataError, did_you_mean
-from ..heads import HeadMask
-from ..layer_cache import LayerInputCache, forward_for
-from ..masking import apply_mask
-from ..metrics import Metric, get_metric
-from ..progress import ProgressCallback, report
-from ..registry import Registry
-from ..results import EvalResult
-from ..significance import evidence
-from . import cache
-from .batching import EncodedBatch, EncodedData
+from pruning_core.core import distributed
+from pruning_core.core.errors import DataError, did_you_mean
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.layer_cache import LayerInputCache, forward_for
+from pruning_core.modeling.masking import apply_mask
+from pruning_core.evaluation.metrics import Metric, get_metric
+from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.core.registry import Registry
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.evaluation.significance import evidence
+from pruning_core.tasks import cache
+from pruning_core.tasks.batching import EncodedBatch, EncodedData
 
 Loader = Callable[[str, "int | None"], list[dict]]
 
@@ -178,13 +178,13 @@ class Task:
         with each example's summed loss, its weight and its prediction, all from one forward pass.
 
         ``layer_cache``: start each batch at the first layer whose heads differ from an evaluation already
-        cached there (:mod:`pruning_core.layer_cache`; the same figures, less work). Only for a model that
+        cached there (:mod:`pruning_core.modeling.layer_cache`; the same figures, less work). Only for a model that
         does not change while cached; families without a layer stack, and data-parallel runs, run the
         whole model.
 
         Under ``torchrun`` each rank runs its share of the batches (the batch iterator's ``part``);
         predictions and losses are gathered and the batch losses re-added in the single-process
-        order, so every figure equals one process's exactly (:mod:`pruning_core.distributed`).
+        order, so every figure equals one process's exactly (:mod:`pruning_core.core.distributed`).
         """
         self.check_beams(beams)
         start = time.perf_counter()

@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import DataError
+from pruning_core.core.errors import DataError
 
 if TYPE_CHECKING:
-    from .base import Task
+    from pruning_core.tasks.base import Task
 
 IGNORE = -100                   # label id ignored by the loss (padding of translation targets)
 
@@ -89,7 +89,7 @@ class EncodedData:
         """``ceil(n / batch_size)`` batches covering every example once, shortest first.
 
         part: ``(rank, world_size)``: only batches ``rank, rank + world_size, ...`` of that sequence
-        (a data-parallel rank's share, :mod:`pruning_core.distributed`); the others are not collated.
+        (a data-parallel rank's share, :mod:`pruning_core.core.distributed`); the others are not collated.
         """
         if batch_size < 1:
             raise DataError(f"batch_size must be at least 1, got {batch_size}.")

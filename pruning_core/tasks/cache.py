@@ -10,7 +10,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .batching import EncodedData
+    from pruning_core.tasks.batching import EncodedData
 
 CACHE_SIZE = 8                  # EncodedData kept in memory (least recently used dropped)
 

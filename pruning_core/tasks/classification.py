@@ -5,11 +5,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import DataError
-from ..metrics import ACCURACY, F1, MCC
-from ..results import EvalResult
-from .base import EvalState, Task, register_task_type
-from .batching import EncodedBatch, EncodedData, accepts_argument, collate_classification, tokenize_classification
+from pruning_core.core.errors import DataError
+from pruning_core.evaluation.metrics import ACCURACY, F1, MCC
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.tasks.base import EvalState, Task, register_task_type
+from pruning_core.tasks.batching import (
+    EncodedBatch,
+    EncodedData,
+    accepts_argument,
+    collate_classification,
+    tokenize_classification,
+)
 
 
 @register_task_type

@@ -12,7 +12,7 @@ smaller stride the overlap is context and only the new tokens are targets.
 
 The windows are this task type's examples: ``n_examples`` counts windows, and each window's
 prediction is its ``(loss_sum, tokens)`` pair, so a bootstrap over windows gives an interval of
-the perplexity (:mod:`pruning_core.significance`). The loss of a batch is the next-token
+the perplexity (:mod:`pruning_core.evaluation.significance`). The loss of a batch is the next-token
 cross-entropy summed over its targets; perplexity = exp(summed loss / targets).
 """
 from __future__ import annotations
@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from ..errors import DataError
-from ..metrics import PERPLEXITY
-from ..results import EvalResult
-from .base import EvalState, Loader, Task, register_task_type
-from .batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
+from pruning_core.core.errors import DataError
+from pruning_core.evaluation.metrics import PERPLEXITY
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.tasks.base import EvalState, Loader, Task, register_task_type
+from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
 DEFAULT_CONTEXT = 128
 

@@ -1,15 +1,15 @@
 """The task registry: task names -> Task builders, and ``get_task`` for names and ``file:PATH``.
 
-- ``movie-sentiment``: the embedded default (see :mod:`pruning_core.data.movie_sentiment`);
+- ``movie-sentiment``: the embedded default (see :mod:`pruning_core.tasks.data.movie_sentiment`);
 - ``movie-text``: the same snippets as documents for a language model (labels ignored; perplexity
   over windows, see :mod:`.language_model`);
-- ``file:PATH``: a local CSV / TSV / JSONL / TXT file (see :mod:`pruning_core.data.files`); its task
+- ``file:PATH``: a local CSV / TSV / JSONL / TXT file (see :mod:`pruning_core.tasks.data.files`); its task
   type (from the file's columns) picks the Task class from :data:`~.base.TASK_TYPES`;
 - ``movie-speech``: the movie snippets spoken by espeak-ng (speech recognition, see
-  :mod:`pruning_core.data.speech`); ``speech:PATH``: a folder of WAV + transcript files or a JSONL /
+  :mod:`pruning_core.tasks.data.speech`); ``speech:PATH``: a folder of WAV + transcript files or a JSONL /
   TSV listing of them (:mod:`.speech`);
 - GLUE names (``sst2``, ``mnli``, ...) and WMT names (``wmt14-fr-en``, ...) from the hub
-  (see :mod:`pruning_core.data.hub`).
+  (see :mod:`pruning_core.tasks.data.hub`).
 
 Each registered entry is a factory, so every ``get_task`` builds a fresh Task.
 """
@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import DataError, did_you_mean
-from ..registry import Registry
-from .base import TASK_TYPES, Task
-from .classification import ClassificationTask
-from .language_model import LanguageModelTask, text_loader
-from .speech import SpeechRecognitionTask
-from .translation import TranslationTask
+from pruning_core.core.errors import DataError, did_you_mean
+from pruning_core.core.registry import Registry
+from pruning_core.tasks.base import TASK_TYPES, Task
+from pruning_core.tasks.classification import ClassificationTask
+from pruning_core.tasks.language_model import LanguageModelTask, text_loader
+from pruning_core.tasks.speech import SpeechRecognitionTask
+from pruning_core.tasks.translation import TranslationTask
 
 FILE_PREFIX = "file:"
 SPEECH_PREFIX = "speech:"
@@ -51,13 +51,13 @@ def task_names() -> list[str]:
 
 def _movie_token(split: str) -> str:
     """The cached movie-sentiment split's SHA-256 (so re-preparing the data drops encoded splits)."""
-    from ..data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment as ms
     manifest = ms.read_manifest()
     return manifest["files"][f"{split}.jsonl"]["sha256"] if manifest else ""
 
 
 def _movie_sentiment() -> Task:
-    from ..data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment as ms
 
     return ClassificationTask(ms.NAME, lambda split, limit: ms.load_split(split), splits=ms.SPLITS,
                               default_split="validation", label_names=ms.LABEL_NAMES,
@@ -66,7 +66,7 @@ def _movie_sentiment() -> Task:
 
 
 def _movie_text() -> Task:
-    from ..data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment as ms
 
     return LanguageModelTask(MOVIE_TEXT, text_loader(lambda split: [e["text"] for e in ms.load_split(split)]),
                              splits=ms.SPLITS, default_split="validation", description=MOVIE_TEXT_DESCRIPTION,
@@ -74,7 +74,7 @@ def _movie_text() -> Task:
 
 
 def _file_task(spec: str) -> Task:
-    from ..data import files
+    from pruning_core.tasks.data import files
 
     path = Path(spec[len(FILE_PREFIX):]).expanduser()
     if not str(path):
@@ -95,13 +95,13 @@ def _file_task(spec: str) -> Task:
 
 
 def _speech_token(split: str) -> str:
-    from ..data import speech
+    from pruning_core.tasks.data import speech
     manifest = speech.read_manifest()
     return manifest["files"].get(f"{split}.jsonl", "") if manifest else ""
 
 
 def _movie_speech() -> Task:
-    from ..data import speech
+    from pruning_core.tasks.data import speech
 
     return SpeechRecognitionTask(MOVIE_SPEECH, lambda split, limit: speech.load_split(split, limit),
                                  splits=speech.SPLITS, default_split="test", description=(
@@ -110,7 +110,7 @@ def _movie_speech() -> Task:
 
 
 def _speech_listing(spec: str) -> Task:
-    from ..data import speech
+    from pruning_core.tasks.data import speech
 
     path = Path(spec[len(SPEECH_PREFIX):]).expanduser()
     speech.load_listing(path)                                   # raises early on a bad listing
@@ -127,7 +127,7 @@ def _speech_listing(spec: str) -> Task:
 
 def _glue(name: str) -> Callable[[], Task]:
     def factory() -> Task:
-        from ..data import hub
+        from pruning_core.tasks.data import hub
         spec = hub.glue_spec(name)
         return ClassificationTask(name, lambda split, limit: hub.load_glue(name, split, limit),
                                   splits=tuple(spec.splits), default_split="validation",
@@ -138,7 +138,7 @@ def _glue(name: str) -> Callable[[], Task]:
 
 def _wmt(name: str) -> Callable[[], Task]:
     def factory() -> Task:
-        from ..data import hub
+        from pruning_core.tasks.data import hub
         spec = hub.wmt_names()[name]
         return TranslationTask(name, lambda split, limit: hub.load_wmt(name, split, limit), splits=hub.WMT_SPLITS,
                                default_split="test",
@@ -147,7 +147,7 @@ def _wmt(name: str) -> Callable[[], Task]:
 
 
 def _register_builtin() -> None:
-    from ..data import hub
+    from pruning_core.tasks.data import hub
     register_task(DEFAULT_TASK, "movie review snippets, positive vs negative (embedded default)",
                   _movie_sentiment, family="embedded")
     register_task(MOVIE_TEXT, MOVIE_TEXT_DESCRIPTION, _movie_text, family="embedded")
@@ -172,7 +172,7 @@ def get_task(name: str) -> Task:
     for candidate in (name, name.lower()):
         if candidate in TASKS:
             return TASKS.get(candidate)()
-    from ..data import hub
+    from pruning_core.tasks.data import hub
     if name.lower() in hub.REGRESSION:
         hub.glue_spec(name.lower())                       # raises: a regression task, with the choices
     names = task_names()

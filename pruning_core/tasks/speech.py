@@ -1,6 +1,6 @@
 """Speech recognition (task type ``asr``): log-mel features in, transcript out; metric WER.
 
-Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core.data.speech`).
+Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core.tasks.data.speech`).
 
 - Features: Whisper's log-mel spectrogram (:func:`feature_extractor_for`: ``WhisperFeatureExtractor``
   sized from the model's config: mel bins, and the window the encoder's positions cover, 30 s for
@@ -13,7 +13,7 @@ Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core
   predictions ignored (-100), ending with end-of-text. Loss per label token.
 - Decoding: ``generate`` (greedy, or beam search with ``beams`` > 1) in the task's language, transcribe.
 - Metric: WER (lower is better) of the transcript against the spoken text, both normalised
-  (:func:`~pruning_core.data.speech.normalize_transcript`: lower case, no punctuation); the BLEU of the
+  (:func:`~pruning_core.tasks.data.speech.normalize_transcript`: lower case, no punctuation); the BLEU of the
   same pair is reported beside it in ``extra["bleu_transcript_vs_spoken_text"]``.
 """
 from __future__ import annotations
@@ -23,13 +23,13 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from ..data.speech import RATE, normalize_transcript, read_wav
-from ..errors import DataError
-from ..heads import HeadMask
-from ..metrics import BLEU, WER
-from ..results import EvalResult
-from .base import EvalState, Task, register_task_type
-from .batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
+from pruning_core.tasks.data.speech import RATE, normalize_transcript, read_wav
+from pruning_core.core.errors import DataError
+from pruning_core.core.heads import HeadMask
+from pruning_core.evaluation.metrics import BLEU, WER
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.tasks.base import EvalState, Task, register_task_type
+from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
 LANGUAGE = "en"
 HOP = 160                         # Whisper's STFT hop (10 ms at 16 kHz); frames = 2 x encoder positions

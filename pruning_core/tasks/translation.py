@@ -4,11 +4,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..errors import DataError
-from ..metrics import BLEU
-from ..results import EvalResult
-from .base import EvalState, Task, register_task_type
-from .batching import IGNORE, EncodedBatch, EncodedData, collate_classification, label_counts, label_losses, pad
+from pruning_core.core.errors import DataError
+from pruning_core.evaluation.metrics import BLEU
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.tasks.base import EvalState, Task, register_task_type
+from pruning_core.tasks.batching import (
+    IGNORE,
+    EncodedBatch,
+    EncodedData,
+    collate_classification,
+    label_counts,
+    label_losses,
+    pad,
+)
 
 
 @register_task_type

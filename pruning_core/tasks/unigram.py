@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .batching import IGNORE, EncodedData
+from pruning_core.tasks.batching import IGNORE, EncodedData
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The Attention page: cached attention runs, their pictures and words."""

@@ -1,0 +1,106 @@
+"""This session's mask (``HeadMask``, 1 = keep) and its undo/redo history, for the current model.
+
+The history (:class:`app.core.mask_history.MaskHistory`) is held under :data:`app.core.state.HISTORY`. A mask
+from a link (:data:`app.core.state.PENDING_MASK`, put there by the URL reader or ``state.restore``) is
+decoded when the model's head layout is first known; one that does not fit is dropped with a notice.
+Choosing another model starts its history afresh (``state.set_model_spec``).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from app.core import notices, state
+from app.core.mask_history import HistoryEntry, MaskHistory
+from app.core.text import md_escape
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadLayout, HeadMask
+from pruning_core.core.share_link import decode_mask
+
+
+def _history(layout: HeadLayout) -> MaskHistory:
+    """This session's history for the current model, started afresh when it does not fit ``layout``."""
+    hist: MaskHistory | None = st.session_state.get(state.HISTORY)
+    if hist is not None and hist.model == state.model_spec() and hist.current.layout == layout:
+        return hist
+    start, label = HeadMask.full(layout), "all heads kept"
+    pending = st.session_state.get(state.PENDING_MASK)
+    if pending:
+        st.session_state[state.PENDING_MASK] = None
+        source, st.session_state[state.PENDING_SOURCE] = st.session_state.get(state.PENDING_SOURCE), None
+        try:
+            start, label = decode_mask(pending, layout), source or "mask from the link"
+        except HeadpruneError as exc:
+            notices.add_notice("error", f"{md_escape(exc)} Starting with all heads kept instead.")
+    hist = MaskHistory(state.model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
+    if start != hist.current:
+        hist.push(start, label)
+    st.session_state[state.HISTORY] = hist
+    return hist
+
+
+def _held() -> MaskHistory | None:
+    return st.session_state.get(state.HISTORY)
+
+
+def current_mask(layout: HeadLayout) -> HeadMask:
+    """The mask in use (1 = keep) for the current model, whose head layout is ``layout``."""
+    return _history(layout).current
+
+
+def set_mask(mask: HeadMask, label: str) -> None:
+    """Make ``mask`` current, recording ``label`` in the history (undoable)."""
+    _history(mask.layout).push(mask, label)
+
+
+def toggle_head(layout: HeadLayout, kind: str, layer: int, head: int) -> HeadMask:
+    """Flip one head between kept and removed; returns the new mask."""
+    hist = _history(layout)
+    new = hist.current.toggled(kind, layer, head)
+    now = "kept" if new.kinds[kind][layer][head] else "removed"
+    hist.push(new, f"{kind} L{layer} H{head} {now}")
+    return new
+
+
+def reset_mask(layout: HeadLayout) -> None:
+    set_mask(HeadMask.full(layout), "reset: all heads kept")
+
+
+def can_undo() -> bool:
+    hist = _held()
+    return hist is not None and hist.index > 0
+
+
+def can_redo() -> bool:
+    hist = _held()
+    return hist is not None and hist.index < len(hist.entries) - 1
+
+
+def undo() -> None:
+    if can_undo():
+        _held().index -= 1
+
+
+def redo() -> None:
+    if can_redo():
+        _held().index += 1
+
+
+def jump_to(index: int) -> None:
+    """Make history entry ``index`` current (later entries stay, for redo)."""
+    hist = _held()
+    if hist is not None and 0 <= index < len(hist.entries):
+        hist.index = index
+
+
+def history() -> list[HistoryEntry]:
+    hist = _held()
+    return list(hist.entries) if hist is not None else []
+
+
+def history_index() -> int:
+    hist = _held()
+    return hist.index if hist is not None else 0
+
+
+__all__ = ["current_mask", "set_mask", "toggle_head", "reset_mask", "can_undo", "can_redo", "undo", "redo",
+           "jump_to", "history", "history_index"]

@@ -1,0 +1,275 @@
+"""The dashboard's session state: every key, its default, and the URL's query parameters.
+
+Pages never touch ``st.session_state`` or ``st.query_params`` directly. This module names every
+session-state key and reads and writes the URL; the feature modules that own a key's logic read it
+through the names below (the mask history: :mod:`app.core.mask`; jobs: :mod:`app.jobs.work`; notices:
+:mod:`app.core.notices`; kept results: :mod:`app.core.session_results`). One browser tab is one session; the
+model cached by ``app.jobs.cache`` is shared by all sessions, while everything here (the mask especially)
+is per session.
+
+Session-state keys
+------------------
+=====================  ===================  =====================================================
+key                    type                 meaning (URL query parameter, if mirrored)
+=====================  ===================  =====================================================
+``hp_model``           str                  model spec: "default", a local folder or a hub id (``model``)
+``hp_task``            str                  task: "movie-sentiment", a GLUE/WMT name, "file:PATH" (``task``)
+``hp_scorer``          str                  scorer name, a key of ``pruning_core.scoring.SCORERS`` (``scorer``)
+``hp_eval_limit``      int | None           examples in the evaluation subset (``n``); None: the model's size
+``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``;
+                                            :mod:`app.core.mask`)
+``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
+``hp_qp_read``         bool                 the URL's query parameters were read into this session
+``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
+``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves (:mod:`app.jobs.work`)
+``hp_jobs``            app.jobs.board.JobBoard    this session's long work, running on while the user is on other
+                                            pages (:func:`app.jobs.work.job_board`)
+``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run (:mod:`app.core.notices`)
+``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
+                                            (the last speed sweep "bench", a loaded "analysis";
+                                            :mod:`app.core.session_results`)
+``hp_tour_step``       str | None           the Tour page's step, by name (``step``, in the URL only on that page)
+``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
+                                            (``hp_w_job_*``: run/cancel buttons of :class:`app.jobs.work.Work`)
+=====================  ===================  =====================================================
+
+Public functions
+----------------
+- :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
+- :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
+  :func:`scorer_name` / :func:`set_scorer`, :func:`eval_limit` / :func:`set_eval_limit`.
+- Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
+  :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
+  :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
+  is ``pruning_core.core.share_link`` (``encode_mask`` / ``decode_mask``).
+- :func:`widget_key` for page widget keys.
+
+Defaults come from the environment when set (used by tests and the browser e2e test):
+``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
+``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.jobs.workload.eval_size``, which
+keeps a click near 5 s on 2 cores; choosing another model goes back to its size).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import streamlit as st
+
+from app.core.text import md_code
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import HeadMask
+from pruning_core.core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
+
+# -- keys ----------------------------------------------------------------------------------------
+MODEL = "hp_model"
+TASK = "hp_task"
+SCORER = "hp_scorer"
+EVAL_LIMIT = "hp_eval_limit"
+HISTORY = "hp_history"
+PENDING_MASK = "hp_pending_mask"
+PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pending mask
+QP_READ = "hp_qp_read"
+QP_WRITTEN = "hp_qp_written"
+CANCELLED = "hp_cancelled"
+JOBS = "hp_jobs"
+NOTICES = "hp_notices"
+RESULTS = "hp_results"
+TOUR_STEP = "hp_tour_step"
+
+QP_STEP = "step"              # the Tour page's step: only that page's links carry it
+TOUR_PAGE = "tour"            # its url_path (app.core.pages)
+
+
+DEFAULT_MODEL = "default"
+DEFAULT_TASK = "movie-sentiment"
+DEFAULT_SCORER = "gradient"
+# The largest evaluation size a user may ask for. Without a choice each model evaluates its own size
+# (app.jobs.workload.eval_size: half of a 5 s click for the forward pass on 2 cores).
+MAX_EVAL_LIMIT = 100_000
+
+def widget_key(page: str, name: str) -> str:
+    """The session-state key of a page's widget, e.g. ``widget_key("headmap", "preset_pct")``."""
+    return f"hp_w_{page}_{name}"
+
+
+def defaults() -> tuple[str, str]:
+    """The model and task a new session starts with (the environment's, else the embedded default)."""
+    return os.environ.get("HEADPRUNE_APP_MODEL") or DEFAULT_MODEL, os.environ.get("HEADPRUNE_APP_TASK") or DEFAULT_TASK
+
+
+def _defaults() -> dict:
+    return {
+        MODEL: defaults()[0],
+        TASK: defaults()[1],
+        SCORER: DEFAULT_SCORER,
+        EVAL_LIMIT: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), None),
+        HISTORY: None,
+        PENDING_MASK: None,
+        QP_READ: False,
+        QP_WRITTEN: {},
+        CANCELLED: set(),
+        NOTICES: [],
+        TOUR_STEP: None,
+    }
+
+
+def _int_or(text: str | None, default: int | None) -> int | None:
+    try:
+        return int(text) if text else default
+    except ValueError:
+        return default
+
+
+# -- init and URL --------------------------------------------------------------------------------
+def init() -> None:
+    """Give every key its default, and read the URL's query parameters once per session.
+
+    Cheap and idempotent; the accessors below call it too, so a page run on its own (AppTest,
+    or a page opened before the shell ran) still finds every key.
+    """
+    if st.session_state.get(QP_READ):
+        return
+    for key, value in _defaults().items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+    if not st.session_state[QP_READ]:
+        st.session_state[QP_READ] = True
+        _read_query_params()
+
+
+def _read_query_params() -> None:
+    qp = st.query_params
+    if qp.get(QP_MODEL):
+        st.session_state[MODEL] = qp[QP_MODEL]
+    if qp.get(QP_TASK):
+        st.session_state[TASK] = qp[QP_TASK]
+    if qp.get(QP_SCORER):
+        st.session_state[SCORER] = qp[QP_SCORER]
+    if qp.get(QP_LIMIT):
+        try:
+            set_eval_limit(int(qp[QP_LIMIT]))
+        except (ValueError, HeadpruneError):
+            # app.core.notices shows it; the URL reader queues it under the key it owns (notices imports state)
+            st.session_state[NOTICES].append(
+                ("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number."))
+    if qp.get(QP_MASK):
+        st.session_state[PENDING_MASK] = qp[QP_MASK]
+    if qp.get(QP_STEP):
+        st.session_state[TOUR_STEP] = qp[QP_STEP]
+
+
+def share_params(mask: HeadMask | None = None, page: str | None = None) -> dict[str, str]:
+    """The query parameters that reproduce this session's view (model, task, scorer, size, mask; on
+    ``page`` "tour" also the tour's step)."""
+    params = {QP_MODEL: model_spec(), QP_TASK: task_spec(), QP_SCORER: scorer_name()}
+    if eval_limit() is not None:              # else the model's own size, which the link need not carry
+        params[QP_LIMIT] = str(eval_limit())
+    if mask is None:
+        hist = st.session_state.get(HISTORY)
+        mask = hist.current if hist is not None and hist.model == model_spec() else None
+        if mask is None and st.session_state.get(PENDING_MASK):
+            params[QP_MASK] = st.session_state[PENDING_MASK]
+    if mask is not None and not mask.is_full():
+        params[QP_MASK] = encode_mask(mask)
+    if page == TOUR_PAGE and tour_step():
+        params[QP_STEP] = tour_step()
+    return params
+
+
+def push_query_params(page: str | None = None) -> None:
+    """Mirror the shareable choices of ``page`` (its url_path) into the URL (call at the end of every run)."""
+    params = share_params(page=page)
+    if params != st.session_state.get(QP_WRITTEN) or dict(st.query_params) != params:
+        st.query_params.from_dict(params)
+        st.session_state[QP_WRITTEN] = params
+
+
+# -- choices -------------------------------------------------------------------------------------
+def model_spec() -> str:
+    init()
+    return st.session_state[MODEL]
+
+
+def set_model_spec(spec: str) -> None:
+    """Choose another model; its mask history starts afresh (a mask fits only one layout)."""
+    spec = spec.strip()
+    if spec != st.session_state[MODEL]:
+        st.session_state[MODEL] = spec
+        st.session_state[HISTORY] = None
+        st.session_state[PENDING_MASK] = None
+        st.session_state[EVAL_LIMIT] = None          # the new model's own evaluation size
+
+
+def task_spec() -> str:
+    init()
+    return st.session_state[TASK]
+
+
+def set_task_spec(name: str) -> None:
+    st.session_state[TASK] = name.strip()
+
+
+def scorer_name() -> str:
+    init()
+    return st.session_state[SCORER]
+
+
+def set_scorer(name: str) -> None:
+    st.session_state[SCORER] = name
+
+
+def eval_limit() -> int | None:
+    """The evaluation size the user chose, or None for the model's own (``ui.eval_limit`` resolves it)."""
+    init()
+    return st.session_state[EVAL_LIMIT]
+
+
+def set_eval_limit(n: int) -> None:
+    if not 1 <= int(n) <= MAX_EVAL_LIMIT:
+        raise HeadpruneError(f"The evaluation size must be between 1 and {MAX_EVAL_LIMIT} examples, got {n}.")
+    st.session_state[EVAL_LIMIT] = int(n)
+
+
+# -- loading a link or an analysis ---------------------------------------------------------------
+def restore(*, model: str | None = None, task: str | None = None, scorer: str | None = None,
+            mask: HeadMask | Mapping | str | None = None, limit: int | None = None,
+            source: str = "mask from the link") -> None:
+    """Set several choices at once (a loaded analysis or link). ``mask`` may be a HeadMask, a
+    ``headprune.mask/1`` kinds dict, or the URL text form; it is checked against the model's
+    layout when the model is next loaded. ``source`` names the mask in the history."""
+    if model is not None:
+        set_model_spec(model)
+        st.session_state[HISTORY] = None
+    if task is not None:
+        set_task_spec(task)
+    if scorer is not None:
+        set_scorer(scorer)
+    if limit is not None:
+        set_eval_limit(limit)
+    if mask is not None:
+        if isinstance(mask, Mapping):
+            mask = HeadMask.from_lists(mask)
+        if isinstance(mask, HeadMask):
+            mask = encode_mask(mask)
+        st.session_state[HISTORY] = None
+        st.session_state[PENDING_MASK] = mask
+        st.session_state[PENDING_SOURCE] = source
+
+
+# -- the tour ------------------------------------------------------------------------------------
+def tour_step() -> str | None:
+    """The Tour page's step (its name, from a link or the last one shown); None before any."""
+    init()
+    return st.session_state[TOUR_STEP]
+
+
+def set_tour_step(name: str) -> None:
+    st.session_state[TOUR_STEP] = name
+
+
+__all__ = [
+    "widget_key", "init", "share_params", "push_query_params", "model_spec", "set_model_spec", "task_spec",
+    "set_task_spec", "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "restore", "defaults",
+    "tour_step", "set_tour_step", "QP_STEP", "TOUR_PAGE",
+]

@@ -1,0 +1,158 @@
+"""How sure a shown number is: a metric with its 95 % interval and example count, to the precision
+the interval supports; a change that says "within noise" when its paired interval covers zero; the
+majority-class (chance) share of a set of labels; the change of the mean loss with its paired interval.
+
+Pure: no Streamlit; takes :class:`EvalResult` s and :class:`Comparison` s (``pruning_core.evaluation.significance``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pruning_core.evaluation import stats
+from pruning_core.evaluation.metrics import Metric, get_metric
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.evaluation.significance import Comparison
+from pruning_core.tasks.unigram import UnigramBaseline
+
+from app.core.text import md_code
+
+_DECIMALS = re.compile(r"\.(\d+)f")
+BOOTSTRAP_LOSS = "paired bootstrap over examples"
+
+
+def decimals(metric: Metric, half_width: float | None) -> int:
+    """Decimals a value of ``metric`` deserves when its 95 % interval is ± ``half_width`` display units:
+    none from ± 1 up (± 3 points: '70 %', not '70.3 %'), one from ± 0.1, else the metric's own."""
+    found = _DECIMALS.search(metric.fmt)
+    own = int(found.group(1)) if found else 2
+    if half_width is None:
+        return own
+    need = 0 if half_width >= 1 else 1 if half_width >= 0.1 else 2
+    return min(own, need)
+
+
+def _fmt(fmt: str, places: int) -> str:
+    return _DECIMALS.sub(f".{places}f", fmt, count=1)
+
+
+def _half_width(metric: Metric, low: float, high: float) -> float:
+    return abs(metric.display(high) - metric.display(low)) / 2
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A metric as shown: the value (at the precision its interval supports) and the line beside it."""
+
+    value: str          # '70 %'
+    interval: str       # '95 % interval 62–77 %, 128 examples' ('128 examples, no interval' when unknown)
+
+
+def shown(result: EvalResult) -> Shown:
+    """``result``'s metric, rounded to what its 95 % interval supports, with the interval and ``n``."""
+    metric = get_metric(result.metric_name)
+    n = f"{result.n_examples} example{'s' if result.n_examples != 1 else ''}"
+    if result.interval is None:
+        return Shown(metric.format(result.metric), f"{n}, no interval")
+    low, high = result.interval
+    places = decimals(metric, _half_width(metric, low, high))
+    fmt = _fmt(metric.fmt, places)
+    number = _fmt("{:.1f}", places)
+    unit = fmt.replace("{:." + str(places) + "f}", "").strip()
+    span = f"{number.format(metric.display(low))}–{number.format(metric.display(high))}"
+    return Shown(fmt.format(metric.display(result.metric)),
+                 f"95 % interval {span}{' ' + unit if unit else ''}, {n}")
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change of metric as shown: the text and whether its paired 95 % interval covers zero."""
+
+    text: str               # '-3 points', '+0.8 BLEU'
+    within_noise: bool      # the paired interval covers zero (or there is no per-example evidence)
+    detail: str             # '95 % interval of the change −7 to +1 points (exact McNemar …)'
+
+
+def _value_places(metric: Metric, result: EvalResult) -> int:
+    """The decimals :func:`shown` gives ``result``'s value."""
+    if result.interval is None:
+        return decimals(metric, None)
+    return decimals(metric, _half_width(metric, *result.interval))
+
+
+def _consistent_places(metric: Metric, base: EvalResult, other: EvalResult, delta: float, places: int) -> int:
+    """``places`` for the change, or one decimal more than the shown values when the change at ``places``
+    would contradict them: 115 → 117 of 128 shows '90 %' and '91 %', whose change of 1.56 points at the
+    interval's precision reads '+2 points'; it is shown '+1.6 points' instead."""
+    vb, vo = _value_places(metric, base), _value_places(metric, other)
+    apart = round(metric.display(other.metric), vo) - round(metric.display(base.metric), vb)
+    if f"{delta:.{places}f}" == f"{apart:.{places}f}":
+        return places
+    return max(places, vb + 1, vo + 1)
+
+
+def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -> Change:
+    """``other`` minus ``base`` on the same examples. With no paired comparison (no per-example
+    results) the change is shown but counted as within noise only when it is zero."""
+    metric = get_metric(base.metric_name)
+    delta = metric.delta(other.metric, base.metric)
+    if comparison is None:
+        return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
+    low, high = metric.display(comparison.low), metric.display(comparison.high)
+    places = _consistent_places(metric, base, other, delta, decimals(metric, (high - low) / 2))
+    fmt = _fmt(metric.delta_fmt, places)
+    number = _fmt("{:+.1f}", places)
+    unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
+    return Change(re.sub(r"^([+-]?1) points$", r"\1 point", fmt.format(delta)), low <= 0 <= high,
+                  f"95 % interval of the change {number.format(low)} to {number.format(high)}"
+                  f"{' ' + unit if unit else ''} ({comparison.test}, p = {comparison.p_value:.2g})")
+
+
+def majority_share(labels: Sequence | None) -> float | None:
+    """The share of the most frequent label: the accuracy of always answering it (chance line).
+    None for no labels or labels that are not classes (texts of a translation task)."""
+    values = [] if labels is None else list(labels)
+    if not values or any(isinstance(v, (str, bytes)) for v in values):
+        return None
+    try:
+        classes = [int(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+    return Counter(classes).most_common(1)[0][1] / len(classes)
+
+
+def loss_change(dense, pruned) -> Change:
+    """The mean loss of ``pruned`` minus that of ``dense`` (``pruning_core.tasks.per_example.ExampleOutputs`` of
+    the same examples), with a paired bootstrap 95 % interval over examples: "within noise" when it
+    covers zero. The mean loss is ``sum(losses) / sum(weights)`` (per example or per target token)."""
+    la, wa = np.asarray(dense.losses, dtype=float), np.asarray(dense.weights, dtype=float)
+    lb, wb = np.asarray(pruned.losses, dtype=float), np.asarray(pruned.weights, dtype=float)
+    delta = pruned.mean_loss - dense.mean_loss
+    if la.size == 0 or la.shape != lb.shape:
+        return Change(f"{delta:+.4f}", delta == 0, "no paired interval (no per-example losses)")
+    if np.array_equal(la, lb):
+        return Change(f"{delta:+.4f}", True, "the same loss on every example")
+    low, high, p = stats.paired_difference(lambda idx: lb[idx].sum() / wb[idx].sum() - la[idx].sum() / wa[idx].sum(),
+                                           la.size)
+    half = (high - low) / 2
+    places = 4 if half <= 0 else max(1, min(4, 1 - math.floor(math.log10(half))))
+    return Change(f"{delta:+.{places}f}", low <= 0 <= high,
+                  f"95 % interval of the change {low:+.{places}f} to {high:+.{places}f} ({BOOTSTRAP_LOSS}, "
+                  f"p = {p:.2g})")
+
+
+def unigram_reference(dense: EvalResult, baseline: UnigramBaseline) -> str:
+    """What a language model's perplexity is next to (Markdown): the model with all heads and a unigram
+    model (token frequencies alone) on the same tokens; lower is better."""
+    metric = get_metric(dense.metric_name)
+    counted = (f"the {md_code(baseline.train_split)} split's {baseline.train_tokens:,} tokens" if baseline.own_split else
+               "the evaluated text itself, since a data file has no separate training text: this flatters it")
+    return (f"For reference: with all heads the model's perplexity is {metric.format(dense.metric)}; a **unigram** "
+            f"model, which predicts each token from its frequency alone (counted on {counted}, add-one "
+            f"smoothing), gives {metric.format(baseline.perplexity)} on the same {baseline.eval_tokens:,} tokens. "
+            "Lower is better; a model near the unigram value uses almost none of its context.")

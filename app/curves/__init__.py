@@ -1,0 +1,1 @@
+"""Pruning curves, ablation tables and training-dynamics figures."""

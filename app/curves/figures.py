@@ -1,0 +1,153 @@
+"""Plotly figures other than the head map: the mask history, the pruning curves (with intervals
+and seed bands) and the single-head ablation heatmap (non-significant cells marked).
+
+Figure builders take plain data and return a ``go.Figure``; they draw nothing themselves, so the
+Share page's offline HTML report can reuse them.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from pruning_core.evaluation.metrics import get_metric
+
+# Okabe-Ito: distinguishable for the common colour-vision deficiencies
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]
+
+
+def _scale(metric_name: str) -> tuple[float, str]:
+    """Display scale and axis title from the metric registry (x 100 for accuracy-like metrics)."""
+    metric = get_metric(metric_name)
+    return metric.scale, metric.axis_title
+
+
+def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,
+                   metric_name: str, intervals: Sequence[tuple[float, float] | None] | None = None) -> go.Figure:
+    """Metric after every change of the mask; the current step is a large ring.
+
+    Points carry ``customdata = [step]`` so a click can jump back to that step; ``intervals`` (95 %,
+    one per step, in metric units) become error bars when every step has one.
+    """
+    k, title = _scale(metric_name)
+    steps = list(range(len(metrics)))
+    ys = [None if m is None else k * m for m in metrics]
+    bars = None
+    if intervals and len(intervals) == len(metrics) and all(i is not None and m is not None
+                                                             for i, m in zip(intervals, metrics)):
+        bars = dict(type="data", symmetric=False, thickness=1, width=3,
+                    array=[k * (hi - m) for (_, hi), m in zip(intervals, metrics)],
+                    arrayminus=[k * (m - lo) for (lo, _), m in zip(intervals, metrics)])
+    fig = go.Figure(go.Scatter(
+        x=steps, y=ys, error_y=bars, mode="lines+markers", customdata=[[s] for s in steps], name="history",
+        hovertext=[f"step {s}: {lab}" for s, lab in zip(steps, labels)], hoverinfo="text+y",
+        line=dict(color=PALETTE[0], width=2), marker=dict(size=9, color=PALETTE[0])))
+    if 0 <= current < len(ys) and ys[current] is not None:
+        fig.add_trace(go.Scatter(x=[current], y=[ys[current]], mode="markers", name="current",
+                                 hoverinfo="skip",
+                                 marker=dict(size=18, symbol="circle-open", color=PALETTE[5], line=dict(width=3))))
+    fig.update_layout(height=220, margin=dict(l=50, r=10, t=10, b=40), showlegend=False, dragmode=False,
+                      clickmode="event+select", xaxis=dict(title="change", dtick=1 if len(steps) < 15 else None,
+                                                           fixedrange=True),
+                      yaxis=dict(title=title, fixedrange=True))
+    return fig
+
+
+def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | None = None,
+                  current_label: str = "current mask", dense_metric: float | None = None,
+                  chance: float | None = None) -> go.Figure:
+    """Metric vs share of heads removed, one line per scorer (``experiments.CurveResult``).
+
+    ``current`` = (fraction removed, metric) of the session's mask, drawn as a star; ``chance``: the
+    metric of always answering the most frequent label (:func:`app.core.uncertainty.majority_share`),
+    drawn as a dashed line.
+    """
+    metric_name = next((c.metric_name for c in curves.values()), "accuracy")
+    k, title = _scale(metric_name)
+    fig = go.Figure()
+    for i, (name, c) in enumerate(curves.items()):
+        _add_band(fig, c, name, k, PALETTE[i % len(PALETTE)])
+        fig.add_trace(go.Scatter(
+            x=[100 * p.fraction_removed for p in c.points], y=[k * p.metric for p in c.points],
+            error_y=_error_bars(c.points, k),
+            mode="lines+markers", name=name if len(getattr(c, "seeds", ())) < 2 else f"{name} (mean of "
+                                                                                      f"{len(c.seeds)} seeds)",
+            line=dict(color=PALETTE[i % len(PALETTE)], width=2, dash=None if i % 2 == 0 else "dash"),
+            marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
+            hovertemplate=f"{name}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
+    if dense_metric is not None:
+        fig.add_hline(y=k * dense_metric, line=dict(color="#888888", dash="dot"),
+                      annotation_text="all heads", annotation_position="top right")
+    if chance is not None:
+        fig.add_hline(y=k * chance, line=dict(color="#b22222", dash="dash"),
+                      annotation_text=f"majority class ({100 * chance:.0f} %)", annotation_position="bottom right")
+    if current is not None:
+        fig.add_trace(go.Scatter(x=[100 * current[0]], y=[k * current[1]], mode="markers", name=current_label,
+                                 marker=dict(symbol="star", size=18, color=PALETTE[5],
+                                             line=dict(width=1, color="#000000")),
+                                 hovertemplate=f"{current_label}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
+    fig.update_layout(height=420, margin=dict(l=60, r=10, t=20, b=50),
+                      xaxis=dict(title="heads removed (%)", range=[-2, 102]), yaxis=dict(title=title),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def _error_bars(points: Sequence, k: float) -> dict | None:
+    """The 95 % intervals of the points as asymmetric error bars (None when the points have none)."""
+    if not points or any(getattr(p, "low", None) is None for p in points):
+        return None
+    return dict(type="data", symmetric=False, thickness=1, width=3,
+                array=[k * (p.high - p.metric) for p in points], arrayminus=[k * (p.metric - p.low) for p in points])
+
+
+def _add_band(fig: go.Figure, curve, name: str, k: float, colour: str) -> None:
+    """The min–max band over seeds of a curve run with several seeds (nothing otherwise)."""
+    points = curve.points
+    if len(getattr(curve, "seeds", ())) < 2 or any(p.band_low is None for p in points):
+        return
+    xs = [100 * p.fraction_removed for p in points]
+    upper, lower = [k * p.band_high for p in points], [k * p.band_low for p in points]
+    fig.add_trace(go.Scatter(x=xs + xs[::-1], y=upper + lower[::-1],
+                             fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0), hoverinfo="skip",
+                             name=f"{name}: range over {len(curve.seeds)} seeds"))
+
+
+def ablation_figure(table) -> go.Figure:
+    """Layer x head heatmap of Δ metric when each head alone is removed (``experiments.AblationResult``).
+
+    Cells whose change is not significant after Holm–Bonferroni adjustment are greyed over and
+    marked "n.s."; significant ones are marked "*". Colour: red = the metric got worse.
+    """
+    metric = get_metric(table.metric_name)
+    kinds = sorted({r.kind for r in table.rows}, key=lambda kind: [r.kind for r in table.rows].index(kind))
+    rows = [(kind, layer) for kind in kinds for layer in sorted({r.layer for r in table.rows if r.kind == kind})]
+    n_heads = 1 + max((r.head for r in table.rows), default=0)
+    where = {(r.kind, r.layer, r.head): r for r in table.rows}
+    z, marks, grey, hover = [], [], [], []
+    for kind, layer in rows:
+        cells = [where.get((kind, layer, h)) for h in range(n_heads)]
+        z.append([None if r is None else metric.delta(r.metric, table.base_metric) for r in cells])
+        marks.append(["" if r is None or r.significant is None else ("*" if r.significant else "n.s.") for r in cells])
+        grey.append([1 if r is not None and r.significant is False else None for r in cells])
+        hover.append(["" if r is None else _ablation_hover(metric, table, r) for r in cells])
+    labels = [f"L{layer}" if len(kinds) == 1 else f"{kind} L{layer}" for kind, layer in rows]
+    limit = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_heads)), y=labels, text=marks, texttemplate="%{text}", hovertext=hover,
+        hoverinfo="text", zmid=0, zmin=-limit, zmax=limit,
+        colorscale="RdBu" if metric.higher_is_better else "RdBu_r",
+        colorbar=dict(title=f"Δ {metric.label}")))
+    fig.add_trace(go.Heatmap(z=grey, x=list(range(n_heads)), y=labels, showscale=False, hoverinfo="skip",
+                             colorscale=[[0, "rgba(200,200,200,0.65)"], [1, "rgba(200,200,200,0.65)"]]))
+    fig.update_layout(height=max(220, 34 * len(rows) + 90), margin=dict(l=70, r=10, t=20, b=50),
+                      xaxis=dict(title="head", dtick=1), yaxis=dict(title="layer", autorange="reversed"))
+    return fig
+
+
+def _ablation_hover(metric, table, r) -> str:
+    text = f"{r.kind} L{r.layer} H{r.head}<br>Δ {metric.format_delta(r.metric, table.base_metric)}"
+    if r.p_value is not None:
+        text += (f"<br>95 % [{metric.delta(r.delta_low, 0):+.2f}, {metric.delta(r.delta_high, 0):+.2f}]"
+                 f"<br>p {r.p_value:.3g}, Holm p {r.p_holm:.3g}")
+    return text

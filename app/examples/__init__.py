@@ -1,0 +1,1 @@
+"""The Per example page's tables."""

@@ -1,0 +1,1 @@
+"""The Head map: the clickable map, the live panel and its latency probe."""

@@ -1,0 +1,81 @@
+"""The Head map's latency panel: dense vs physically pruned, timed interleaved in one call, judged by
+``pruning_core.bench.speed_verdict``.
+
+Measurements are kept per session and per mask (never shared between sessions, never cached for
+the server), and every figure shown says when and under what load it was measured. A full mask
+is never timed or compared: it is the dense model.
+"""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from pruning_core.bench import FULL_MASK_TEXT, MASKED_TEXT, speed_verdict
+from pruning_core.core.heads import HeadMask
+
+from app.jobs import cache
+from app.core import session_results, state, ui
+from app.speed import figures as speed
+from app.jobs.work import Work
+
+RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
+KEEP = 16                   # measurements remembered per session
+
+
+def _key(mask: HeadMask) -> str:
+    return json.dumps(mask.to_json(), sort_keys=True)
+
+
+def full_mask_note() -> None:
+    """What the panel says instead of a latency when every head is kept."""
+    st.caption(f"**{FULL_MASK_TEXT[0].upper()}{FULL_MASK_TEXT[1:]}.** Nothing is timed: remove heads to compare "
+               "the physically pruned copy with the full model.")
+
+
+def latency_panel(spec: str, mask: HeadMask) -> None:
+    """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it."""
+    if mask.is_full():
+        full_mask_note()
+        return
+    stored = measurement(spec, mask, measure=False)
+    again = stored is not None and st.button("Measure again", key=state.widget_key("headmap", "remeasure"),
+                                             icon=":material/timer:")
+    result = measurement(spec, mask, again=again)
+    if result is not None:
+        show_latency(result)
+
+
+def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False):
+    """This session's latency measurement of ``mask`` (a ``BenchResult``); when there is none (or
+    ``again``) and ``measure``, time it now with a progress bar. None if absent, failed or cancelled."""
+    store: dict = dict(session_results.get_result(RESULT) or {})
+    result = None if again else store.get(_key(mask))
+    if result is None and measure and not mask.is_full():
+        result = Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask),
+                      start="each_time").show()
+        if result is not None:
+            store.pop(_key(mask), None)
+            store[_key(mask)] = result
+            session_results.set_result(RESULT, dict(list(store.items())[-KEEP:]))
+    return result
+
+
+def show_latency(result) -> None:
+    """Median latency with its IQR, the verdict on the speed-up, and when / under what load it was measured."""
+    size = result.batch_sizes[0]
+    dense, pruned = result.row("dense", size).latency, result.row("pruned", size).latency
+    verdict = speed_verdict(result, size)
+    m1 = m2 = ui.metric_row()
+    m1.metric("latency (pruned)", f"{1e3 * pruned.median:.1f} ms",
+              f"IQR {1e3 * pruned.q1:.1f}-{1e3 * pruned.q3:.1f} ms", delta_color="off", delta_arrow="off",
+              width="content")
+    m2.metric("pruned vs dense", verdict.short, verdict.spread, delta_color="normal" if verdict.is_gain else "off",
+              delta_arrow="off", width="content")
+    st.caption(f"Pruned: {verdict.text}. Dense {1e3 * dense.median:.1f} ms (IQR {1e3 * dense.q1:.1f}-"
+               f"{1e3 * dense.q3:.1f}), timed in the same call, interleaved round by round: median of {pruned.n} "
+               f"rounds, batch {size} x {result.seq_len} tokens on {result.device} ({result.torch_threads} "
+               f"threads); {speed.measured_text(result)}. Masked heads are {MASKED_TEXT}.")
+    if result.busy:
+        st.warning("Other processes competed for the CPUs while timing: the latencies are inflated and noisy. "
+                   "Press **Measure again** on a quieter machine.", icon=":material/speed:")

@@ -1,0 +1,241 @@
+"""The Head map's live loop: the clickable map, the presets and the live panel, in one ``st.fragment``.
+
+A click on a head (or a preset, Undo/Redo, a point of the history) reruns this fragment only, not
+the page: the title, the pickers, the scoring and the sidebar stay as they are. Per click, in
+order: the mask changes (the widget callback, before the rerun) → the map, heads kept and the
+parameter count of the new mask are drawn at once, with the metric, loss and latency marked
+"updating…" → the metric and loss as soon as the one evaluation of the new mask is done → the
+history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
+after the metric, behind any evaluation another session waits for: :mod:`app.jobs.compute`).
+
+Beside the map (1280 px wide windows and up) the panel shows heads kept, the metric and the loss
+without scrolling. On narrower windows the panel wraps below the map; a compact strip above the
+map (sticky under the page header) then shows the same three figures, so a click still shows
+its result in view. Nothing on the panel or the strip shows a value of the previous mask
+unmarked.
+
+Head roles (:mod:`app.roles.ui`): the map can be coloured by a role instead of importance, the presets
+can protect role heads, and the panel says which role heads the mask removes. They use the session's
+finished role report (no work); the roles job itself is looked after last, so a click never waits for it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import streamlit as st
+
+from app.jobs import cache, evaluations
+from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui
+from app.core import mask as mask_state, state, ui, uncertainty
+from app.roles import ui as role_ui
+from app.core.access import task_label
+from app.core.text import md_code, md_escape
+from app.jobs.work import Work
+from pruning_core.core.heads import HeadMask
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.core.share_link import encode_mask
+
+PANEL_PX = 320          # the live panel: two metrics side by side (one per line when long)
+ROW_GAP = "small"       # between map and panel, and between two metrics: the three figures fit beside
+#                         a 12-head map in a 1280 px window (sidebar open)
+WIDE_PX = 1250          # from this window width the panel sits beside the map: no strip needed
+STRIP_KEY = "hp_live_strip"
+TIMING_LOG = "HEADPRUNE_APP_TIMING_LOG"  # benchmarks: a file that gets one line per metric sent (mask, epoch s)
+CHANGE_UPDATING = "change: updating…"   # the loss's delta until its paired change is computed
+# the strip sticks under Streamlit's header (3.75rem) while the page scrolls; where the panel is
+# beside the map (wide windows) it is not drawn at all
+STYLE = f"""<style>
+.st-key-{STRIP_KEY} {{position: sticky; top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
+  border-bottom: 1px solid rgba(49, 51, 63, 0.2); padding: 0.2rem 0 0.3rem 0;}}
+.st-key-{STRIP_KEY} p {{margin: 0; font-size: 1.05rem;}}
+@media (min-width: {WIDE_PX}px) {{ .st-key-{STRIP_KEY} {{display: none;}} }}
+</style>"""
+
+
+def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = None) -> str:
+    """The strip's one line: heads kept of the new mask at once, metric and loss once known."""
+    kept = f"Heads kept **{mask.n_kept} / {mask.n_total}**"
+    if metric is None:
+        return f"{kept} · :material/hourglass_top: metric and loss: updating…"
+    return f"{kept} · {metric} · loss **{loss}**"
+
+
+def show(spec: str, task_name: str, arch, limit: int, ranking, score_name: str) -> None:
+    """The map and the live panel of the session's current mask (a fragment: clicks rerun only this)."""
+    _live(spec, task_name, arch, limit, ranking, score_name)
+
+
+@st.fragment
+def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str) -> None:
+    state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
+    layout = arch.layout
+    mask = mask_state.current_mask(layout)
+    _evaluation(spec, task_name, limit, mask).begin()    # queued for the CPU now, while the map is drawn
+    st.html(STYLE)
+    with st.container(key=STRIP_KEY):
+        strip = st.empty()
+        strip.markdown(strip_text(mask))
+    roles = role_ui.ready(spec, task_name)      # the session's role report when found (no work here)
+    colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
+    map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
+    row = st.container(horizontal=True, wrap=True, gap=ROW_GAP)
+    left, right = row.container(width=map_px), row.container(width=PANEL_PX)
+    with left:
+        roles_slot, roles_wanted = _map_and_presets(arch, mask, ranking, score_name, roles)
+    with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
+        metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles)
+    with ui.filling(metric_slot, "metric and loss"):
+        ev, loss_slot = _metric_and_loss(spec, task_name, limit, mask)
+    if ev is not None:
+        strip.markdown(strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} "
+                                        f"**{md_escape(uncertainty.shown(ev).value)}**", f"{ev.loss:.4f}"))
+        _note_metric_sent(mask)
+    else:
+        strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
+    if ev is not None and not mask.is_full():
+        _loss_change(spec, task_name, limit, mask, ev, loss_slot)
+    with right:
+        _repair(spec, task_name, limit, mask, ev)
+    with history_slot:
+        headmap_ui.show_history(ev.metric_name if ev is not None else "accuracy")
+    with ui.filling(speed_slot, "latency"):
+        latency_ui.latency_panel(spec, mask)
+    role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
+
+
+def _evaluation(spec: str, task_name: str, limit: int, mask: HeadMask) -> Work:
+    """The one evaluation of ``mask`` behind a click. The fragment begins it before anything is drawn and
+    :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
+    (:mod:`app.jobs.compute`) at once instead of after eight redraws that share the server's interpreter, and
+    a lone click gets its metric one map-drawing sooner."""
+    return evaluations.of_mask(spec, task_name, limit, mask, "Evaluating this mask")
+
+
+def _note_metric_sent(mask: HeadMask) -> None:
+    """With ``HEADPRUNE_APP_TIMING_LOG`` set (benchmarks/dashboard_timings.py), append when the server sent
+    this mask's metric and the server's CPU seconds by then: the click -> metric time and CPU without the
+    browser's drawing (nor the latency timing that starts once the metric is sent)."""
+    path = os.environ.get(TIMING_LOG)
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"mask": encode_mask(mask), "kept": mask.n_kept, "sent": time.time(),
+                                  "cpu": time.process_time()}) + "\n")      # the server's CPU seconds so far
+
+
+def _panel_top(spec: str, mask: HeadMask, roles):
+    """Heads kept, parameters and removed role heads of ``mask``; returns the metric, latency and history slots."""
+    st.markdown("**Live panel**")
+    changed = not mask.is_full()
+    pruned_params, dense_params = cache.pruned_parameters(spec, mask)
+    row = ui.metric_row(ROW_GAP)
+    row.metric("heads kept", f"{mask.n_kept} / {mask.n_total}", width="content")
+    row.metric("parameters", ui.count_text(pruned_params), width="content",
+               **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
+                                 "inverse"))
+    role_ui.summary_caption(roles, mask)
+    metric_slot = ui.updating("metric and loss")
+    speed_slot = ui.updating("latency") if changed else st.empty()
+    st.markdown("**History** · click a point to go back to that step")
+    return metric_slot, speed_slot, st.container()
+
+
+def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
+    """The colouring control, the grids and the presets; returns (the roles job's slot, whether roles are wanted)."""
+    layout = arch.layout
+    colour = role_ui.colour_picker(arch)
+    if note := role_ui.colour_note(colour, roles):
+        st.caption(note)
+    roles_slot = st.container()
+    for kind in layout.kinds:
+        headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "", roles, colour)
+        if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
+            st.caption(note)
+    with st.container(border=True):
+        p1, p2 = st.columns([3, 2])
+        pct = p1.slider("Share of heads to remove (%)", 0, 100, 50, 5, key=state.widget_key("headmap", "pct"))
+        per_layer = p2.radio("Ranking", ["global", "per layer"], horizontal=True,
+                             key=state.widget_key("headmap", "scope")) == "per layer"
+        keep_roles = role_ui.protect_picker(arch)
+        waiting = bool(keep_roles) and roles is None            # protection needs the roles found first
+        if waiting:
+            st.caption("The presets wait for the head roles (found above the map) to know which heads to protect.")
+        kept = dict(protected=role_ui.protected(roles, keep_roles), protected_roles=tuple(keep_roles))
+        b = st.columns(2)
+        b[0].button(f"Remove {pct} % least important", on_click=headmap_ui.apply_preset,
+                    disabled=ranking is None or waiting, args=("remove_least", layout, ranking, pct / 100, per_layer),
+                    kwargs=kept, width="stretch")
+        b[1].button("Keep the best head per layer", on_click=headmap_ui.apply_preset,
+                    disabled=ranking is None or waiting, args=("one_per_layer", layout, ranking), kwargs=kept,
+                    width="stretch")
+        b = st.columns(4)
+        b[0].button("Invert", on_click=headmap_ui.apply_preset, args=("invert", layout), width="stretch")
+        b[1].button("Reset", on_click=headmap_ui.apply_preset, args=("reset", layout), width="stretch")
+        b[2].button("Undo", on_click=mask_state.undo, disabled=not mask_state.can_undo(), icon=":material/undo:",
+                    width="stretch")
+        b[3].button("Redo", on_click=mask_state.redo, disabled=not mask_state.can_redo(), icon=":material/redo:",
+                    width="stretch")
+    return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
+
+
+def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
+    """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
+    evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
+    changed = not mask.is_full()
+    ev = _evaluation(spec, task_name, limit, mask).show()
+    dense = evaluations.of_all_heads(spec, task_name, limit).show()
+    if ev is None or dense is None:
+        return None, None
+    headmap_ui.remember(mask, ev)       # the history chart shows what the panel showed
+    headmap_ui.remember(HeadMask.full(mask.layout), dense)
+    m1 = m2 = ui.metric_row(ROW_GAP)
+    metric = get_metric(ev.metric_name)
+    now, base = uncertainty.shown(ev), uncertainty.shown(dense)
+    diff = uncertainty.change(dense, ev, cache.comparison(spec, task_name, limit, mask)) if changed else None
+    m1.metric(ui.metric_label(ev.metric_name), now.value, width="content",
+              **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
+                                within_noise=bool(diff and diff.within_noise)),
+              help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
+    loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
+    loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
+                     **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
+    st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
+               f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} "
+               f"{md_escape(now.value)} ({md_escape(now.interval)}). "
+               f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
+               + (f" Change: {md_escape(diff.detail)}." if diff else ""))
+    return ev, loss_slot
+
+
+def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
+    """The "repair" toggle (off by default: a click stays one forward pass): the metric of ``mask`` with
+    and without least-squares repair of the kept heads, computed behind other sessions' clicks."""
+    if not st.toggle("repair", key=state.widget_key("headmap", "repair"),
+                     help="Tune one scale per kept head so each pruned layer reproduces the unpruned layer's "
+                          f"output (Kwon et al. 2022), on {cache.REPAIR_CALIBRATION} score-split examples; the "
+                          "scales fold into the output projection, so the pruned model keeps its size."):
+        return
+    if ev is None or mask.is_full():
+        st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
+        return
+    fixed = Work("repair", "Repairing this mask", cache.repaired_evaluation, (spec, task_name, limit, mask)).show()
+    if fixed is None:
+        return
+    metric = get_metric(ev.metric_name)
+    row = ui.metric_row(ROW_GAP)
+    row.metric("without repair", uncertainty.shown(ev).value, width="content")
+    row.metric("with repair", uncertainty.shown(fixed).value, width="content",
+               **ui.delta_kwargs(metric.format_delta(fixed.metric, ev.metric),
+                                 "normal" if metric.higher_is_better else "inverse"))
+
+
+def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot) -> None:
+    """The loss of ``mask`` again, now with its change against all heads and the paired interval over examples."""
+    per = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (spec, task_name, limit, m)).show()
+           for n, m in (("dense", None), ("mask", mask))]
+    loss_diff = uncertainty.loss_change(*per) if None not in per else None
+    loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
+                     **ui.delta_kwargs(loss_diff.text if loss_diff else None, "inverse",
+                                       within_noise=bool(loss_diff and loss_diff.within_noise)),
+                     help="Mean cross-entropy" + (f". Change: {loss_diff.detail}." if loss_diff else "."))

@@ -1,0 +1,123 @@
+"""The clickable head map, and the glue between the mask presets and the session's mask.
+
+The figure is :func:`app.headmap.figures.figure`; clicking a head toggles it through
+:func:`app.core.mask.toggle_head` in the chart's selection callback.
+"""
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from app.curves import figures as charts
+from app.core import mask as mask_state, session_results, state
+from app.headmap.figures import IMPORTANCE, figure
+from app.core.text import md_escape
+from pruning_core.modeling import presets
+from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
+from pruning_core.core.share_link import encode_mask
+
+
+def chart_key(kind: str) -> str:
+    return state.widget_key("headmap", f"grid_{kind}")
+
+
+def _on_select(kind: str, layout: HeadLayout) -> None:
+    """Selection callback: toggle every clicked head (normally one)."""
+    selection = st.session_state.get(chart_key(kind)) or {}
+    for point in (selection.get("selection") or {}).get("points", []):
+        layer, head = point.get("customdata") or (point.get("y"), point.get("x"))
+        if layer is not None and head is not None:
+            mask_state.toggle_head(layout, kind, int(layer), int(head))
+
+
+def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str, roles=None,
+              colour: str = IMPORTANCE) -> None:
+    """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask).
+    ``roles`` (a ``RoleReport``) and ``colour``: see :func:`app.headmap.figures.figure`."""
+    st.plotly_chart(figure(kind, mask, scores, score_name, roles, colour), key=chart_key(kind), width="content",
+                    on_select=functools.partial(_on_select, kind, mask.layout), selection_mode="points",
+                    config={"displayModeBar": False, "scrollZoom": False},
+                    alt=f"{KIND_LABELS[kind]} heads: filled squares are kept, crossed grey squares removed")
+
+
+def kv_groups_note(kind: str, groups: tuple) -> str | None:
+    """A sentence on grouped-query attention for ``kind``'s grid (``groups``: per layer, each key/value
+    group's query heads); None when every query head has its own key/value head."""
+    if not groups or all(len(g) <= 1 for row in groups for g in row):
+        return None
+    first = groups[0]
+    spans = ", ".join(f"H{g[0]}–H{g[-1]} → K/V {j}" if len(g) > 1 else f"H{g[0]} → K/V {j}"
+                      for j, g in enumerate(first))
+    same = all(row == first for row in groups)
+    return (f"Grouped-query attention: {len(first)} key/value heads per layer, each shared by a group of query "
+            f"heads ({spans}{' in every layer' if same else ' in layer 0'}). Removing a query head keeps its "
+            "group's key/value head; removing every query head of a group removes that key/value head too, which "
+            "is where the memory and time go. When a layer's groups end up with different numbers of query heads, "
+            "the pruned model repeats key/value heads to keep them equal and can grow: remove whole groups, or "
+            "the same number of heads in every group, to avoid that.")
+
+
+# -- presets -------------------------------------------------------------------------------------
+def apply_preset(name: str, layout: HeadLayout, scores: HeadScores | None = None, fraction: float = 0.5,
+                 per_layer: bool = False, seed: int = 0, protected: frozenset = frozenset(),
+                 protected_roles: tuple[str, ...] = ()) -> None:
+    """Make a preset the current mask (undoable). ``scores`` are the ranking scores of the scorer.
+
+    Presets: "remove_least" (the ``fraction`` least important heads, globally or per layer),
+    "one_per_layer" (keep the best head of every layer), "invert", "reset". The two ranked presets never
+    remove a ``protected`` head (``(kind, layer, head)``: the heads of ``protected_roles``).
+    """
+    current = mask_state.current_mask(layout)
+    keeping = f", keeping {', '.join(protected_roles)} heads" if protected_roles else ""
+    if name == "reset":
+        mask_state.reset_mask(layout)
+    elif name == "invert":
+        mask_state.set_mask(current.inverted(), "invert")
+    elif name == "remove_least":
+        mask = presets.remove_least_important(scores, fraction, per_layer=per_layer, seed=seed, protected=protected)
+        scope = "per layer" if per_layer else "globally"
+        mask_state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}{keeping}")
+    elif name == "one_per_layer":
+        mask_state.set_mask(presets.keep_top_per_layer(scores, 1, protected=protected),
+                            f"keep the best head per layer{keeping}")
+    else:
+        raise ValueError(f"unknown preset {name!r}")
+
+
+# -- history -------------------------------------------------------------------------------------
+def _on_history_select() -> None:
+    selection = st.session_state.get(state.widget_key("headmap", "history")) or {}
+    for point in (selection.get("selection") or {}).get("points", []):
+        step = (point.get("customdata") or [point.get("x")])[0]
+        if step is not None:
+            mask_state.jump_to(int(step))
+
+
+HISTORY_METRICS = "history_metrics"     # session_results name: {mask text: (metric, interval)} of this session
+KEEP_METRICS = 512
+
+
+def remember(mask: HeadMask, result) -> None:
+    """Note the metric of ``mask`` (an EvalResult the panel showed) for the history chart."""
+    known = dict(session_results.get_result(HISTORY_METRICS) or {})
+    known[encode_mask(mask)] = (result.metric, result.interval)
+    session_results.set_result(HISTORY_METRICS, dict(list(known.items())[-KEEP_METRICS:]))
+
+
+def show_history(metric_name: str) -> None:
+    """The metric after every change of the mask, as the panel showed it (a step skipped by quick clicks
+    has no point until it is current again: the chart evaluates nothing); clicking a point makes that
+    step current."""
+    entries = mask_state.history()
+    known = session_results.get_result(HISTORY_METRICS) or {}
+    found = [known.get(encode_mask(e.mask)) for e in entries]
+    fig = charts.history_figure([f[0] if f else None for f in found], [e.label for e in entries],
+                                mask_state.history_index(), metric_name, [f[1] if f else None for f in found])
+    st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
+                    selection_mode="points", config={"displayModeBar": False},
+                    alt="Metric after each change of the mask")
+    skipped = sum(f is None for f in found)
+    st.caption(f"Step {mask_state.history_index()} of {len(entries) - 1}: "
+               f"{md_escape(entries[mask_state.history_index()].label.rstrip('.'))}."     # a label may hold a file name
+               + (f" {skipped} step(s) skipped by quick clicks have no point." if skipped else ""))

@@ -1,0 +1,200 @@
+"""Long work that belongs to one browser session and survives page changes.
+
+A :class:`JobBoard` lives in that session's ``st.session_state`` (:func:`app.jobs.work.job_board`), so
+one session's jobs are never seen by another, and they go when the session goes. Each job runs
+``fn(*args, **kwargs)`` in a worker thread that is *not* tied to a script run: when the user
+visits another page (Streamlit stops the page's script), the work keeps running, and when they
+come back :meth:`app.jobs.work.Work.show` finds the same job by its name and arguments and shows its
+progress, or its result, without starting again. Cancel, a newer request under the same name with
+other arguments, or the end of the browser session stops a job, at the work's next progress
+callback: a board made with ``alive`` (:func:`session_alive`: the Streamlit runtime still knows the
+session's connection) stops its jobs once that has said no for :data:`GONE_AFTER_S` seconds, so
+closing the browser does not leave scoring running for nobody.
+
+Pure: no Streamlit, so the survival rules are tested without a browser.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pruning_core.core.errors import Cancelled
+from pruning_core.core.progress import ProgressEvent
+
+MAX_JOBS = 24          # jobs a session keeps (finished ones are dropped oldest first beyond this)
+GONE_AFTER_S = 20.0    # a session disconnected this long is gone (a page reload reconnects sooner)
+EXIT_WAIT_S = 30.0     # at interpreter exit, how long running jobs get to stop at a progress callback
+
+_running: set["Job"] = set()     # every board's running jobs, for :func:`stop_running` at exit
+_running_lock = threading.Lock()
+
+
+def session_alive(runtime, session_id: str, gone_after_s: float = GONE_AFTER_S,
+                  clock: Callable[[], float] = time.monotonic) -> Callable[[], bool]:
+    """A check that session ``session_id`` is still connected to ``runtime`` (Streamlit's
+    ``Runtime.is_active_session``, thread-safe); it turns False once the session has been inactive
+    for ``gone_after_s`` seconds in a row, so a brief reconnect does not cancel anything."""
+    inactive_since: list[float] = []
+
+    def alive() -> bool:
+        if runtime.is_active_session(session_id):
+            inactive_since.clear()
+            return True
+        if not inactive_since:
+            inactive_since.append(clock())
+        return clock() - inactive_since[0] < gone_after_s
+
+    return alive
+
+
+def identity(fn: Callable[..., Any], args: tuple, kwargs: dict) -> str:
+    """What a job computes, as a short key: the function and its arguments (masks and settings)."""
+    text = repr((getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn)), args,
+                 sorted(kwargs.items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass
+class Job:
+    """One piece of work: its thread, the latest progress event, and the outcome once finished."""
+
+    name: str                          # the page's name for it, e.g. "curve_gradient"
+    ident: str                         # :func:`identity` of the call
+    label: str                         # what the user sees, e.g. "Pruning curve (gradient)"
+    cancel: threading.Event = field(default_factory=threading.Event)
+    latest: ProgressEvent | None = None
+    result: Any = None
+    error: BaseException | None = None
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    thread: threading.Thread | None = None
+    alive: Callable[[], bool] | None = None    # False once the session that asked for it is gone
+
+    @property
+    def running(self) -> bool:
+        return self.finished is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set() or isinstance(self.error, Cancelled)
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the work to finish."""
+        if self.thread is not None:
+            self.thread.join(seconds)
+
+    def _callback(self, event: ProgressEvent) -> None:
+        self.latest = event
+        if not self.cancel.is_set() and self.alive is not None and not self.alive():
+            self.cancel.set()                          # nobody is left to see the result
+        if self.cancel.is_set():
+            raise Cancelled(f"{self.label} was cancelled.")
+
+    def _work(self, fn: Callable[..., Any], args: tuple, kwargs: dict, progress: bool) -> None:
+        try:
+            self.result = fn(*args, **({"_progress": self._callback} if progress else {}), **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - shown by the page that asks for the job
+            self.error = exc
+        finally:
+            self.finished = time.time()
+            with _running_lock:
+                _running.discard(self)
+
+    __hash__ = object.__hash__          # a job is itself, not its fields (it sits in :data:`_running`)
+
+
+class JobBoard:
+    """The jobs of one session, by name (one job per name; a new call under a name replaces the old)."""
+
+    def __init__(self, max_jobs: int = MAX_JOBS, alive: Callable[[], bool] | None = None) -> None:
+        self.max_jobs = max_jobs
+        self.alive = alive              # the session's liveness (:func:`session_alive`); None: always alive
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Job | None:
+        return self._jobs.get(name)
+
+    def running(self, name: str) -> bool:
+        job = self._jobs.get(name)
+        return job is not None and job.running
+
+    def start(self, name: str, label: str, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
+              progress: bool = True) -> Job:
+        """Start ``fn(*args, **kwargs)`` as job ``name`` (plus ``_progress=`` when ``progress``); a job
+        of that name still running for other arguments is cancelled. A running job for the same
+        arguments is kept and returned (a double click starts nothing twice)."""
+        kwargs = dict(kwargs or {})
+        ident = identity(fn, args, kwargs)
+        with self._lock:
+            old = self._jobs.get(name)
+            if old is not None and old.running and old.ident == ident and not old.cancel.is_set():
+                return old
+            if old is not None and old.running:
+                old.cancel.set()
+            job = Job(name, ident, label, alive=self.alive)
+            job.thread = threading.Thread(target=job._work, args=(fn, args, kwargs, progress),
+                                          name=f"headprune-{name}", daemon=True)
+            self._jobs.pop(name, None)
+            self._jobs[name] = job
+            self._trim()
+        with _running_lock:
+            _running.add(job)
+        job.thread.start()
+        return job
+
+    def results(self, prefix: str) -> dict[str, Any]:
+        """The results of this board's finished, successful jobs whose name starts with ``prefix``, by name."""
+        with self._lock:
+            done = [j for j in self._jobs.values() if j.name.startswith(prefix) and not j.running]
+        return {j.name: j.result for j in done if j.error is None and j.result is not None}
+
+    def cancel(self, name: str) -> None:
+        """Ask job ``name`` to stop at its next progress callback (nothing when there is none)."""
+        job = self._jobs.get(name)
+        if job is not None:
+            job.cancel.set()
+
+    def forget(self, name: str) -> None:
+        """Drop job ``name`` (a finished timing is shown once; the next request measures again)."""
+        with self._lock:
+            self._jobs.pop(name, None)
+
+    def cancel_all(self) -> None:
+        for job in list(self._jobs.values()):
+            job.cancel.set()
+
+    def _trim(self) -> None:
+        finished = [n for n, j in self._jobs.items() if not j.running]
+        while len(self._jobs) > self.max_jobs and finished:
+            self._jobs.pop(finished.pop(0))
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+
+@atexit.register
+def stop_running(timeout_s: float = EXIT_WAIT_S) -> int:
+    """Cancel every running job and wait up to ``timeout_s`` in all for their threads; returns how many
+    are still running after that.
+
+    Registered to run at interpreter exit (a server stopped, a test process ending): job threads are
+    daemons, and one still inside torch when the interpreter finalizes is killed as it takes the GIL
+    back, which aborts the process ("terminate called without an active exception") after all the
+    work that mattered is done. Cancelled, the work stops at its next progress callback and unwinds
+    (hooks removed in ``finally`` blocks).
+    """
+    with _running_lock:
+        jobs = list(_running)
+    for job in jobs:
+        job.cancel.set()
+    deadline = time.monotonic() + timeout_s
+    for job in jobs:
+        if job.thread is not None and job.thread is not threading.current_thread():
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+    return sum(1 for job in jobs if job.running)

@@ -1,0 +1,360 @@
+"""Cached calls into pruning_core: with the feature modules ``app/cache_<feature>.py`` (curves, attention,
+speed, roles), the only modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the
+dashboard loads, scores, evaluates, times, prunes or runs attention maps. This module holds what several
+features share (models, tasks, data, evaluation, scores) and the Head map's live loop (repair, latency).
+
+- Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
+  evaluation data, physically pruned copies. One instance serves every browser session and is
+  treated as read-only: masks are applied per call (``pruning_core.modeling.masking.apply_mask`` is
+  per-thread), pruning returns a copy.
+- Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
+  their arguments: model spec, task name, data size, mask and settings. A cached function reads
+  nothing but its arguments (and the other cached calls they name); settings such as the device
+  or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
+- Timings (:func:`latency`, :func:`app.speed.cache.speed_sweep`) are never cached: a latency belongs to its
+  moment and machine load. Pages keep them per session and show when and under what load.
+
+Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
+keeps them out of the cache key. Run long calls through :class:`app.jobs.work.Work`, which supplies
+that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
+cached functions (a cached function must not draw, or its cache hits would replay the drawing).
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from pruning_core.modeling.architectures import kv_groups_of
+from pruning_core import bench, tasks
+from pruning_core.bench import budget
+from pruning_core.modeling import pruning
+from pruning_core.core import catalog as zoo
+from pruning_core.core.errors import ModelLoadError
+from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
+from pruning_core.modeling.layer_cache import LayerInputCache
+from pruning_core.modeling.loading import LoadedModel, load_model
+from pruning_core.tasks.per_example import ExampleOutputs
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.evaluation.results import EvalResult, ScoreResult
+from pruning_core.evaluation.significance import Comparison, compare
+from pruning_core.tasks import unigram
+from pruning_core.tasks.unigram import UnigramBaseline
+from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
+
+from app.jobs import compute
+from app.core.access import DataAccess, data_access_from
+
+EVAL_BATCH = 64          # examples per forward pass when evaluating
+SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
+LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
+LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
+LATENCY_WARMUP = 2
+LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
+PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
+MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
+REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
+
+
+def app_device() -> str | None:
+    """``HEADPRUNE_APP_DEVICE`` ('cpu' / 'cuda'), else None: CUDA when present (documented in the README)."""
+    return os.environ.get("HEADPRUNE_APP_DEVICE") or None
+
+
+def data_access() -> DataAccess:
+    """Which local paths this server may open (:mod:`app.core.access`): the one place the dashboard
+    reads ``HEADPRUNE_DATA_DIRS`` and the address the server listens on."""
+    return data_access_from(os.environ, st.get_option("server.address"))
+
+
+# -- models ----------------------------------------------------------------------------------------
+def _check_fits_memory(spec: str) -> None:
+    """Refuse a model whose weight files clearly do not fit in the free memory (before trying)."""
+    folder = zoo.get(spec).folder() if spec in zoo.names() else Path(spec).expanduser()
+    budget.check_weights_fit(folder, spec, MEMORY_HEADROOM)
+
+
+def load(spec: str) -> LoadedModel:
+    """The model for ``spec`` ('default', a folder or a hub id), shared read-only by all sessions.
+
+    Never modified: masks are applied per call (``apply_mask(loaded, mask)``), pruning copies it.
+    A local folder outside the allowed ones of an exposed server is refused (:mod:`app.core.access`).
+    """
+    data_access().check_model(spec)
+    return _load(spec, app_device())
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def _load(spec: str, device: str | None) -> LoadedModel:
+    _check_fits_memory(spec)
+    try:
+        return load_model(spec, device=device)
+    except MemoryError:
+        raise ModelLoadError(f"Model {spec!r} is too large for this machine's memory. Choose a smaller one.") from None
+    except RuntimeError as exc:
+        if "out of memory" in str(exc).lower():
+            raise ModelLoadError(f"Model {spec!r} does not fit in memory ({str(exc).splitlines()[0]}). "
+                                 "Choose a smaller model.") from None
+        raise
+
+
+def not_prepared(spec: str) -> bool:
+    """Whether ``spec`` names a prepared model (:mod:`pruning_core.core.catalog`) that is not built on this machine."""
+    return spec in zoo.names() and not zoo.get(spec).is_prepared()
+
+
+def prepare_model(name: str, _progress: ProgressCallback | None = None) -> None:
+    """Build the prepared model ``name`` (``headprune prepare --model NAME``), then forget stale cached results."""
+    zoo.get(name).run_prepare(progress=_progress)
+    _load.clear()
+    st.cache_data.clear()
+
+
+@dataclass(frozen=True)
+class ArchSummary:
+    """What the Model & data page shows about a model."""
+
+    model_id: str
+    source: str                       # "default" | "local" | "hub"
+    model_type: str                   # config.model_type, e.g. "bert"
+    arch: str                         # headprune adapter name
+    task_type: str                    # "classification" | "translation"
+    layout: HeadLayout                # heads per layer, per attention kind
+    kind_labels: dict                 # kind -> readable name
+    total_heads: int
+    parameters: int
+    attention_parameters: int
+    num_labels: int | None
+    weights_sha256: str
+    pruned_heads: dict = field(default_factory=dict)
+    kv_groups: dict = field(default_factory=dict)   # kind -> per layer, the query heads of each key/value group
+
+    @property
+    def attention_share(self) -> float:
+        return self.attention_parameters / self.parameters if self.parameters else 0.0
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def architecture(spec: str) -> ArchSummary:
+    m = load(spec)
+    cfg = m.model.config
+    return ArchSummary(m.model_id, m.source, str(cfg.model_type), m.arch, m.task_type, m.layout,
+                       {k: KIND_LABELS[k] for k in m.layout.kinds}, m.layout.total_heads,
+                       pruning.parameter_count(m.model), pruning.attention_parameter_count(m.model),
+                       getattr(cfg, "num_labels", None) if m.task_type == "classification" else None,
+                       m.weights_sha256, m.pruned_heads, kv_groups_of(m.sites))
+
+
+def pruned_parameters(spec: str, mask: HeadMask) -> tuple[int, int]:
+    """(parameters of the pruned model, parameters of the dense one), counted from the model's shapes
+    (``pruning_core.modeling.pruning.parameter_count_after``): no pruned copy is made."""
+    return _pruned_parameters(spec, None if mask.is_full() else mask)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _pruned_parameters(spec: str, mask: HeadMask | None) -> tuple[int, int]:
+    model = load(spec).model
+    dense = pruning.parameter_count(model)
+    return (dense if mask is None else pruning.parameter_count_after(model, mask)), dense
+
+
+# -- tasks and data --------------------------------------------------------------------------------
+def task_names() -> list[str]:
+    """Registered task names (the embedded task, GLUE and WMT names), for the task picker."""
+    return list(tasks.task_names())
+
+
+def task(name: str):
+    """The ``pruning_core.tasks.Task`` for ``name`` ('movie-sentiment', 'sst2', 'file:PATH', ...);
+    a ``file:`` outside the allowed folders of an exposed server is refused (:mod:`app.core.access`)."""
+    data_access().check_task(name)
+    return _task(name)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _task(name: str):
+    return tasks.get_task(name)
+
+
+def task_summary(task_name: str) -> dict:
+    """What the Model & data page says about a task: type, metric, labels, evaluation split."""
+    t = task(task_name)
+    return {"task_type": t.task_type, "metric_name": t.metric_name, "label_names": t.label_names,
+            "description": getattr(t, "description", ""), "split": split_of(task_name)}
+
+
+def split_of(task_name: str) -> str:
+    """The split the dashboard evaluates on (the task's default, else 'validation')."""
+    return getattr(task(task_name), "default_split", "validation")
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def data(spec: str, task_name: str, limit: int | None):
+    """The task's evaluation split, tokenised for the model, at most ``limit`` examples."""
+    return task(task_name).encode(load(spec), split_of(task_name), limit)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
+    """One example's cost for ``spec`` on ``task_name``: text lengths measured on the first
+    :data:`budget.MAX_EVAL_SIZE` examples; a speech model's audio is fixed-length (not encoded here)."""
+    loaded = load(spec)
+    if bench.audio_frames(loaded.model.config) is not None:
+        return budget.example_cost(loaded, loaded.task_type)
+    encoded = data(spec, task_name, budget.MAX_EVAL_SIZE)
+    mean_length = statistics.mean(encoded.lengths or [encoded.max_length])
+    return budget.example_cost(loaded, loaded.task_type, math.ceil(mean_length))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def examples(task_name: str, limit: int = 5) -> list[dict]:
+    """A few raw examples of the evaluation split (checks a file parses; shows what the data is)."""
+    return list(task(task_name).load(split_of(task_name), limit=limit))
+
+
+# -- derived results -------------------------------------------------------------------------------
+def _norm(mask: HeadMask | None) -> HeadMask | None:
+    """A full mask and no mask are the same evaluation; give them one cache key."""
+    return None if mask is None or mask.is_full() else mask
+
+
+def evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None,
+             _progress: ProgressCallback | None = None) -> EvalResult:
+    """Metric and loss of the model under ``mask`` on the first ``limit`` evaluation examples."""
+    return _evaluate(spec, task_name, limit, _norm(mask), EVAL_BATCH, _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, batch_size: int,
+              _progress: ProgressCallback | None = None) -> EvalResult:
+    with compute.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
+        return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
+                                        progress=_progress, layer_cache=layer_inputs())
+
+
+@st.cache_resource(show_spinner=False)
+def layer_inputs() -> LayerInputCache:
+    """Layer inputs shared by every session's evaluations: a click reruns only the layers from the first one
+    whose heads changed (``pruning_core.modeling.layer_cache``), in at most ``budget.layer_cache_budget()`` bytes."""
+    return LayerInputCache(budget.layer_cache_budget())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def repaired_evaluation(spec: str, task_name: str, limit: int | None, mask: HeadMask,
+                        _progress: ProgressCallback | None = None) -> EvalResult:
+    """``mask``'s metric after least-squares repair (``pruning_core.compress``) tuned on the first
+    :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
+    from pruning_core.compress import evaluate_repaired  # the path `curve --repair` and the benchmarks take
+    with compute.GATE.hold(urgent=False, progress=_progress, what="repair"):
+        loaded, found = load(spec), task(task_name)
+        calibration = found.encode(loaded, score_split_of(task_name), REPAIR_CALIBRATION)
+        fixed, _ = evaluate_repaired(loaded, found, data(spec, task_name, limit), mask, calibration,
+                                     bias_compensation=True, batch_size=EVAL_BATCH,
+                                     progress=compute.yielding(_progress, "repair"))
+        return fixed
+
+
+def references(spec: str, task_name: str, limit: int | None) -> list | None:
+    """The gold labels (or reference texts) of the evaluated examples, in order; None when the data has none."""
+    found = task(task_name).references(data(spec, task_name, limit))
+    return None if found is None else list(found.tolist() if hasattr(found, "tolist") else found)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def unigram_baseline(spec: str, task_name: str, limit: int | None) -> UnigramBaseline | None:
+    """A language model's reference: the unigram perplexity on the evaluated tokens (None for other tasks)."""
+    found = task(task_name)
+    if found.task_type != "language_model":
+        return None
+    return unigram.unigram_baseline(load(spec), found, data(spec, task_name, limit))
+
+
+def example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool = False,
+                    _progress: ProgressCallback | None = None) -> ExampleOutputs:
+    """Each evaluated example's loss (and with ``predictions`` its prediction) under ``mask``: a view of
+    the cached :func:`evaluate` result, so the metric, its interval and these come from one forward pass."""
+    out = ExampleOutputs.from_eval(evaluate(spec, task_name, limit, mask, _progress))
+    return out if predictions else ExampleOutputs(out.losses, out.weights)
+
+
+def example_inputs(spec: str, task_name: str, limit: int | None) -> list[dict]:
+    """The evaluated examples as read from the task (dicts of text fields and label), in order."""
+    return list(data(spec, task_name, limit).texts)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def comparison(spec: str, task_name: str, limit: int | None, mask: HeadMask | None) -> Comparison | None:
+    """Paired test of the model under ``mask`` against all heads on the same evaluated examples
+    (``pruning_core.evaluation.significance.compare``) from the two cached :func:`evaluate` results, no pass of its
+    own; None without per-example results."""
+    base, other = evaluate(spec, task_name, limit, None), evaluate(spec, task_name, limit, mask)
+    return compare(get_metric(base.metric_name), base, other, references(spec, task_name, limit))
+
+
+def scorer_names() -> list[str]:
+    """The registered scorers (``pruning_core.scoring``), sorted by name."""
+    return _registered_scorers()
+
+
+def scorer_description(name: str) -> str:
+    return scorer_info(name).description
+
+
+def slow_scorer(name: str) -> bool:
+    """Whether ``name`` evaluates the model once per head (minutes on a big model: start it on a click)."""
+    return scorer_info(name).cost == "per_head"
+
+
+def score_limit(scorer: str, eval_limit: int) -> int:
+    """Examples a scorer uses: one that evaluates once per head uses the evaluation subset, the
+    others at least :data:`SCORE_LIMIT` examples."""
+    return eval_limit if scorer_info(scorer).cost == "per_head" else max(SCORE_LIMIT, eval_limit)
+
+
+def score_split_of(task_name: str) -> str:
+    """The split heads are scored on (Head map, Curves, Share): the library's policy,
+    ``pruning_core.tasks.default_score_split`` (train when the task has training examples of its own, so
+    the order is not chosen on the examples it is measured on; else the evaluation split)."""
+    return tasks.default_score_split(task(task_name))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
+           _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
+    """Importance scores of every head by ``scorer`` (larger = more important), on ``split``
+    (default: :func:`score_split_of`, train when the task has its own). The split used is in the
+    result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
+    config = ScoreConfig(split=split or score_split_of(task_name), limit=limit, seed=seed)
+    return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
+
+
+def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
+    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
+    measured now: the two variants the panel shows, interleaved in the same call, several rounds,
+    the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
+    between its rounds it lets through evaluations that arrived meanwhile (:mod:`app.jobs.compute`).
+    Deliberately not cached: a timing belongs to its moment and machine load, so
+    :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
+    loaded = load(spec)
+    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
+    # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
+    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
+    with compute.GATE.hold(urgent=False, progress=_progress, what="latency"):
+        return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+                               device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
+                               min_seconds=0.5, measure_memory=False,
+                               progress=compute.yielding(_progress, "latency"),   # clicks go first, between rounds
+                               variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
+
+
+@st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)
+def pruned_model(spec: str, mask: HeadMask):
+    """The physically pruned copy of ``spec``'s model under ``mask`` (``pruning.prune_heads``: a new
+    model, the shared one untouched), made once per mask and shared read-only by every session's
+    timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
+    return pruning.prune_heads(load(spec).model, mask).eval()

@@ -1,0 +1,130 @@
+"""How much work the dashboard asks of a model: the evaluation size that keeps a click short, what
+interval that size buys, how long scoring would take, and which scoring waits for a click.
+
+Costs come from :mod:`pruning_core.bench.budget` (multiply-adds per example from the architecture and the
+real example lengths); a speech model or a language model never starts scoring by itself: its
+examples are long (Whisper: 30 s of audio frames each; a language model: windows with a vocabulary
+of logits per token), so the page offers a button with a time estimate instead.
+"""
+from __future__ import annotations
+
+import math
+
+from pruning_core.bench import budget
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.analysis.roles import get_role, role_names
+from pruning_core.analysis.roles.base import kinds_for
+from pruning_core.scoring import scorer_info
+
+from app.jobs import cache
+
+CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
+AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this
+GRADIENT_PASS = 3                                  # forward + backward ~ 3 forward passes of multiply-adds
+SCORE_SECONDS = 60.0                               # a gradient-type scorer's examples: what fits in about a minute
+
+
+def eval_size(spec: str, task_name: str) -> int:
+    """The default evaluation size of ``spec`` on ``task_name``: a click in about 5 s on 2 cores."""
+    return budget.eval_size(cache.example_cost(spec, task_name))
+
+
+def own_size(spec: str, task_name: str) -> tuple[int, str]:
+    """(:func:`eval_size`, what one example is called); when the model or the task cannot be read,
+    the largest size and "example", so a page can still draw its picker and then say what is wrong."""
+    try:
+        return eval_size(spec, task_name), cache.example_cost(spec, task_name).unit
+    except HeadpruneError:
+        return budget.MAX_EVAL_SIZE, "example"
+
+
+def interval_note(n: int, unit: str = "example") -> str:
+    """What ``n`` examples buy: the widest 95 % interval of an accuracy on them (p = 0.5), and how to narrow it."""
+    half = 100 * 1.96 * 0.5 / math.sqrt(n)
+    return (f"{n} {unit}{'s' if n != 1 else ''}: an accuracy is known to within ±{half:.0f} points at worst "
+            "(95 %); perplexity and error rates show their own interval. Four times as many halve it, "
+            "and take four times as long.")
+
+
+def score_limit(spec: str, task_name: str, scorer: str, eval_limit: int) -> int:
+    """Examples ``scorer`` reads: :func:`app.jobs.cache.score_limit` (512 for gradient-type scorers), cut for a
+    costly model to what scores in about :data:`SCORE_SECONDS` on 2 cores (Whisper-base: a few dozen
+    utterances, not 200), never below the evaluation size or :data:`budget.MIN_EVAL_SIZE`."""
+    wanted = cache.score_limit(scorer, eval_limit)
+    info = scorer_info(scorer)
+    if info.cost == "per_head" or info.seeded:
+        return wanted
+    try:
+        per_example = cache.example_cost(spec, task_name).seconds(1, passes=GRADIENT_PASS)
+    except HeadpruneError:
+        return wanted
+    fits = int(SCORE_SECONDS // per_example) if per_example > 0 else wanted
+    return max(min(wanted, fits), min(eval_limit, wanted), budget.MIN_EVAL_SIZE)
+
+
+def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> float:
+    """Estimated seconds to score every head with ``scorer`` on ``limit`` examples; 0 when the model or
+    task cannot be read (the scoring job then fails and shows why, on the page that asked)."""
+    try:
+        cost = cache.example_cost(spec, task_name)
+    except HeadpruneError:
+        return 0.0
+    info = scorer_info(scorer)
+    if info.cost == "per_head":
+        return cost.seconds(limit, passes=heads + 1)
+    return 0.0 if info.seeded else cost.seconds(limit, passes=GRADIENT_PASS)
+
+
+def waits_for_click(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> bool:
+    """Whether scoring ``spec`` with ``scorer`` starts only on a click (never by opening a page)."""
+    if cache.slow_scorer(scorer):
+        return True
+    if scorer_info(scorer).seeded:
+        return False                                   # random: no forward pass at all
+    if cache.load(spec).task_type in CLICK_TASK_TYPES:
+        return True
+    return scoring_seconds(spec, task_name, scorer, limit, heads) > AUTO_SCORE_SECONDS
+
+
+def scoring_label(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> str:
+    """The scoring job's label, with its time estimate when it waits for a click."""
+    label = f"Scoring heads ({scorer})"
+    if not waits_for_click(spec, task_name, scorer, limit, heads):
+        return label
+    secs = scoring_seconds(spec, task_name, scorer, limit, heads)
+    about = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"
+    return f"{label}, about {about} on 2 CPU cores"
+
+
+# -- head roles ------------------------------------------------------------------------------------
+# compute_roles' default probes: (sequences, tokens each); the needle prompt is its 256-token haystack
+# plus the needle and question, then a few greedy steps
+ROLE_PROBES = {"text": (24, 48), "repeated": (10, 101), "needle": (6, 290)}
+# seconds per second of multiply-adds. Measured on SmolLM2 (2 cores at load 12-14): text 55 s, repeated 21 s,
+# needle 362 s against 5.2, 4.6 and 8.4 s of multiply-adds; the text probe's plain passes run 1.5x their
+# estimate on quiet cores (as evaluations do), so the load cost ~7x, and the needle's greedy steps with
+# their maps run ~6x (SmolLM2 ~67 s in all, the roles library's own quiet figure ~60 s)
+ROLE_OVERHEAD = {"text": 1.5, "repeated": 1.5, "needle": 6.0}
+ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring every head in Python
+
+
+def roles_seconds(spec: str) -> float:
+    """Estimated seconds to find every head's roles (:func:`app.roles.cache.roles`) on 2 quiet CPU cores."""
+    loaded = cache.load(spec)
+    probes = {r.probe for r in map(get_role, role_names()) if kinds_for(r, loaded.task_type, loaded.layout.kinds)}
+    return ROLE_FIXED_S + sum(ROLE_OVERHEAD[p] * budget.example_cost(loaded, loaded.task_type, ROLE_PROBES[p][1])
+                              .seconds(ROLE_PROBES[p][0]) for p in probes)
+
+
+def roles_wait_for_click(spec: str) -> bool:
+    """Whether finding head roles starts only on a click: a speech or language model, or over :data:`AUTO_SCORE_SECONDS`."""
+    return cache.load(spec).task_type in CLICK_TASK_TYPES or roles_seconds(spec) > AUTO_SCORE_SECONDS
+
+
+def roles_label(spec: str) -> str:
+    """The roles job's label, with its time estimate when it waits for a click."""
+    label = f"Finding head roles ({len(role_names())} roles)"
+    if not roles_wait_for_click(spec):
+        return label
+    secs = roles_seconds(spec)
+    return f"{label}, about {f'{secs:.0f} s' if secs < 90 else f'{secs / 60:.0f} min'} on 2 CPU cores"

@@ -1,0 +1,1 @@
+"""Head roles on the dashboard: the roles job, colouring, protection and the probe view."""

@@ -1,0 +1,1 @@
+"""Training the SMP pruner from the dashboard."""

@@ -1,0 +1,1 @@
+"""The Speed page: the sweep and its pictures."""

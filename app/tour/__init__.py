@@ -1,0 +1,1 @@
+"""The Tour for a class: its steps as data and their Streamlit glue."""

@@ -1,0 +1,251 @@
+"""The Tour page's Streamlit glue: the model picker, each step's prepared state and figure, the
+step's link and the previous / next buttons. The steps themselves are data (:mod:`app.tour.steps`).
+
+Every step computes through the cached calls the other pages make, with the same arguments (so the
+Curves, Head map and Attention pages then find the same results): the first visit to a step
+computes it with a progress bar, later visits, from any session, are cache hits. A step then makes
+its mask the session's (undoable, in the mask history), so the address bar, the step's link and
+the page its click opens all show that state.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from pruning_core import bench
+from pruning_core.core.heads import HeadMask
+
+from app.attention import figures as attention, cache as cache_attention
+from app.jobs import cache, evaluations, workload
+from app.curves import cache as cache_curves, figures as charts
+from app.roles import cache as cache_roles
+from app.headmap import latency as latency_ui
+from app.core import mask as mask_state, progress_text, state, ui
+from app.tour import steps as tour
+from app.jobs.work import Work
+from app.core.pages import PAGES
+from app.core.text import md_code, md_escape
+
+PAGE_FILES = {p.url_path: p for p in PAGES}
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a step computes on: the tour model, its evaluation size and its heads."""
+
+    model: tour.TourModel
+    limit: int
+    arch: object          # app.jobs.cache.ArchSummary
+
+    @property
+    def spec(self) -> str:
+        return self.model.spec
+
+
+def model_picker(models: tuple[tour.TourModel, ...]) -> tour.TourModel:
+    """The tour model radio; makes the chosen model and its task the session's."""
+    chosen = next((m for m in models if m.spec == state.model_spec()), models[0])
+    key = ui.bind(state.widget_key("tour", "model"), chosen.key)
+    by_key = {m.key: m for m in models}
+
+    def changed() -> None:
+        picked = by_key[st.session_state[key]]
+        state.set_model_spec(picked.spec)
+        state.set_task_spec(picked.task)
+    st.radio("Model", list(by_key), format_func=lambda k: by_key[k].label, horizontal=True, key=key,
+             on_change=changed)
+    if (state.model_spec(), state.task_spec()) != (chosen.spec, chosen.task):
+        state.set_model_spec(chosen.spec)
+        state.set_task_spec(chosen.task)
+    return chosen
+
+
+def show_step(step: tour.TourStep, model: tour.TourModel) -> None:
+    """The step's paragraph, its prepared state and figure, and the one thing to click."""
+    st.markdown(step.paragraph)
+    if model.key not in step.models:
+        st.info(f"This step runs on the default model only. {step.not_on}", icon=":material/info:")
+        return
+    arch = ui.load_architecture(model.spec)
+    if arch is None:
+        return
+    if step.task_types and arch.task_type not in step.task_types:
+        mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
+        st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
+        return
+    ctx = Ctx(model, ui.eval_limit(model.spec, model.task), arch)
+    if not VIEWS[step.name](ctx):
+        return
+    ui.show_notices()
+    page = PAGE_FILES[step.page]
+    st.markdown(f"**Now click** · {step.click}")
+    st.page_link(page.file, label=f"Open {page.title}", icon=page.icon)
+
+
+def navigation(step: tour.TourStep) -> None:
+    """The step's link (what the address bar shows) and the previous / next buttons."""
+    st.markdown("**Link to this step** (project it; students open the same state)")
+    st.code(tour.step_link(st.context.url, state.share_params(page=state.TOUR_PAGE)), language=None,
+            wrap_lines=True)
+    before, after = tour.neighbours(step)
+    c1, c2 = st.columns(2)
+    if before is not None:
+        c1.button(f"Previous: {before.title}", key=state.widget_key("tour", "previous"), icon=":material/arrow_back:",
+                  on_click=state.set_tour_step, args=(before.name,))
+    if after is not None:
+        c2.button(f"Next: {after.title}", key=state.widget_key("tour", "next"), icon=":material/arrow_forward:",
+                  type="primary", on_click=state.set_tour_step, args=(after.name,))
+
+
+# -- each step: compute (cached), make its mask the session's, draw -------------------------------
+def _prepare(mask: HeadMask, label: str) -> HeadMask:
+    if mask_state.current_mask(mask.layout) != mask:
+        mask_state.set_mask(mask, f"tour: {label}")
+    return mask
+
+
+def _scores(ctx: Ctx):
+    """Gradient scores, the Head map's call (same job name and arguments)."""
+    n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
+    label = workload.scoring_label(ctx.spec, ctx.model.task, tour.SCORER, n, ctx.arch.layout.total_heads)
+    return Work(f"score_{tour.SCORER}", label, cache.scores, (ctx.spec, ctx.model.task, tour.SCORER, n)).show()
+
+
+def _half_removed(ctx: Ctx) -> HeadMask | None:
+    scores = _scores(ctx)
+    return None if scores is None else _prepare(tour.half_removed(scores), "half the heads removed (gradient)")
+
+
+def _one_head(ctx: Ctx) -> bool:
+    table = Work("ablation", "Single-head ablation", cache_curves.ablation,
+                 (ctx.spec, ctx.model.task, ctx.limit)).show()
+    if table is None:
+        return False
+    kind, layer, head = tour.costliest_head(table)
+    _prepare(tour.one_head_removed(table, ctx.arch.layout), f"{kind} L{layer} H{head} removed (costliest alone)")
+    row = next(r for r in table.rows if (r.kind, r.layer, r.head) == (kind, layer, head))
+    significant = sum(bool(r.significant) for r in table.rows)
+    st.plotly_chart(charts.ablation_figure(table), key="tour_ablation",
+                    alt="Change of the metric when each head alone is removed, per layer and head")
+    st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric)}. The costliest single head, "
+               f"layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
+               f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
+               f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
+    return True
+
+
+def _one_per_layer(ctx: Ctx) -> bool:
+    n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
+    result = Work(f"one_{tour.SCORER}", "One head per layer", cache_curves.one_per_layer,
+                  (ctx.spec, ctx.model.task, ctx.limit, tour.SCORER, n)).show()          # the Curves page's call
+    if result is None:
+        return False
+    _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
+    st.dataframe(ui.rows_frame(result.rows), hide_index=True)
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Every layer reduced to its "
+               f"best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
+               f"{ui.metric_text(result.metric_name, result.all_layers_metric)}; {result.n_examples} examples.")
+    return True
+
+
+def _curve(ctx: Ctx) -> bool:
+    spec, task_name, limit = ctx.spec, ctx.model.task, ctx.limit
+    mask = _half_removed(ctx)
+    curves = {}
+    for name in tour.CURVE_SCORERS:                     # the Curves page's calls: its page shows them at once
+        found = Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
+                     (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), tour.CURVE_STEP,
+                      False), {"seeds": cache_curves.curve_seeds(name)}).show()
+        if found is not None:
+            curves[name] = found
+    if mask is None or len(curves) < len(tour.CURVE_SCORERS):
+        return False
+    current = evaluations.of_mask(spec, task_name, limit, mask).show()
+    dense = evaluations.of_all_heads(spec, task_name, limit).show()
+    point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
+    st.plotly_chart(charts.curves_figure(curves, point, f"prepared mask ({mask.n_kept}/{mask.n_total} kept)",
+                                         dense.metric if dense is not None else None),
+                    key="tour_curves", alt="Metric against the share of heads removed: gradient order and random order")
+    first = curves[tour.CURVE_SCORERS[0]]
+    st.caption(f"Each point: the metric on the first {first.n_examples} evaluation examples, with its 95 % "
+               "interval; the band is the range over the random seeds.")
+    return True
+
+
+def _attention(ctx: Ctx) -> bool:
+    mask = _half_removed(ctx)
+    if mask is None:
+        return False
+    run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,    # the Attention
+               (ctx.spec, tour.SENTENCE, None, mask, cache_attention.label_names(ctx.model.task)),   # page's call
+               progress=False).show()
+    if run is None:
+        return False
+    st.markdown(f"Sentence: {md_code(tour.SENTENCE)}")
+    st.plotly_chart(attention.thumbnails_figure(run, run.kinds[0], kept_from="dense", arrange="grouped"),
+                    key="tour_attention", config={"displaylogo": False},
+                    alt="Attention map of every head, kept heads on the left, removed heads on the right")
+    st.caption("Each head's map with all heads present (so the removed heads show what they did); darker = more "
+               "attention. Hover for the tokens and the weight.")
+    return True
+
+
+def _speed(ctx: Ctx) -> bool:
+    mask = _half_removed(ctx)
+    if mask is None:
+        return False
+    pruned, dense = cache.pruned_parameters(ctx.spec, mask)
+    ceiling = bench.flop_ceiling(cache.load(ctx.spec), mask, cache.LATENCY_SEQ_LEN)
+    st.markdown(f"The prepared mask keeps **{mask.n_kept} of {mask.n_total} heads**: the pruned model has "
+                f"**{ui.count_text(pruned)} parameters** (dense {ui.count_text(dense)}, "
+                f"{100 * (1 - pruned / dense):.1f} % fewer). It removes {100 * ceiling.removed_fraction:.1f} % of the "
+                f"multiply-adds of one {ceiling.seq_len}-token forward pass, so no implementation can be more "
+                f"than **{ceiling.speedup:.2f}× faster**.")
+    stored = latency_ui.measurement(ctx.spec, mask, measure=False)
+    if st.button("Time dense vs pruned", key=state.widget_key("tour", "time"), icon=":material/timer:",
+                 type="primary" if stored is None else "secondary"):
+        stored = latency_ui.measurement(ctx.spec, mask, again=True)
+    if stored is not None:
+        latency_ui.show_latency(stored)
+    return True
+
+
+def _induction(ctx: Ctx) -> bool:
+    check = Work("induction", "Finding the induction heads", cache_roles.induction_roles,
+                 (ctx.spec, ctx.model.task)).show()
+    if check is None:
+        return False
+    mask = _prepare(check.mask, f"{len(check.heads)} induction heads removed")
+    if check.heads:
+        st.markdown(f"**{len(check.heads)} induction heads** (score above {check.threshold:g}), the heads the "
+                    f"prepared mask removes ({mask.n_kept} of {mask.n_total} kept):")
+        st.dataframe(tour.induction_heads_rows(check), hide_index=True)
+    else:
+        st.info(f"No head of this model scores above {check.threshold:g}: it has no induction head, so the "
+                "prepared mask keeps every head.", icon=":material/info:")
+    st.dataframe(tour.copy_loss_rows(check), hide_index=True)
+    share = check.drop_removed_share
+    st.caption(f"Loss: mean next-token cross-entropy (nats) on tokens 2 to {check.all_heads.n} of each copy, "
+               f"{len(check.all_heads.first)} sequences of {check.all_heads.n} random tokens twice (not those used to "
+               f"find the heads: {md_escape(check.detection)})."
+               + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
+                  and check.heads else ""))
+    run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
+               (ctx.spec, tour.REPEATED, None, None if mask.is_full() else mask,
+                cache_attention.label_names(ctx.model.task)), progress=False).show()
+    if run is None:
+        return False
+    st.markdown("The repeated sentence for the Attention page:")
+    st.code(tour.REPEATED, language=None, wrap_lines=True)
+    st.plotly_chart(attention.thumbnails_figure(run, run.kinds[0], kept_from="dense", arrange="grouped"),
+                    key="tour_induction", config={"displaylogo": False},
+                    alt="Attention map of every head on the repeated sentence, removed (induction) heads on the right")
+    return True
+
+
+VIEWS: dict[str, Callable[[Ctx], bool]] = {
+    "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "attention": _attention,
+    "induction": _induction, "speed": _speed,
+}

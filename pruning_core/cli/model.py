@@ -1,0 +1,132 @@
+"""``headprune`` model commands: info (architecture, heads, parameters), prune (save the smaller model),
+bench (dense vs masked vs physically pruned)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pruning_core.cli.args import DTYPE_CHOICES, checked, int_list, output_folder, positive_int
+from pruning_core.cli.common import (
+    common_options,
+    load_from_args,
+    mask_options,
+    progress_bars,
+    read_mask,
+    write_result,
+)
+from pruning_core.cli.roles import existing_roles_file, summary_of
+from pruning_core.core.errors import HeadpruneError
+
+
+def add_info(sub) -> None:
+    """Add ``info`` to the sub-commands ``sub``."""
+    p = sub.add_parser("info", help="architecture, heads and parameters of a model")
+    common_options(p, task=False)
+    p.set_defaults(func=cmd_info)
+
+
+def add_prune_and_bench(sub) -> None:
+    """Add ``prune`` and ``bench`` to the sub-commands ``sub``."""
+    p = sub.add_parser("prune", help="physically remove the masked heads and save the smaller model")
+    p.add_argument("model")
+    mask_options(p, "a headprune.mask/1 file", required=True)
+    checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
+    p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--allow-larger", action="store_true",
+                   help="save the result even when it has more parameters than the input (uneven key/value "
+                        "groups copy key/value heads)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
+                   help="the precision the pruned model is saved in (half precision needs --device cuda)")
+    checked(p, "--roles-file", default=None, check=existing_roles_file,
+            help="a `headprune roles --out` file of this model: the summary says which role heads the mask removes")
+    p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("bench", help="latency, throughput, memory: dense vs masked vs physically pruned")
+    common_options(p, task=False)
+    mask_options(p, "a headprune.mask/1 file (default: remove half the heads of every layer, seeded)")
+    checked(p, "--batch-sizes", default="1,8,32", check=int_list)
+    checked(p, "--seq-len", type=int, default=128, check=positive_int)
+    checked(p, "--repeats", type=int, default=None, check=positive_int)
+    p.add_argument("--onnx", action="store_true",
+                   help="time ONNX Runtime dense vs pruned beside PyTorch (CPU, float32, eager attention) instead of "
+                        "dense vs masked vs pruned in PyTorch; needs onnx and onnxruntime")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_info(args) -> None:
+    from pruning_core.modeling.pruning import attention_parameter_count, loads_in, parameter_count
+    from pruning_core.evaluation.results import provenance
+    loaded = load_from_args(args)
+    total, attn = parameter_count(loaded.model), attention_parameter_count(loaded.model)
+    print(f"model      {loaded.model_id}  ({loaded.source}, {loaded.config.model_type}, {loaded.task_type})")
+    print(f"weights    sha256 {loaded.weights_sha256[:16]}…")
+    print(f"heads      {loaded.layout.describe()}  ({loaded.layout.total_heads} in all)")
+    print(f"parameters {total:,} ({attn:,} in attention, {attn / total:.1%})")
+    if loaded.pruned_heads:
+        print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
+    stock = loads_in(loaded.model, loaded.model_id)
+    print(f"loads in   {stock}")
+    write_result(args, {"format": "headprune.info/1", "model": loaded.model_id,
+                        "model_type": loaded.config.model_type, "task_type": loaded.task_type,
+                        "layout": loaded.layout.to_json(), "parameters": total, "attention_parameters": attn,
+                        "pruned_heads": loaded.pruned_heads, "stock_transformers": stock.startswith("stock"),
+                        "loads_in": stock, "provenance": provenance(loaded)})
+
+
+def cmd_prune(args) -> None:
+    from pruning_core.modeling.loading import save_pruned
+    from pruning_core.modeling.pruning import (
+        describe_change,
+        loads_in,
+        parameter_count,
+        parameter_count_after,
+        prune_heads,
+    )
+    from pruning_core.analysis.roles import load_roles
+    loaded = load_from_args(args)
+    mask = read_mask(args, loaded.layout)
+    before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
+    change = f"parameters {before:,} -> {after:,} ({describe_change(before, after)})"
+    if after > before and not args.allow_larger:
+        raise HeadpruneError(
+            f"This mask makes the model larger: {change}. Its layers keep uneven numbers of query heads per "
+            "key/value group, so key/value heads are copied to even them out. Remove whole groups or the same "
+            "number per group instead: `headprune mask SCORES --uniform --remove F`, or the dashboard's \"by "
+            "group\" / \"k per group\" presets; or pass --allow-larger to save it anyway.")
+    pruned = prune_heads(loaded.model, mask)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
+    save_pruned(pruned, loaded.tokenizer, out)
+    report = load_roles(args.roles_file, loaded.layout) if args.roles_file else None
+    print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads{summary_of(report, mask)}; {change}; "
+          f"saved to {out}")
+    print(f"loads in {loads_in(pruned, str(out), saved_now=True)}")
+
+
+def cmd_bench(args) -> None:
+    from pruning_core.bench import benchmark, format_bench
+    sizes = tuple(int(s) for s in args.batch_sizes.split(","))     # checked by cli_args.int_list
+    if args.onnx:
+        return _bench_onnx(args, sizes)
+    loaded = load_from_args(args, attn="sdpa")
+    mask = read_mask(args, loaded.layout)          # None: the benchmark's own half mask (seed 0)
+    kwargs = {"repeats": args.repeats} if args.repeats else {}
+    result = benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, device=args.device,
+                       progress=progress_bars(), **kwargs)
+    print(format_bench(result))
+    write_result(args, result.to_json())
+
+
+def _bench_onnx(args, sizes) -> None:
+    from pruning_core.export.onnx_bench import format_onnx_bench, onnx_benchmark
+    if (args.device or "cpu") != "cpu" or args.dtype not in ("auto", "float32") or args.device_map:
+        raise HeadpruneError("bench --onnx compares CPU runtimes in float32; leave out --device, --dtype and "
+                             "--device-map (or give --device cpu --dtype float32).")
+    from pruning_core.modeling.loading import load_model
+    loaded = load_model(args.model, device="cpu", dtype="float32", allow_pickle=args.allow_pickle)
+    mask = read_mask(args, loaded.layout)
+    kwargs = {"repeats": args.repeats} if args.repeats else {}
+    result = onnx_benchmark(loaded, mask, batch_sizes=sizes, seq_len=args.seq_len, progress=progress_bars(), **kwargs)
+    print(format_onnx_bench(result))
+    write_result(args, result.to_json())

@@ -1,0 +1,59 @@
+"""Progress reporting for long work, without any UI dependency.
+
+Long functions take ``progress: ProgressCallback | None``. They call it with a
+:class:`ProgressEvent` as work advances. A caller cancels the work by raising
+:class:`pruning_core.core.errors.Cancelled` from inside the callback; the work then unwinds
+(hooks removed, nothing half-written) and the exception propagates to the caller.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    stage: str            # what is being done, e.g. "score:gradient" or "prepare:train"
+    done: int             # units finished so far
+    total: int | None     # units in all, None when unknown
+    message: str = ""     # a short human-readable note
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total:
+            return None
+        return min(1.0, self.done / self.total)
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+def report(progress: ProgressCallback | None, stage: str, done: int, total: int | None,
+           message: str = "") -> None:
+    """Call ``progress`` if one was given. Any exception it raises (Cancelled) propagates."""
+    if progress is not None:
+        progress(ProgressEvent(stage, done, total, message))
+
+
+def tqdm_progress(desc_prefix: str = "") -> ProgressCallback:
+    """A callback that draws tqdm bars on stderr, one per stage (used by the CLI)."""
+    from tqdm.auto import tqdm
+
+    bars: dict[str, tqdm] = {}
+
+    def callback(event: ProgressEvent) -> None:
+        bar = bars.get(event.stage)
+        if bar is None:
+            bar = tqdm(total=event.total, desc=desc_prefix + event.stage, leave=False, dynamic_ncols=True)
+            bars[event.stage] = bar
+        if event.total is not None and bar.total != event.total:
+            bar.total = event.total
+        bar.n = event.done
+        if event.message:
+            bar.set_postfix_str(event.message, refresh=False)
+        bar.refresh()
+        if event.total is not None and event.done >= event.total:
+            bar.close()
+            del bars[event.stage]
+
+    return callback

@@ -1,0 +1,200 @@
+"""The metrics: one registry entry per metric, read by every ranking, delta sign, colour and label.
+
+A :class:`Metric` declares how it is computed, whether a larger value is better, and how it is
+shown. Nothing outside this module branches on a metric's name: a display asks the metric
+(:meth:`Metric.format`, :meth:`Metric.delta`, :attr:`Metric.axis_title`), a ranking asks
+:meth:`Metric.sort_key` / :meth:`Metric.worsening`.
+
+What ``compute`` takes depends on ``inputs``:
+
+- ``"labels"``: ``compute(predictions, labels)`` with class ids (accuracy, F1, MCC);
+- ``"text"``: ``compute(hypotheses, references)`` with one string per example (BLEU, WER);
+- ``"loss"``: ``compute(loss_sum, n_tokens)`` with the summed cross-entropy (perplexity).
+
+Values are stored as computed (accuracy 0.85, BLEU 27.3); ``scale`` only changes what is shown.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.registry import Registry
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: how to compute it, which direction is better, and how to show it.
+
+    name: registry key, also ``EvalResult.metric_name`` ("accuracy", "bleu").
+    label: shown in the UI ("accuracy", "BLEU", "Perplexity").
+    higher_is_better: False for errors and perplexity: rankings and colours flip.
+    compute: see the module docstring; ``inputs`` says which arguments it takes.
+    scale: display multiplier (100 for fractions shown as %, 1 for BLEU points).
+    fmt: display format of ``scale * value`` ("{:.1f} %", "{:.2f} BLEU").
+    delta_fmt: display format of a difference in display units ("{:+.1f} points").
+    plain_fmt: the unscaled value in command-line output ("{:.4f}").
+    per_example: True when the metric is the mean of a score per example (accuracy: 1 right, 0
+        wrong), so intervals and paired tests work on those scores (Wilson, McNemar); False for a
+        corpus-level metric (F1, MCC, BLEU, WER, perplexity), resampled whole (bootstrap).
+    resamples: bootstrap resamples for an interval or paired test of this metric (fewer for
+        metrics that are slow to compute).
+    """
+
+    name: str
+    label: str
+    higher_is_better: bool
+    compute: Callable[..., float]
+    inputs: str = "labels"
+    scale: float = 100.0
+    fmt: str = "{:.1f} %"
+    delta_fmt: str = "{:+.1f} points"
+    plain_fmt: str = "{:.4f}"
+    per_example: bool = False
+    resamples: int = 1000
+
+    def of(self, predictions: Sequence, references: Sequence, loss_sum: float = 0.0, n_tokens: int = 0) -> float:
+        """This metric of one evaluation run: from predictions and references, or from the loss."""
+        if self.inputs == "loss":
+            return float(self.compute(loss_sum, n_tokens))
+        return float(self.compute(predictions, references))
+
+    def example_scores(self, predictions: Sequence, references: Sequence) -> list[float]:
+        """One score per example (the metric is their mean); only for ``per_example`` metrics."""
+        if not self.per_example:
+            raise HeadpruneError(f"Metric {self.name!r} is corpus-level: it has no score per example.")
+        return [float(self.compute([p], [r])) for p, r in zip(predictions, references)]
+
+    def display(self, value: float) -> float:
+        """``value`` in display units (x 100 for percentages)."""
+        return self.scale * value
+
+    def format(self, value: float | None) -> str:
+        """'85.0 %', '27.31 BLEU'; 'n/a' for None."""
+        return "n/a" if value is None else self.fmt.format(self.display(value))
+
+    def format_plain(self, value: float) -> str:
+        """The unscaled value for text output ('0.8500', '27.31')."""
+        return self.plain_fmt.format(value)
+
+    def delta(self, new: float, old: float) -> float:
+        """``new - old`` in display units (percentage points for accuracy, BLEU points for BLEU)."""
+        return self.scale * (new - old)
+
+    def format_delta(self, new: float, old: float) -> str:
+        """'+1.5 points', '-0.3 BLEU'."""
+        return self.delta_fmt.format(self.delta(new, old))
+
+    def is_better(self, a: float, b: float) -> bool:
+        """Whether value ``a`` is strictly better than ``b``."""
+        return a > b if self.higher_is_better else a < b
+
+    def sort_key(self, value: float) -> float:
+        """Ascending order of this key is worst first (for values and for deltas alike)."""
+        return value if self.higher_is_better else -value
+
+    def worsening(self, new: float, old: float) -> float:
+        """How much worse ``new`` is than ``old``, in metric units (> 0: worse, < 0: better)."""
+        return old - new if self.higher_is_better else new - old
+
+    def improved(self, delta: float) -> bool:
+        """Whether a change of ``delta`` (new - old) is an improvement (green, not red)."""
+        return delta > 0 if self.higher_is_better else delta < 0
+
+    @property
+    def helps_sign(self) -> str:
+        """The sign of an ablation's Δ metric (without the head minus with it) when the head helps."""
+        return "<" if self.higher_is_better else ">"
+
+    @property
+    def axis_title(self) -> str:
+        """Axis title of a plot of ``display(value)``: 'accuracy (%)', 'BLEU'."""
+        return f"{self.label} (%)" if self.fmt.endswith("%") else self.label
+
+
+METRICS: Registry[Metric] = Registry("metric", HeadpruneError,
+                                     "Register the metric in pruning_core/evaluation/metrics.py.")
+
+
+def register_metric(metric: Metric, description: str = "") -> Metric:
+    """Add ``metric`` to the registry (a second metric of the same name raises)."""
+    return METRICS.add(metric.name, metric, description=description, higher_is_better=metric.higher_is_better)
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called ``name`` (case-insensitive); unknown names raise with the choices."""
+    if name not in METRICS and name.lower() in METRICS:
+        name = name.lower()
+    return METRICS.get(name)
+
+
+def metric_names() -> list[str]:
+    return METRICS.names()
+
+
+# -- the functions ---------------------------------------------------------------------------------
+
+def accuracy(preds: Sequence[int], labels: Sequence[int]) -> float:
+    return sum(int(p == y) for p, y in zip(preds, labels)) / max(1, len(labels))
+
+
+def binary_f1(preds: Sequence[int], labels: Sequence[int], positive: int = 1) -> float:
+    tp = sum(1 for p, y in zip(preds, labels) if p == positive and y == positive)
+    fp = sum(1 for p, y in zip(preds, labels) if p == positive and y != positive)
+    fn = sum(1 for p, y in zip(preds, labels) if p != positive and y == positive)
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def matthews_corrcoef(preds: Sequence[int], labels: Sequence[int]) -> float:
+    """Matthews correlation (multi-class form of Gorodkin 2004); 0 when undefined."""
+    classes = sorted(set(preds) | set(labels))
+    n = len(labels)
+    t = {k: sum(1 for y in labels if y == k) for k in classes}
+    p = {k: sum(1 for q in preds if q == k) for k in classes}
+    c = sum(1 for q, y in zip(preds, labels) if q == y)
+    num = c * n - sum(t[k] * p[k] for k in classes)
+    den = math.sqrt(n * n - sum(v * v for v in p.values())) * math.sqrt(n * n - sum(v * v for v in t.values()))
+    return num / den if den else 0.0
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus BLEU (sacrebleu, one reference per example), 0 to 100."""
+    import sacrebleu
+
+    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
+
+
+def edit_distance(a: Sequence, b: Sequence) -> int:
+    """Levenshtein distance between two sequences (insertions, deletions, substitutions cost 1)."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def word_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus WER: word edits summed over examples / reference words (0 = perfect; can exceed 1)."""
+    edits = sum(edit_distance(h.split(), r.split()) for h, r in zip(hypotheses, references))
+    words = sum(len(r.split()) for r in references)
+    return edits / max(1, words)
+
+
+def perplexity(loss_sum: float, n_tokens: int) -> float:
+    """exp(mean cross-entropy per token); ``loss_sum`` in nats summed over ``n_tokens`` tokens."""
+    return math.exp(loss_sum / max(1, n_tokens))
+
+
+ACCURACY = register_metric(Metric("accuracy", "accuracy", True, accuracy, per_example=True),
+                           "share of examples classified right")
+F1 = register_metric(Metric("f1", "F1", True, binary_f1), "binary F1 of the positive class (id 1)")
+MCC = register_metric(Metric("mcc", "MCC", True, matthews_corrcoef), "Matthews correlation coefficient")
+BLEU = register_metric(Metric("bleu", "BLEU", True, corpus_bleu, inputs="text", scale=1.0, fmt="{:.2f} BLEU",
+                              delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}", resamples=200), "corpus BLEU (sacrebleu)")
+WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200), "word error rate")
+PERPLEXITY = register_metric(Metric("perplexity", "perplexity", False, perplexity, inputs="loss", scale=1.0,
+                                    fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}"),
+                             "exp of the mean cross-entropy per token")

@@ -1,0 +1,234 @@
+"""Results as JSON files with a ``format`` field, a version and provenance.
+
+Two formats are fixed because other tools read them:
+
+- ``headprune.mask/1``: ``{"format", "model", "kinds": {kind: [[1, 0, ...], ...]}}`` (1 = keep)
+- ``headprune.scores/1``: ``{"format", "method", "normalized", "kinds", "provenance"}``
+
+Every other result (evaluations, curves, ablation tables, benchmarks) is ``headprune.<name>/1``
+with a ``provenance`` block. Files are written atomically (temp file + rename), so an
+interrupted write never leaves a half-written file behind.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pruning_core.core import distributed
+from pruning_core.core.errors import FormatError
+from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
+from pruning_core.core.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
+
+MASK_FORMAT = "headprune.mask/1"
+SCORES_FORMAT = "headprune.scores/1"
+
+
+def versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    from pruning_core import __version__
+    return {"headprune": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version()}
+
+
+def provenance(loaded=None, *, task: str | None = None, split: str | None = None, n_examples: int | None = None,
+               method: str | None = None, settings: dict | None = None, device: str | None = None) -> dict:
+    """Where a result came from: model and weights hash, data, method and settings, versions, time.
+
+    ``parallel``: world size, backend and every rank's device (one process: its device alone),
+    see :mod:`pruning_core.core.distributed`.
+    """
+    device = device or (str(loaded.device) if loaded is not None else None)
+    return {
+        "model": getattr(loaded, "model_id", None),
+        "weights_sha256": getattr(loaded, "weights_sha256", None),
+        "task": task,
+        "split": split,
+        "n_examples": n_examples,
+        "method": method,
+        "settings": settings or {},
+        "versions": versions(),
+        "device": device or (str(loaded.device) if loaded is not None else None),
+        "dtype": str(loaded.dtype).removeprefix("torch.") if hasattr(loaded, "dtype") else None,
+        "parallel": distributed.describe(device),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def read_json(path: str | Path, expected_prefix: str | None = None) -> dict:
+    """Read a headprune JSON file; check its ``format`` starts with ``expected_prefix`` if given."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FormatError(f"File {str(path)!r} does not exist.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"File {str(path)!r} is not valid JSON ({exc}). Was it cut off or edited by hand?") from None
+    return check_format(data, expected_prefix, str(path))
+
+
+def check_format(data: Any, expected: str | None, where: str = "the file") -> dict:
+    if not isinstance(data, dict) or "format" not in data:
+        raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
+    if expected is not None:
+        name, _, version = str(data["format"]).partition("/")
+        want_name, _, want_version = expected.partition("/")
+        if name != want_name:
+            raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
+        if want_version and version != want_version:
+            raise FormatError(f"{where} has format version {version!r}; this headprune reads version "
+                              f"{want_version!r}. Re-create the file with this version of headprune.")
+    return data
+
+
+# -- masks -----------------------------------------------------------------------------------------
+
+def mask_to_json(mask: HeadMask, model_id: str | None, provenance_: dict | None = None) -> dict:
+    data = {"format": MASK_FORMAT, "model": model_id, "kinds": mask.to_json()}
+    if provenance_ is not None:
+        data["provenance"] = provenance_
+    return data
+
+
+def mask_from_json(data: dict, layout: HeadLayout | None = None, where: str = "the mask file") -> HeadMask:
+    check_format(data, MASK_FORMAT, where)
+    if not isinstance(data.get("kinds"), dict):
+        raise FormatError(f"{where} has no 'kinds' object.")
+    try:
+        mask = HeadMask.from_lists(data["kinds"])
+    except FormatError as exc:
+        raise FormatError(f"{where}: {exc}") from None
+    if layout is not None:
+        mask.check_fits(layout)
+    return mask
+
+
+def load_mask(path: str | Path, layout: HeadLayout | None = None) -> HeadMask:
+    return mask_from_json(read_json(path), layout, where=f"Mask file {str(path)!r}")
+
+
+# -- scores ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Importance scores of every head (raw) plus how they were obtained."""
+
+    method: str
+    scores: HeadScores                  # raw scores, larger = more important
+    normalize: bool = True              # whether ranking uses per-layer l2-normalised scores
+    provenance: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ranking_scores(self) -> HeadScores:
+        return self.scores.normalized_per_layer() if self.normalize else self.scores
+
+    def to_json(self) -> dict:
+        return {"format": SCORES_FORMAT, "method": self.method, "normalized": self.normalize,
+                "kinds": self.ranking_scores.to_json(), "raw_kinds": self.scores.to_json(),
+                "seconds": self.seconds, "provenance": self.provenance}
+
+    @classmethod
+    def from_json(cls, data: dict, layout: HeadLayout | None = None, where: str = "the scores file") -> "ScoreResult":
+        check_format(data, SCORES_FORMAT, where)
+        if "kinds" not in data or "method" not in data:
+            raise FormatError(f"{where} lacks 'kinds' or 'method'.")
+        raw = HeadScores.from_lists(data.get("raw_kinds") or data["kinds"])
+        if layout is not None:
+            raw.check_fits(layout)
+        normalized = bool(data.get("normalized", False))
+        if "raw_kinds" not in data:   # written by another tool: take the scores as given
+            normalized = False
+        return cls(method=str(data["method"]), scores=raw, normalize=normalized,
+                   provenance=dict(data.get("provenance") or {}), seconds=float(data.get("seconds", 0.0)))
+
+
+def load_scores(path: str | Path, layout: HeadLayout | None = None) -> ScoreResult:
+    return ScoreResult.from_json(read_json(path), layout, where=f"Scores file {str(path)!r}")
+
+
+# -- evaluations -----------------------------------------------------------------------------------
+
+def _tuples(values) -> tuple:
+    """``values`` as a tuple, pairs read back from JSON lists as tuples (a language-model window's)."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in values or ())
+
+
+def _float32_text(values) -> list[float]:
+    """Float32 values (each example's loss) as the shortest decimals that read back to the same float32:
+    about 10 characters each instead of a double's 18, so evaluation files stay small."""
+    import numpy as np
+
+    return [float(str(v)) for v in np.asarray(values, dtype=np.float32)]
+
+
+def _float32_values(values) -> tuple[float, ...]:
+    import numpy as np
+
+    return tuple(np.asarray(values, dtype=np.float32).tolist())
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The metric and mean loss of one model (under one mask) on one data split, from one pass.
+
+    per_example: one entry per example in the split's order, so that others can recompute the
+    metric or compare two models example by example: the score per example (accuracy: 1 right,
+    0 wrong) when the metric is ``per_example``, else the predictions (class ids, decoded texts).
+    interval: 95 % interval of ``metric`` (Wilson for accuracy, bootstrap over examples otherwise);
+    None when unknown (a result written before intervals existed, or a loss-based metric).
+    example_losses: each example's loss summed in float32 over what it is scored on (itself, or its
+    target tokens); example_weights: what each is summed over (1, or its target tokens), so
+    ``sum(example_losses) / sum(example_weights)`` is ``loss`` up to float32 summation order.
+    predictions: each example's prediction (class id, decoded text, or a language-model window's
+    ``(loss_sum, tokens)``). All three are ``()`` in a result written before they existed.
+    """
+
+    metric_name: str          # a pruning_core.evaluation.metrics name: how to show it and which way is better
+    metric: float
+    loss: float               # mean cross-entropy per example (classification) or per target token
+    n_examples: int
+    extra: dict = field(default_factory=dict)   # other metrics, e.g. {"accuracy": .., "f1": ..}
+    seconds: float = 0.0
+    per_example: tuple = ()
+    interval: tuple[float, float] | None = None
+    example_losses: tuple[float, ...] = ()
+    example_weights: tuple[int, ...] = ()
+    predictions: tuple = ()
+
+    def to_json(self, provenance_: dict | None = None, mask: HeadMask | None = None) -> dict:
+        """The ``headprune.eval/1`` document. The losses are written as float32 decimals; the predictions
+        only when they differ from ``per_example`` (class ids beside 0/1 scores), else they are read back
+        from it."""
+        data = {"format": "headprune.eval/1", "metric_name": self.metric_name, "metric": self.metric,
+                "interval": list(self.interval) if self.interval is not None else None,
+                "loss": self.loss, "n_examples": self.n_examples, "extra": self.extra, "seconds": self.seconds,
+                "per_example": list(self.per_example)}
+        if self.example_losses:
+            data["example_losses"] = _float32_text(self.example_losses)
+            data["example_weights"] = list(self.example_weights)
+        if self.predictions and tuple(self.predictions) != tuple(self.per_example):
+            data["predictions"] = list(self.predictions)
+        if mask is not None:
+            data["mask"] = mask.to_json()
+            data["heads_kept"] = mask.n_kept
+            data["heads_total"] = mask.n_total
+        data["provenance"] = provenance_ or {}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "EvalResult":
+        check_format(data, "headprune.eval/1")
+        interval = data.get("interval")
+        per_example = _tuples(data.get("per_example"))
+        losses = _float32_values(data.get("example_losses") or ())
+        predictions = _tuples(data["predictions"]) if "predictions" in data else (per_example if losses else ())
+        return cls(data["metric_name"], float(data["metric"]), float(data["loss"]), int(data["n_examples"]),
+                   dict(data.get("extra") or {}), float(data.get("seconds", 0.0)), per_example,
+                   tuple(interval) if interval else None, losses,
+                   tuple(int(w) for w in data.get("example_weights") or ()), predictions)

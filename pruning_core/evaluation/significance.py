@@ -1,0 +1,126 @@
+"""Intervals and paired tests of evaluations, chosen by what the metric declares.
+
+The metric registry says whether a metric is the mean of a score per example
+(``Metric.per_example``: accuracy) or corpus-level (F1, MCC, BLEU, WER). This module turns that
+into statistics (:mod:`pruning_core.evaluation.stats`), never branching on a metric's name:
+
+- :func:`evidence`: what an :class:`EvalResult` keeps per example and the 95 % interval of its
+  metric (Wilson for 0/1 scores, bootstrap over examples otherwise);
+- a loss-based metric (``Metric.inputs == "loss"``: perplexity) is resampled over examples when
+  each prediction is that example's ``(loss_sum, weight)`` pair (a language-model window): the
+  metric of a resample is ``compute(sum of losses, sum of weights)``;
+- :func:`compare`: a paired test of two evaluations on the same examples (exact McNemar for 0/1
+  scores, paired bootstrap otherwise) with a 95 % interval of the difference.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pruning_core.evaluation import stats
+from pruning_core.evaluation.metrics import Metric
+from pruning_core.evaluation.results import EvalResult
+
+MCNEMAR = "exact McNemar test on per-example correctness"
+BOOTSTRAP = "paired bootstrap over examples"
+LEVEL = 0.95
+
+
+def _is_binary(scores: Sequence) -> bool:
+    return all(s in (0, 1) for s in scores)
+
+
+def _subset(values: Sequence, idx: np.ndarray) -> list:
+    return [values[i] for i in idx]
+
+
+def _loss_pairs(metric: Metric, predictions: Sequence) -> np.ndarray | None:
+    """``[n, 2]``: the ``(loss_sum, weight)`` of each example for a loss-based metric, else None."""
+    if metric.inputs != "loss" or not predictions:
+        return None
+    if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in predictions):
+        return None
+    return np.asarray(predictions, dtype=float).reshape(len(predictions), 2)
+
+
+def _loss_metric(metric: Metric, pairs: np.ndarray, idx: np.ndarray) -> float:
+    """``metric`` of the examples ``idx`` (with repeats) from their ``(loss_sum, weight)`` pairs [n, 2]."""
+    loss, weight = pairs[idx].sum(0)
+    return metric.of((), (), float(loss), int(round(weight)))
+
+
+def evidence(metric: Metric, predictions: Sequence, references: Sequence | None, *, seed: int = 0) -> dict:
+    """``{"per_example": tuple, "interval": (low, high) | None}`` for an EvalResult of ``metric``.
+
+    predictions, references: one per example (class ids and labels, or texts). A loss-based
+    metric keeps the predictions; it has an interval when they are ``(loss_sum, weight)`` pairs.
+    """
+    n = len(predictions)
+    if metric.per_example and references is not None:
+        scores = tuple(int(s) if float(s).is_integer() else s
+                       for s in metric.example_scores(predictions, references))
+        if _is_binary(scores):
+            return {"per_example": scores, "interval": stats.wilson_interval(int(sum(scores)), n)}
+        return {"per_example": scores, "interval": stats.bootstrap_interval(
+            lambda idx: float(np.mean([scores[i] for i in idx])), n, resamples=metric.resamples, seed=seed)}
+    pairs = _loss_pairs(metric, predictions)
+    if pairs is not None:
+        return {"per_example": tuple(predictions), "interval": stats.bootstrap_interval(
+            lambda idx: _loss_metric(metric, pairs, idx), n, resamples=metric.resamples, seed=seed, level=LEVEL)}
+    if metric.inputs == "loss" or references is None or n == 0:
+        return {"per_example": tuple(predictions), "interval": None}
+    interval = stats.bootstrap_interval(
+        lambda idx: metric.of(_subset(predictions, idx), _subset(references, idx)), n,
+        resamples=metric.resamples, seed=seed, level=LEVEL)
+    return {"per_example": tuple(predictions), "interval": interval}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``other`` minus ``base`` on the same examples: the difference, its 95 % interval and a p-value."""
+
+    test: str                   # MCNEMAR or BOOTSTRAP
+    delta: float                # metric units (not display units)
+    low: float
+    high: float
+    p_value: float
+
+
+def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Sequence | None, *,
+            seed: int = 0) -> Comparison | None:
+    """Paired test of ``other`` against ``base`` (both of ``metric`` on the same examples).
+
+    None when either lacks per-example results (an old file, a loss-based metric without
+    ``(loss_sum, weight)`` pairs) or when they
+    were not on the same number of examples.
+    """
+    a, b = base.per_example, other.per_example
+    if not a or len(a) != len(b):
+        return None
+    delta = other.metric - base.metric
+    if metric.per_example:
+        mean_delta, low, high, p = stats.paired_bootstrap(a, b, resamples=metric.resamples, seed=seed, level=LEVEL)
+        if _is_binary(a) and _is_binary(b):
+            return Comparison(MCNEMAR, delta, low, high, stats.paired_correctness(a, b)[2])
+        return Comparison(BOOTSTRAP, delta, low, high, p)
+    pairs_a, pairs_b = _loss_pairs(metric, a), _loss_pairs(metric, b)
+    if pairs_a is not None and pairs_b is not None:
+        if np.array_equal(pairs_a, pairs_b):
+            return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0)
+        low, high, p = stats.paired_difference(
+            lambda idx: _loss_metric(metric, pairs_b, idx) - _loss_metric(metric, pairs_a, idx), len(a),
+            resamples=metric.resamples, seed=seed, level=LEVEL)
+        return Comparison(BOOTSTRAP, delta, low, high, p)
+    if metric.inputs == "loss" or references is None:
+        return None
+
+    def diff(idx: np.ndarray) -> float:
+        refs = _subset(references, idx)
+        return metric.of(_subset(b, idx), refs) - metric.of(_subset(a, idx), refs)
+
+    if list(a) == list(b):
+        return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0)
+    low, high, p = stats.paired_difference(diff, len(a), resamples=metric.resamples, seed=seed, level=LEVEL)
+    return Comparison(BOOTSTRAP, delta, low, high, p)

@@ -1,0 +1,151 @@
+"""Small, exact statistics for comparing evaluations: intervals, paired tests, multiple comparisons.
+
+Pure functions of numbers and arrays (numpy only), seeded where they resample:
+
+- :func:`wilson_interval`: 95 % interval of a proportion (accuracy = k right of n);
+- :func:`mcnemar_exact`: two-sided exact McNemar p-value from the discordant pairs (b, c);
+- :func:`paired_correctness`: b, c and the McNemar p-value of two 0/1 correctness vectors;
+- :func:`bootstrap_interval`: percentile interval of any statistic given as a function of
+  resampled example indices (a corpus metric such as BLEU or F1, or a paired difference of one);
+- :func:`paired_bootstrap`: interval and two-sided p-value of the difference of the mean of a
+  per-example score between two models evaluated on the same examples;
+- :func:`holm`: Holm–Bonferroni adjusted p-values;
+- :func:`spearman`: rank correlation of two lists (ties share their mean rank).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pruning_core.core.errors import HeadpruneError
+
+Z95 = 1.959963984540054        # standard normal quantile 0.975
+RESAMPLES = 1000
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of the proportion ``k / n`` (0.95 by default); (0, 1) when ``n`` is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: ``b`` + ``c`` discordant pairs, each way with probability 1/2.
+
+    ``p = min(1, 2 * P(X <= min(b, c)))`` with ``X ~ Binomial(b + c, 1/2)``; 1.0 without discordant pairs.
+    """
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired_correctness(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, float]:
+    """(right only in ``a``, right only in ``b``, McNemar p) for two 0/1 vectors over the same examples."""
+    x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    if x.shape != y.shape:
+        raise ValueError(f"paired vectors differ in length: {x.shape[0]} vs {y.shape[0]}")
+    only_a, only_b = int(np.sum(x & ~y)), int(np.sum(~x & y))
+    return only_a, only_b, mcnemar_exact(only_a, only_b)
+
+
+def _indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    """[resamples, n] example indices drawn with replacement (one row per bootstrap sample)."""
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    alpha = (1 - level) / 2
+    low, high = np.quantile(values, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def bootstrap_interval(statistic: Callable[[np.ndarray], float], n: int, *, resamples: int = RESAMPLES,
+                       seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic(idx)``, ``idx`` an int array [n] of resampled examples."""
+    if n <= 0:
+        raise ValueError("bootstrap needs at least one example")
+    values = np.array([statistic(idx) for idx in _indices(n, resamples, seed)], dtype=float)
+    return _percentiles(values, level)
+
+
+def bootstrap_p(values: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of 'the difference is 0' from resampled differences ``values``."""
+    values = np.asarray(values, dtype=float)
+    below, above = np.mean(values <= 0), np.mean(values >= 0)
+    return float(min(1.0, 2 * min(below, above)))
+
+
+def paired_difference(statistic: Callable[[np.ndarray], float], n: int, *, resamples: int = RESAMPLES,
+                      seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, p) of a paired difference given as ``statistic(idx)`` (model B minus model A on ``idx``)."""
+    values = np.array([statistic(idx) for idx in _indices(n, resamples, seed)], dtype=float)
+    low, high = _percentiles(values, level)
+    return low, high, bootstrap_p(values)
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float, float, float]:
+    """(mean(b - a), low, high, p) for per-example scores ``a``, ``b`` [n] of two models on the same examples."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.size == 0:
+        raise ValueError(f"paired vectors must be non-empty and equally long: {x.shape} vs {y.shape}")
+    d = y - x
+    means = d[_indices(d.size, resamples, seed)].mean(axis=1)          # [resamples]
+    low, high = _percentiles(means, level)
+    p = 1.0 if not d.any() else bootstrap_p(means)
+    return float(d.mean()), low, high, p
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (same order as given), each at most 1."""
+    p = np.asarray(p_values, dtype=float)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted.tolist()
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    x = np.asarray(values, dtype=float)
+    return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
+
+
+def _ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation of two equally long lists; None when either is constant."""
+    if len(a) != len(b):
+        raise HeadpruneError(f"Rank correlation needs equally long lists, got {len(a)} and {len(b)}.")
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
+    return cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else None

@@ -1,0 +1,97 @@
+"""Llama-style decoder-only language models: llama, qwen2, mistral, gemma (causal LM).
+
+Each decoder layer's ``self_attn`` holds separate ``q_proj``/``k_proj``/``v_proj``/``o_proj``
+``nn.Linear`` projections (Qwen2 with q/k/v biases); queries are ``num_attention_heads`` heads of
+``head_dim``, keys and values ``num_key_value_heads`` heads (grouped-query attention: key/value head
+``j`` serves query heads ``j*g .. j*g+g-1``, ``g = num_key_value_groups``). The attention reshapes
+with ``-1`` heads and reads only ``head_dim`` and ``num_key_value_groups`` from itself, so a pruned
+layer needs just ``num_key_value_groups`` rewritten; the shared config stays as it was.
+
+Grouped-query pruning (design): the per-group layout is implemented exactly rather than refused.
+One cell per **query** head; a key/value head stays while any query head of its group stays and
+goes with the last one. When the kept groups of a layer end uneven, the kept key/value heads are
+copied so that every group has the same size again (:func:`~.base.kv_plan`, ``gcd`` of the kept
+counts) -- exact, always loadable, but the copies cost key/value width (and cache); the presets
+``prune_by_group`` and ``prune_k_per_group`` (:mod:`pruning_core.modeling.presets`) make even masks that
+copy nothing. A layer that loses every head becomes an ``EmptyAttention`` that still caches one
+placeholder head, so the cache keeps counting tokens during ``generate``. ``generate`` uses the
+dynamic cache; a static cache (``cache_implementation="static"``) sizes itself from the unpruned
+config and does not fit a pruned model. Phi-3 (fused ``qkv_proj`` split by the shared config's head
+counts) does not fit and is not listed.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from pruning_core.modeling.architectures.base import (
+    ArchitectureAdapter,
+    AttentionSite,
+    FlopDims,
+    StackDims,
+    StockShape,
+    heads_of,
+)
+from pruning_core.modeling.architectures.registry import register
+
+
+def _width(linear: nn.Module) -> int:
+    return int(linear.out_features)
+
+
+class LlamaAdapter(ArchitectureAdapter):
+    name = "llama"
+    model_types = ("llama", "qwen2", "mistral", "gemma")
+    task_type = "language_model"
+    auto_class = "AutoModelForCausalLM"
+    attention_outputs = {"decoder_self": "attentions"}
+
+    def find_sites(self, model: nn.Module) -> list[AttentionSite]:
+        sites = []
+        for i, layer in enumerate(model.base_model.layers):
+            a = layer.self_attn
+            d = int(a.head_dim)
+            heads = heads_of(a.o_proj, d)
+            kv_heads = _width(a.k_proj) // d if heads else 0
+            sites.append(AttentionSite("decoder_self", i, layer, "self_attn", a.q_proj, a.k_proj, a.v_proj,
+                                       a.o_proj, heads, kv_heads, d))
+        return sites
+
+    def residual_source(self, site: AttentionSite) -> nn.Module | None:
+        """Pre-LN: ``o_proj(heads) + hidden_states``, the decoder layer's input."""
+        return site.parent
+
+    def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
+        # keys/values were sliced first (prune_site): their width gives the key/value heads left
+        attention.num_key_value_groups = heads // (_width(attention.k_proj) // head_dim)
+
+    def stock_shape(self, model: nn.Module) -> StockShape:
+        """Stock when every layer keeps the same query heads and key/value heads (repeated ones count: they are
+        real rows of k/v): the config then says so with ``head_dim`` written out (its default,
+        ``hidden_size // num_attention_heads``, would change with the head count)."""
+        sites = self.sites(model)
+        heads = sorted({s.num_heads for s in sites})
+        kv = sorted({s.num_kv_heads for s in sites})
+        if 0 in heads:
+            gone = [s.layer for s in sites if s.num_heads == 0]
+            return StockShape({}, f"layer(s) {', '.join(map(str, gone))} lost every head, and a stock config "
+                                  "gives every layer the same heads, at least one")
+        if len(heads) > 1 or len(kv) > 1:
+            per_layer = ", ".join(f"{s.num_heads}/{s.num_kv_heads}" for s in sites)
+            return StockShape({}, f"layers keep different numbers of query/key-value heads ({per_layer}), and a "
+                                  "stock config has one count for every layer")
+        return StockShape({"num_attention_heads": heads[0], "num_key_value_heads": kv[0],
+                           "head_dim": sites[0].head_dim})
+
+    def flop_dims(self, config) -> FlopDims:
+        heads = int(config.num_attention_heads)
+        d = int(config.hidden_size)
+        stack = StackDims(layers=int(config.num_hidden_layers), heads=heads,
+                          kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
+                          head_dim=int(getattr(config, "head_dim", None) or d // heads),
+                          ffn_dim=int(config.intermediate_size), ffn_matrices=3)
+        return FlopDims(hidden=d, stacks={"decoder": stack}, kind_stack={"decoder_self": "decoder"},
+                        is_encoder_decoder=False, head_kind="lm_head", head_size=int(config.vocab_size),
+                        output_stack="decoder")
+
+
+register(LlamaAdapter())

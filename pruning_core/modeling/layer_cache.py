@@ -1,0 +1,249 @@
+"""Evaluation that recomputes only from the first layer whose heads changed: cached layer inputs.
+
+In an encoder, the hidden state entering layer ``L`` of a batch depends only on the batch and on the
+mask rows of layers ``0 .. L-1``. A :class:`LayerInputCache` keeps those hidden states, per evaluation
+batch, keyed by (model instance and weights hash, task, split, examples and their fingerprint, batch
+size, device, the mask rows of the layers before ``L``). :func:`forward_for` hands
+:meth:`pruning_core.tasks.Task.evaluate` a forward function that, for a mask whose first ``L`` rows
+match a cached evaluation, starts each batch at layer ``L`` from its cached input and runs layers
+``L .. N-1`` and the output head only. A dashboard click on a head of layer ``L`` of a 6-layer model
+then runs ``6 - L`` layers instead of 6.
+
+Exactness: the resumed batch runs the same layer modules on the same tensors, with the same extra
+arguments the model's own loop passed them (recorded from a full pass: the attention mask as the
+model prepared it, MPNet's position bias), in the same order, then the head the adapter describes
+(:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`), so every float32 operation
+is the one the full pass makes: ``tests/test_layer_cache.py`` checks equal metric, losses and
+predictions for every family that supports it.
+
+Which models: those whose adapter gives a :class:`~pruning_core.modeling.architectures.LayerStack`
+(BERT, RoBERTa, ELECTRA, DistilBERT and MPNet sequence classifiers). Every other family (decoders,
+encoder-decoders, speech), a model in training mode, a data-parallel rank's share and a layer
+argument that is not a plain value (a key/value cache) run the whole model each time, as without a
+cache. A cached model must not change while it is cached (the dashboard's shared model never does);
+its entries go when the model instance is collected.
+
+Memory: the cache holds at most ``max_bytes`` (least recently used entries dropped first):
+:func:`pruning_core.bench.budget.layer_cache_budget`. The inputs of layers whose earlier layers keep all their
+heads (and each batch's recorded layer arguments) go last: every session starts from all heads, so
+every first click, and every one after a Reset, resumes from them. With plain LRU, ten clicks of one
+session in the first layer pushed them out (the default's 256 MiB hold about five masks' inputs), and
+the next session's click in the last layer reran all six layers (0.88 CPU-s instead of 0.15). The
+hooks that record a full pass's layer inputs are scoped to it (:func:`pruning_core.modeling.masking.shared_hooks`);
+the model's modules are never replaced.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+import torch
+
+from pruning_core.modeling.architectures import LayerStack, adapter_for
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.masking import shared_hooks
+
+Forward = Callable[[int, Any], Any]     # (batch number, EncodedBatch) -> model outputs with ``.logits``
+_PLAIN = (type(None), bool, int, float, str, torch.Tensor, torch.dtype, torch.device)
+
+# id(layer module) -> (layer index, the current batch's recorded (args, kwargs) per layer)
+_RECORDING: ContextVar[dict[int, tuple[int, list]] | None] = ContextVar("headprune_layer_inputs", default=None)
+
+
+def _record_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    active = _RECORDING.get()
+    if active is not None and id(module) in active:
+        index, calls = active[id(module)]
+        calls[index] = (args, dict(kwargs))
+
+
+class LayerInputCache:
+    """Hidden states entering each layer, per evaluation batch, shared by every thread; once more than
+    ``max_bytes`` are held, the least recently used entries go first, those stored with ``keep`` last.
+
+    ``resumed`` / ``full``: evaluations that started from a cached layer / ran the whole model.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be 0 or more, got {max_bytes}.")
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self.resumed = 0
+        self.full = 0
+        self._entries: OrderedDict[Hashable, tuple[Any, int, bool]] = OrderedDict()     # value, bytes, keep
+        self._lock = threading.Lock()
+        self._watched: dict[int, weakref.finalize] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[0]
+
+    def put(self, key: Hashable, value: Any, nbytes: int, keep: bool = False) -> None:
+        """Store ``value`` (``nbytes`` large) under ``key``; an entry larger than the whole budget is not kept.
+        ``keep``: dropped only once no other entry is left to drop (then least recently used first)."""
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            if nbytes > self.max_bytes:
+                return
+            self._entries[key] = (value, nbytes, keep)
+            self.nbytes += nbytes
+            while self.nbytes > self.max_bytes:
+                victim = next((k for k, entry in self._entries.items() if not entry[2]), None)
+                if victim is None:
+                    victim = next(iter(self._entries))
+                self.nbytes -= self._entries.pop(victim)[1]
+
+    def counted(self, *, resumed: bool) -> None:
+        with self._lock:
+            if resumed:
+                self.resumed += 1
+            else:
+                self.full += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.nbytes = 0
+
+    def watch(self, model: torch.nn.Module) -> None:
+        """Drop ``model``'s entries when it is collected (its ``id`` may then name another model)."""
+        ident = id(model)
+        with self._lock:
+            if ident not in self._watched:
+                self._watched[ident] = weakref.finalize(model, self._forget, ident)
+
+    def _forget(self, ident: int) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0][0] == ident]:
+                self.nbytes -= self._entries.pop(key)[1]
+            self._watched.pop(ident, None)
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _plain(value: Any) -> bool:
+    """Whether a recorded layer argument can be reused for a later pass (no state such as a cache)."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    return isinstance(value, _PLAIN)
+
+
+def _nbytes(value: Any) -> int:
+    """Bytes of the distinct tensor storages in ``value`` (shared ones counted once)."""
+    seen: dict[int, int] = {}
+    for t in _tensors(value):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def _plain_forward(loaded) -> Forward:
+    return lambda i, batch: loaded.model(**batch.inputs)
+
+
+@contextlib.contextmanager
+def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
+                cache: LayerInputCache | None) -> Iterator[Forward]:
+    """A forward function for the batches of one evaluation of ``loaded`` under ``mask`` on ``data``
+    (call it inside the evaluation's ``torch.inference_mode()`` and ``apply_mask``); with ``cache`` it
+    starts at the deepest layer whose input for this mask's first rows is cached, and on success stores
+    the inputs it computed. Without ``cache``, or for a model it cannot resume: ``model(**inputs)``."""
+    model = loaded.model
+    stack = adapter_for(model).layer_stack(model) if cache is not None and not model.training else None
+    if stack is None:
+        yield _plain_forward(loaded)
+        return
+    cache.watch(model)
+    base = (id(model), loaded.weights_sha256, data.task.name, data.split, data.n_examples, data.fingerprint,
+            batch_size, str(loaded.device))
+    layout_rows = (mask or HeadMask.full(loaded.layout)).kinds[stack.kind]       # one 0/1 row per layer
+    n = len(stack.layers)
+    context = cache.get((base, "context"))              # per batch: per layer, its (args, kwargs) after the hidden state
+    start, inputs = 0, None
+    if context is not None:
+        for layer in range(n - 1, -1, -1):
+            inputs = cache.get((base, layer, layout_rows[:layer]))
+            if inputs is not None:
+                start = layer
+                break
+    computed: dict[int, list[torch.Tensor]] = {}
+    if inputs is None:
+        recorded: list[list] = []
+        with recording_layer_calls(model, stack) as record:
+            yield lambda i, batch: record(i, batch, recorded)
+        if not all(call is not None and call[0] and _plain(call) for batch in recorded for call in batch):
+            return                         # a layer not called once with the hidden state first, or an argument with state
+        context = [[(args[1:], kwargs) for args, kwargs in batch] for batch in recorded]
+        cache.put((base, "context"), context, _nbytes(context), keep=True)
+        computed = {layer: [batch[layer][0][0] for batch in recorded] for layer in range(n)}
+        cache.counted(resumed=False)
+    else:
+        from transformers.modeling_outputs import SequenceClassifierOutput
+
+        def resume(i: int, batch) -> SequenceClassifierOutput:
+            logits = run_from_layer(stack, start, inputs[i], context[i], computed, batch.n_examples)
+            return SequenceClassifierOutput(logits=logits)
+        yield resume
+        cache.counted(resumed=True)
+    for layer, hidden in computed.items():      # the inputs every session's first click resumes from: kept longest
+        cache.put((base, layer, layout_rows[:layer]), hidden, _nbytes(hidden),
+                  keep=all(all(row) for row in layout_rows[:layer]))
+
+
+@contextlib.contextmanager
+def recording_layer_calls(model: torch.nn.Module, stack: LayerStack) -> Iterator[Callable[[int, Any, list], Any]]:
+    """Full passes that also record each layer's call (hidden state first) for the current batch."""
+    install = lambda: [layer.register_forward_pre_hook(_record_hook, with_kwargs=True) for layer in stack.layers]
+
+    def run(i: int, batch, recorded: list) -> Any:
+        calls: list = [None] * len(stack.layers)
+        token = _RECORDING.set({id(layer): (j, calls) for j, layer in enumerate(stack.layers)})
+        try:
+            outputs = model(**batch.inputs)
+        finally:
+            _RECORDING.reset(token)
+        recorded.append(calls)
+        return outputs
+
+    with shared_hooks(model, "layer_inputs", install):
+        yield run
+
+
+def run_from_layer(stack: LayerStack, start: int, hidden: torch.Tensor, calls: list, computed: dict,
+                   n_examples: int) -> torch.Tensor:
+    """The logits ``[B, classes]`` of layers ``start ..`` and the head on one batch whose input to layer
+    ``start`` is ``hidden`` ``[B, T, H]``; the inputs of the later layers go into ``computed``."""
+    if hidden.shape[0] != n_examples:
+        raise RuntimeError(f"cached layer input of {hidden.shape[0]} examples for a batch of {n_examples}")
+    for layer in range(start, len(stack.layers)):
+        if layer > start:
+            computed.setdefault(layer, []).append(hidden)
+        args, kwargs = calls[layer]
+        out = stack.layers[layer](hidden, *args, **kwargs)
+        hidden = out[0] if isinstance(out, tuple) else out          # [B, T, H]
+    return stack.head(hidden)

@@ -1,0 +1,133 @@
+"""Physical pruning: remove masked heads from the weights, so the model gets smaller and faster.
+
+For each site, the kept heads' query/key/value outputs and the matching input columns of the
+output projection are kept; the rest is dropped. How to slice a site and which attributes hold its
+head count is the architecture adapter's business (:mod:`pruning_core.modeling.architectures`). A site that
+loses every head is replaced by :class:`~pruning_core.modeling.architectures.EmptyAttention`, which outputs
+zeros of width 0 (so the output projection yields just its bias, exactly what the masked model
+computes).
+
+Pruning always works on a deep copy: the model passed in, often a shared cached one, is left as
+it was. The removed heads are written into ``config.headprune_pruned_heads`` so that
+``models.load_model`` can rebuild the smaller shapes when loading a saved pruned model. When every layer
+keeps the same shape and the family's config can say so (:func:`stock_shape`: grouped-query decoders),
+``models.save_pruned`` writes those head counts into the config instead and marks it
+``headprune_stock_config``: stock transformers then builds the smaller shapes itself.
+"""
+from __future__ import annotations
+
+import copy
+
+from torch import nn
+
+from pruning_core.modeling.architectures import EmptyAttention, StockShape, adapter_for, layout_of
+from pruning_core.core.errors import FormatError
+from pruning_core.core.heads import HeadMask
+
+CONFIG_KEY = "headprune_pruned_heads"   # {kind: {layer (str): [original head indices removed]}}
+STOCK_KEY = "headprune_stock_config"    # true: the config's head counts are the pruned ones (a record only)
+
+__all__ = ["CONFIG_KEY", "STOCK_KEY", "EmptyAttention", "StockShape", "attention_parameter_count", "describe_change", "parameter_count",
+           "parameter_count_after", "prune_heads", "loads_in", "restructure_for_loading", "stock_shape"]
+
+
+def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
+    """A pruned deep copy of ``model`` with every head that ``mask`` removes physically gone.
+
+    The copy's outputs equal those of ``model`` run under ``apply_mask(loaded, mask)`` (up to float
+    rounding). ``model`` itself is not modified.
+    """
+    adapter = adapter_for(model)
+    mask.check_fits(layout_of(adapter.sites(model)))
+    if getattr(model.config, CONFIG_KEY, None):
+        raise FormatError("This model was already pruned; prune the original model with a combined mask instead.")
+    pruned = copy.deepcopy(model)
+    removed: dict[str, dict[str, list[int]]] = {}
+    for site in adapter.sites(pruned):
+        row = mask.kinds[site.kind][site.layer]
+        keep = [h for h, v in enumerate(row) if v == 1]
+        gone = [h for h, v in enumerate(row) if v == 0]
+        if gone:
+            removed.setdefault(site.kind, {})[str(site.layer)] = gone
+            adapter.prune_site(site, keep)
+    setattr(pruned.config, CONFIG_KEY, removed)
+    return pruned
+
+
+def restructure_for_loading(model: nn.Module, removed: dict[str, dict[str, list[int]]]) -> None:
+    """Give a freshly built full-size ``model`` the shapes recorded in ``removed``, in place.
+
+    Used by ``load_model`` before it loads the weights of a saved pruned model.
+    """
+    adapter = adapter_for(model)
+    for site in adapter.sites(model):
+        gone = set(removed.get(site.kind, {}).get(str(site.layer), []))
+        if gone:
+            adapter.prune_site(site, [h for h in range(site.num_heads) if h not in gone])
+    setattr(model.config, CONFIG_KEY, removed)
+
+
+def stock_shape(model: nn.Module) -> StockShape:
+    """Whether a stock config can express ``model``'s attention shapes (see
+    :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.stock_shape`); an unpruned model always can."""
+    if not getattr(model.config, CONFIG_KEY, None) or getattr(model.config, STOCK_KEY, False):
+        return StockShape({})
+    return adapter_for(model).stock_shape(model)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def parameter_count_after(model: nn.Module, mask: HeadMask) -> int:
+    """``parameter_count(prune_heads(model, mask))``, by arithmetic on the sites' shapes: no copy is made.
+
+    Each site whose row of ``mask`` removes a head changes by what its adapter's
+    :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.site_parameters` says (grouped-query
+    key/value heads kept while a query head of their group stays, repeated for uneven groups; an output
+    projection's bias kept), as the FLOP ceiling counts from the config (:mod:`pruning_core.bench.ceiling`).
+    """
+    adapter = adapter_for(model)
+    sites = adapter.sites(model)
+    mask.check_fits(layout_of(sites))
+    total = parameter_count(model)
+    for site in sites:
+        row = mask.kinds[site.kind][site.layer]
+        if 0 in row:
+            total += adapter.site_parameters(site, [h for h, v in enumerate(row) if v == 1]) - \
+                adapter.site_parameters(site)
+    return total
+
+
+def describe_change(before: int, after: int) -> str:
+    """The parameter change in words: ``'2.4 % fewer'``, ``'2.4 % more'`` (uneven key/value groups can grow a
+    model) or ``'no change'``; the share is of ``before``."""
+    if after == before:
+        return "no change"
+    share = abs(after - before) / before if before else 0.0
+    return f"{share * 100:.1f} % {'fewer' if after < before else 'more'}"
+
+
+def attention_parameter_count(model: nn.Module) -> int:
+    """Parameters in the q/k/v/output projections of every attention site (a fused one counted once)."""
+    total = 0
+    for s in adapter_for(model).sites(model):
+        for proj in s.projections():
+            total += sum(p.numel() for p in proj.parameters(recurse=False))
+    return total
+
+
+def loads_in(model, where: str, saved_now: bool = False) -> str:
+    """Where a model loads, in words: 'stock transformers ...' or 'headprune only: why; the export to use'.
+    ``saved_now``: ``model`` is the pruned copy that ``save_pruned`` just wrote (with a stock config if it can)."""
+    shape = stock_shape(model)
+    counts = ", ".join(f"{k} {v}" for k, v in shape.fields.items())
+    if shape.fields and not saved_now and getattr(model.config, CONFIG_KEY, None) \
+            and not getattr(model.config, STOCK_KEY, False):
+        return (f"headprune only: it was saved with its original head counts; prune the original model again to "
+                f"write a stock config ({counts})")
+    if shape.reason:
+        return (f"headprune only: {shape.reason}. For other runtimes use `headprune export {where} --format onnx "
+                "--out FILE.onnx`")
+    return (f"stock transformers{f' ({counts})' if counts else ''}: "
+            f"{adapter_for(model).auto_class}.from_pretrained({where!r}) needs no headprune")

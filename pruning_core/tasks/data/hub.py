@@ -1,0 +1,167 @@
+"""GLUE and WMT data from the Hugging Face hub, through ``datasets.load_dataset``.
+
+GLUE (``nyu-mll/glue``): ``sst2 mnli qnli qqp mrpc cola rte wnli``. Their ``test`` labels are
+hidden, so the splits are ``train`` and ``validation`` (for ``mnli``: ``validation`` is
+``validation_matched``; ``validation_mismatched`` is also offered). ``stsb`` is a regression
+task and is refused with a clear error.
+
+WMT (``wmt/wmt14``, ``wmt/wmt16``): names ``wmtYY-SRC-TGT`` translate SRC into TGT, e.g.
+``wmt14-fr-en`` (French to English) or ``wmt16-en-ro``. Splits ``train``, ``validation``, ``test``;
+the ``train`` split is streamed so that a ``limit`` does not download millions of pairs.
+
+Offline, this fails fast: before calling ``datasets`` we open one TCP connection to the hub
+(3 s timeout) unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` is set, in which case
+``datasets`` reads its local cache only. Either way an unreachable hub gives a
+:class:`DataError` suggesting a local ``file:PATH`` instead.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from pruning_core.core.errors import DataError
+
+PROBE_TIMEOUT_S = 3.0
+GLUE_DATASET = "nyu-mll/glue"
+
+
+@dataclass(frozen=True)
+class GlueSpec:
+    name: str
+    columns: tuple[str, ...]            # one column (single text) or two (pair)
+    label_names: tuple[str, ...]
+    metric_name: str                    # the standard GLUE metric: accuracy, f1 or mcc
+    splits: dict                        # our split name -> the dataset's split name
+
+
+_TWO = {"train": "train", "validation": "validation"}
+GLUE: dict[str, GlueSpec] = {s.name: s for s in [
+    GlueSpec("sst2", ("sentence",), ("negative", "positive"), "accuracy", _TWO),
+    GlueSpec("cola", ("sentence",), ("unacceptable", "acceptable"), "mcc", _TWO),
+    GlueSpec("mrpc", ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), "f1", _TWO),
+    GlueSpec("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"), "f1", _TWO),
+    GlueSpec("qnli", ("question", "sentence"), ("entailment", "not_entailment"), "accuracy", _TWO),
+    GlueSpec("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"), "accuracy", _TWO),
+    GlueSpec("wnli", ("sentence1", "sentence2"), ("not_entailment", "entailment"), "accuracy", _TWO),
+    GlueSpec("mnli", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), "accuracy",
+             {"train": "train", "validation": "validation_matched",
+              "validation_matched": "validation_matched", "validation_mismatched": "validation_mismatched"}),
+]}
+REGRESSION = {"stsb": "STS-B"}
+
+# dataset -> the language pairs it has (config names are "xx-en")
+WMT_PAIRS: dict[str, tuple[str, ...]] = {
+    "wmt14": ("cs-en", "de-en", "fr-en", "hi-en", "ru-en"),
+    "wmt16": ("cs-en", "de-en", "fi-en", "ro-en", "ru-en", "tr-en"),
+}
+WMT_SPLITS: tuple[str, ...] = ("train", "validation", "test")
+
+
+@dataclass(frozen=True)
+class WmtSpec:
+    name: str              # "wmt14-fr-en"
+    dataset: str           # "wmt/wmt14"
+    config: str            # "fr-en"
+    source_lang: str
+    target_lang: str
+
+
+def wmt_names() -> dict[str, WmtSpec]:
+    """Every WMT task name, both directions of every pair."""
+    out = {}
+    for year, pairs in WMT_PAIRS.items():
+        for pair in pairs:
+            a, b = pair.split("-")
+            for src, tgt in ((a, b), (b, a)):
+                name = f"{year}-{src}-{tgt}"
+                out[name] = WmtSpec(name, f"wmt/{year}", pair, src, tgt)
+    return out
+
+
+def _hub_host() -> tuple[str, int]:
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    url = urlparse(endpoint)
+    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+
+
+def _offline_mode() -> bool:
+    return any(os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """One TCP connection to the hub's host; False on any failure (DNS, refused, timeout)."""
+    host, port = _hub_host()
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _unreachable(what: str, detail: str = "") -> DataError:
+    return DataError(f"Cannot load {what}: the Hugging Face hub is unreachable{detail}. Use a local file "
+                     "instead with the task `file:PATH` (CSV/TSV/JSONL with text+label, text_a+text_b+label "
+                     "or source+target columns), or run where the hub can be reached.")
+
+
+def _load_dataset(what: str, *args, **kwargs):
+    """``datasets.load_dataset`` with a fast offline check and errors turned into DataError."""
+    offline = _offline_mode()
+    if not offline and not hub_reachable():
+        raise _unreachable(what, f" ({':'.join(map(str, _hub_host()))} did not answer within {PROBE_TIMEOUT_S:g} s)")
+    import datasets
+    try:
+        return datasets.load_dataset(*args, **kwargs)
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        raise _unreachable(what, f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    except Exception as exc:                              # datasets raises many types; show what happened
+        hint = " In offline mode only datasets already in the local cache can be read." if offline else ""
+        first = str(exc).splitlines()[0].rstrip(".") if str(exc) else ""    # its own period would double ours
+        raise DataError(f"Cannot load {what}: {type(exc).__name__}: {first}."
+                        f"{hint} Use a local file with `file:PATH` instead.") from None
+
+
+def glue_spec(name: str) -> GlueSpec:
+    if name in REGRESSION:
+        raise DataError(f"{name} ({REGRESSION[name]}) is a regression task; headprune handles classification and "
+                        f"translation only. Choose another GLUE task: {', '.join(GLUE)}.")
+    return GLUE[name]
+
+
+def load_glue(name: str, split: str, limit: int | None = None) -> list[dict]:
+    """Raw examples ``{"text", "label"}`` or ``{"text_a", "text_b", "label"}`` of a GLUE task."""
+    spec = glue_spec(name)
+    if split not in spec.splits:
+        extra = " GLUE test labels are hidden; evaluate on validation." if split == "test" else ""
+        raise DataError(f"GLUE {name} has no split {split!r}; use one of {', '.join(spec.splits)}.{extra}")
+    hf_split = spec.splits[split] + (f"[:{int(limit)}]" if limit else "")
+    ds = _load_dataset(f"GLUE {name} ({split})", GLUE_DATASET, name, split=hf_split)
+    out = []
+    for row in ds:
+        label = int(row["label"])
+        if label < 0:
+            continue                                      # unlabeled row
+        if len(spec.columns) == 1:
+            out.append({"text": row[spec.columns[0]], "label": label})
+        else:
+            out.append({"text_a": row[spec.columns[0]], "text_b": row[spec.columns[1]], "label": label})
+    return out
+
+
+def load_wmt(name: str, split: str, limit: int | None = None) -> list[dict]:
+    """Raw examples ``{"source", "target"}`` of a WMT pair, in the direction the name gives."""
+    spec = wmt_names()[name]
+    if split not in WMT_SPLITS:
+        raise DataError(f"{name} has no split {split!r}; use one of {', '.join(WMT_SPLITS)}.")
+    stream = split == "train"
+    ds = _load_dataset(f"{name} ({split})", spec.dataset, spec.config, split=split, streaming=stream)
+    out = []
+    for row in ds:
+        pair = row["translation"]
+        out.append({"source": pair[spec.source_lang], "target": pair[spec.target_lang]})
+        if limit and len(out) >= limit:
+            break
+    return out

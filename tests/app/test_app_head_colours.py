@@ -1,0 +1,51 @@
+"""bertviz's views give every head (head view) and every layer (model view) a colour of its own
+(issue 8, item 11: its scheme had 10 colours, so heads 10 and 11 of a 12-head model repeated 0 and 1)."""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from app.attention import figures as attention
+from app.core import webassets
+from pruning_core.analysis import attention_maps
+from pruning_core.core.heads import HeadMask
+
+CSS_COLOUR = re.compile(r"^(#[0-9A-Fa-f]{6}|hsl\(\d+, \d+%, \d+%\))$")
+
+
+@pytest.fixture
+def stand_in_scripts(monkeypatch):
+    """d3 / jQuery need not have been fetched: the colours are in bertviz's own script."""
+    if webassets.missing():
+        monkeypatch.setattr(webassets, "script", lambda name: f"/* {name} stand-in */")
+
+
+def _run(layers: int, heads: int) -> attention_maps.AttentionRun:
+    tokens = ("[CLS]", "a", "b", "[SEP]")
+    rng = np.random.default_rng(0)
+    maps = {"encoder_self": tuple(rng.dirichlet(np.ones(4), size=(heads, 4)).astype(np.float32)
+                                  for _ in range(layers))}
+    mask = HeadMask({"encoder_self": tuple((1,) * heads for _ in range(layers))})
+    pred = attention_maps.Prediction("a", (("a", 0.6), ("b", 0.4)))
+    return attention_maps.AttentionRun(text="a b", encoder_tokens=tokens, decoder_tokens=None, sentence_b_start=None,
+                                       dense=maps, pruned=maps, mask=mask, dense_prediction=pred,
+                                       pruned_prediction=pred, truncated=False)
+
+
+@pytest.mark.parametrize("n", [1, 10, 12, 16, 40])
+def test_head_colours_are_distinct_css_colours(n):
+    colours = attention.head_colours(n)
+    assert len(colours) >= n and len(set(colours[:n])) == n
+    assert all(CSS_COLOUR.match(c) for c in colours)
+
+
+@pytest.mark.parametrize("view, layers, heads", [("head", 2, 12), ("head", 3, 16), ("model", 14, 4)])
+def test_bertviz_views_have_a_colour_per_head_and_layer(view, layers, heads, stand_in_scripts):
+    document = (attention.head_view_html if view == "head" else attention.model_view_html)(_run(layers, heads), "dense")
+    assert "d3.schemeCategory10" not in document and "% 10]" not in document
+    lists = [json.loads(m) for m in re.findall(r'\[(?:"[^"\]]+", ?)+"[^"\]]+"\]', document)]
+    palette = max(lists, key=len)
+    assert len(set(palette)) >= max(layers, heads)

@@ -1,0 +1,291 @@
+"""The Head map's live panel and the Speed page tell no false speed story (issue 8, items 1, 2, 5, 11).
+
+- a full mask is never timed or compared ("all heads kept: same model as dense"), also after Reset;
+- a latency says when and under what load it was measured, and is judged by ``speed_verdict``;
+- while the metric and the latency of a new mask are computed, the panel already shows the new
+  mask's heads kept and marks the rest "updating…" (snapshotted in the middle of the run);
+- a zero change has no arrow and no colour; no pruned-model zip for a full mask;
+- the speed chart's axes contain every point and IQR whisker.
+"""
+from __future__ import annotations
+
+import pytest
+from streamlit.proto.Metric_pb2 import Metric as MetricProto
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import parse_tree_from_messages
+
+from app.speed import figures as speed
+from app.core import ui
+from app.jobs.work import Work
+from browser_helpers import build_tiny_app, ok, open_app
+from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
+from test_app_pages import button, click_head, metric
+from tiny import tiny_loaded
+
+TIMEOUT = 180
+HEAD_MAP, SPEED, SHARE = "app_pages/head_map.py", "app_pages/speed.py", "app_pages/share.py"
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    return build_tiny_app(tmp_path_factory.mktemp("live-bert"), "bert", n_examples=24)
+
+
+@pytest.fixture
+def app_for(monkeypatch, tmp_path):
+    def start(tiny, page: str, mask: str | None = None) -> AppTest:
+        return open_app(monkeypatch, tmp_path / "hp-home", tiny, page, mask, timeout=TIMEOUT)
+    return start
+
+
+def texts(at_or_tree) -> list[str]:
+    """Every visible text of the page: markdown, captions, alerts, metric labels, values and deltas."""
+    out = []
+    for kind in ("markdown", "caption", "info", "warning", "success", "error"):
+        out += [e.value for e in at_or_tree.get(kind)]
+    for m in at_or_tree.get("metric"):
+        out += [m.label, m.proto.body, m.proto.delta]
+    return out
+
+
+def speed_claims(at) -> list[str]:
+    intro_free = [t for t in texts(at) if "Each square is one attention head" not in t]
+    return [t for t in intro_free if "speed-up" in t.lower() or "x faster" in t.lower() or "× faster" in t.lower()]
+
+
+def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    assert speed_claims(at) == []
+    assert any("all heads kept: same model as dense" in t.lower() for t in texts(at))
+    assert "pruned vs dense" not in [m.label for m in at.metric]
+    assert not any(".." in t.replace("...", "") for t in texts(at))          # no double period
+
+    ok(click_head(at, "encoder_self", 0, 1))
+    assert metric(at, "heads kept") == "7 / 8"
+    verdict = metric(at, "pruned vs dense")
+    assert verdict in ("within noise", "measurement noise") or "x faster" in verdict or "slower" in verdict
+    caption = next(t for t in texts(at) if "interleaved" in t)
+    assert "measured at" in caption and "UTC" in caption and "load average" in caption and MASKED_TEXT in caption
+
+    ok(button(at, "Reset").click().run())                 # the issue: the old figure came back after Reset
+    assert metric(at, "heads kept") == "8 / 8"
+    assert speed_claims(at) == [] and "pruned vs dense" not in [m.label for m in at.metric]
+    ok(button(at, "Undo").click().run())                  # back to the measured mask: its own measurement
+    assert metric(at, "heads kept") == "7 / 8" and "pruned vs dense" in [m.label for m in at.metric]
+
+
+def test_the_panel_marks_values_as_updating_while_they_are_computed(app_for, tiny_bert, monkeypatch):
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    snapshots: dict[str, list[str]] = {}
+    original = Work.show
+
+    def spying(self):
+        if self.job in ("eval", "latency"):
+            from streamlit.runtime.scriptrunner import get_script_run_ctx
+            runner = get_script_run_ctx()._enqueue.__self__
+            snapshots[self.job] = texts(parse_tree_from_messages(runner.forward_msgs()))
+        return original(self)
+
+    monkeypatch.setattr(Work, "show", spying)
+    ok(click_head(at, "encoder_self", 1, 2))
+    for job in ("eval", "latency"):
+        seen = snapshots[job]
+        assert "7 / 8" in seen and "8 / 8" not in seen           # heads kept is the new mask's, at once
+        assert any("updating…" in t for t in seen), (job, seen)
+    assert not any("updating…" in t for t in texts(at))          # all filled in at the end
+    assert metric(at, "heads kept") == "7 / 8"
+
+
+def test_a_zero_change_has_no_arrow_and_no_colour():
+    assert ui.is_zero_text("+0.0 points") and ui.is_zero_text("-0.0000") and not ui.is_zero_text("+0.1 points")
+    zero = ui.delta_kwargs("+0.0 points")
+    assert zero["delta_color"] == "off" and zero["delta_arrow"] == "off" and "+" not in zero["delta"]
+    assert ui.delta_kwargs("-1.5 points", "normal") == {"delta": "-1.5 points", "delta_color": "normal"}
+    assert ui.delta_kwargs(None) == {"delta": None}
+
+
+def test_the_page_shows_a_zero_change_in_grey(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    ok(click_head(at, "encoder_self", 0, 0))
+    zero = [m for m in at.metric if m.proto.delta and ui.is_zero_text(m.proto.delta.split(" (")[0])]
+    for m in zero:
+        assert m.proto.color == MetricProto.MetricColor.GRAY and "no change" in m.proto.delta
+
+
+def test_no_pruned_model_zip_for_a_full_mask(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, SHARE))
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels and not any(label.startswith("Pruned model") for label in labels)
+    assert any("all heads are kept" in c.value for c in at.caption)
+    assert not any(".." in t.replace("...", "") for t in texts(at))          # no double period
+
+
+def test_speed_page_judges_each_batch_and_calls_masked_the_same_computation(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, SPEED, mask="e:3.c"))
+    at.multiselect(key="hp_w_speed_batches").set_value([1, 2])
+    at.selectbox(key="hp_w_speed_seq").set_value(16)
+    at.button(key="hp_w_speed_run").click().run()
+    ok(at)
+    table = at.dataframe[0].value
+    assert set(table.loc[table["variant"] == "masked", "vs dense"]) == {MASKED_TEXT}
+    assert "speed-up" not in table.columns                        # no bare ratio column to misread
+    lines = [t for t in texts(at) if "batch 1:" in t and "batch 2:" in t]
+    assert lines and "measured at" in " ".join(c.value for c in at.caption)
+
+
+def test_speed_chart_axes_contain_every_point_and_whisker(tmp_path):
+    loaded = tiny_loaded("bert", tmp_path)
+    result = benchmark(loaded, half_mask(loaded.layout), batch_sizes=(1, 4), warmup=0, repeats=3, min_seconds=0.0,
+                       seq_len=8, measure_memory=False)
+    fig = speed.speed_figure(result)
+    for trace in fig.data:
+        axis = fig.layout["yaxis2" if trace.yaxis == "y2" else "yaxis"]
+        lo, hi = axis.range
+        ups = trace.error_y.array if trace.error_y and trace.error_y.array is not None else [0] * len(trace.y)
+        downs = trace.error_y.arrayminus if trace.error_y and trace.error_y.arrayminus is not None else [0] * len(trace.y)
+        for y, up, down in zip(trace.y, ups, downs):
+            assert lo <= y - down and y + up <= hi, (trace.name, y, up, down, axis.range)
+        xlo, xhi = fig.layout["xaxis2" if trace.xaxis == "x2" else "xaxis"].range
+        import math
+        assert all(xlo < math.log10(x) < xhi for x in trace.x)
+    names = [t.name for t in fig.data]
+    assert "masked / dense" not in names and any(MASKED_TEXT in (n or "") for n in names)
+
+
+def test_measured_text_says_when_and_under_what_load(tmp_path):
+    import dataclasses
+    import datetime as dt
+
+    loaded = tiny_loaded("bert", tmp_path)
+    result = benchmark(loaded, half_mask(loaded.layout), batch_sizes=(1,), warmup=0, repeats=2, min_seconds=0.0,
+                       seq_len=8, measure_memory=False)
+    result = dataclasses.replace(result, provenance={**result.provenance, "created": "2026-01-02T10:00:00+00:00"},
+                                 machine={"cpus": 2, "load_before": [3.5, 1, 1], "load_after": [4.25, 1, 1]})
+    text = speed.measured_text(result, dt.datetime(2026, 1, 2, 10, 5, tzinfo=dt.timezone.utc))
+    assert text == "measured at 10:00:00 UTC (5 min ago); load average 3.50 before, 4.25 after, on 2 CPUs"
+    assert "unknown time" in speed.measured_text(dataclasses.replace(result, provenance={}))
+
+
+# -- work proportional to what changed (issue 17) ------------------------------------------------------
+def _wait_until(condition, timeout_s: float = 30) -> None:
+    import time as time_
+
+    deadline = time_.time() + timeout_s
+    while not condition():
+        assert time_.time() < deadline, "timed out"
+        time_.sleep(0.01)
+
+
+def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
+    import threading
+    import time as time_
+
+    from app.jobs.compute import Gate
+    from pruning_core.core.errors import Cancelled
+
+    gate, order, inside, most = Gate(), [], [0], [0]
+
+    def work(name: str, urgent: bool) -> None:
+        with gate.hold(urgent=urgent):
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            order.append(name)
+            time_.sleep(0.05)
+            inside[0] -= 1
+
+    with gate.hold(urgent=True):              # busy: everything below queues
+        threads = [threading.Thread(target=work, args=("timing", False))]
+        threads[0].start()
+        _wait_until(lambda: gate.waiting == 1)    # the timing waits first ...
+        threads += [threading.Thread(target=work, args=(f"eval{i}", True)) for i in range(3)]
+        for t in threads[1:]:
+            t.start()
+        _wait_until(lambda: gate.waiting == 4)
+    for t in threads:
+        t.join(10)
+    assert most[0] == 1                                   # never two at once
+    assert order[-1] == "timing" and sorted(order[:3]) == ["eval0", "eval1", "eval2"]   # ... but goes last
+
+    def cancel(event):
+        assert event.stage == "queued"
+        raise Cancelled("a newer click")
+
+    with gate.hold(urgent=True):
+        with pytest.raises(Cancelled):        # a replaced job leaves the queue without running
+            with gate.hold(urgent=True, progress=cancel):
+                raise AssertionError("ran while the gate was held")
+    assert gate.waiting == 0
+    with gate.hold(urgent=False):             # and the gate is free again
+        pass
+
+
+def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert, monkeypatch):
+    from app.jobs import cache
+    from pruning_core.modeling import pruning
+    from pruning_core.modeling.loading import weights_hash_of_module
+
+    monkeypatch.setattr(cache, "LATENCY_ROUNDS", 2)
+    made = []
+    original = pruning.prune_heads
+    monkeypatch.setattr(pruning, "prune_heads", lambda model, mask: made.append(mask) or original(model, mask))
+    spec = str(tiny_bert.model)
+    shared = cache.load(spec)
+    before = weights_hash_of_module(shared.model)
+    mask = half_mask(shared.layout, seed=2)
+    first, second = cache.latency(spec, mask), cache.latency(spec, mask)
+    assert made == [mask]                                         # one copy for both timings
+    assert first.variants == second.variants == ("dense", "pruned")   # the two variants the panel shows
+    assert weights_hash_of_module(shared.model) == before          # the shared model untouched
+    cache.pruned_model.clear()
+
+
+def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, monkeypatch):
+    """A class: one session's latency timing holds the CPU gate; another session's click (an urgent
+    evaluation) runs between two timing rounds, not after the whole timing."""
+    import threading
+
+    from app.jobs import cache, compute
+    from pruning_core.bench import timing
+
+    monkeypatch.setattr(compute, "GATE", compute.Gate())
+    monkeypatch.setattr(cache, "LATENCY_ROUNDS", 40)
+    spec = str(tiny_bert.model)
+    mask = half_mask(cache.load(spec).layout, seed=3)
+    order, started = [], threading.Event()
+    original = timing.report
+
+    def noting(progress, stage, done, total, message):       # each round starts with a report
+        started.set()
+        order.append(message)
+        return original(progress, stage, done, total, message)
+
+    monkeypatch.setattr(timing, "report", noting)
+    worker = threading.Thread(target=lambda: cache.latency(spec, mask))
+    worker.start()
+    assert started.wait(60)
+    with compute.GATE.hold(urgent=True):
+        order.append("click")
+    worker.join(120)
+    rounds = [o for o in order if o.startswith("round")]
+    assert len(rounds) >= 40 and order.index("click") < order.index(rounds[-1])   # not after every round
+    cache.pruned_model.clear()
+
+
+def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert, monkeypatch):
+    from app.jobs import cache
+
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    for layer, head in ((0, 0), (0, 1)):
+        ok(click_head(at, "encoder_self", layer, head))
+    asked = []
+    original = cache.evaluate
+    monkeypatch.setattr(cache, "evaluate", lambda spec, task, limit, mask, *rest, **kw: asked.append(
+        None if mask is None or mask.is_full() else mask.n_kept) or original(spec, task, limit, mask, *rest, **kw))
+    ok(click_head(at, "encoder_self", 1, 3))
+    assert metric(at, "heads kept") == "5 / 8"
+    assert set(asked) <= {5, None}, asked          # the new mask (and all heads), never the 7- and 6-head steps
+    assert len(at.get("plotly_chart")) == 2         # the map and the history chart, with every step shown ...
+    history = next(e for e in at.get("plotly_chart") if e.key.endswith("history"))
+    import json
+    ys = json.loads(history.proto.spec)["data"][0]["y"]
+    assert len(ys) == 4 and None not in ys          # ... from the values the panel showed

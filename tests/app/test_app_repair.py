@@ -1,0 +1,59 @@
+"""The live panel's "repair" toggle: off by default (a click stays one forward pass), on it shows the metric with
+and without least-squares repair; its background work lets other sessions' clicks through between layers."""
+from __future__ import annotations
+
+import threading
+import time
+
+from app.jobs import compute
+from app.jobs.work import Work
+from browser_helpers import ok
+from test_app_live_panel import HEAD_MAP, app_for, tiny_bert  # noqa: F401  (fixtures)
+from test_app_pages import click_head, metric
+
+REPAIR_KEY = "hp_w_headmap_repair"
+
+
+def test_repair_is_off_by_default_and_shows_both_metrics_when_on(app_for, tiny_bert, monkeypatch):
+    at = ok(app_for(tiny_bert, HEAD_MAP))
+    jobs: list[str] = []
+    original = Work.show
+
+    def spying(self):
+        jobs.append(self.job)
+        return original(self)
+
+    monkeypatch.setattr(Work, "show", spying)
+    ok(click_head(at, "encoder_self", 1, 2))
+    assert at.toggle(key=REPAIR_KEY).value is False
+    assert "repair" not in jobs and "with repair" not in [m.label for m in at.metric]
+    ok(at.toggle(key=REPAIR_KEY).set_value(True).run())
+    assert "repair" in jobs
+    assert metric(at, "without repair") == metric(at, "accuracy")
+    assert metric(at, "with repair").endswith("%")
+
+
+def test_background_work_lets_a_click_through_between_its_steps():
+    gate, order = compute.Gate(), []
+    monkey = compute.GATE
+    compute.GATE = gate
+    try:
+        step = compute.yielding(None, "repair")
+
+        def background():
+            with gate.hold(urgent=False):
+                for i in range(20):
+                    time.sleep(0.02)
+                    order.append(f"step {i}")
+                    step(None)
+
+        worker = threading.Thread(target=background)
+        worker.start()
+        time.sleep(0.05)
+        with gate.hold(urgent=True):
+            order.append("click")
+        worker.join()
+    finally:
+        compute.GATE = monkey
+    assert order.index("click") < len(order) - 1          # the click did not wait for all 20 steps
+    assert [o for o in order if o != "click"] == [f"step {i}" for i in range(20)]

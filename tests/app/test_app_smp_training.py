@@ -1,0 +1,56 @@
+"""Picking the smp scorer before any SMP pruner exists offers to train it from the dashboard
+(a job with progress), instead of an error that names a command to run by hand."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from browser_helpers import ROOT, app_env, build_tiny_app
+from pruning_core.scoring.smp import default_pruner
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    return build_tiny_app(tmp_path_factory.mktemp("app-smp"), "bert")
+
+
+def test_smp_without_a_pruner_offers_training_and_runs_it(tiny_bert, monkeypatch, tmp_path):
+    home = tmp_path / "hp-home"
+    for key, value in app_env(tiny_bert, home).items():
+        monkeypatch.setenv(key, value)
+    calls = []
+
+    def fake_train_and_save(progress=None, **kwargs):
+        calls.append(kwargs)
+        progress and progress(SimpleNamespace(stage="smp:train", done=1, total=2, message="", fraction=0.5))
+        folder = home / "smp" / "pruner"
+        folder.mkdir(parents=True)
+        (folder / "pruner.json").write_text("{}")
+        return SimpleNamespace(summary=lambda: "trained the SMP pruner for 2 steps in 1 s\nmore"), folder
+
+    monkeypatch.setattr(default_pruner, "train_and_save", fake_train_and_save)
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("app_pages/head_map.py").run()
+    at.selectbox(key=[w.key for w in at.selectbox if w.label == "Importance score"][0]).set_value("smp").run()
+    assert any("needs a trained SMP pruner" in i.value for i in at.info), [i.value for i in at.info]
+    button = [b for b in at.button if b.label.startswith("Run: Training the SMP pruner")]
+    assert button and "minutes" in button[0].label
+    assert calls == []                                   # nothing trains before the click
+    button[0].click().run()
+    assert len(calls) == 1 and default_pruner.is_trained(home / "smp" / "pruner")
+    at.run()                                             # the next run finds the pruner: no offer left
+    assert not any("needs a trained SMP pruner" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label.startswith("Run: Training the SMP pruner")]
+
+
+def test_is_trained_needs_the_config_written_last(tmp_path):
+    assert not default_pruner.is_trained(tmp_path)
+    (tmp_path / "pruner.safetensors").write_bytes(b"")   # weights alone: a stopped save, not a pruner
+    assert not default_pruner.is_trained(tmp_path)
+    (tmp_path / "pruner.json").write_text("{}")
+    assert default_pruner.is_trained(tmp_path)

@@ -1,0 +1,139 @@
+"""Work the dashboard asks of a model (issue 22 item 3, issue 17 item 8): every page opened on a tiny
+model of each family in bounded memory; speech and language models never start gradient scoring by
+themselves; evaluation sizes, scoring batches and the memory budget follow the model's cost."""
+from __future__ import annotations
+
+import random
+import resource
+
+import numpy as np
+import pytest
+
+from app.core.pages import URL_PATHS
+import transformers as tf
+from streamlit.testing.v1 import AppTest
+
+from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, build_tiny_app, ok
+from pruning_core.bench import budget
+from pruning_core.tasks.data import speech
+from pruning_core.core.errors import HeadpruneError
+from tiny import make_bert_tokenizer, tiny_model
+
+TIMEOUT = 180
+PAGES = list(URL_PATHS)        # app.core.pages: the one page list
+# every page of a tiny model adds little: the bound is what the test process may grow by (the
+# first page run imports Streamlit, plotly, bertviz assets: a few hundred MiB)
+RSS_GROWTH_BOUND = 1.5 * 2**30
+
+
+def _whisper(folder) -> TinyApp:
+    model_dir = folder / "tiny-whisper"
+    _spread_weights(tiny_model("whisper"), 0).save_pretrained(model_dir)
+    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
+    audio = folder / "audio"
+    audio.mkdir()
+    rng = np.random.default_rng(0)
+    for i, text in enumerate(["the movie was good", "it was a bad film", "great plot", "dull acting"]):
+        (audio / f"{i}.wav").write_bytes(speech.encode_wav(rng.normal(0, 0.1, 12000).astype(np.float32)))
+        (audio / f"{i}.txt").write_text(text)
+    return TinyApp(model_dir, f"speech:{audio}", "whisper")
+
+
+def _llama(folder) -> TinyApp:
+    model_dir = folder / "tiny-llama"
+    _spread_weights(tiny_model("llama"), 0).save_pretrained(model_dir)
+    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
+    rng = random.Random(0)
+    text = folder / "docs.txt"
+    text.write_text("\n".join(" ".join(rng.choices(_WORDS, k=rng.randint(6, 14))) for _ in range(40)) + "\n")
+    return TinyApp(model_dir, f"file:{text}", "llama")
+
+
+FAMILIES = {"bert": lambda f: build_tiny_app(f, "bert"), "bart": lambda f: build_tiny_app(f, "bart"),
+            "whisper": _whisper, "llama": _llama}
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024        # Linux: KiB
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_page_opens_in_bounded_memory_and_slow_families_wait_for_a_click(family, tmp_path, monkeypatch):
+    tiny = FAMILIES[family](tmp_path)
+    for key, value in app_env(tiny, tmp_path / "hp-home").items():     # no eval limit: each model's own size
+        monkeypatch.setenv(key, value)
+    before = _peak_rss()
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
+    at.run()
+    for page in PAGES:
+        at = ok(at.switch_page(f"app_pages/{page}.py").run())
+        board = at.session_state["hp_jobs"] if "hp_jobs" in at.session_state else None
+        started = board is not None and board.get("score_gradient") is not None
+        if family in ("whisper", "llama"):
+            assert not started, f"opening {page} on {family} started gradient scoring by itself"
+            if page in ("head_map", "share"):
+                labels = [b.label for b in at.button]
+                assert any(lb.startswith("Run: Scoring heads (gradient), about") for lb in labels), labels
+        elif page == "head_map":
+            assert started, "a cheap model scores as soon as the Head map opens"
+    assert _peak_rss() - before < RSS_GROWTH_BOUND
+
+
+# -- the cost model, on real-size configs (no weights) -----------------------------------------------
+WHISPER_BASE = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                    decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, vocab_size=51865)
+SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+               num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True)
+MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536, num_labels=2)
+
+
+def test_evaluation_sizes_per_family():
+    minilm = budget.example_cost(tf.BertConfig(**MINILM), "classification", 27)   # movie-sentiment: 27 tokens
+    smol = budget.example_cost(tf.LlamaConfig(**SMOLLM2), "language_model", 128)
+    whisper = budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")
+    # one pass per click, half of the click's 5 s for it (the rest: rerun and drawing)
+    assert (budget.eval_size(minilm), budget.eval_size(smol), budget.eval_size(whisper)) == (128, 4, 2)
+    assert (minilm.unit, smol.unit, whisper.unit) == ("example", "window", "utterance")
+    assert whisper.tokens == 1500 and whisper.decoder_tokens == budget.SPEECH_TEXT_TOKENS
+    forward = budget.CLICK_SECONDS * budget.FORWARD_SHARE
+    for cost in (minilm, smol, whisper):   # the chosen size's forward pass fits its share, unless at the floor
+        n = budget.eval_size(cost)
+        assert cost.seconds(n, budget.CLICK_PASSES) <= forward or n == budget.MIN_EVAL_SIZE
+        assert cost.seconds(2 * n, budget.CLICK_PASSES) > forward or n == budget.MAX_EVAL_SIZE
+
+
+def test_whisper_base_scoring_batch_fits_the_budget():
+    whisper = budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")
+    assert whisper.activation_bytes > 2**30       # its attention over 1,500 frames: over 1 GiB per utterance
+    budget_bytes, in_use = 12 * 2**30, 2 * 2**30
+    batch = budget.gradient_batch_size(whisper, 32, budget_bytes, in_use)
+    assert 1 <= batch < 32 and in_use + batch * whisper.activation_bytes <= budget_bytes
+    with pytest.raises(budget.BudgetError, match="HEADPRUNE_MEMORY_BUDGET"):
+        budget.gradient_batch_size(whisper, 32, 3 * 2**30, in_use)
+
+
+def test_memory_budget_reads_the_environment():
+    assert budget.memory_budget({"HEADPRUNE_MEMORY_BUDGET": "8GiB"}) == 8 * 2**30
+    assert budget.memory_budget({"HEADPRUNE_MEMORY_BUDGET": "1.5 GB"}) == 1_500_000_000
+    total = budget.machine_memory()
+    assert budget.memory_budget({}) == (None if total is None else total // 2)
+    with pytest.raises(HeadpruneError, match="8GiB"):
+        budget.memory_budget({"HEADPRUNE_MEMORY_BUDGET": "lots"})
+
+
+def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
+    """Gradient scoring reads 512 examples of a cheap model but only what fits in about a minute of a
+    costly one (Whisper-base's utterances), never fewer than it evaluates; random and per-head
+    scorers keep theirs."""
+    from app.jobs import cache, workload
+
+    costs = {"cheap": budget.example_cost(tf.BertConfig(**MINILM), "classification", 27),
+             "whisper": budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")}
+    monkeypatch.setattr(cache, "example_cost", lambda spec, task_name: costs[spec])
+    assert workload.score_limit("cheap", "t", "gradient", 128) == cache.SCORE_LIMIT
+    n = workload.score_limit("whisper", "t", "gradient", 2)
+    assert 2 <= n < 100 and costs["whisper"].seconds(n, workload.GRADIENT_PASS) <= workload.SCORE_SECONDS
+    assert workload.score_limit("whisper", "t", "gradient", 150) == 150          # never below the evaluation size
+    assert workload.score_limit("whisper", "t", "random", 2) == cache.score_limit("random", 2)
+    assert workload.score_limit("whisper", "t", "ablation", 2) == 2

@@ -1,0 +1,73 @@
+"""The dashboard on a tiny random Whisper and a speech listing (AppTest, headless): three head maps, WER with
+its interval, and the Attention page speaking the sentence and showing cross-attention over audio frames."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from browser_helpers import ROOT, TinyApp, _spread_weights, app_env, ok, predictions
+from pruning_core.tasks.data import speech
+from tiny import make_bert_tokenizer, tiny_model
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def tiny_whisper(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("app-whisper")
+    model_dir = folder / "tiny-whisper"
+    _spread_weights(tiny_model("whisper"), 0).save_pretrained(model_dir)
+    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
+    audio = folder / "audio"
+    audio.mkdir()
+    rng = np.random.default_rng(0)
+    for i, text in enumerate(["the movie was good", "it was a bad film", "great plot", "dull acting"]):
+        (audio / f"{i}.wav").write_bytes(speech.encode_wav(rng.normal(0, 0.1, 12000).astype(np.float32)))
+        (audio / f"{i}.txt").write_text(text)
+    return TinyApp(model_dir, f"speech:{audio}", "whisper")
+
+
+@pytest.fixture
+def app(monkeypatch, tmp_path, tiny_whisper):
+    for key, value in app_env(tiny_whisper, tmp_path / "hp-home").items():
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
+    at.run()
+    return at
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_model_and_head_map_pages_show_wer_and_three_maps(app):
+    at = ok(app)
+    assert _metrics(at)["model type"] == "whisper" and "WER with all heads" in _metrics(at)
+    at = ok(at.switch_page("app_pages/head_map.py").run())
+    keys = [e.key for e in at.get("plotly_chart")]
+    assert all(f"hp_w_headmap_grid_{k}" in keys for k in ("encoder_self", "decoder_self", "cross"))
+    wer = next(m for m in at.metric if m.label == "WER")
+    assert "95 % interval" in wer.proto.help
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_attention_page_speaks_the_sentence_and_maps_cross_attention_over_audio(app):
+    at = ok(app.switch_page("app_pages/attention.py").run())
+    assert "Prediction, all heads" in predictions(at)
+    intro = at.markdown[0].value                  # a speech model's intro (issue 22 item 6)
+    assert "[CLS]" not in intro and "audio frames" in intro
+    kinds = next(b for b in at.selectbox if b.label == "Attention kind")
+    assert len(kinds.options) == 3
+    assert at.get("plotly_chart"), "no attention thumbnails drawn"
+
+
+def test_model_and_data_shows_audio_files_relative_to_the_data_set(app, tiny_whisper):
+    at = ok(app)
+    table = next(d.value for d in at.dataframe if "audio" in d.value.columns)
+    audio_root = tiny_whisper.task.removeprefix("speech:")
+    shown = [str(v) for v in table["audio"]]
+    assert shown and all(not v.startswith("/") and audio_root not in v for v in shown), shown
+    assert shown[0] == "0.wav"

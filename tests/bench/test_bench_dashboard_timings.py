@@ -1,0 +1,80 @@
+"""benchmarks/dashboard_timings.py's own logic: the class's heads (each one-head mask once, or a cache
+hit would time no work), the pooled medians, and the in-page timing of a click (a static page in
+Chromium; skipped without it)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import dashboard_timings as bench  # noqa: E402
+from browser_helpers import LIVE_STRIP, chromium_browser, chromium_path  # noqa: E402
+
+
+def test_the_class_clicks_every_head_at_most_once_and_every_round_the_same_layers():
+    picker = bench.HeadPicker([12] * 6, reserved={(0, 3)})
+    rounds = [picker.round(1)] + [picker.round(8) for _ in range(3)] + [picker.round(1)] + \
+             [picker.round(8) for _ in range(3)]
+    clicked = [t for r in rounds for t in r]
+    assert len(clicked) == 50 and len(set(clicked)) == 50 and picker.repeats == 0
+    assert (0, 3) not in clicked
+    eights = [[layer for layer, _ in r] for r in rounds if len(r) == 8]
+    assert all(layers == eights[0] for layers in eights)
+    assert sorted(set(eights[0])) == list(range(6))         # every depth: the work per click differs by layer
+    assert [layer for layer, _ in rounds[0]] == [3]          # a lone session: a middle layer
+
+
+def test_a_layer_that_runs_out_of_heads_is_counted_not_hidden():
+    picker = bench.HeadPicker([2, 2])
+    clicked = [t for _ in range(3) for t in picker.round(4)]
+    assert picker.repeats == len(clicked) - 4
+    assert all(0 <= head < 2 for _, head in clicked)
+
+
+def _round(sessions, niceness, waits, correct=True):
+    return {"sessions": sessions, "browsers_niceness": niceness, "all_correct": correct,
+            "to_metric_s": bench._spread(waits), "server_memory_mib": {"peak_after": 100.0 + len(waits)},
+            "per_session": [{"to_metric_s": w, "to_metric_sent_s": w - 0.1} for w in waits]}
+
+
+def test_pooled_takes_the_median_over_every_session_of_every_round_per_niceness():
+    rounds = [_round(8, 0, [1.0, 2.0, 3.0]), _round(8, 0, [4.0, 5.0, 6.0], correct=False), _round(8, 19, [0.5, 0.7])]
+    pooled = {p["browsers_niceness"]: p for p in bench.pooled(rounds)}
+    assert pooled[0]["to_metric_s"]["median"] == 3.5 and pooled[0]["to_metric_s"]["n"] == 6
+    assert pooled[0]["round_medians_s"] == [2.0, 5.0] and pooled[0]["all_correct"] is False
+    assert pooled[19]["to_metric_s"]["median"] == 0.6 and pooled[19]["all_correct"] is True
+    assert pooled[19]["to_metric_sent_s"]["median"] == pytest.approx(0.5)    # 0.6 - 0.1, float rounding only
+
+
+# The page updates the strip 400 ms after the mousedown, then the latency 300 ms later.
+# The script sits in the head, as Streamlit's do: the watch reads the body's text.
+PAGE = f"""<html><head><script>
+document.addEventListener('DOMContentLoaded', () => document.getElementById('b').addEventListener('mousedown', () => {{
+  const s = document.querySelector('{LIVE_STRIP}'), lat = document.getElementById('lat');
+  s.textContent = 'Heads kept 71 / 72 · metric and loss: updating…'; lat.textContent = 'latency: updating…';
+  setTimeout(() => {{ s.textContent = 'Heads kept 71 / 72 · accuracy 88 % · loss 0.31'; }}, 400);
+  setTimeout(() => {{ lat.textContent = 'latency 2 ms'; }}, 700);
+}}));
+</script></head><body><button id="b" style="width:200px;height:50px">head</button>
+<div class="{LIVE_STRIP[1:]}">Heads kept 72 / 72 · accuracy 89 % · loss 0.3</div><p id="lat">latency 1 ms</p>
+</body></html>"""
+
+
+def test_a_click_is_timed_inside_the_page_until_the_new_metric_and_latency_show():
+    path = chromium_path()
+    if path is None:
+        pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
+    with chromium_browser(path) as browser:
+        page = browser.new_page()
+        page.set_content(PAGE)
+        bench.watch(page, 71)
+        assert bench.watched(page) == {"metric": None, "latency": None}      # nothing clicked yet
+        page.click("#b")
+        page.wait_for_function("() => window.__hp_click.latency !== null", timeout=10_000)
+        times = bench.watched(page)
+        # setTimeout fires no earlier than asked; a loaded machine may add tens of milliseconds
+        assert 0.4 <= times["metric"] < 0.4 + 1.0
+        assert 0.7 <= times["latency"] < 0.7 + 1.0 and times["latency"] > times["metric"]

@@ -1,0 +1,118 @@
+"""Head conventions, JSON formats and presets: shapes, round trips, clear errors."""
+import json
+
+import pytest
+
+from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
+from pruning_core.modeling.presets import (
+    keep_top_fraction_per_layer,
+    keep_top_per_layer,
+    random_per_layer,
+    remove_least_important,
+    removed_per_layer,
+)
+from pruning_core.evaluation.results import (
+    ScoreResult,
+    load_mask,
+    load_scores,
+    mask_to_json,
+    read_json,
+    write_json,
+)
+
+LAYOUT = HeadLayout({"encoder_self": (4, 4), "decoder_self": (4, 4), "cross": (4, 4)})
+
+
+def test_mask_json_matches_the_fixed_format(tmp_path):
+    mask = HeadMask.from_removed(LAYOUT, [("cross", 1, 0)])
+    data = mask_to_json(mask, "tiny")
+    assert data == {"format": "headprune.mask/1", "model": "tiny",
+                    "kinds": {"encoder_self": [[1] * 4] * 2, "decoder_self": [[1] * 4] * 2,
+                              "cross": [[1] * 4, [0, 1, 1, 1]]}}
+    write_json(tmp_path / "m.json", data)
+    assert load_mask(tmp_path / "m.json", LAYOUT) == mask
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"kinds": {}}', "no 'format' field"),
+    ('{"format": "headprune.scores/1", "kinds": {}}', "a 'headprune.scores/1' file"),
+    ('{"format": "headprune.mask/2", "kinds": {}}', "version '2'"),
+    ('{"format": "headprune.mask/1", "kinds": {"encoder_self": [[1, 1, 1, 1]]}}', "attention kinds"),
+    ('{"format": "headprune.mask/1", "kinds": {"encoder_self": [[1,1,1,1],[1,1,1]], "decoder_self": [[1,1,1,1],[1,1,1,1]], "cross": [[1,1,1,1],[1,1,1,1]]}}', "heads per layer"),
+    ('{"format": "headprune.mask/1", "kinds": {"encoder_self": [[1,1,1,2],[1,1,1,1]]}}', "0 \\(removed\\) or 1"),
+])
+def test_bad_mask_files_get_clear_errors(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(FormatError, match=message):
+        load_mask(path, LAYOUT)
+
+
+def test_missing_file_error(tmp_path):
+    with pytest.raises(FormatError, match="does not exist"):
+        read_json(tmp_path / "nope.json")
+
+
+def test_scores_roundtrip_and_shape_check(tmp_path):
+    scores = HeadScores.from_lists({k: [[0.1, 0.4, 0.2, 0.3], [1.0, 2.0, 3.0, 4.0]] for k in LAYOUT.kinds})
+    res = ScoreResult("gradient", scores, True, {"model": "tiny"})
+    write_json(tmp_path / "s.json", res.to_json())
+    again = load_scores(tmp_path / "s.json", LAYOUT)
+    assert again.scores == scores and again.normalize and again.method == "gradient"
+    data = res.to_json()
+    assert data["format"] == "headprune.scores/1" and data["normalized"] is True
+    with pytest.raises(FormatError, match="attention kinds"):
+        load_scores(tmp_path / "s.json", HeadLayout({"encoder_self": (4, 4)}))
+    bad = dict(data, raw_kinds={"encoder_self": [[float("nan")] * 4] * 2})
+    with pytest.raises(FormatError, match="NaN"):
+        ScoreResult.from_json(bad)
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "out.json"
+    write_json(path, {"format": "x/1", "a": 1})
+    with pytest.raises(TypeError):
+        write_json(path, {"format": "x/1", "bad": object()})
+    assert json.loads(path.read_text()) == {"format": "x/1", "a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_normalisation_and_ranking():
+    s = HeadScores.from_lists({"encoder_self": [[3.0, 4.0], [0.0, 0.0]]})
+    assert s.normalized_per_layer().kinds["encoder_self"] == ((0.6, 0.8), (0.0, 0.0))
+    assert s.ranked(seed=1)[-1] == ("encoder_self", 0, 1)
+
+
+def test_presets():
+    scores = HeadScores.from_lists({"encoder_self": [[0.1, 0.5, 0.3, 0.9], [0.2, 0.1, 0.4, 0.35]]})
+    glob = remove_least_important(scores, 0.5)
+    assert glob.n_kept == 4 and set(glob.removed()) == {("encoder_self", 0, 0), ("encoder_self", 1, 1),
+                                                         ("encoder_self", 1, 0), ("encoder_self", 0, 2)}
+    per = remove_least_important(scores, 0.5, per_layer=True)
+    assert [sum(r) for r in per.kinds["encoder_self"]] == [2, 2]
+    assert keep_top_per_layer(scores, 1).kinds["encoder_self"] == ((0, 0, 0, 1), (0, 0, 1, 0))
+    rnd = random_per_layer(scores.layout, 0.5, seed=1)
+    assert [sum(r) for r in rnd.kinds["encoder_self"]] == [2, 2]
+    assert rnd == random_per_layer(scores.layout, 0.5, seed=1)
+    with pytest.raises(HeadpruneError, match="between 0 and 1"):
+        remove_least_important(scores, 1.5)
+
+
+def test_per_layer_share_is_one_rule():
+    """Removing a share per layer removes round(share * n) heads (halves to even) in every preset."""
+    assert [removed_per_layer(n, 0.5) for n in (12, 5, 4, 3, 2, 1)] == [6, 2, 2, 2, 1, 0]
+    layout = HeadLayout({"encoder_self": (12, 5, 3, 1)})
+    scores = HeadScores.from_lists({"encoder_self": [[float(h) for h in range(n)] for n in (12, 5, 3, 1)]})
+    top = keep_top_fraction_per_layer(scores, 0.5)
+    assert top.kinds["encoder_self"] == ((0,) * 6 + (1,) * 6, (0, 0, 1, 1, 1), (0, 0, 1), (1,))
+    assert top == remove_least_important(scores, 0.5, per_layer=True)
+    assert [sum(r) for r in random_per_layer(layout, 0.5, seed=2).kinds["encoder_self"]] == [6, 3, 1, 1]
+
+
+def test_mask_edits_return_new_masks():
+    m = HeadMask.full(LAYOUT)
+    t = m.toggled("cross", 0, 3)
+    assert m.is_full() and t.n_kept == m.n_total - 1 and t.toggled("cross", 0, 3) == m
+    assert t.inverted().n_kept == 1

@@ -1,0 +1,232 @@
+"""Evaluation that recomputes from the first layer whose heads changed (pruning_core.modeling.layer_cache) gives
+exactly the full masked pass's metric, per-example losses and predictions, on every family that claims
+it, and runs only the layers from the first change on."""
+from __future__ import annotations
+
+import gc
+import json
+import random
+
+import pytest
+import torch
+import transformers
+
+from pruning_core import tasks
+from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
+from pruning_core.core.errors import Cancelled
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.layer_cache import LayerInputCache
+from pruning_core.modeling.masking import installed_hook_count
+from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
+from tiny import ALL_ARCHS, VOCAB, tiny_config, tokenizer_for, tiny_loaded
+
+# (family, attention implementation) pairs that resume from a cached layer; every other tiny family runs
+# the whole model (test_other_families_run_the_whole_model)
+RESUMABLE = [("bert", "eager"), ("bert", "sdpa"), ("roberta", "eager"), ("roberta", "sdpa"), ("electra", "eager"),
+             ("electra", "sdpa"), ("distilbert", "eager"), ("distilbert", "sdpa"), ("mpnet", "eager")]
+LAYERS = 3
+BATCH = 8                 # 37 examples: 5 batches, each padded to its longest example
+
+
+@pytest.fixture(autouse=True)
+def _fresh_encodings():
+    tasks.clear_cache()
+    yield
+    tasks.clear_cache()
+
+
+def three_layer_model(arch: str, tmp_path, attn: str) -> LoadedModel:
+    """A tiny ``arch`` classifier with 3 layers (a first, a middle and a last), weights drawn wide enough
+    (std 0.4) that removing any head changes the losses."""
+    torch.manual_seed(0)
+    config = tiny_config(arch)
+    setattr(config, "n_layers" if arch == "distilbert" else "num_hidden_layers", LAYERS)
+    model = getattr(transformers, adapter_for(config).auto_class).from_config(config, attn_implementation=attn)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(0.0, 0.4)
+    model.eval()
+    sites = find_sites(model)
+    return LoadedModel(model=model, tokenizer=tokenizer_for(tmp_path), model_id=f"tiny-{arch}", source="memory",
+                       task_type="classification", arch=arch, weights_sha256=weights_hash_of_module(model),
+                       sites=sites, layout=layout_of(sites))
+
+
+def sentiment_data(loaded: LoadedModel, tmp_path, n: int = 37):
+    """``n`` sentences of 1 to 14 words (so every batch but the shortest holds padding)."""
+    rng = random.Random(0)
+    rows = [{"text": " ".join(rng.choice(VOCAB[9:]) for _ in range(rng.randint(1, 14))), "label": rng.randint(0, 1)}
+            for _ in range(n)]
+    path = tmp_path / "cls.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = tasks.get_task(f"file:{path}")
+    return task, task.encode(loaded, "test")
+
+
+def masks(layout) -> list[tuple[str, HeadMask | None]]:
+    """A sequence of clicks: dense, last layer, first layer, middle layer (after the first), a fully removed
+    layer, the same mask again, back to dense."""
+    full = HeadMask.full(layout)
+    last = full.toggled("encoder_self", LAYERS - 1, 1)
+    first = full.toggled("encoder_self", 0, 2)
+    middle_after_first = first.toggled("encoder_self", 1, 0)
+    whole_layer = HeadMask.from_removed(layout, [("encoder_self", 1, h) for h in range(4)])
+    return [("dense", None), ("last layer", last), ("first layer", first), ("middle after first", middle_after_first),
+            ("fully removed layer", whole_layer), ("same mask again", whole_layer), ("dense again", full)]
+
+
+@pytest.mark.parametrize("arch,attn", RESUMABLE)
+def test_resumed_evaluation_equals_the_full_masked_pass(arch, attn, tmp_path):
+    loaded = three_layer_model(arch, tmp_path, attn)
+    task, data = sentiment_data(loaded, tmp_path)
+    assert max(data.lengths) > min(data.lengths)                  # padded batches
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    before = weights_hash_of_module(loaded.model)
+    dense_losses = None
+    for name, mask in masks(loaded.layout):
+        resumed = task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+        full = task.evaluate(loaded, data, mask, batch_size=BATCH)
+        # Exact (tolerance 0): the resumed batch runs the same float32 operations on the same tensors in the
+        # same order as the model's own loop (same layer modules, the arguments recorded from its full pass,
+        # the same head), so the results are bitwise equal, not merely close.
+        assert resumed.example_losses == full.example_losses, name
+        assert resumed.predictions == full.predictions, name
+        assert (resumed.metric, resumed.loss) == (full.metric, full.loss), name
+        dense_losses = dense_losses or full.example_losses
+        if mask is not None and not mask.is_full():
+            assert full.example_losses != dense_losses, name      # the mask matters: a wrong start would show
+    assert (cache.full, cache.resumed) == (1, len(masks(loaded.layout)) - 1)
+    assert installed_hook_count(loaded.model) == 0
+    assert weights_hash_of_module(loaded.model) == before          # the shared model is never changed
+
+
+@pytest.mark.parametrize("arch,attn", [("bert", "sdpa"), ("distilbert", "eager"), ("mpnet", "eager")])
+def test_a_change_in_layer_l_runs_only_layers_l_and_later(arch, attn, tmp_path):
+    loaded = three_layer_model(arch, tmp_path, attn)
+    task, data = sentiment_data(loaded, tmp_path)
+    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    calls = [0] * LAYERS
+    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, layer in enumerate(layers)]
+    batches = data.n_batches(BATCH)
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+        assert calls == [batches] * LAYERS
+        full = HeadMask.full(loaded.layout)
+        for changed in (2, 1, 0):
+            calls[:] = [0] * LAYERS
+            task.evaluate(loaded, data, full.toggled("encoder_self", changed, 3), batch_size=BATCH, layer_cache=cache)
+            assert calls == [0] * changed + [batches] * (LAYERS - changed), changed
+        calls[:] = [0] * LAYERS                      # a second change in layer 1 after one in layer 0: from layer 1
+        two = full.toggled("encoder_self", 0, 3).toggled("encoder_self", 1, 1)
+        task.evaluate(loaded, data, two, batch_size=BATCH, layer_cache=cache)
+        assert calls == [0, batches, batches]
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_the_cache_keeps_to_its_budget_least_recently_used_first(tmp_path):
+    loaded = three_layer_model("bert", tmp_path, "eager")
+    task, data = sentiment_data(loaded, tmp_path)
+    probe = LayerInputCache(max_bytes=2**30)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=probe)
+    one_evaluation = probe.nbytes                      # the context and the inputs of 3 layers
+    cache = LayerInputCache(max_bytes=one_evaluation + one_evaluation // 2)
+    full = HeadMask.full(loaded.layout)
+    for head in range(4):
+        mask = full.toggled("encoder_self", 0, head)
+        plain = task.evaluate(loaded, data, mask, batch_size=BATCH)
+        assert task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache).example_losses == \
+            plain.example_losses
+        assert 0 < cache.nbytes <= cache.max_bytes
+    dense = task.evaluate(loaded, data, None, batch_size=BATCH)
+    nothing = LayerInputCache(max_bytes=0)             # a budget of 0 keeps nothing and still evaluates
+    for _ in range(2):
+        assert task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=nothing).example_losses == \
+            dense.example_losses
+    assert (len(nothing), nothing.nbytes, nothing.full, nothing.resumed) == (0, 0, 2, 0)
+
+
+def test_the_inputs_every_first_click_resumes_from_outlast_other_sessions_clicks(tmp_path):
+    """With plain LRU, a session's clicks in the first layer pushed out the all-heads inputs of the deeper
+    layers, and the next session's first click in the last layer reran every layer."""
+    loaded = three_layer_model("bert", tmp_path, "eager")
+    task, data = sentiment_data(loaded, tmp_path)
+    probe = LayerInputCache(max_bytes=2**30)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=probe)
+    cache = LayerInputCache(max_bytes=probe.nbytes + probe.nbytes // 2)     # the context, 3 layers, and half again
+    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
+    calls = [0] * LAYERS
+    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, layer in enumerate(layers)]
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)       # a session opens the map
+        mask = HeadMask.full(loaded.layout)
+        for head in range(4):                         # one session's clicks in the first layer, one after the other
+            mask = mask.toggled("encoder_self", 0, head)
+            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+            assert cache.nbytes <= cache.max_bytes
+        calls[:] = [0] * LAYERS                       # another session's first click, in the last layer
+        last = HeadMask.full(loaded.layout).toggled("encoder_self", LAYERS - 1, 2)
+        resumed = task.evaluate(loaded, data, last, batch_size=BATCH, layer_cache=cache)
+        assert calls == [0] * (LAYERS - 1) + [data.n_batches(BATCH)]
+    finally:
+        for h in handles:
+            h.remove()
+    assert resumed.example_losses == task.evaluate(loaded, data, last, batch_size=BATCH).example_losses
+
+
+def test_a_cancelled_evaluation_stores_nothing_and_leaves_no_hook(tmp_path):
+    loaded = three_layer_model("bert", tmp_path, "eager")
+    task, data = sentiment_data(loaded, tmp_path)
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+
+    def cancel_at_second_batch(event):
+        if event.done == 2:
+            raise Cancelled("stop")
+    with pytest.raises(Cancelled):
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache, progress=cancel_at_second_batch)
+    assert (len(cache), installed_hook_count(loaded.model)) == (0, 0)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    stored = len(cache)
+    with pytest.raises(Cancelled):                     # a resumed evaluation cancelled midway adds nothing
+        task.evaluate(loaded, data, HeadMask.full(loaded.layout).toggled("encoder_self", 0, 0), batch_size=BATCH,
+                      layer_cache=cache, progress=cancel_at_second_batch)
+    assert (len(cache), installed_hook_count(loaded.model)) == (stored, 0)
+
+
+def test_entries_go_with_their_model(tmp_path):
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    loaded = three_layer_model("distilbert", tmp_path, "eager")
+    task, data = sentiment_data(loaded, tmp_path)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    assert len(cache) == 1 + LAYERS and cache.nbytes > 0
+    del loaded
+    tasks.clear_cache()                                # the encoded data refers to nothing of the model, but be sure
+    del data
+    gc.collect()
+    assert (len(cache), cache.nbytes) == (0, 0)
+
+
+def test_other_families_run_the_whole_model(tmp_path):
+    claimed = {arch for arch, _ in RESUMABLE}
+    for arch in ALL_ARCHS:
+        model = tiny_loaded(arch, tmp_path).model
+        has_stack = adapter_for(model).layer_stack(model) is not None
+        assert has_stack == (arch in claimed), arch
+
+
+def test_length_sorted_batches_change_each_loss_only_by_rounding(tmp_path):
+    """Batches are sorted by length (less padding, less work); an example's loss then depends on how far its
+    batch is padded only through float32 rounding (padded keys get exactly zero attention weight, but the
+    matrix products run over other widths, so sums are formed in other orders: about 1e-6 relative)."""
+    loaded = three_layer_model("bert", tmp_path, "eager")
+    task, data = sentiment_data(loaded, tmp_path)
+    alone = task.evaluate(loaded, data, None, batch_size=1)         # no padding at all
+    batched = task.evaluate(loaded, data, None, batch_size=BATCH)
+    assert data.padding_fraction(BATCH) < data.padding_fraction(BATCH, sort_by_length=False)
+    assert batched.predictions == alone.predictions and batched.metric == alone.metric
+    assert batched.example_losses == pytest.approx(alone.example_losses, rel=1e-5, abs=1e-6)
