@@ -1,46 +1,24 @@
-"""Retraining-free repair of a masked model: per-layer least-squares scales folded into W_O (Kwon et al.
-2022), and FLAP's bias compensation (An et al. 2024), on a copy.
+"""Retraining-free repair of a masked model, on a copy: per-layer least-squares scales folded into W_O
+(Kwon et al. 2022) and FLAP's bias compensation (An et al. 2024).
 
 :func:`repair_mask` deep-copies the model (the one passed in, often the dashboard's shared model, is
-only read), then visits the attention sites in the order the forward pass computes them (encoder, then
-each decoder layer's self- then cross-attention). For each site it runs the calibration data twice,
-each pass stopping at that site (:func:`.capture.run_to_site`): through the unpruned model (the
-teacher: the layer's output ``y_t``; kept from one full pass when every layer's fits in
-:data:`TEACHER_CACHE_BYTES`) and through the copy, whose earlier layers are already pruned and
-tuned (the student: the heads' outputs ``z`` on the input the pruned model really gives this layer).
-:mod:`.least_squares` then picks the kept heads' scales and, with ``bias_compensation``, the shift of
-the output bias (the removed heads' mean contribution); the copy's W_O gets the scales (removed heads'
-columns become 0, which is exactly what the mask does) and the bias its shift. Layers before the first
-one the mask changes are skipped: there the copy's input equals the teacher's.
+only read) and visits the attention sites in forward order. For each site it runs the calibration data
+to that site (:func:`.capture.run_to_site`) through the unpruned model (the teacher's layer output
+``y_t``) and through the copy, whose earlier layers are already pruned and tuned (the student's head
+outputs ``z_s``). :mod:`.least_squares` picks the kept heads' scales (and, with ``bias_compensation``,
+the output bias's shift); they are folded into the copy's W_O, where removed heads' columns become 0,
+exactly what the mask does. Layers before the first changed one are skipped.
 
-With ``target="residual"`` the least squares reproduce the residual sum the layer computes before any
-LayerNorm: ``W_O z + b + x``, with ``x`` the tensor the family adds as residual
-(:meth:`ArchitectureAdapter.residual_source`: the layer's input in BERT, DistilBERT, MPNet, GPT-2, Llama
-and encoder/decoder self-attention; the hidden state after self-attention for cross-attention). The
-student's ``x_s`` already differs from the teacher's ``x_t`` where earlier layers were pruned, so the fit is
+Targets: ``"output"`` (default) fits ``y_s ~ y_t``; ``"residual"`` fits the residual sum before the
+LayerNorm, ``W_O (m * z_s) + b + delta + x_s ~ W_O z_t + b + x_t``, so each layer also corrects the
+drift from below (families whose adapter names its residual, :meth:`ArchitectureAdapter.residual_source`).
+On grouped-query models a scale belongs to a query head; key/value heads are not tuned. A projection
+without a bias takes no bias compensation (a new bias would not load as a stock model). Each layer's
+record says what it used. Why the defaults are what they are, and the options measured and left off
+(``normed``, ``head_tokens``, ``choose="loss"``, ``ffn``, ``damping``): docs/METHODS.md.
 
-    W_O (m * z_s) + b + delta + x_s  ~  W_O z_t + b + x_t,   i.e.  y_s ~ y_t + (x_t - x_s)
-
-(still linear in the scales and shift: the LayerNorm after the sum is left out of the fit), which lets each
-layer also correct the drift coming from below, as Kwon et al.'s layer-wise reconstruction of the layer's
-output does. ``target="output"`` (the default), or a family whose adapter does not name its residual, fits
-the output projection's output alone (``y_s ~ y_t``); each layer's record says which target it used. The
-default stays ``"output"`` because on the default model (36 of 72 heads removed) the residual target
-measured no better: 85.87 % against 86.07 % test accuracy with Fisher on 512 snippets, 84.29 % with 1,024
-(benchmarks/results/compress.json). On
-grouped-query models (Llama) a scale belongs to a query head (its W_O columns); key/value heads are
-not tuned. A projection without a bias (Llama's ``o_proj``) takes no bias compensation (a new bias
-would not load as a stock model); that is recorded per layer.
-
-Options measured on the default and left off because none beat the defaults there
-(benchmarks/results/compress.json): ``target="normed"`` (the residual's error after the LayerNorm that follows
-it, to first order: :class:`.least_squares.NormJacobian`), ``head_tokens`` (the last layer fitted on the token
-the classifier head reads), ``choose="loss"`` (each layer's candidate by the model's calibration loss:
-:mod:`.choose`), ``ffn`` (Kwon et al.'s neuron scales of each feed-forward block: :mod:`.ffn`) and ``damping``
-(scales pulled towards 1).
-
-The result, :class:`RepairResult`, holds the tuned copy at full shape (removed heads' columns zero):
-``pruning.prune_heads`` then removes them physically, and the smaller model has no extra parameters.
+:class:`RepairResult` holds the tuned copy at full shape; ``pruning.prune_heads`` then removes the
+zeroed heads, so the smaller model has no extra parameters.
 """
 from __future__ import annotations
 

@@ -1,36 +1,24 @@
 """Evaluation that recomputes only from the first layer whose heads changed: cached layer inputs.
 
-In an encoder, the hidden state entering layer ``L`` of a batch depends only on the batch and on the
-mask rows of layers ``0 .. L-1``. A :class:`LayerInputCache` keeps those hidden states, per evaluation
-batch, keyed by (model instance and weights hash, task, split, examples and their fingerprint, batch
-size, device, the mask rows of the layers before ``L``). :func:`forward_for` hands
-:meth:`pruning_core.tasks.Task.evaluate` a forward function that, for a mask whose first ``L`` rows
-match a cached evaluation, starts each batch at layer ``L`` from its cached input and runs layers
-``L .. N-1`` and the output head only. A dashboard click on a head of layer ``L`` of a 6-layer model
-then runs ``6 - L`` layers instead of 6.
+In an encoder, the hidden state entering layer ``L`` depends only on the batch and on the mask rows of
+layers ``0 .. L-1``. A :class:`LayerInputCache` keeps those hidden states per evaluation batch, keyed by
+(model instance and weights hash, task, split, examples, batch size, device, the mask rows before
+``L``). :func:`forward_for` gives :meth:`pruning_core.tasks.Task.evaluate` a forward function that
+starts each batch at the first changed layer from its cached input, so a click in layer ``L`` of a
+6-layer model runs ``6 - L`` layers.
 
-Exactness: the resumed batch runs the same layer modules on the same tensors, with the same extra
-arguments the model's own loop passed them (recorded from a full pass: the attention mask as the
-model prepared it, MPNet's position bias), in the same order, then the head the adapter describes
-(:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`), so every float32 operation
-is the one the full pass makes: ``tests/test_layer_cache.py`` checks equal metric, losses and
-predictions for every family that supports it.
+Exact: the resumed batch runs the same layer modules on the same tensors, with the extra arguments the
+model's own loop passed them (recorded from a full pass), then the head the adapter describes
+(:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`); the layer-cache tests
+check equal metric, losses and predictions for every family that supports it. Families without a
+:class:`~pruning_core.modeling.architectures.LayerStack` (decoders, encoder-decoders, speech), a model in
+training mode, a data-parallel rank's share and a key/value cache run the whole model, as without a
+cache. A cached model must not change while cached; its entries go when the model is collected.
 
-Which models: those whose adapter gives a :class:`~pruning_core.modeling.architectures.LayerStack`
-(BERT, RoBERTa, ELECTRA, DistilBERT and MPNet sequence classifiers). Every other family (decoders,
-encoder-decoders, speech), a model in training mode, a data-parallel rank's share and a layer
-argument that is not a plain value (a key/value cache) run the whole model each time, as without a
-cache. A cached model must not change while it is cached (the dashboard's shared model never does);
-its entries go when the model instance is collected.
-
-Memory: the cache holds at most ``max_bytes`` (least recently used entries dropped first):
-:func:`pruning_core.bench.budget.layer_cache_budget`. The inputs of layers whose earlier layers keep all their
-heads (and each batch's recorded layer arguments) go last: every session starts from all heads, so
-every first click, and every one after a Reset, resumes from them. With plain LRU, ten clicks of one
-session in the first layer pushed them out (the default's 256 MiB hold about five masks' inputs), and
-the next session's click in the last layer reran all six layers (0.88 CPU-s instead of 0.15). The
-hooks that record a full pass's layer inputs are scoped to it (:func:`pruning_core.modeling.masking.shared_hooks`);
-the model's modules are never replaced.
+Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently
+used first, except that the inputs entered with all earlier heads kept go last: every session starts
+from all heads, so every first click resumes from them. The recording hooks are scoped to one pass
+(:func:`pruning_core.modeling.masking.shared_hooks`); the model's modules are never replaced.
 """
 from __future__ import annotations
 
