@@ -21,8 +21,7 @@ exchange, so a rank that fails mid-pass tells the others at their next collectiv
 :func:`agree` before writing). A rank that dies without unwinding (killed, segfault) is reported
 by ``torchrun``, which stops the others.
 
-The environment read here: ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` (set by ``torchrun``) and,
-for tests, ``HEADPRUNE_FAIL_RANK`` (that rank raises :class:`InjectedFailure` at its first batch).
+The environment read here: ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` (set by ``torchrun``).
 Without :func:`init` nothing here communicates, and the single-process path stays as it was.
 """
 from __future__ import annotations
@@ -38,16 +37,11 @@ import torch
 
 from pruning_core.core.errors import HeadpruneError, UsageError
 
-ENV_FAIL = "HEADPRUNE_FAIL_RANK"        # testing hook: this rank fails at its first batch
 TORCHRUN_ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
 
 
 class RankFailed(HeadpruneError):
     """Another rank failed during a data-parallel pass: this one stops too and writes nothing."""
-
-
-class InjectedFailure(HeadpruneError):
-    """The failure ``HEADPRUNE_FAIL_RANK`` asks for (tests of the failure path)."""
 
 
 @dataclass(frozen=True)
@@ -202,10 +196,6 @@ def batches(data, batch_size: int, device=None) -> tuple[Iterator, int]:
     return data.batches(batch_size, device=device, part=part), max(1, data.n_batches(batch_size, part))
 
 
-def check_injected_failure() -> None:
-    """Raise :class:`InjectedFailure` when ``HEADPRUNE_FAIL_RANK`` names this rank (tests only)."""
-    if _WORLD is not None and os.environ.get(ENV_FAIL) == str(_WORLD.rank):
-        raise InjectedFailure(f"rank {_WORLD.rank} failed on purpose ({ENV_FAIL}={_WORLD.rank}).")
 
 
 # -- collectives (each starts with a status exchange) ----------------------------------------------

@@ -62,8 +62,6 @@ def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch
     batches, n_batches = distributed.batches(data, batch_size, device)
     with distributed.guard("gradient scoring"):
         for i, batch in enumerate(batches):
-            if part is not None:
-                distributed.check_injected_failure()
             contributions = token_contributions(loaded, task, batch, gates)
             for (kind, layer), contrib in contributions.items():
                 token_mask = batch.token_masks[kind].to(contrib.device, contrib.dtype).unsqueeze(-1)   # [B, T, 1]

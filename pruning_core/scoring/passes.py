@@ -71,14 +71,10 @@ def rank_batches(loaded, data, batch_size: int, stage: str,
                  progress: ProgressCallback | None = None) -> Iterator:
     """This rank's batches of ``data`` on the model's device, reporting progress as ``stage``.
 
-    Call it inside ``distributed.guard``; under ``torchrun`` each batch first checks the test hook
-    ``HEADPRUNE_FAIL_RANK`` (as every data-parallel pass does).
+    Call it inside ``distributed.guard``, so a rank that fails tells the others.
     """
-    part = distributed.batch_part()
     batches, total = distributed.batches(data, batch_size, loaded.device)
     for i, batch in enumerate(batches):
-        if part is not None:
-            distributed.check_injected_failure()
         yield batch
         report(progress, stage, i + 1, total)
 

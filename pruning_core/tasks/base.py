@@ -199,7 +199,6 @@ class Task:
             with torch.inference_mode(), apply_mask(loaded, mask), \
                     forward_for(loaded, data, mask, batch_size, layer_cache if part is None else None) as forward:
                 for i, batch in enumerate(data.batches(batch_size, device=loaded.device, part=part)):
-                    distributed.check_injected_failure()
                     outputs = forward(i, batch)
                     rows = self.example_losses(loaded, batch, outputs).float()           # [B]
                     weights = self.example_weights(batch).tolist()                        # [B]

@@ -26,6 +26,7 @@ from tiny import make_bert_tokenizer, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parents[1] / "distributed_worker.py"
+FAILING = Path(__file__).resolve().parents[1] / "failing_rank.py"     # the CLI with rank 1 failing
 TIMEOUT = 240
 
 CLI_RUNS = {
@@ -157,9 +158,8 @@ def test_only_rank_0_prints_results(launched):
 def test_a_rank_failing_mid_run_stops_every_rank_and_writes_nothing(workdir):
     out = workdir / "failed.json"
     before = set(workdir.iterdir())
-    proc = torchrun(["-m", "pruning_core", "score", "tiny", "--task", "file:tiny7.csv", "--score-split", "test",
-                     "--batch-size", "2", "--out", str(out)], workdir,
-                    {distributed.ENV_FAIL: "1", "HEADPRUNE_HOME": str(workdir / "home")})
+    proc = torchrun([str(FAILING), "score", "tiny", "--task", "file:tiny7.csv", "--score-split", "test",
+                     "--batch-size", "2", "--out", str(out)], workdir, {"HEADPRUNE_HOME": str(workdir / "home")})
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "headprune: error: [rank 1 of 2] rank 1 failed on purpose" in text, text[-3000:]

@@ -68,7 +68,6 @@ def mean_head_logits(loaded, pfile: PrunerFile, data, *, mask: HeadMask | None =
     batches, total = distributed.batches(data, batch_size, loaded.device)
     with distributed.guard("SMP scoring"), apply_mask(loaded, mask):
         for i, batch in enumerate(batches):
-            distributed.check_injected_failure()
             am = batch.token_masks["encoder_self"]
             with capture_attention(loaded, am) as maps:
                 loaded.model(**batch.inputs)
