@@ -99,3 +99,81 @@ def test_the_public_api_is_exactly_what_the_package_exports():
     assert not missing, missing
     assert {"load_model", "apply_mask", "prune_heads", "get_task", "get_metric", "get_scorer",
             "adapter_for", "benchmark"} <= set(pruning_core.__all__)
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (anywhere but under ``if TYPE_CHECKING:``)."""
+    mods = {}
+    for p in (ROOT / package).rglob("*.py"):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+
+    def resolve(name: str) -> str:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and ast.unparse(node.test).endswith("TYPE_CHECKING") for n in ast.walk(node)}
+        package_parts = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for dotted, _ in imports_of_node(node, package_parts):
+                target = resolve(dotted)
+                if target and target != name and not name.startswith(target + "."):
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def imports_of_node(node: ast.AST, package: list[str]) -> list[tuple[str, int]]:
+    if isinstance(node, ast.Import):
+        return [(a.name, node.lineno) for a in node.names]
+    if node.level == 0:
+        return [(node.module or "", node.lineno)] + [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
+    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+    return [(base, node.lineno)] + [(f"{base}.{a.name}", node.lineno) for a in node.names]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_library_has_no_import_cycle():
+    assert _cycles(_module_graph("pruning_core")) == []
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
