@@ -23,7 +23,8 @@ from pruning_core.bench import budget
 from pruning_core.core import distributed
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
-from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.scoring.passes import HeadSums, rank_batches
 from pruning_core.evaluation.results import ScoreResult, provenance
 from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
 
@@ -52,33 +53,20 @@ def token_contributions(loaded, task, batch, gates) -> dict[tuple[str, int], tor
 
 def per_token_importance(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 32,
                          progress: ProgressCallback | None = None) -> HeadScores:
-    """Raw I_h for every head over ``data`` (an EncodedData)."""
+    """Raw I_h for every head over ``data`` (an EncodedData): each head's summed |dL/dxi_h| over real
+    tokens, divided by the number of tokens; this rank's batches, then one all-reduce."""
     layout = loaded.layout
-    device = loaded.device
-    gates = gates_from_mask(mask, device) if mask is not None else ones_gates(layout, device)
-    totals = {k: [torch.zeros(n, dtype=torch.float64) for n in rows] for k, rows in layout.kinds.items()}
-    tokens = {k: 0.0 for k in layout.kinds}
-    part = distributed.batch_part()                 # None alone; else this rank's share of the batches
-    batches, n_batches = distributed.batches(data, batch_size, device)
+    gates = gates_from_mask(mask, loaded.device) if mask is not None else ones_gates(layout, loaded.device)
+    sums = HeadSums(layout, ("importance",))
     with distributed.guard("gradient scoring"):
-        for i, batch in enumerate(batches):
-            contributions = token_contributions(loaded, task, batch, gates)
-            for (kind, layer), contrib in contributions.items():
+        for batch in rank_batches(loaded, data, batch_size, "score:gradient", progress):
+            for (kind, layer), contrib in token_contributions(loaded, task, batch, gates).items():
                 token_mask = batch.token_masks[kind].to(contrib.device, contrib.dtype).unsqueeze(-1)   # [B, T, 1]
-                totals[kind][layer] += (contrib.abs() * token_mask).sum((0, 1)).double().cpu()
+                sums.add("importance", kind, layer, (contrib.abs() * token_mask).sum((0, 1)))
             for kind in layout.kinds:
-                tokens[kind] += float(batch.token_masks[kind].sum())
-            report(progress, "score:gradient", i + 1, n_batches)
-        if part is not None:                        # one all-reduce: every head's sum and the token counts
-            kinds = list(layout.kinds)
-            counts = torch.tensor([tokens[k] for k in kinds], dtype=torch.float64)
-            flat = [t for k in kinds for t in totals[k]] + [counts]
-            summed = distributed.sum_tensors(flat, "gradient scoring")
-            rows = iter(summed[:-1])
-            totals = {k: [next(rows) for _ in totals[k]] for k in kinds}
-            tokens = dict(zip(kinds, summed[-1].tolist()))
-    return HeadScores.from_lists({k: [(t / max(tokens[k], 1.0)).tolist() for t in rows]
-                                  for k, rows in totals.items()})
+                sums.count(kind, batch.token_masks[kind].sum())
+        sums.all_reduce("gradient scoring")
+    return sums.scores("importance", per_count=True)
 
 
 def scoring_batch_size(loaded, data, wanted: int) -> int:
