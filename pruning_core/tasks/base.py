@@ -192,13 +192,13 @@ class Task:
         state = EvalState(predictions=[None] * n, losses=[0.0] * n, weights=[0] * n, options={"beams": beams})
         part = distributed.batch_part()
         rank, size = part if part is not None else (0, 1)
-        total = data.n_batches(batch_size, part)
+        batches, total = distributed.batches(data, batch_size, loaded.device)     # this rank's share
         batch_losses: dict[int, tuple[float, int]] = {}        # global batch index -> (loss sum, weight)
         mine: list[int] = []                                   # the examples this process evaluated
         with distributed.guard(f"evaluate {self.name}"):
             with torch.inference_mode(), apply_mask(loaded, mask), \
                     forward_for(loaded, data, mask, batch_size, layer_cache if part is None else None) as forward:
-                for i, batch in enumerate(data.batches(batch_size, device=loaded.device, part=part)):
+                for i, batch in enumerate(batches):
                     outputs = forward(i, batch)
                     rows = self.example_losses(loaded, batch, outputs).float()           # [B]
                     weights = self.example_weights(batch).tolist()                        # [B]
