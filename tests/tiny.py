@@ -230,3 +230,13 @@ def prepared_folder(name: str, how: str = "") -> Path:
     if not entry.is_prepared():
         pytest.skip(f"{name} is not prepared: run `headprune prepare --model {name}`{f' ({how})' if how else ''}")
     return entry.folder()
+
+
+def llama_6_on_2(seed: int = 0):
+    """A tiny Llama, 2 layers of 6 query heads (head_dim 8) sharing 2 key/value heads: groups of 3."""
+    import transformers
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(vocab_size=30, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64,
+                                      tie_word_embeddings=False, pad_token_id=0, bos_token_id=5, eos_token_id=6)
+    return transformers.LlamaForCausalLM(config).eval()

@@ -51,10 +51,14 @@ def intro(task_type: str | None) -> str:
 
 
 def show_predictions(run) -> None:
-    """The full and the pruned model's answer (an ``AttentionRun``) side by side, each shown whole
-    (long transcripts and translations wrap instead of ending in "…"), its probability as plain
-    text; a warning when they differ, and the run's notes."""
+    """A speech model's input as a player, then the full and the pruned model's answer (an
+    ``AttentionRun``) side by side, each shown whole (long transcripts and translations wrap instead
+    of ending in "…"), its probability as plain text; a warning when they differ, and the run's notes."""
     mask = run.mask
+    if run.audio is not None:             # a speech model heard the sentence: let the user hear it too
+        st.audio(run.audio, sample_rate=run.audio_rate)
+        st.caption(f"What the model heard: the sentence spoken by espeak-ng "
+                   f"({run.audio.size / run.audio_rate:.1f} s).")
     left, right = st.columns(2)
     for col, name, pred in ((left, "all heads", run.dense_prediction),
                             (right, f"pruned ({mask.n_kept}/{mask.n_total} heads kept)", run.pruned_prediction)):

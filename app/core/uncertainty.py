@@ -17,7 +17,7 @@ import numpy as np
 from pruning_core.evaluation import stats
 from pruning_core.evaluation.metrics import Metric, get_metric
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.evaluation.significance import Comparison
+from pruning_core.evaluation.significance import Comparison, too_few
 from pruning_core.tasks.unigram import UnigramBaseline
 
 from app.core.text import md_code
@@ -102,6 +102,9 @@ def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -
     metric = get_metric(base.metric_name)
     delta = metric.delta(other.metric, base.metric)
     if comparison is None:
+        paired = len(base.per_example) if len(base.per_example) == len(other.per_example) else 0
+        if paired and (few := too_few(paired)):
+            return Change(metric.delta_fmt.format(delta), True, few)
         return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
     low, high = metric.display(comparison.low), metric.display(comparison.high)
     places = _consistent_places(metric, base, other, delta, decimals(metric, (high - low) / 2))
@@ -109,8 +112,14 @@ def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -
     number = _fmt("{:+.1f}", places)
     unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
     return Change(re.sub(r"^([+-]?1) points$", r"\1 point", fmt.format(delta)), low <= 0 <= high,
-                  f"95 % interval of the change {number.format(low)} to {number.format(high)}"
-                  f"{' ' + unit if unit else ''} ({comparison.test}, p = {comparison.p_value:.2g})")
+                  f"95 % interval of the change {_signed(number, low)} to {_signed(number, high)}"
+                  f"{' ' + unit if unit else ''} ({comparison.test}, {comparison.p_text})")
+
+
+def _signed(fmt: str, value: float) -> str:
+    """``value`` with its sign ('+1.2', '-0.4'), but an end of exactly 0 as '0.0': '+0.0' would read as a
+    gain where the resamples with no change put the end of the interval."""
+    return fmt.format(0.0).lstrip("+") if value == 0 else fmt.format(value)
 
 
 def majority_share(labels: Sequence | None) -> float | None:
@@ -137,13 +146,16 @@ def loss_change(dense, pruned) -> Change:
         return Change(f"{delta:+.4f}", delta == 0, "no paired interval (no per-example losses)")
     if np.array_equal(la, lb):
         return Change(f"{delta:+.4f}", True, "the same loss on every example")
+    if few := too_few(la.size):
+        return Change(f"{delta:+.4f}", True, few)
     low, high, p = stats.paired_difference(lambda idx: lb[idx].sum() / wb[idx].sum() - la[idx].sum() / wa[idx].sum(),
                                            la.size)
     half = (high - low) / 2
     places = 4 if half <= 0 else max(1, min(4, 1 - math.floor(math.log10(half))))
     return Change(f"{delta:+.{places}f}", low <= 0 <= high,
-                  f"95 % interval of the change {low:+.{places}f} to {high:+.{places}f} ({BOOTSTRAP_LOSS}, "
-                  f"p = {p:.2g})")
+                  f"95 % interval of the change {_signed(f'{{:+.{places}f}}', low)} to "
+                  f"{_signed(f'{{:+.{places}f}}', high)} ({BOOTSTRAP_LOSS}, "
+                  f"{stats.format_p(p, stats.RESAMPLES)})")
 
 
 def unigram_reference(dense: EvalResult, baseline: UnigramBaseline) -> str:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from app.curves.figures import PALETTE, SYMBOLS, _scale
+from app.curves.figures import PALETTE, SYMBOLS, _scale, metric_axis
 from pruning_core.analysis.dynamics import DynamicsResult
 from pruning_core.core.errors import FormatError
+from pruning_core.evaluation.metrics import get_metric
 
 # where `python benchmarks/dynamics.py` writes the default's run (read when nothing is uploaded)
 DEFAULT_RESULT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "dynamics.json"
@@ -35,7 +36,7 @@ def _step_colour(i: int, n: int) -> str:
 
 def curves_by_step_figure(result: DynamicsResult) -> go.Figure:
     """Metric vs % of heads removed (by that checkpoint's I_h), one line per checkpoint."""
-    k, title = _scale(result.metric_name)
+    k = get_metric(result.metric_name).scale
     fig = go.Figure()
     n = len(result.checkpoints)
     for i, c in enumerate(result.checkpoints):
@@ -45,7 +46,7 @@ def curves_by_step_figure(result: DynamicsResult) -> go.Figure:
             line=dict(color=_step_colour(i, n), width=2), marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
             hovertemplate=f"step {c.step}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
     fig.update_layout(height=400, margin=dict(l=60, r=10, t=20, b=50),
-                      xaxis=dict(title="heads removed (%)"), yaxis=dict(title=title),
+                      xaxis=dict(title="heads removed (%)"), yaxis=metric_axis(result.metric_name),
                       legend=dict(orientation="h", y=-0.2))
     return fig
 

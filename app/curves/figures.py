@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from pruning_core.evaluation.metrics import get_metric
+from pruning_core.evaluation.significance import p_text
 
 # Okabe-Ito: distinguishable for the common colour-vision deficiencies
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -23,6 +24,14 @@ def _scale(metric_name: str) -> tuple[float, str]:
     return metric.scale, metric.axis_title
 
 
+def metric_axis(metric_name: str, **settings) -> dict:
+    """The y axis of a plot of a metric: its title and, for an unbounded metric (perplexity), a log
+    scale, on which 136 and 200,000 are both readable."""
+    metric = get_metric(metric_name)
+    log = metric.axis_type == "log"
+    return dict(title=metric.axis_title + (" (log scale)" if log else ""), type=metric.axis_type, **settings)
+
+
 def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,
                    metric_name: str, intervals: Sequence[tuple[float, float] | None] | None = None) -> go.Figure:
     """Metric after every change of the mask; the current step is a large ring.
@@ -30,7 +39,7 @@ def history_figure(metrics: Sequence[float | None], labels: Sequence[str], curre
     Points carry ``customdata = [step]`` so a click can jump back to that step; ``intervals`` (95 %,
     one per step, in metric units) become error bars when every step has one.
     """
-    k, title = _scale(metric_name)
+    k = get_metric(metric_name).scale
     steps = list(range(len(metrics)))
     ys = [None if m is None else k * m for m in metrics]
     bars = None
@@ -50,7 +59,7 @@ def history_figure(metrics: Sequence[float | None], labels: Sequence[str], curre
     fig.update_layout(height=220, margin=dict(l=50, r=10, t=10, b=40), showlegend=False, dragmode=False,
                       clickmode="event+select", xaxis=dict(title="change", dtick=1 if len(steps) < 15 else None,
                                                            fixedrange=True),
-                      yaxis=dict(title=title, fixedrange=True))
+                      yaxis=metric_axis(metric_name, fixedrange=True))
     return fig
 
 
@@ -64,7 +73,7 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     drawn as a dashed line.
     """
     metric_name = next((c.metric_name for c in curves.values()), "accuracy")
-    k, title = _scale(metric_name)
+    k = get_metric(metric_name).scale
     fig = go.Figure()
     for i, (name, c) in enumerate(curves.items()):
         _add_band(fig, c, name, k, PALETTE[i % len(PALETTE)])
@@ -88,7 +97,7 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
                                              line=dict(width=1, color="#000000")),
                                  hovertemplate=f"{current_label}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
     fig.update_layout(height=420, margin=dict(l=60, r=10, t=20, b=50),
-                      xaxis=dict(title="heads removed (%)", range=[-2, 102]), yaxis=dict(title=title),
+                      xaxis=dict(title="heads removed (%)", range=[-2, 102]), yaxis=metric_axis(metric_name),
                       legend=dict(orientation="h", y=-0.2))
     return fig
 
@@ -149,5 +158,5 @@ def _ablation_hover(metric, table, r) -> str:
     text = f"{r.kind} L{r.layer} H{r.head}<br>Δ {metric.format_delta(r.metric, table.base_metric)}"
     if r.p_value is not None:
         text += (f"<br>95 % [{metric.delta(r.delta_low, 0):+.2f}, {metric.delta(r.delta_high, 0):+.2f}]"
-                 f"<br>p {r.p_value:.3g}, Holm p {r.p_holm:.3g}")
+                 f"<br>{p_text(r.p_value, table.test, metric)}, Holm-adjusted {p_text(r.p_holm, table.test, metric)}")
     return text

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from pruning_core.core.heads import KIND_LABELS, HeadMask, HeadScores
 from pruning_core.analysis.roles import RoleReport, get_role
+from pruning_core.analysis.roles.report import STRONGEST_RULE
 
 COLORSCALE = "Cividis"
 REMOVED_COLOR = "#8c8c8c"
@@ -66,10 +67,15 @@ def role_hover(roles: RoleReport, kind: str, layer: int, head: int) -> str:
         value = roles.score(role, (kind, layer, head))
         if value is None or value != value:                 # absent for this kind, or NaN (no data)
             continue
-        has = value > roles.thresholds[role]
-        text = f"{get_role(role).title} {value:.2f}"
-        lines.append(f"<br><b>{text} ✔</b>" if has else f"<br>{text}")
-    return "<br><i>role scores (✔ above threshold)</i>" + "".join(lines) if lines else ""
+        threshold = roles.thresholds[role]
+        text = f"{get_role(role).title} {value:.2f} (threshold {threshold:.2f}, ×{value / max(threshold, 1e-9):.1f})"
+        lines.append(f"<br><b>{text} ✔</b>" if value > threshold else f"<br>{text}")
+    if not lines:
+        return ""
+    best = roles.strongest_of((kind, layer, head))
+    if best is not None:
+        lines.append(f"<br>strongest role: <b>{get_role(best).title}</b> ({STRONGEST_RULE})")
+    return "<br><i>role scores (✔ above threshold)</i>" + "".join(lines)
 
 
 def _role_marker(roles: RoleReport, kind: str, colour: str, cells: list[tuple[int, int]]) -> dict:
@@ -168,7 +174,7 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
                    yref="container", pad=dict(t=8, l=8)),
         showlegend=True, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0,
                                     itemclick=False, itemdoubleclick=False),
-        legend2=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top", title=dict(text="strongest role"),
+        legend2=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top", title=dict(text="strongest role<br>(largest score ÷ threshold)"),
                      itemclick=False, itemdoubleclick=False, font=dict(size=11)),
         dragmode=False, clickmode="event+select", plot_bgcolor="white",
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_heads)), range=[-0.6, n_heads - 0.4],

@@ -21,9 +21,13 @@ from app.jobs.work import Work
 
 RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
 KEEP = 16                   # measurements remembered per session
+AGAIN_BUTTON = "Measure again"
+# what masked latency is: the masked model runs every head and zeroes some, so it costs what dense costs
+MASKED_SENTENCE = f"The masked model (heads zeroed, not cut out) does the {MASKED_TEXT}: masking saves no time."
 
 
-def _key(mask: HeadMask) -> str:
+def mask_key(mask: HeadMask) -> str:
+    """The key of ``mask``'s measurement in this session's store."""
     return json.dumps(mask.to_json(), sort_keys=True)
 
 
@@ -39,7 +43,7 @@ def latency_panel(spec: str, mask: HeadMask) -> None:
         full_mask_note()
         return
     stored = measurement(spec, mask, measure=False)
-    again = stored is not None and st.button("Measure again", key=state.widget_key("headmap", "remeasure"),
+    again = stored is not None and st.button(AGAIN_BUTTON, key=state.widget_key("headmap", "remeasure"),
                                              icon=":material/timer:")
     result = measurement(spec, mask, again=again)
     if result is not None:
@@ -50,19 +54,20 @@ def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool 
     """This session's latency measurement of ``mask`` (a ``BenchResult``); when there is none (or
     ``again``) and ``measure``, time it now with a progress bar. None if absent, failed or cancelled."""
     store: dict = dict(session_results.get_result(RESULT) or {})
-    result = None if again else store.get(_key(mask))
+    result = None if again else store.get(mask_key(mask))
     if result is None and measure and not mask.is_full():
         result = Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask),
                       start="each_time").show()
         if result is not None:
-            store.pop(_key(mask), None)
-            store[_key(mask)] = result
+            store.pop(mask_key(mask), None)
+            store[mask_key(mask)] = result
             session_results.set_result(RESULT, dict(list(store.items())[-KEEP:]))
     return result
 
 
-def show_latency(result) -> None:
-    """Median latency with its IQR, the verdict on the speed-up, and when / under what load it was measured."""
+def show_latency(result, again_button: str = AGAIN_BUTTON) -> None:
+    """Median latency with its IQR, the verdict on the speed-up, and when / under what load it was measured;
+    ``again_button``: the label of the button beside it that times again (named in the load warning)."""
     size = result.batch_sizes[0]
     dense, pruned = result.row("dense", size).latency, result.row("pruned", size).latency
     verdict = speed_verdict(result, size)
@@ -75,7 +80,7 @@ def show_latency(result) -> None:
     st.caption(f"Pruned: {verdict.text}. Dense {1e3 * dense.median:.1f} ms (IQR {1e3 * dense.q1:.1f}-"
                f"{1e3 * dense.q3:.1f}), timed in the same call, interleaved round by round: median of {pruned.n} "
                f"rounds, batch {size} x {result.seq_len} tokens on {result.device} ({result.torch_threads} "
-               f"threads); {speed.measured_text(result)}. Masked heads are {MASKED_TEXT}.")
+               f"threads); {speed.measured_text(result)}. {MASKED_SENTENCE}")
     if result.busy:
         st.warning("Other processes competed for the CPUs while timing: the latencies are inflated and noisy. "
-                   "Press **Measure again** on a quieter machine.", icon=":material/speed:")
+                   f"Press **{again_button}** on a quieter machine.", icon=":material/speed:")

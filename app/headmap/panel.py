@@ -132,6 +132,7 @@ def _panel_top(spec: str, mask: HeadMask, roles):
     row = ui.metric_row(ROW_GAP)
     row.metric("heads kept", f"{mask.n_kept} / {mask.n_total}", width="content")
     row.metric("parameters", ui.count_text(pruned_params), width="content",
+               help=headmap_ui.click_saving(cache.head_savings(spec)),
                **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
                                  "inverse"))
     role_ui.summary_caption(roles, mask)

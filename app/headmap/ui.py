@@ -53,9 +53,30 @@ def kv_groups_note(kind: str, groups: tuple) -> str | None:
     return (f"Grouped-query attention: {len(first)} key/value heads per layer, each shared by a group of query "
             f"heads ({spans}{' in every layer' if same else ' in layer 0'}). Removing a query head keeps its "
             "group's key/value head; removing every query head of a group removes that key/value head too, which "
-            "is where the memory and time go. When a layer's groups end up with different numbers of query heads, "
-            "the pruned model repeats key/value heads to keep them equal and can grow: remove whole groups, or "
-            "the same number of heads in every group, to avoid that.")
+            "is where the memory and time go. Removing a head never adds parameters: a group's key/value head is "
+            "kept once, whatever its group keeps.")
+
+
+def click_saving(savings: dict, kind_labels: dict | None = None) -> str:
+    """What one click on a head saves, per attention kind (``savings``: kind -> ``pruning.HeadSaving``), e.g.
+    "A click on a head removes its W_Q rows and W_O columns (64.5 k parameters); its K/V head is shared by
+    2 others and goes (73.7 k more) with the last head of its group." """
+    from app.core.ui import count_text
+
+    parts = []
+    alike = len(set(savings.values())) == 1           # every kind saves the same: say it once
+    for kind, saving in (list(savings.items())[:1] if alike else savings.items()):
+        where = "" if alike else f"{(kind_labels or {}).get(kind, KIND_LABELS[kind])}: "
+        if saving.group_size > 1:
+            others = saving.group_size - 1
+            parts.append(f"{where}a click on a head removes its W_Q rows and W_O columns ({count_text(saving.head)} "
+                         f"parameters); its K/V head is shared by {others} other{'s' if others != 1 else ''} and "
+                         f"goes ({count_text(saving.kv_head)} more) with the last head of its group.")
+        else:
+            parts.append(f"{where}a click on a head removes its W_Q, W_K, W_V rows and W_O columns "
+                         f"({count_text(saving.head)} parameters).")
+    text = " ".join(parts)
+    return text[0].upper() + text[1:] if text else ""
 
 
 # -- presets -------------------------------------------------------------------------------------

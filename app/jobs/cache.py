@@ -163,6 +163,12 @@ def _pruned_parameters(spec: str, mask: HeadMask | None) -> tuple[int, int]:
     return (dense if mask is None else pruning.parameter_count_after(model, mask)), dense
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def head_savings(spec: str) -> dict:
+    """``pruning_core.modeling.pruning.head_savings`` of the shared model: what one click on a head saves, per kind."""
+    return pruning.head_savings(load(spec).model)
+
+
 # -- tasks and data --------------------------------------------------------------------------------
 def task_names() -> list[str]:
     """Registered task names (the embedded task, GLUE and WMT names), for the task picker."""

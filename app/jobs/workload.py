@@ -15,6 +15,7 @@ from pruning_core.core.errors import HeadpruneError
 from pruning_core.analysis.roles import get_role, role_names
 from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import scorer_info
+from pruning_core.evaluation.significance import too_few
 
 from app.jobs import cache
 
@@ -39,7 +40,10 @@ def own_size(spec: str, task_name: str) -> tuple[int, str]:
 
 
 def interval_note(n: int, unit: str = "example") -> str:
-    """What ``n`` examples buy: the widest 95 % interval of an accuracy on them (p = 0.5), and how to narrow it."""
+    """What ``n`` examples buy: the widest 95 % interval of an accuracy on them (p = 0.5), and how to narrow it;
+    below :data:`pruning_core.evaluation.significance.MIN_PAIRED`, that no change can be told from noise."""
+    if few := too_few(n, unit):
+        return few[0].upper() + few[1:] + "."
     half = 100 * 1.96 * 0.5 / math.sqrt(n)
     return (f"{n} {unit}{'s' if n != 1 else ''}: an accuracy is known to within ±{half:.0f} points at worst "
             "(95 %); perplexity and error rates show their own interval. Four times as many halve it, "

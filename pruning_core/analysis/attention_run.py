@@ -53,6 +53,8 @@ class AttentionRun:
     seconds: float = 0.0
     model_id: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    audio: np.ndarray | None = None                   # a speech model's input: mono float32 [samples], or None
+    audio_rate: int = 0                               # its samples per second
 
     @property
     def kinds(self) -> tuple[str, ...]:

@@ -102,7 +102,7 @@ def run_speech_attention(loaded, text: str, mask: HeadMask | None = None, *, max
                         dense_prediction=Prediction(tok.decode(dense_ids, skip_special_tokens=True).strip()),
                         pruned_prediction=Prediction(tok.decode(pruned_ids, skip_special_tokens=True).strip()),
                         truncated=False, seconds=time.perf_counter() - started, model_id=str(loaded.model_id),
-                        notes=notes)
+                        notes=notes, audio=audio, audio_rate=RATE)
 
 
 def _newtokens_of(ids: list[int], prompt: list[int]) -> list[int]:

@@ -39,7 +39,10 @@ CLICK_SECONDS = 5.0            # a dashboard click should show its new metric wi
 FORWARD_SHARE = 0.5
 CLICK_PASSES = 1               # forward passes per click: one evaluation gives the metric and each example's loss
 MAX_EVAL_SIZE = 128            # the largest default evaluation size (encoders reach it)
-MIN_EVAL_SIZE = 2              # the smallest: an interval needs at least two examples
+# The smallest default: the power of two from which a paired test can tell a change from noise (on
+# significance.MIN_PAIRED = 6 or more examples). A slow model's click takes longer rather than showing
+# a change no test can judge (Whisper-base: 8 utterances, not 2).
+MIN_EVAL_SIZE = 8
 SPEECH_TEXT_TOKENS = 32        # text tokens of one utterance (a sentence), decoded or teacher-forced
 BUDGET_ENV = "HEADPRUNE_MEMORY_BUDGET"
 # Cached layer inputs (pruning_core.modeling.layer_cache), for all sessions together: at most this, and at most

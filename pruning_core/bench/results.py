@@ -11,6 +11,10 @@ from pruning_core.core.codec import JsonRecord, json_field
 from pruning_core.bench.timing import LatencyStats
 
 BENCH_FORMAT = "headprune.bench/1"
+# a benchmark counts as disturbed by other processes above this load over the CPU count, or below this
+# share of CPU time while the load reached the CPU count (see BenchResult.busy)
+BUSY_LOAD_MARGIN = 0.5
+BUSY_CPU_SHARE = 0.8
 VARIANTS: tuple[str, ...] = ("dense", "masked", "pruned")
 MASKING_NOTE = ("masking removes no computation: masked latency ≈ dense. Gates zero the removed heads' "
                 "outputs but every head is still computed; only the pruned copy is smaller and faster.")
@@ -114,8 +118,14 @@ class BenchResult(JsonRecord):
 
     @property
     def busy(self) -> bool:
-        """Whether other processes competed for the CPUs (load above the CPU count, or < 80 % CPU share)."""
+        """Whether other processes competed for the CPUs: the load average above the CPU count by
+        BUSY_LOAD_MARGIN, or a CPU share under BUSY_CPU_SHARE while the load reached the CPU count. A
+        low share alone is no sign of others (a small model's operations do not fill every thread), and
+        a load of 1 on 2 CPUs is this server's own work."""
         cpus = self.machine.get("cpus") or 0
         loads = [l[0] for l in (self.machine.get("load_before"), self.machine.get("load_after")) if l]
         shares = [c.cpu_share for c in self.comparisons if c.cpu_share is not None]
-        return bool(cpus and loads and max(loads) > cpus + 0.5) or bool(shares and min(shares) < 0.8)
+        if not (cpus and loads):
+            return False
+        return max(loads) > cpus + BUSY_LOAD_MARGIN or bool(shares and min(shares) < BUSY_CPU_SHARE
+                                                             and max(loads) >= cpus)

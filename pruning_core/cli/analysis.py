@@ -135,6 +135,7 @@ def score_config(args, split: str | None = None, limit: int | None = None):
 
 
 def cmd_evaluate(args) -> None:
+    from pruning_core.evaluation.metrics import get_metric
     from pruning_core.evaluation.results import provenance
     task, split = task_and_split(args)
     task.check_beams(args.beams)
@@ -143,8 +144,9 @@ def cmd_evaluate(args) -> None:
     data = task.encode(loaded, split, args.limit)
     res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=progress_bars())
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
-    print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {res.metric_name} "
-          f"{fmt(res.metric_name, res.metric)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
+    metric = get_metric(res.metric_name)
+    print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {metric.label} "
+          f"{metric.format_with_interval(res.metric, res.interval)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams}
     write_result(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
                                               method="evaluate", settings=settings), mask))
@@ -223,9 +225,11 @@ def cmd_ablate(args) -> None:
     print(f"base {table.metric_name} {fmt(table.metric_name, table.base_metric)} on {table.n_examples} examples; "
           "largest changes when one head is removed:")
     from pruning_core.evaluation.metrics import get_metric
+    from pruning_core.evaluation.significance import p_text
     metric = get_metric(table.metric_name)
     for r in sorted(table.rows, key=lambda r: metric.sort_key(r.delta_metric))[:10]:
-        test = (f"  95 % [{r.delta_low:+.4f}, {r.delta_high:+.4f}], p {r.p_value:.3g}, Holm p {r.p_holm:.3g}"
+        test = (f"  95 % [{r.delta_low:+.4f}, {r.delta_high:+.4f}], {p_text(r.p_value, table.test, metric)}, "
+                f"Holm-adjusted {p_text(r.p_holm, table.test, metric)}"
                 if r.p_value is not None else "")
         print(f"  {r.kind:12s} layer {r.layer:2d} head {r.head:2d}  {r.delta_metric:+.4f}  (loss {r.delta_loss:+.4f})"
               f"{test}")

@@ -31,9 +31,6 @@ def add_prune_and_bench(sub) -> None:
     mask_options(p, "a headprune.mask/1 file", required=True)
     checked(p, "--out", required=True, check=output_folder, help="folder to save the pruned model to")
     p.add_argument("--allow-pickle", action="store_true")
-    p.add_argument("--allow-larger", action="store_true",
-                   help="save the result even when it has more parameters than the input (uneven key/value "
-                        "groups copy key/value heads)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES,
                    help="the precision the pruned model is saved in (half precision needs --device cuda)")
@@ -87,12 +84,6 @@ def cmd_prune(args) -> None:
     mask = read_mask(args, loaded.layout)
     before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
     change = f"parameters {before:,} -> {after:,} ({describe_change(before, after)})"
-    if after > before and not args.allow_larger:
-        raise HeadpruneError(
-            f"This mask makes the model larger: {change}. Its layers keep uneven numbers of query heads per "
-            "key/value group, so key/value heads are copied to even them out. Remove whole groups or the same "
-            "number per group instead: `headprune mask SCORES --uniform --remove F`, or the dashboard's \"by "
-            "group\" / \"k per group\" presets; or pass --allow-larger to save it anyway.")
     pruned = prune_heads(loaded.model, mask)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):

@@ -35,6 +35,20 @@ def report(progress: ProgressCallback | None, stage: str, done: int, total: int 
         progress(ProgressEvent(stage, done, total, message))
 
 
+# tqdm's own rate divides by the time since the bar was drawn, so a step answered from a cache
+# shows absurd rates ("38130.04it/s"); the bar shows a rate only once it has run for a while.
+RATE_AFTER_S = 1.0
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+
+
+def rate_text(done: int, seconds: float) -> str:
+    """'2.3 s per step' or '14.0 steps/s' once ``seconds`` >= RATE_AFTER_S and a step is done; else ''."""
+    if seconds < RATE_AFTER_S or done <= 0:
+        return ""
+    per_step = seconds / done
+    return f"{per_step:.1f} s per step" if per_step >= 1 else f"{done / seconds:.1f} steps/s"
+
+
 def tqdm_progress(desc_prefix: str = "") -> ProgressCallback:
     """A callback that draws tqdm bars on stderr, one per stage (used by the CLI)."""
     from tqdm.auto import tqdm
@@ -44,13 +58,14 @@ def tqdm_progress(desc_prefix: str = "") -> ProgressCallback:
     def callback(event: ProgressEvent) -> None:
         bar = bars.get(event.stage)
         if bar is None:
-            bar = tqdm(total=event.total, desc=desc_prefix + event.stage, leave=False, dynamic_ncols=True)
+            bar = tqdm(total=event.total, desc=desc_prefix + event.stage, leave=False, dynamic_ncols=True,
+                       bar_format=BAR_FORMAT)
             bars[event.stage] = bar
         if event.total is not None and bar.total != event.total:
             bar.total = event.total
         bar.n = event.done
-        if event.message:
-            bar.set_postfix_str(event.message, refresh=False)
+        notes = [text for text in (event.message, rate_text(event.done, bar.format_dict["elapsed"])) if text]
+        bar.set_postfix_str(", ".join(notes), refresh=False)
         bar.refresh()
         if event.total is not None and event.done >= event.total:
             bar.close()

@@ -56,6 +56,8 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
                 raise ValueError(f"{kind} is given twice")
             sizes = layout.kinds.get(kind)
             layers = body.split(".")
+            if sizes is not None and len(layers) < len(sizes):
+                raise FormatError(_cut_short(f"{len(layers)} of the model's {len(sizes)} {kind} layers"))
             if sizes is None or len(layers) != len(sizes):
                 raise FormatError(f"The mask in the link has {len(layers)} {kind} layers; the model has "
                                   f"{len(sizes) if sizes else 0}. The link was made for another model.")
@@ -76,9 +78,19 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
             raise
         raise FormatError(f"The mask in the link ({text[:40]!r}) is not readable: {str(exc).rstrip('.')}. "
                           "Copy the whole link again from the Share page.") from None
+    missing = [k for k in layout.kinds if k not in kinds]
+    if missing and all(k in layout.kinds for k in kinds):
+        raise FormatError(_cut_short(f"no {' or '.join(missing)} layers, which the model has"))
     mask = HeadMask.from_lists(kinds)
     mask.check_fits(layout)
     return mask
+
+
+def _cut_short(what: str) -> str:
+    """The message for a mask that stops early: most likely a link cut when it was copied."""
+    return (f"The mask in the link stops early: it has {what}. The link was probably cut short when it "
+            "was copied: copy the whole link again from the Share page (or, if it was made for a smaller "
+            "model, open it with that model).")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.results import EvalResult, ScoreResult, check_format, provenance
-from pruning_core.evaluation.significance import compare
+from pruning_core.evaluation.significance import compare, too_few
 from pruning_core.evaluation.stats import bootstrap_interval, holm, mean_sd
 
 ALPHA = 0.05
@@ -81,11 +81,13 @@ class AblationResult:
                    data.get("test", ""), data.get("multiple_comparisons", ""))
 
 
-def _with_tests(rows: list[AblationRow], comparisons: list) -> tuple[list[AblationRow], str, str]:
+def _with_tests(rows: list[AblationRow], comparisons: list, n_examples: int) -> tuple[list[AblationRow], str, str]:
     """Rows with their paired tests and Holm-adjusted p-values; the test used and the note."""
     tested = [i for i, c in enumerate(comparisons) if c is not None]
     if not tested:
-        return rows, "", "No paired test: the evaluations kept no per-example results."
+        few = too_few(n_examples)
+        return rows, "", (f"No paired test: {few}." if few else
+                          "No paired test: the evaluations kept no per-example results.")
     adjusted = dict(zip(tested, holm([comparisons[i].p_value for i in tested])))
     out = []
     for i, row in enumerate(rows):
@@ -121,7 +123,7 @@ def ablation_table(loaded, task, data, *, base_mask: HeadMask | None = None, bat
                                 res.loss - base.loss))
         comparisons.append(compare(metric, base, res, refs, seed=i) if tests else None)
         report(progress, "ablation", i + 1, len(heads), f"{kind} L{layer} H{head}")
-    rows, test, note = _with_tests(rows, comparisons)
+    rows, test, note = _with_tests(rows, comparisons, data.n_examples)
     return AblationResult(base.metric_name, base.metric, base.loss, data.n_examples, tuple(rows),
                           provenance(loaded, task=task.name, split=data.split, n_examples=data.n_examples,
                                      method="ablation", settings={"base_heads_removed": len(base_mask.removed()),

@@ -40,6 +40,8 @@ class Metric:
         corpus-level metric (F1, MCC, BLEU, WER, perplexity), resampled whole (bootstrap).
     resamples: bootstrap resamples for an interval or paired test of this metric (fewer for
         metrics that are slow to compute).
+    unbounded: True when values have no upper limit and span orders of magnitude as heads go
+        (perplexity: 20 with all heads, 10^5 with half), so plots draw it on a log axis.
     """
 
     name: str
@@ -53,6 +55,7 @@ class Metric:
     plain_fmt: str = "{:.4f}"
     per_example: bool = False
     resamples: int = 1000
+    unbounded: bool = False
 
     def of(self, predictions: Sequence, references: Sequence, loss_sum: float = 0.0, n_tokens: int = 0) -> float:
         """This metric of one evaluation run: from predictions and references, or from the loss."""
@@ -73,6 +76,18 @@ class Metric:
     def format(self, value: float | None) -> str:
         """'85.0 %', '27.31 BLEU'; 'n/a' for None."""
         return "n/a" if value is None else self.fmt.format(self.display(value))
+
+    def format_interval(self, low: float, high: float) -> str:
+        """'81.0–88.7 %', '25.10–29.40 BLEU': both ends in display units, the unit written once."""
+        unit = self.fmt.rsplit("}", 1)[-1]
+        low_text = self.fmt.format(self.display(low))
+        return f"{low_text[:len(low_text) - len(unit)]}–{self.format(high)}"
+
+    def format_with_interval(self, value: float, interval: tuple[float, float] | None) -> str:
+        """'85.2 % (95 % interval 81.0–88.7 %)'; the value alone when the interval is unknown."""
+        if interval is None:
+            return self.format(value)
+        return f"{self.format(value)} (95 % interval {self.format_interval(*interval)})"
 
     def format_plain(self, value: float) -> str:
         """The unscaled value for text output ('0.8500', '27.31')."""
@@ -106,6 +121,11 @@ class Metric:
     def helps_sign(self) -> str:
         """The sign of an ablation's Δ metric (without the head minus with it) when the head helps."""
         return "<" if self.higher_is_better else ">"
+
+    @property
+    def axis_type(self) -> str:
+        """Plotly axis type of a plot of ``display(value)``: 'log' for unbounded metrics, else 'linear'."""
+        return "log" if self.unbounded else "linear"
 
     @property
     def axis_title(self) -> str:
@@ -196,5 +216,5 @@ BLEU = register_metric(Metric("bleu", "BLEU", True, corpus_bleu, inputs="text", 
                               delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}", resamples=200), "corpus BLEU (sacrebleu)")
 WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200), "word error rate")
 PERPLEXITY = register_metric(Metric("perplexity", "perplexity", False, perplexity, inputs="loss", scale=1.0,
-                                    fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}"),
+                                    fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}", unbounded=True),
                              "exp of the mean cross-entropy per token")

@@ -10,7 +10,9 @@ into statistics (:mod:`pruning_core.evaluation.stats`), never branching on a met
   each prediction is that example's ``(loss_sum, weight)`` pair (a language-model window): the
   metric of a resample is ``compute(sum of losses, sum of weights)``;
 - :func:`compare`: a paired test of two evaluations on the same examples (exact McNemar for 0/1
-  scores, paired bootstrap otherwise) with a 95 % interval of the difference.
+  scores, paired bootstrap otherwise) with the 95 % interval of the difference from the same test on
+  the same data, so the interval excludes 0 exactly when p < 0.05; none on fewer than
+  :data:`MIN_PAIRED` examples (:func:`too_few`).
 """
 from __future__ import annotations
 
@@ -26,6 +28,18 @@ from pruning_core.evaluation.results import EvalResult
 MCNEMAR = "exact McNemar test on per-example correctness"
 BOOTSTRAP = "paired bootstrap over examples"
 LEVEL = 0.95
+# The fewest paired examples on which any change can reach p < 0.05: even when every example moves the
+# same way, a sign test's two-sided p on n examples is 2 / 2^n (0.5 on 2, 0.0625 on 5, 0.031 on 6).
+MIN_PAIRED = 6
+
+
+def too_few(n: int, unit: str = "example") -> str | None:
+    """Why ``n`` paired examples cannot be tested (fewer than :data:`MIN_PAIRED`), or None when they can."""
+    if n >= MIN_PAIRED:
+        return None
+    return (f"{n} {unit}{'s' if n != 1 else ''} are too few for a paired test: even if every one changed the "
+            f"same way the smallest p would be {2 / 2 ** n:.2g}, so no change can be told from noise; evaluate "
+            f"at least {MIN_PAIRED}")
 
 
 def _is_binary(scores: Sequence) -> bool:
@@ -86,6 +100,12 @@ class Comparison:
     low: float
     high: float
     p_value: float
+    resamples: int | None = None    # bootstrap resamples behind the p-value; None for an exact test
+
+    @property
+    def p_text(self) -> str:
+        """'p = 0.64', 'p < 1e-4' (exact test), 'p < 0.002' (a bootstrap p of 0 over 1000 resamples)."""
+        return stats.format_p(self.p_value, self.resamples)
 
 
 def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Sequence | None, *,
@@ -93,26 +113,28 @@ def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Seq
     """Paired test of ``other`` against ``base`` (both of ``metric`` on the same examples).
 
     None when either lacks per-example results (an old file, a loss-based metric without
-    ``(loss_sum, weight)`` pairs) or when they
-    were not on the same number of examples.
+    ``(loss_sum, weight)`` pairs), when they were not on the same number of examples, or when there
+    are fewer than :data:`MIN_PAIRED` of them (:func:`too_few` says why).
     """
     a, b = base.per_example, other.per_example
-    if not a or len(a) != len(b):
+    if not a or len(a) != len(b) or too_few(len(a)):
         return None
     delta = other.metric - base.metric
+    if metric.per_example and _is_binary(a) and _is_binary(b):
+        only_a, only_b, p = stats.paired_correctness(a, b)
+        low, high = stats.mcnemar_interval(only_a, only_b, len(a), LEVEL)
+        return Comparison(MCNEMAR, delta, low, high, p)
     if metric.per_example:
-        mean_delta, low, high, p = stats.paired_bootstrap(a, b, resamples=metric.resamples, seed=seed, level=LEVEL)
-        if _is_binary(a) and _is_binary(b):
-            return Comparison(MCNEMAR, delta, low, high, stats.paired_correctness(a, b)[2])
-        return Comparison(BOOTSTRAP, delta, low, high, p)
+        _, low, high, p = stats.paired_bootstrap(a, b, resamples=metric.resamples, seed=seed, level=LEVEL)
+        return Comparison(BOOTSTRAP, delta, low, high, p, metric.resamples)
     pairs_a, pairs_b = _loss_pairs(metric, a), _loss_pairs(metric, b)
     if pairs_a is not None and pairs_b is not None:
         if np.array_equal(pairs_a, pairs_b):
-            return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0)
+            return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0, metric.resamples)
         low, high, p = stats.paired_difference(
             lambda idx: _loss_metric(metric, pairs_b, idx) - _loss_metric(metric, pairs_a, idx), len(a),
             resamples=metric.resamples, seed=seed, level=LEVEL)
-        return Comparison(BOOTSTRAP, delta, low, high, p)
+        return Comparison(BOOTSTRAP, delta, low, high, p, metric.resamples)
     if metric.inputs == "loss" or references is None:
         return None
 
@@ -121,6 +143,11 @@ def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Seq
         return metric.of(_subset(b, idx), refs) - metric.of(_subset(a, idx), refs)
 
     if list(a) == list(b):
-        return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0)
+        return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0, metric.resamples)
     low, high, p = stats.paired_difference(diff, len(a), resamples=metric.resamples, seed=seed, level=LEVEL)
-    return Comparison(BOOTSTRAP, delta, low, high, p)
+    return Comparison(BOOTSTRAP, delta, low, high, p, metric.resamples)
+
+
+def p_text(p: float, test: str, metric: Metric) -> str:
+    """A p-value of ``test`` on ``metric`` as text (see :func:`pruning_core.evaluation.stats.format_p`)."""
+    return stats.format_p(p, metric.resamples if test == BOOTSTRAP else None)

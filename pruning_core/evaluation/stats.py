@@ -5,12 +5,15 @@ Pure functions of numbers and arrays (numpy only), seeded where they resample:
 - :func:`wilson_interval`: 95 % interval of a proportion (accuracy = k right of n);
 - :func:`mcnemar_exact`: two-sided exact McNemar p-value from the discordant pairs (b, c);
 - :func:`paired_correctness`: b, c and the McNemar p-value of two 0/1 correctness vectors;
+- :func:`mcnemar_interval`: the interval of an accuracy difference that inverts the same exact
+  McNemar test (it excludes 0 exactly when that test gives p < 0.05);
 - :func:`bootstrap_interval`: percentile interval of any statistic given as a function of
   resampled example indices (a corpus metric such as BLEU or F1, or a paired difference of one);
 - :func:`paired_bootstrap`: interval and two-sided p-value of the difference of the mean of a
   per-example score between two models evaluated on the same examples;
 - :func:`holm`: Holm–Bonferroni adjusted p-values;
-- :func:`spearman`: rank correlation of two lists (ties share their mean rank).
+- :func:`spearman`: rank correlation of two lists (ties share their mean rank);
+- :func:`format_p`: a p-value as text, never "p = 0".
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from pruning_core.core.errors import HeadpruneError
 
 Z95 = 1.959963984540054        # standard normal quantile 0.975
 RESAMPLES = 1000
+P_FLOOR = 1e-4                 # smaller p-values are printed as "p < 1e-4"
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -47,6 +51,51 @@ def mcnemar_exact(b: int, c: int) -> float:
     k = min(b, c)
     tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
     return min(1.0, 2 * tail)
+
+
+def _binomial_tail_at_most(k: int, n: int, theta: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, theta), summed in log space (no overflow for large n)."""
+    if theta <= 0.0:
+        return 1.0
+    if theta >= 1.0:
+        return 1.0 if k >= n else 0.0
+    log_t, log_u = math.log(theta), math.log1p(-theta)
+    terms = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_t + (n - i) * log_u
+             for i in range(k + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval of a binomial proportion ``k / n``: the ``theta`` that neither
+    one-sided exact test at ``(1 - level) / 2`` rejects; (0, 1) when ``n`` is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    alpha = (1 - level) / 2
+
+    def crossing(below_alpha) -> float:          # bisection: the theta where a monotone tail crosses alpha
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if below_alpha(mid) else (lo, mid)
+        return (lo + hi) / 2
+
+    # low: P(X >= k) rises with theta; high: P(X <= k) falls with theta
+    low = 0.0 if k == 0 else crossing(lambda t: 1 - _binomial_tail_at_most(k - 1, n, t) < alpha)
+    high = 1.0 if k == n else crossing(lambda t: _binomial_tail_at_most(k, n, t) > alpha)
+    return low, high
+
+
+def mcnemar_interval(only_a: int, only_b: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Interval of the accuracy difference ``(only_b - only_a) / n`` (B minus A on ``n`` paired examples)
+    that inverts the exact McNemar test: given the ``d = only_a + only_b`` examples on which the two
+    disagree, ``only_b ~ Binomial(d, theta)`` and the difference is ``d / n * (2 theta - 1)``, so the
+    interval excludes 0 exactly when :func:`mcnemar_exact` gives p < 1 - level."""
+    d = only_a + only_b
+    if d == 0 or n <= 0:
+        return 0.0, 0.0
+    low, high = clopper_pearson(only_b, d, level)
+    return d / n * (2 * low - 1), d / n * (2 * high - 1)
 
 
 def paired_correctness(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, float]:
@@ -149,3 +198,12 @@ def spearman(a: list[float], b: list[float]) -> float | None:
     cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
     return cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else None
+
+
+def format_p(p: float, resamples: int | None = None) -> str:
+    """'p = 0.64', 'p < 1e-4'; a bootstrap p-value of 0 from ``resamples`` resamples reads 'p < 0.002',
+    the smallest nonzero value it could have taken (2 / resamples), since 0 only bounds it."""
+    floor = max(P_FLOOR, 2 / resamples) if resamples else P_FLOOR
+    if p < floor:
+        return f"p < {floor:.1g}" if resamples else "p < 1e-4"
+    return f"p = {p:.2g}"

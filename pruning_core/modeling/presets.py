@@ -5,8 +5,8 @@ removes :func:`removed_per_layer` ``= round(fraction * n)`` of them (Python roun
 1 of 2, 2 of 3, 2 of 4, 2 of 5, 6 of 12). SMP's "keep the top half" and the random-half baseline
 use these functions. ``protected`` heads (e.g. :func:`pruning_core.analysis.roles.protected_heads`: the induction heads) are
 never removed: the share is taken from the other heads. For grouped-query attention, :func:`prune_by_group`, :func:`prune_k_per_group` and
-:func:`uniform_by_group` keep every layer's key/value groups even (physical pruning then copies no key/value
-head); :func:`uniform_by_group` also keeps the same count in every layer (a stock config's shape). All
+:func:`uniform_by_group` keep every layer's key/value groups even (physical pruning then needs no per-head
+key/value index); :func:`uniform_by_group` also keeps the same count in every layer (a stock config's shape). All
 functions return a new :class:`HeadMask`; none modifies its input.
 """
 from __future__ import annotations
@@ -105,7 +105,7 @@ def prune_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed: 
     round(fraction * groups) groups with the lowest summed score over all layers.
 
     ``groups``: :func:`pruning_core.modeling.architectures.kv_groups_of` of the model's sites. Every layer's
-    groups stay even, so physical pruning copies no key/value head.
+    groups stay even, so the pruned model keeps a stock config (no per-head key/value index).
     """
     _check_fraction(fraction)
     by_group = group_scores(scores, groups)
@@ -116,7 +116,7 @@ def prune_by_group(scores: HeadScores, groups: KVGroups, fraction: float, seed: 
 
 def prune_k_per_group(scores: HeadScores, groups: KVGroups, k: int, seed: int = 0) -> HeadMask:
     """Remove the ``k`` lowest-scoring query heads of every key/value group of every layer (ties
-    broken by ``seed``); ``k`` = group size removes everything. Groups stay even."""
+    broken by ``seed``); ``k`` = group size removes everything. Groups stay even (a stock config fits)."""
     sizes = {len(g) for rows in groups.values() for row in rows for g in row}
     if k < 0 or (sizes and k > min(sizes)):
         raise HeadpruneError(f"Query heads to remove per key/value group must be between 0 and the group size "

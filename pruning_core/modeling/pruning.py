@@ -17,17 +17,19 @@ keeps the same shape and the family's config can say so (:func:`stock_shape`: gr
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 from torch import nn
 
-from pruning_core.modeling.architectures import EmptyAttention, StockShape, adapter_for, layout_of
+from pruning_core.modeling.architectures import EmptyAttention, StockShape, adapter_for, kv_groups, layout_of
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadMask
 
 CONFIG_KEY = "headprune_pruned_heads"   # {kind: {layer (str): [original head indices removed]}}
 STOCK_KEY = "headprune_stock_config"    # true: the config's head counts are the pruned ones (a record only)
 
-__all__ = ["CONFIG_KEY", "STOCK_KEY", "EmptyAttention", "StockShape", "attention_parameter_count", "describe_change", "parameter_count",
+__all__ = ["CONFIG_KEY", "STOCK_KEY", "EmptyAttention", "HeadSaving", "StockShape", "attention_parameter_count",
+           "describe_change", "head_savings", "parameter_count",
            "parameter_count_after", "prune_heads", "loads_in", "restructure_for_loading", "stock_shape"]
 
 
@@ -84,8 +86,9 @@ def parameter_count_after(model: nn.Module, mask: HeadMask) -> int:
 
     Each site whose row of ``mask`` removes a head changes by what its adapter's
     :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.site_parameters` says (grouped-query
-    key/value heads kept while a query head of their group stays, repeated for uneven groups; an output
-    projection's bias kept), as the FLOP ceiling counts from the config (:mod:`pruning_core.bench.ceiling`).
+    key/value heads kept, once, while a query head of their group stays; an output projection's bias
+    kept), as the FLOP ceiling counts from the config (:mod:`pruning_core.bench.ceiling`). Removing a
+    head therefore never adds parameters.
     """
     adapter = adapter_for(model)
     sites = adapter.sites(model)
@@ -99,9 +102,44 @@ def parameter_count_after(model: nn.Module, mask: HeadMask) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class HeadSaving:
+    """What removing heads of one attention kind saves, from the first layer of that kind with heads.
+
+    head: parameters one query head's removal saves while its key/value head stays (its ``W_Q`` rows and
+    ``W_O`` columns; without grouped-query attention also its ``W_K``/``W_V`` rows, as each head is its own
+    group); group_size: query heads sharing one key/value head (1 without grouping); kv_head: what the
+    shared key/value head adds when the last query head of its group goes (0 without grouping).
+    """
+
+    head: int
+    group_size: int
+    kv_head: int
+
+
+def head_savings(model: nn.Module) -> dict[str, HeadSaving]:
+    """Per attention kind, :class:`HeadSaving` counted by the adapter's
+    :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.site_parameters` (what physical pruning removes)."""
+    adapter = adapter_for(model)
+    out: dict[str, HeadSaving] = {}
+    for site in adapter.sites(model):
+        groups = kv_groups(site)
+        if site.kind in out or not groups:
+            continue
+        whole = adapter.site_parameters(site)
+        first = groups[0]
+        one = whole - adapter.site_parameters(site, [h for h in range(site.num_heads) if h != first[0]])
+        if len(first) == 1:
+            out[site.kind] = HeadSaving(one, 1, 0)
+            continue
+        group = whole - adapter.site_parameters(site, [h for h in range(site.num_heads) if h not in first])
+        out[site.kind] = HeadSaving(one, len(first), group - len(first) * one)
+    return out
+
+
 def describe_change(before: int, after: int) -> str:
-    """The parameter change in words: ``'2.4 % fewer'``, ``'2.4 % more'`` (uneven key/value groups can grow a
-    model) or ``'no change'``; the share is of ``before``."""
+    """The parameter change in words: ``'2.4 % fewer'``, ``'2.4 % more'`` or ``'no change'``; the share is
+    of ``before``."""
     if after == before:
         return "no change"
     share = abs(after - before) / before if before else 0.0

@@ -220,7 +220,7 @@ def test_removal_summary_counts_role_heads_a_mask_removes():
     mask = HeadMask.from_removed(report.layout, [("decoder_self", 0, 0), ("decoder_self", 1, 1), ("decoder_self", 1, 2)])
     assert removal_summary(report, mask) == "removes 2 of 3 induction heads, 0 of 1 retrieval head"
     assert removal_summary(report, HeadMask.full(report.layout), ["retrieval"]) == "removes 0 of 1 retrieval head"
-    assert removal_summary(report, mask, ["rare_word"]) == "removes 0 of 0 rare_word heads"
+    assert removal_summary(report, mask, ["rare_word"]) == "removes 0 of 0 rare word heads"
     assert report.strongest()["decoder_self"] == [["induction", None, "retrieval"], [None, "induction", None]]
 
 

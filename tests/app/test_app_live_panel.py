@@ -63,7 +63,7 @@ def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert):
     ok(click_head(at, "encoder_self", 0, 1))
     assert metric(at, "heads kept") == "7 / 8"
     verdict = metric(at, "pruned vs dense")
-    assert verdict in ("within noise", "measurement noise") or "x faster" in verdict or "slower" in verdict
+    assert verdict == "within noise" or verdict.startswith("at most") or "x faster" in verdict or "slower" in verdict
     caption = next(t for t in texts(at) if "interleaved" in t)
     assert "measured at" in caption and "UTC" in caption and "load average" in caption and MASKED_TEXT in caption
 

@@ -144,13 +144,13 @@ def test_strongest_role_has_a_legend_and_a_click_still_toggles(app_for, tiny_lm,
 def test_protected_presets_never_remove_protected_heads_and_the_panel_says_what_goes(app_for, tiny_lm, lm_roles):
     at = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), "previous_token"))
     assert f"this mask {removal_summary(lm_roles, HeadMask.full(lm_roles.layout))}" in texts(at)
-    assert "this mask removes 0 of 1 previous_token head" in texts(at)
+    assert "this mask removes 0 of 1 previous token head" in texts(at)
     ok(next(b for b in at.button if b.label.startswith("Run: Scoring heads")).click().run())   # a language model
     next(s for s in at.slider if s.label.startswith("Share of heads")).set_value(100).run()
     ok(button(at, "Remove 100 % least important").click().run())
     assert metric(at, "heads kept") == "0 / 8"                           # unprotected: every head goes
     gone = decode_mask(query_param(at, "mask"), lm_roles.layout)
-    assert f"this mask {removal_summary(lm_roles, gone)}" in texts(at) and "previous_token head" in texts(at)
+    assert f"this mask {removal_summary(lm_roles, gone)}" in texts(at) and "previous token head" in texts(at)
     ok(button(at, "Reset").click().run())
     ok(next(m for m in at.multiselect if m.key == PROTECT).set_value(["previous_token"]).run())
     ok(button(at, "Remove 100 % least important").click().run())
@@ -159,7 +159,7 @@ def test_protected_presets_never_remove_protected_heads_and_the_panel_says_what_
     assert set(mask.removed()).isdisjoint(protected) and len(mask.removed()) == 8 - len(protected)
     assert metric(at, "heads kept") == f"{len(protected)} / 8"
     assert f"this mask {removal_summary(lm_roles, mask)}" in texts(at)
-    assert f"0 of {len(protected)} previous_token head" in texts(at)
+    assert f"0 of {len(protected)} previous token head" in texts(at)
     ok(button(at, "Keep the best head per layer").click().run())
     assert set(decode_mask(query_param(at, "mask"), lm_roles.layout).removed()).isdisjoint(protected)
 

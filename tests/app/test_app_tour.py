@@ -155,3 +155,21 @@ def test_the_induction_step_on_smollm2_finds_heads_whose_removal_stops_copying(m
     first, second = losses["loss, first copy"], losses["loss, second copy"]
     # the known answer (METHODS.md); measured 14.2 -> 3.1 nats with all heads, 14.2 -> 12.6 without them
     assert second[0] < first[0] - 5 and second[1] > second[0] + 5, losses
+
+
+def test_the_speed_step_shows_only_a_timing_made_by_its_button(open_tour):
+    """Issue 30 item 15: step 6 named a button it does not have ("Measure again") and showed an older
+    timing before its own button was pressed."""
+    from app.headmap import latency as latency_ui
+
+    at = open_tour({"step": "speed"})
+    assert not [m for m in at.metric if m.label == "pruned vs dense"]
+    ok(next(b for b in at.button if b.label == "Time dense vs pruned").click().run())
+    assert [m for m in at.metric if m.label == "pruned vs dense"]
+    captions = " ".join(c.value for c in at.caption)
+    assert "does the same computation as dense" in captions and "are same computation" not in captions
+    at.session_state["hp_w_tour_timed_mask"] = None             # the timing now counts as made elsewhere
+    ok(at.run())
+    assert at.session_state["hp_results"][latency_ui.RESULT][2]  # still stored for the Head map ...
+    assert not [m for m in at.metric if m.label == "pruned vs dense"]   # ... but not shown as this step's answer
+    assert "Measure again" not in " ".join(m.value for m in at.markdown)

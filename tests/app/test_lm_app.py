@@ -74,6 +74,11 @@ def test_head_map_toggles_heads_with_live_perplexity_and_groups(app):
         rose = float(after.replace(",", "")) > float(before.replace(",", ""))
         assert shown.direction == (1 if rose else 0) and shown.color == (0 if rose else 1)
     assert "key/value" in _texts(at).lower()
+    # issue 30 item 5: the click left layer 0's groups uneven (1 and 2 query heads), and the model still shrinks;
+    # the figure says what a click saves
+    params = next(m for m in at.metric if m.label == "parameters").proto
+    assert params.delta.startswith("-") and "W_Q rows and W_O columns" in params.help
+    assert "its K/V head is shared by 1 other" in params.help
     ok(button(at, "Reset").click().run())
     assert metric(at, "perplexity") == before
 

@@ -62,6 +62,9 @@ def test_attention_page_speaks_the_sentence_and_maps_cross_attention_over_audio(
     kinds = next(b for b in at.selectbox if b.label == "Attention kind")
     assert len(kinds.options) == 3
     assert at.get("plotly_chart"), "no attention thumbnails drawn"
+    players = at.get("audio")                     # the sentence the model heard can be heard (issue 30 item 16)
+    assert len(players) == 1 and players[0].proto.url
+    assert any("What the model heard" in c.value for c in at.caption)
 
 
 def test_model_and_data_shows_audio_files_relative_to_the_data_set(app, tiny_whisper):

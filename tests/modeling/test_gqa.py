@@ -1,14 +1,16 @@
 """Grouped-query attention (Llama, Qwen2, Mistral; Gemma without grouping): one cell per query head,
-key/value heads that go with their last query head, uneven groups made even by copying key/value heads,
+key/value heads that go with their last query head, uneven groups that keep each key/value head once,
 parity masked = pruned (logits and generate), reload, group scores and presets, the FLOP ceiling by hand."""
 import pytest
 import torch
 
 from pruning_core.modeling.architectures import (
+    SharedKVLinear,
     adapter_for,
     find_sites,
     kv_groups,
     kv_groups_of,
+    kv_index,
     kv_plan,
     layout_of,
 )
@@ -89,11 +91,14 @@ def test_whole_group_removes_its_key_value_head_part_of_a_group_keeps_it(tmp_pat
     k0 = lm.sites[0].k.weight.detach().clone()
     pruned = prune_heads(lm.model, mask_of(lm.layout, WHOLE_GROUP))
     s0, s1 = find_sites(pruned)
-    assert (s0.num_heads, s0.num_kv_heads, s1.num_heads, s1.num_kv_heads) == (2, 1, 3, 3)
+    assert (s0.num_heads, s0.num_kv_heads, s1.num_heads, s1.num_kv_heads) == (2, 1, 3, 2)
     assert torch.equal(s0.k.weight, k0[8:16])                   # group 0's key head is gone, group 1's stays
-    # uneven layer 1 (2 and 1 kept): group 0's key/value head is copied so every group has one query head
-    assert kv_plan(lm.sites[1], [0, 1, 3]) == [0, 0, 1]
-    assert s1.container.num_key_value_groups == 1 and s1.num_kv_heads == 3
+    # uneven layer 1 (2 and 1 kept): each key/value head stored once, query heads 0, 1 read it, 3 reads head 1
+    assert kv_plan(lm.sites[1], [0, 1, 3]) == [0, 1] and kv_index(lm.sites[1], [0, 1, 3]) == [0, 0, 1]
+    assert isinstance(s1.k, SharedKVLinear) and isinstance(s1.v, SharedKVLinear)
+    assert s1.container.num_key_value_groups == 1 and s1.k.weight.shape == (16, 32)
+    assert kv_groups(s1) == [[0, 1], [2]]                       # the pruned layer's groups, renumbered
+    assert kv_index(lm.sites[0], [1, 3]) is None and kv_index(lm.sites[0], [2, 3]) is None   # even: no index
     # part of a group, evenly (one of each): both key/value heads stay, uncopied
     assert kv_plan(lm.sites[0], [1, 3]) == [0, 1] and kv_plan(lm.sites[0], [0, 1, 2, 3]) == [0, 1]
     assert kv_plan(lm.sites[0], [2, 3]) == [1] and kv_plan(lm.sites[0], []) == []

@@ -1,11 +1,10 @@
-"""`headprune prune` never makes a model larger without saying so: uneven key/value groups copy key/value
-heads (a tiny Llama with 6 query heads on 2 key/value heads grows when one query head goes), the prune
-is refused unless --allow-larger, the message names the fix, and the change is worded "% more" / "% fewer".
+"""`headprune prune` words the parameter change ("% more" / "% fewer"); an uneven grouped-query mask (a tiny
+Llama with 6 query heads on 2 key/value heads losing one query head) makes the model smaller, never larger
+(issue 30 item 5: key/value heads are stored once, not copied), and saves in headprune's format.
 `headprune mask --uniform` builds the fix: whole groups, the same count in every layer."""
 import json
 
 import pytest
-import torch
 
 from pruning_core.modeling.architectures import find_sites, kv_groups_of
 from pruning_core.cli.main import main
@@ -14,19 +13,9 @@ from pruning_core.modeling.loading import load_model
 from pruning_core.modeling.presets import uniform_by_group
 from pruning_core.modeling.pruning import describe_change, parameter_count, parameter_count_after
 from pruning_core.evaluation.results import ScoreResult, mask_to_json
-from tiny import make_bert_tokenizer
+from tiny import llama_6_on_2, make_bert_tokenizer
 
 K = "decoder_self"
-
-
-def llama_6_on_2(seed: int = 0):
-    """A tiny Llama, 2 layers of 6 query heads (head_dim 8) sharing 2 key/value heads: groups of 3."""
-    import transformers
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(vocab_size=30, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64,
-                                      tie_word_embeddings=False, pad_token_id=0, bos_token_id=5, eos_token_id=6)
-    return transformers.LlamaForCausalLM(config).eval()
 
 
 @pytest.fixture
@@ -54,24 +43,17 @@ def test_the_change_is_worded_by_its_sign():
     assert describe_change(1000, 1000) == "no change"
 
 
-def test_an_uneven_mask_that_grows_the_model_is_refused_with_the_fix(llama_dir, capsys):
+def test_an_uneven_mask_makes_the_model_smaller_and_loads_back(llama_dir, capsys):
     loaded = load_model("llama")
-    # layer 0 loses one query head of group 0: groups keep 2 and 3, gcd 1, so 5 key/value heads instead of 2
+    # layer 0 loses one query head of group 0: groups keep 2 and 3, each key/value head stored once
     mask = _write_mask(llama_dir / "m.json", loaded.layout, {0: [0]})
     before, after = parameter_count(loaded.model), parameter_count_after(loaded.model, mask)
-    # q and o lose 8x48 each; k and v gain 3 heads of 8x48 each: +4 x 384 parameters
-    assert after - before == 4 * 8 * 48
+    assert before - after == 2 * 8 * 48                 # q and o lose one head of 8 x 48 each; k and v nothing
     capsys.readouterr()                                  # the loading bars of load_model above
-    assert run("prune", "llama", "--mask", "m.json", "--out", "pruned") == 2
-    err = capsys.readouterr().err
-    assert err.startswith("headprune: error: This mask makes the model larger")
-    assert f"{before:,} -> {after:,} ({describe_change(before, after)})" in err and "% more" in err
-    assert "--uniform" in err and "by group" in err and "--allow-larger" in err and "Traceback" not in err
-    assert not (llama_dir / "pruned").exists()
-
-    assert run("prune", "llama", "--mask", "m.json", "--out", "pruned", "--allow-larger") == 0
+    assert run("prune", "llama", "--mask", "m.json", "--out", "pruned") == 0
     out = capsys.readouterr().out
-    assert f"parameters {before:,} -> {after:,} ({describe_change(before, after)})" in out and "fewer" not in out
+    assert f"parameters {before:,} -> {after:,} ({describe_change(before, after)})" in out and "% fewer" in out
+    assert "headprune only" in out and "uneven key/value groups" in out
     assert parameter_count(load_model(str(llama_dir / "pruned")).model) == after
 
 

@@ -73,3 +73,15 @@ def test_perplexity_matches_the_manifest(smol):
     assert res.metric == pytest.approx(check["perplexity"], rel=1e-3)
     low, high = res.interval
     assert low < res.metric < high
+
+
+def test_clicking_heads_of_one_group_shrinks_smollm2(smol):
+    """Issue 30 item 5: clicking L5 H0 then L5 H1 showed parameters +0.2 % and +0.4 %; each click now removes
+    one head's W_Q rows and W_O columns (576 x 64 each), the shared K/V head staying once."""
+    from pruning_core.modeling.pruning import parameter_count, parameter_count_after, prune_heads
+
+    dense = parameter_count(smol.model)
+    one, two = _mask(smol.layout, {5: [0]}), _mask(smol.layout, {5: [0, 1]})
+    assert dense - parameter_count_after(smol.model, one) == 2 * 576 * 64
+    assert dense - parameter_count_after(smol.model, two) == 4 * 576 * 64
+    assert parameter_count(prune_heads(smol.model, two)) == parameter_count_after(smol.model, two)

@@ -93,6 +93,11 @@ class Role:
     accumulator: Callable[[], Accumulator] = field(repr=False, default=Accumulator)
     task_types: tuple[str, ...] = ()    # model task types it applies to; () = every one
 
+    @property
+    def short_title(self) -> str:
+        """The title without its gloss in brackets ("retrieval"), to count heads in a sentence."""
+        return self.title.split(" (", 1)[0]
+
     def __post_init__(self) -> None:
         if self.probe not in PROBES:
             raise ValueError(f"Role {self.name!r}: probe {self.probe!r} is not one of {PROBES}.")

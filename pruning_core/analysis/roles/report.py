@@ -20,6 +20,9 @@ from pruning_core.core.heads import HeadId, HeadLayout
 from pruning_core.evaluation.results import check_format
 
 ROLES_FORMAT = "headprune.roles/1"
+# how a head's strongest role is picked: scores of different roles are on different scales, so they are
+# compared as multiples of each role's own threshold
+STRONGEST_RULE = "the role whose score is the largest multiple of its own threshold"
 
 
 @dataclass(frozen=True)
@@ -58,24 +61,24 @@ class RoleReport:
         """The heads that have ``role``, in kind, layer, head order."""
         return [(k, int(l), int(h)) for k, d in self.detected(role).items() for l, h in zip(*np.nonzero(d))]
 
+    def strength(self, role: str, head: HeadId) -> float | None:
+        """``score / threshold`` of one head for ``role`` (> 1: the head has the role); None when absent."""
+        score = self.score(role, head)
+        return None if score is None or math.isnan(score) else score / max(self.thresholds[role], 1e-9)
+
+    def strongest_of(self, head: HeadId) -> str | None:
+        """STRONGEST_RULE for one head: its detected role of the largest ``score / threshold``, or None."""
+        best, chosen = 1.0, None
+        for role in self.scores:
+            ratio = self.strength(role, head)
+            if ratio is not None and ratio > best:
+                best, chosen = ratio, role
+        return chosen
+
     def strongest(self) -> dict[str, list[list[str | None]]]:
-        """Per kind, per layer, per head: the detected role whose score is the largest multiple of its
-        threshold, or None when the head has no role."""
-        out = {}
-        for kind, rows in self.layout.kinds.items():
-            grid = [[None] * n for n in rows]
-            best = [[0.0] * n for n in rows]
-            for role in self.scores:
-                scores, t = self.scores[role].get(kind), self.thresholds[role]
-                if scores is None:
-                    continue
-                for layer, n in enumerate(rows):
-                    for h in range(n):
-                        s = scores[layer, h]
-                        if s > t and s / max(t, 1e-9) > best[layer][h]:
-                            best[layer][h], grid[layer][h] = s / max(t, 1e-9), role
-            out[kind] = grid
-        return out
+        """Per kind, per layer, per head: :meth:`strongest_of` (None when the head has no role)."""
+        return {kind: [[self.strongest_of((kind, layer, h)) for h in range(n)] for layer, n in enumerate(rows)]
+                for kind, rows in self.layout.kinds.items()}
 
     def to_json(self) -> dict:
         rows = self.layout.kinds

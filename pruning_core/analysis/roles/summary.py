@@ -29,7 +29,8 @@ class RoleRemoval:
     detected: int
 
     def text(self) -> str:
-        return f"{self.removed} of {self.detected} {self.role} head{'s' if self.detected != 1 else ''}"
+        title = get_role(self.role).short_title
+        return f"{self.removed} of {self.detected} {title} head{'s' if self.detected != 1 else ''}"
 
 
 def role_removals(report: RoleReport, mask: HeadMask, roles: Sequence[str] | None = None) -> list[RoleRemoval]:

@@ -23,12 +23,14 @@ from pruning_core.modeling.architectures.base import (
     FeedForward,
     FlopDims,
     LayerStack,
+    SharedKVLinear,
     StackDims,
     StockShape,
     keep_inputs,
     keep_outputs,
     kv_groups,
     kv_groups_of,
+    kv_index,
     kv_plan,
     layout_of,
 )
@@ -55,6 +57,6 @@ def layout_for(model: nn.Module) -> HeadLayout:
 
 
 __all__ = ["ARCHITECTURES", "ArchitectureAdapter", "AttentionSite", "EmptyAttention", "FeedForward", "FlopDims",
-           "LayerStack", "StackDims", "StockShape",
-           "adapter_for", "find_sites", "keep_inputs", "keep_outputs", "kv_groups", "kv_groups_of", "kv_plan",
+           "LayerStack", "SharedKVLinear", "StackDims", "StockShape",
+           "adapter_for", "find_sites", "keep_inputs", "keep_outputs", "kv_groups", "kv_groups_of", "kv_index", "kv_plan",
            "layout_for", "layout_of", "register", "supported_model_types"]

@@ -14,7 +14,6 @@ output, the task type and the transformers Auto class. Nothing else in the libra
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -188,6 +187,35 @@ def _weights(module: nn.Module, outputs: int, inputs: int) -> int:
     return outputs * inputs + (outputs if getattr(module, "bias", None) is not None else 0)
 
 
+class SharedKVLinear(nn.Linear):
+    """A key or value projection of a grouped-query layer whose kept groups are uneven (say 2 and 3
+    query heads left of 3): it stores each kept key/value head once, ``weight`` ``[kv_heads * head_dim,
+    in]``, and gives every kept query head its group's head, ``forward(x)`` ``[..., heads * head_dim]``
+    with head ``i`` the stored head ``head_index[i]``. The attention then runs one key/value head per
+    query head (``num_key_value_groups = 1``), exactly as the unpruned model grouped them, and removing a
+    query head never adds parameters. headprune's own format: ``head_index`` is derived again from the
+    removed heads when a saved model is loaded (:func:`kv_index`), so the state dict keeps the keys and
+    shapes of a plain ``nn.Linear``.
+    """
+
+    def __init__(self, linear: nn.Linear, head_index: Sequence[int], head_dim: int) -> None:
+        # built on the meta device (no memory, no initialisation), then given the projection's own parameters
+        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta",
+                         dtype=linear.weight.dtype)
+        self.weight, self.bias = linear.weight, linear.bias
+        self.head_dim = head_dim
+        self.register_buffer("head_index", torch.tensor(list(head_index), dtype=torch.long,
+                                                        device=linear.weight.device), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        stored = super().forward(x)                                     # [..., kv_heads * head_dim]
+        heads = stored.unflatten(-1, (-1, self.head_dim))               # [..., kv_heads, head_dim]
+        return heads.index_select(-2, self.head_index).flatten(-2)      # [..., heads * head_dim]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, query heads read key/value heads {self.head_index.tolist()}"
+
+
 class EmptyAttention(nn.Module):
     """An attention whose heads were all removed: zero-width projections, output = out-projection bias.
 
@@ -261,12 +289,15 @@ class ArchitectureAdapter:
     def prune_site(self, site: AttentionSite, keep: Sequence[int]) -> None:
         """Keep only the query heads ``keep`` of ``site``, in place; no heads left -> EmptyAttention.
 
-        Key/value heads follow :func:`kv_plan`: a group's key/value head stays while any of its
-        query heads stays, copied when the kept groups are uneven (exact; see that function).
+        Key/value heads follow :func:`kv_plan`: a group's key/value head stays, once, while any of its
+        query heads stays; when the kept groups are uneven the key and value projections become
+        :class:`SharedKVLinear` (:func:`kv_index` says which stored head each query head reads).
         """
         keep = sorted(keep)
-        kv_keep = kv_plan(site, keep)
+        kv_keep, shared = kv_plan(site, keep), kv_index(site, keep)
         self.slice_qkv(site, keep, kv_keep)
+        if shared is not None:
+            self.share_kv(site, shared)
         keep_inputs(site.out, head_index(keep, site.head_dim))
         if keep:
             self.set_head_count(site.container, len(keep), site.head_dim)
@@ -277,7 +308,7 @@ class ArchitectureAdapter:
         """Parameters of ``site`` (its projections and the attention module's other parameters) as it is,
         or with ``keep``, as :meth:`prune_site` would leave it: counted from the shapes, nothing copied.
 
-        Queries keep ``len(keep)`` heads, keys and values the :func:`kv_plan` heads (repeats included),
+        Queries keep ``len(keep)`` heads, keys and values the :func:`kv_plan` heads (each once),
         each ``head_dim`` rows of the projection's input width (plus bias); the output projection keeps
         ``len(keep) * head_dim`` input columns and its whole bias; a site left without heads loses the
         attention module's other parameters (it becomes an :class:`EmptyAttention`). A family whose
@@ -305,6 +336,15 @@ class ArchitectureAdapter:
         kv_index = head_index(kv_keep, site.head_dim)
         for proj in (site.k, site.v):
             keep_outputs(proj, kv_index)
+
+    def share_kv(self, site: AttentionSite, index: Sequence[int]) -> None:
+        """Make ``site``'s (already sliced) key and value projections :class:`SharedKVLinear` with ``index``:
+        query head ``i`` reads stored key/value head ``index[i]``. Separate ``nn.Linear`` projections;
+        :func:`kv_index` is None for a family without grouped-query attention, so others never get here."""
+        container = site.container
+        for name, child in list(container.named_children()):
+            if child is site.k or child is site.v:
+                setattr(container, name, SharedKVLinear(child, index, site.head_dim))
 
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         """Write the new head count into the attention module's own attributes."""
@@ -375,6 +415,10 @@ def kv_groups(site: AttentionSite) -> list[list[int]]:
     """
     if site.num_heads == 0 or site.num_kv_heads == 0:
         return []
+    shared = getattr(site.k, "head_index", None)          # a pruned layer of uneven groups: SharedKVLinear
+    if shared is not None:
+        index = shared.tolist()
+        return [[h for h, j in enumerate(index) if j == kv] for kv in range(site.num_kv_heads)]
     g = site.num_heads // site.num_kv_heads
     return [list(range(j * g, (j + 1) * g)) for j in range(site.num_kv_heads)]
 
@@ -388,30 +432,39 @@ def kv_groups_of(sites: Sequence[AttentionSite]) -> dict[str, tuple[tuple[tuple[
     return {k: tuple(v) for k, v in kinds.items()}
 
 
-def kv_plan(site: AttentionSite, keep: Sequence[int]) -> list[int]:
-    """The key/value heads (original ids, in order, repeated where copied) that query heads ``keep``
-    (sorted) need, so that transformers' uniform grouping stays exact after pruning.
-
-    Group ``j`` keeps ``c_j`` query heads (groups with ``c_j = 0`` lose their key/value head). With
-    ``g = gcd`` of the nonzero ``c_j``, key/value head ``j`` is kept ``c_j / g`` times and the attention
-    gets ``num_key_value_groups = g``: the kept query heads of group ``j`` sit side by side, so each run
-    of ``g`` of them reads a copy of its own key/value head. Even groups (every ``c_j`` equal) copy
-    nothing; uneven ones (say 2 and 3 kept of 3) copy, which can cost more key/value width than the
-    removed query heads save; the presets ``prune_by_group`` / ``prune_k_per_group`` keep groups even.
-    Without grouped-query attention this is ``keep`` itself.
-    """
+def _kept_per_group(site: AttentionSite, keep: Sequence[int]) -> list[tuple[int, int]]:
+    """``(key/value head, query heads kept)`` for each group of ``site`` that keeps any of ``keep``."""
     groups = kv_groups(site)
-    if site.num_heads and site.num_heads != site.num_kv_heads * len(groups[0]):
+    if site.num_heads and site.num_heads != sum(len(g) for g in groups):
         from pruning_core.core.errors import UnsupportedArchitectureError
         raise UnsupportedArchitectureError(
             f"{site.kind} layer {site.layer} has {site.num_heads} query heads, not a multiple of its "
             f"{site.num_kv_heads} key/value heads; it cannot be pruned physically (use masking).")
     counts = [(j, sum(1 for h in keep if h in group)) for j, group in enumerate(groups)]
-    counts = [(j, c) for j, c in counts if c]
-    if not counts:
-        return []
-    g = math.gcd(*(c for _, c in counts))
-    return [j for j, c in counts for _ in range(c // g)]
+    return [(j, c) for j, c in counts if c]
+
+
+def kv_plan(site: AttentionSite, keep: Sequence[int]) -> list[int]:
+    """The key/value heads (original ids, in order, each once) that query heads ``keep`` need: a
+    group's key/value head stays while any of its query heads stays, and goes with the last one.
+
+    When the kept groups are even (every group keeps the same number ``c`` of query heads), the
+    attention's own uniform grouping fits (``num_key_value_groups = c``) and a stock config can
+    describe the layer. When they are uneven (say 2 and 3 kept of 3), :func:`kv_index` maps each kept
+    query head to its stored key/value head (:class:`SharedKVLinear`). Either way removing a query head
+    never adds a parameter. Without grouped-query attention this is ``keep`` itself.
+    """
+    return [j for j, _ in _kept_per_group(site, keep)]
+
+
+def kv_index(site: AttentionSite, keep: Sequence[int]) -> list[int] | None:
+    """For kept query heads ``keep`` (sorted) of uneven groups: the position in :func:`kv_plan`'s list of
+    the key/value head each one reads, e.g. ``[0, 0, 1]`` when group 0 keeps 2 and group 1 keeps 1.
+    None when the kept groups are even (the attention's uniform grouping fits) or nothing is kept."""
+    counts = _kept_per_group(site, keep)
+    if len({c for _, c in counts}) <= 1:
+        return None
+    return [position for position, (_, c) in enumerate(counts) for _ in range(c)]
 
 
 def layout_of(sites: Sequence[AttentionSite]) -> HeadLayout:

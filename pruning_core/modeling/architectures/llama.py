@@ -8,12 +8,13 @@ with ``-1`` heads and reads only ``head_dim`` and ``num_key_value_groups`` from 
 layer needs just ``num_key_value_groups`` rewritten; the shared config stays as it was.
 
 Grouped-query pruning (design): the per-group layout is implemented exactly rather than refused.
-One cell per **query** head; a key/value head stays while any query head of its group stays and
-goes with the last one. When the kept groups of a layer end uneven, the kept key/value heads are
-copied so that every group has the same size again (:func:`~.base.kv_plan`, ``gcd`` of the kept
-counts) -- exact, always loadable, but the copies cost key/value width (and cache); the presets
-``prune_by_group`` and ``prune_k_per_group`` (:mod:`pruning_core.modeling.presets`) make even masks that
-copy nothing. A layer that loses every head becomes an ``EmptyAttention`` that still caches one
+One cell per **query** head; a key/value head stays, once, while any query head of its group stays
+and goes with the last one (:func:`~.base.kv_plan`), so removing a head never adds parameters. When
+the kept groups of a layer stay even, the attention's own grouping fits (``num_key_value_groups``)
+and a stock config can describe the model; when they end uneven, the key and value projections
+become :class:`~.base.SharedKVLinear`, which store each kept key/value head once and hand it to each
+of its query heads (headprune's own format: the model loads with headprune; the presets
+``prune_by_group``, ``prune_k_per_group`` and ``uniform_by_group`` make even masks). A layer that loses every head becomes an ``EmptyAttention`` that still caches one
 placeholder head, so the cache keeps counting tokens during ``generate``. ``generate`` uses the
 dynamic cache; a static cache (``cache_implementation="static"``) sizes itself from the unpruned
 config and does not fit a pruned model. Phi-3 (fused ``qkv_proj`` split by the shared config's head
@@ -27,6 +28,7 @@ from pruning_core.modeling.architectures.base import (
     ArchitectureAdapter,
     AttentionSite,
     FlopDims,
+    SharedKVLinear,
     StackDims,
     StockShape,
     heads_of,
@@ -61,14 +63,23 @@ class LlamaAdapter(ArchitectureAdapter):
         return site.parent
 
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
-        # keys/values were sliced first (prune_site): their width gives the key/value heads left
-        attention.num_key_value_groups = heads // (_width(attention.k_proj) // head_dim)
+        # keys/values were sliced first (prune_site): their width gives the key/value heads left, and
+        # SharedKVLinear projections already give every query head its own key/value head
+        if isinstance(attention.k_proj, SharedKVLinear):
+            attention.num_key_value_groups = 1
+        else:
+            attention.num_key_value_groups = heads // (_width(attention.k_proj) // head_dim)
 
     def stock_shape(self, model: nn.Module) -> StockShape:
-        """Stock when every layer keeps the same query heads and key/value heads (repeated ones count: they are
-        real rows of k/v): the config then says so with ``head_dim`` written out (its default,
-        ``hidden_size // num_attention_heads``, would change with the head count)."""
+        """Stock when every layer keeps the same query heads and key/value heads in even groups: the config
+        then says so with ``head_dim`` written out (its default, ``hidden_size // num_attention_heads``, would
+        change with the head count). Uneven groups (:class:`~.base.SharedKVLinear`) have no stock config."""
         sites = self.sites(model)
+        shared = [s.layer for s in sites if isinstance(s.k, SharedKVLinear)]
+        if shared:
+            return StockShape({}, f"layer(s) {', '.join(map(str, shared))} keep uneven key/value groups, each "
+                                  "key/value head stored once and read by its remaining query heads (headprune's "
+                                  "format), and a stock config gives every group the same number of query heads")
         heads = sorted({s.num_heads for s in sites})
         kv = sorted({s.num_kv_heads for s in sites})
         if 0 in heads:
