@@ -1,4 +1,4 @@
-"""``headprune`` analysis commands: evaluate, score, mask, ablate, one-per-layer, curve.
+"""``headprune`` analysis commands: evaluate, score, mask, ablate, one-per-layer, curve, kinds.
 
 Heads are scored on the split :func:`pruning_core.tasks.default_score_split` names (train when the task
 has training examples of its own) and measured on ``--split``.
@@ -91,6 +91,15 @@ def add_commands(sub) -> None:
                    help="also tune each point's kept heads by least squares on the --score-split examples (Kwon et al. "
                         "2022, with FLAP's bias compensation) and add the repaired metric per point")
     p.set_defaults(func=cmd_curve)
+
+    p = sub.add_parser("kinds", help="which attention kind the task needs most: a share of one kind's heads removed "
+                                     "at a time (Michel et al. §5)")
+    common_options(p)
+    p.add_argument("--method", default="gradient", help="the scorer that orders heads (default: gradient, I_h)")
+    p.add_argument("--fractions", default="0.1,0.25,0.5", help="shares of each kind's heads to remove")
+    p.add_argument("--seeds", type=int, default=3, help="random orders per share, beside the scorer's (default 3)")
+    score_options(p)
+    p.set_defaults(func=cmd_kinds)
 
 
 def score_options(p: argparse.ArgumentParser) -> None:
@@ -306,3 +315,47 @@ def cmd_curve(args) -> None:
               f"{fmt(curve.metric_name, p.metric)}{spread}{interval}  loss {p.loss:.4f}{repaired}"
               f"{summary_of(report, HeadMask.from_lists(p.mask), args.protect).replace(';', ' ', 1)}")
     write_result(args, curve.to_json())
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--fractions takes shares separated by commas, e.g. 0.1,0.25,0.5; got {text!r}.") from None
+    if not values or any(not 0 < v <= 1 for v in values):
+        raise UsageError(f"--fractions must be shares in (0, 1], e.g. 0.1,0.25,0.5; got {text!r}.")
+    return values
+
+
+def cmd_kinds(args) -> None:
+    from pruning_core.core.heads import KIND_LABELS
+    from pruning_core.evaluation.kinds import kind_sensitivity, missing_note
+    from pruning_core.scoring import get_scorer
+    fractions = _fractions(args.fractions)
+    if args.seeds < 0:
+        raise UsageError(f"--seeds must be 0 or more, got {args.seeds}.")
+    task, split = task_and_split(args)
+    loaded = load_from_args(args)
+    require_heads(loaded, "remove heads of one kind")
+    config = score_config(args, score_split(args, task), args.score_limit)
+    scores = get_scorer(args.method).score(loaded, task, config, progress=progress_bars())
+    data = task.encode(loaded, split, args.limit)
+    result = kind_sensitivity(loaded, task, data, scores.ranking_scores, fractions=fractions, seeds=args.seeds,
+                              batch_size=args.batch_size, progress=progress_bars())
+    name = result.metric_name
+    print(f"{name} on {split} ({result.n_examples} examples), all heads: {fmt(name, result.base_metric)}; "
+          f"heads of one kind removed by {args.method} (least important first) and at random "
+          f"({args.seeds} seeds):")
+    for kind, count in result.heads.items():
+        for share in fractions:
+            rows = [p for p in result.points if p.kind == kind and p.fraction == share]
+            best = next(p for p in rows if p.method == "importance")
+            rnd = [fmt(name, p.metric) for p in rows if p.method == "random"]
+            interval = f" [{fmt(name, best.low)}, {fmt(name, best.high)}]" if best.low is not None else ""
+            print(f"  {KIND_LABELS[kind]:28s} {best.heads_removed:3d} of {count:3d} removed: "
+                  f"{fmt(name, best.metric)}{interval}" + (f"; random {', '.join(rnd)}" if rnd else ""))
+    if note := missing_note(result.missing):
+        print(f"  {note}")
+    print(f"most sensitive: {KIND_LABELS[result.most_sensitive('importance')]} (by {args.method})"
+          + (f", {KIND_LABELS[result.most_sensitive('random')]} (random)" if args.seeds else ""))
+    write_result(args, result.to_json())

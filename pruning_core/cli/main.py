@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_setup.add_prepare(sub)
     cli_model.add_info(sub)
-    cli_analysis.add_commands(sub)             # evaluate, score, mask, ablate, one-per-layer, curve
+    cli_analysis.add_commands(sub)             # evaluate, score, mask, ablate, one-per-layer, curve, kinds
     cli_roles.add_roles(sub)
     cli_model.add_prune_and_bench(sub)
     cli_compress.add_compress(sub)

@@ -1,0 +1,121 @@
+"""Which kind of attention does a task need most (Michel et al. 2019, §5)?
+
+Remove a share of ONE kind's heads (``encoder_self``, ``decoder_self`` or ``cross``), the least
+important first or at random, keep every head of the other kinds, and measure the metric. A kind the
+model has no heads of (an encoder has no cross-attention; the Bergamot students' decoder has an SSRU
+instead of self-attention) is listed in ``missing``, never measured as an empty row.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.heads import KIND_LABELS, KINDS, HeadMask, HeadScores
+from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.evaluation.results import check_format, provenance
+
+FORMAT = "headprune.kinds/1"
+FRACTIONS = (0.1, 0.25, 0.5)
+METHODS = ("importance", "random")
+
+
+@dataclass(frozen=True)
+class KindPoint:
+    kind: str
+    fraction: float                 # share of this kind's heads removed
+    heads_removed: int
+    method: str                     # "importance" (least important first) or "random"
+    seed: int | None                # random order's seed; None for importance
+    metric: float
+    loss: float
+    low: float | None = None        # 95 % interval of the metric over the evaluation examples
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class KindSensitivity:
+    """The metric with a share of one kind's heads removed, for every kind the model has."""
+
+    metric_name: str
+    base_metric: float
+    base_low: float | None
+    base_high: float | None
+    n_examples: int
+    heads: dict                     # kind -> number of heads the model has of it
+    missing: tuple[str, ...]        # kinds of ``KINDS`` the model has no head of
+    points: tuple[KindPoint, ...]
+    provenance: dict = field(default_factory=dict)
+
+    def worsening(self, kind: str, method: str) -> float:
+        """Mean worsening of the metric over the fractions (and seeds), in the metric's units (worse > 0)."""
+        metric = get_metric(self.metric_name)
+        values = [metric.worsening(p.metric, self.base_metric) for p in self.points
+                  if p.kind == kind and p.method == method]
+        if not values:
+            raise HeadpruneError(f"No {method} points for {kind}: the model has {sorted(self.heads)} heads.")
+        return sum(values) / len(values)
+
+    def most_sensitive(self, method: str = "importance") -> str:
+        return max(self.heads, key=lambda kind: self.worsening(kind, method))
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "metric_name": self.metric_name, "base_metric": self.base_metric,
+                "base_low": self.base_low, "base_high": self.base_high, "n_examples": self.n_examples,
+                "heads": dict(self.heads), "missing": list(self.missing),
+                "points": [asdict(p) for p in self.points], "provenance": self.provenance}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KindSensitivity":
+        check_format(data, FORMAT)
+        return cls(data["metric_name"], data["base_metric"], data.get("base_low"), data.get("base_high"),
+                   data["n_examples"], dict(data["heads"]), tuple(data.get("missing", ())),
+                   tuple(KindPoint(**p) for p in data["points"]), data.get("provenance", {}))
+
+
+def missing_note(missing: Sequence[str]) -> str:
+    """The sentence a table or figure shows for kinds without heads ("" when none)."""
+    if not missing:
+        return ""
+    names = " and ".join(KIND_LABELS[k] for k in missing)
+    return f"This model has no {names} heads, so {'that kind is' if len(missing) == 1 else 'those kinds are'} not measured."
+
+
+def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequence[float] = FRACTIONS,
+                     seeds: int = 3, batch_size: int = 64,
+                     progress: ProgressCallback | None = None) -> KindSensitivity:
+    """Remove ``fractions`` of each kind's heads, by ``ranking`` (least important first) and in ``seeds``
+    random orders, the other kinds untouched; evaluate ``task`` on ``data`` under each mask.
+
+    ``ranking``: the scores that order heads (e.g. a ScoreResult's ``ranking_scores``, larger = more important).
+    """
+    if not fractions or any(not 0 < f <= 1 for f in fractions):
+        raise HeadpruneError(f"Shares of a kind's heads to remove must lie in (0, 1], e.g. 0.1,0.25,0.5; got {list(fractions)}.")
+    if seeds < 0:
+        raise HeadpruneError(f"seeds must be 0 or more, got {seeds}.")
+    layout = loaded.layout
+    heads = {k: sum(rows) for k, rows in layout.kinds.items() if sum(rows) > 0}
+    missing = tuple(k for k in KINDS if k not in heads)
+    order = ranking.ranked(seed=0)                                       # least important first
+    plans = []
+    for kind in heads:
+        of_kind = [h for h in order if h[0] == kind]
+        for fraction in fractions:
+            n = round(fraction * len(of_kind))
+            plans.append((kind, fraction, n, "importance", None, of_kind[:n]))
+            plans += [(kind, fraction, n, "random", s, random.Random(s).sample(of_kind, n)) for s in range(seeds)]
+    base = task.evaluate(loaded, data, None, batch_size=batch_size)
+    points = []
+    for i, (kind, fraction, n, method, seed, removed) in enumerate(plans):
+        res = task.evaluate(loaded, data, HeadMask.from_removed(layout, removed), batch_size=batch_size)
+        low, high = res.interval if res.interval is not None else (None, None)
+        points.append(KindPoint(kind, fraction, n, method, seed, res.metric, res.loss, low, high))
+        report(progress, "kinds", i + 1, len(plans), f"{KIND_LABELS[kind]}: {n} heads removed ({method})")
+    base_low, base_high = base.interval if base.interval is not None else (None, None)
+    settings = {"fractions": list(fractions), "seeds": seeds, "eval_split": data.split, "eval_n": data.n_examples}
+    return KindSensitivity(base.metric_name, base.metric, base_low, base_high, data.n_examples, heads, missing,
+                           tuple(points), provenance(loaded, task=task.name, split=data.split,
+                                                     n_examples=data.n_examples, method="michel-kinds",
+                                                     settings=settings))
