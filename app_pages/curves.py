@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.jobs import cache, evaluations, workload
-from app.curves import cache as cache_curves, figures as charts
+from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view
 from app.core import mask as mask_state, progress_text, state, ui, uncertainty
 from app.core.text import md_code, md_escape
 from app.jobs.work import Work, start_button
@@ -73,7 +73,7 @@ if curves:
     ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 
-ablation_tab, one_tab = st.tabs(["Single-head ablation", "One head per layer"])
+ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
 with ablation_tab:
     if st.toggle(f"Compute ({arch.total_heads} evaluations of {limit} examples)",
                  **ui.remembered(state.widget_key("curves", "ablation_on"), False)):
@@ -98,3 +98,5 @@ with one_tab:
             st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
                        f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
             ui.downloads("one_per_layer", ui.rows_frame(table.rows), table.to_json())
+with kinds_tab:
+    kinds_view.show(spec, task_name, arch, limit)

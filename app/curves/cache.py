@@ -5,11 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app.jobs.cache import EVAL_BATCH, data, load, score_split_of, scores, task
-from pruning_core.evaluation import experiments
+from pruning_core.evaluation import experiments, kinds
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info
 
-__all__ = ["ablation", "curve", "curve_seeds", "one_per_layer"]
+__all__ = ["ablation", "curve", "curve_seeds", "kind_sensitivity", "one_per_layer"]
 
 
 def curve_seeds(scorer: str) -> int:
@@ -51,3 +51,14 @@ def one_per_layer(spec: str, task_name: str, limit: int | None, scorer: str | No
               if scorer else None)
     return experiments.one_head_per_layer(load(spec), task(task_name), data(spec, task_name, limit), scores=chosen,
                                           batch_size=batch_size, progress=_progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def kind_sensitivity(spec: str, task_name: str, limit: int | None, scorer: str, score_limit_: int | None,
+                     fractions: tuple[float, ...] = kinds.FRACTIONS, seeds: int = 3,
+                     _progress: ProgressCallback | None = None, batch_size: int = EVAL_BATCH):
+    """Michel et al. §5: a share of one attention kind's heads removed at a time, by ``scorer`` and at random."""
+    ranking = scores(spec, task_name, scorer, score_limit_, _progress=_progress,
+                     split=score_split_of(task_name)).ranking_scores
+    return kinds.kind_sensitivity(load(spec), task(task_name), data(spec, task_name, limit), ranking,
+                                  fractions=fractions, seeds=seeds, batch_size=batch_size, progress=_progress)

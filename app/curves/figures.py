@@ -102,6 +102,50 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     return fig
 
 
+def kinds_figure(result) -> go.Figure:
+    """Michel et al. §5: the metric against the share of ONE kind's heads removed (``KindSensitivity``),
+    one colour per kind; solid with 95 % intervals: least important first; dashed: mean of the random
+    orders, with their range."""
+    from pruning_core.core.heads import KIND_LABELS
+
+    metric_name = result.metric_name
+    k = get_metric(metric_name).scale
+    fig = go.Figure()
+    for i, kind in enumerate(result.heads):
+        colour = PALETTE[i % len(PALETTE)]
+        best = sorted((p for p in result.points if p.kind == kind and p.method == "importance"), key=lambda p: p.fraction)
+        xs = [0.0] + [100 * p.fraction for p in best]
+        lows = [result.base_low] + [p.low for p in best]
+        highs = [result.base_high] + [p.high for p in best]
+        ys = [result.base_metric] + [p.metric for p in best]
+        bars = None if None in lows else dict(type="data", symmetric=False, thickness=1, width=3,
+                                             array=[k * (h - y) for h, y in zip(highs, ys)],
+                                             arrayminus=[k * (y - lo) for lo, y in zip(lows, ys)])
+        label = f"{KIND_LABELS[kind]} ({result.heads[kind]} heads)"
+        fig.add_trace(go.Scatter(x=xs, y=[k * y for y in ys], error_y=bars, mode="lines+markers", name=label,
+                                 line=dict(color=colour, width=2), marker=dict(symbol=SYMBOLS[i], size=8),
+                                 hovertemplate=f"{label}, least important first<br>%{{x:.0f}} % of its heads removed"
+                                               f"<br>%{{y:.2f}}<extra></extra>"))
+        shares = sorted({p.fraction for p in result.points if p.kind == kind and p.method == "random"})
+        if shares:
+            rnd = [[p.metric for p in result.points if p.kind == kind and p.method == "random" and p.fraction == f]
+                   for f in shares]
+            rx = [0.0] + [100 * f for f in shares]
+            mean = [result.base_metric] + [sum(v) / len(v) for v in rnd]
+            low, high = [result.base_metric] + [min(v) for v in rnd], [result.base_metric] + [max(v) for v in rnd]
+            fig.add_trace(go.Scatter(x=rx + rx[::-1], y=[k * v for v in high] + [k * v for v in low[::-1]],
+                                     fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0),
+                                     hoverinfo="skip", showlegend=False))
+            fig.add_trace(go.Scatter(x=rx, y=[k * v for v in mean], mode="lines", name=f"{KIND_LABELS[kind]}, random",
+                                     line=dict(color=colour, width=1.5, dash="dash"),
+                                     hovertemplate=f"{KIND_LABELS[kind]}, random order (mean)<br>%{{x:.0f}} % removed"
+                                                   f"<br>%{{y:.2f}}<extra></extra>"))
+    fig.update_layout(height=420, margin=dict(l=60, r=10, t=20, b=50),
+                      xaxis=dict(title="share of that kind's heads removed (%)", range=[-2, 102]),
+                      yaxis=metric_axis(metric_name), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
 def _error_bars(points: Sequence, k: float) -> dict | None:
     """The 95 % intervals of the points as asymmetric error bars (None when the points have none)."""
     if not points or any(getattr(p, "low", None) is None for p in points):

@@ -305,3 +305,20 @@ def test_concurrent_sessions_on_the_shared_model_get_their_own_numbers(tiny_bert
     assert installed_hook_count(loaded.model) == 0
     for k, v in loaded.model.state_dict().items():
         assert v.equal(before[k]), k
+
+
+@pytest.mark.heavy
+def test_curves_page_compares_attention_kinds_of_a_translation_model(app_for, tiny_bart, tiny_bert, monkeypatch):
+    from app.curves import kinds as kinds_view
+    monkeypatch.setattr(kinds_view, "FRACTIONS", (0.5,))     # 3 kinds x 1 share x (1 + 1 seed) + 1 evaluations
+    monkeypatch.setattr(kinds_view, "SEEDS", 1)
+    at = ok(app_for(tiny_bart, CURVES))
+    at.number_input(key="hp_w_curves_eval_limit").set_value(8).run()
+    ok(next(b for b in at.button if b.label.startswith("Run: Attention kinds")).click().run())
+    chart = next(e for e in at.get("plotly_chart") if e.key == "kinds_figure")
+    names = {t["name"] for t in json.loads(chart.proto.spec)["data"] if t.get("name")}
+    assert {"encoder self-attention (8 heads)", "decoder self-attention (8 heads)",
+            "encoder-decoder (cross) attention (8 heads)"} <= names, names
+    assert any(c.value.startswith("Most sensitive here:") for c in at.caption)
+    at = ok(app_for(tiny_bert, CURVES))                       # an encoder: one kind, nothing to compare
+    assert any("only encoder self-attention heads" in i.value for i in at.info)
