@@ -77,24 +77,30 @@ def can_redo() -> bool:
 
 def undo() -> None:
     if can_undo():
-        _held().index -= 1
+        _held().move(_held().index - 1)
 
 
 def redo() -> None:
     if can_redo():
-        _held().index += 1
+        _held().move(_held().index + 1)
 
 
 def jump_to(index: int) -> None:
     """Make history entry ``index`` current (later entries stay, for redo)."""
     hist = _held()
-    if hist is not None and 0 <= index < len(hist.entries):
-        hist.index = index
+    if hist is not None:
+        hist.move(index)
 
 
 def history() -> list[HistoryEntry]:
     hist = _held()
     return list(hist.entries) if hist is not None else []
+
+
+def edits() -> int:
+    """How many times this session's current mask has changed (never repeats; 0 without a history)."""
+    hist = _held()
+    return hist.edits if hist is not None else 0
 
 
 def history_index() -> int:
@@ -103,4 +109,4 @@ def history_index() -> int:
 
 
 __all__ = ["current_mask", "set_mask", "toggle_head", "reset_mask", "can_undo", "can_redo", "undo", "redo",
-           "jump_to", "history", "history_index"]
+           "jump_to", "history", "edits", "history_index"]

@@ -19,12 +19,15 @@ class HistoryEntry:
 class MaskHistory:
     """Masks in the order they were applied; ``index`` points at the current one.
 
-    A new change after some undos drops the undone tail (as in any editor).
+    A new change after some undos drops the undone tail (as in any editor). ``edits`` counts every
+    change of the current mask (push, undo, redo, jump) and never repeats: the map names each figure
+    it draws by it, so a click on a figure already replaced is still told apart from a click on the new one.
     """
 
     model: str                       # the model spec the masks belong to
     entries: list[HistoryEntry] = field(default_factory=list)
     index: int = 0
+    edits: int = 0
 
     @property
     def current(self) -> HeadMask:
@@ -36,3 +39,10 @@ class MaskHistory:
         del self.entries[self.index + 1:]
         self.entries.append(HistoryEntry(mask, label))
         self.index = len(self.entries) - 1
+        self.edits += 1
+
+    def move(self, index: int) -> None:
+        """Make entry ``index`` current (undo, redo, a point of the history); later entries stay."""
+        if 0 <= index < len(self.entries) and index != self.index:
+            self.index = index
+            self.edits += 1

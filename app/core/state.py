@@ -76,6 +76,8 @@ JOBS = "hp_jobs"
 NOTICES = "hp_notices"
 RESULTS = "hp_results"
 TOUR_STEP = "hp_tour_step"
+MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
+MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
 
 QP_STEP = "step"              # the Tour page's step: only that page's links carry it
 TOUR_PAGE = "tour"            # its url_path (app.core.pages)
@@ -111,6 +113,8 @@ def _defaults() -> dict:
         CANCELLED: set(),
         NOTICES: [],
         TOUR_STEP: None,
+        MAP_CLICKS: {},
+        MAP_LOG: {},
     }
 
 

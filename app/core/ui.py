@@ -52,7 +52,8 @@ def show_error(exc: BaseException, what: str = "") -> None:
                  icon=":material/error:")
 
 
-def _updating_text(what: str) -> str:
+def updating_text(what: str) -> str:
+    """The caption of a value being computed: "<what>: updating…"."""
     return f":material/hourglass_top: {what}: updating…"
 
 
@@ -60,7 +61,7 @@ def updating(what: str):
     """A placeholder (``st.empty``) that says "<what>: updating…" until :func:`filling` draws the new
     value into it, so a value of the previous mask is never left on screen unmarked."""
     slot = st.empty()
-    slot.caption(_updating_text(what))
+    slot.caption(updating_text(what))
     return slot
 
 
@@ -70,7 +71,7 @@ def filling(slot, what: str):
     bar below it) while the block computes, and goes when the block has drawn the new values."""
     with slot.container():
         note = st.empty()
-        note.caption(_updating_text(what))
+        note.caption(updating_text(what))
         yield
         note.empty()
 

@@ -17,7 +17,7 @@ from pruning_core.core.heads import HeadMask
 from app.jobs import cache
 from app.core import session_results, state, ui
 from app.speed import figures as speed
-from app.jobs.work import Work
+from app.jobs.work import PENDING, Work
 
 RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
 KEEP = 16                   # measurements remembered per session
@@ -37,28 +37,37 @@ def full_mask_note() -> None:
                "the physically pruned copy with the full model.")
 
 
-def latency_panel(spec: str, mask: HeadMask) -> None:
-    """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it."""
+def latency_panel(spec: str, mask: HeadMask, wait: bool = True):
+    """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it;
+    returns the timing's :class:`app.jobs.work.Work` while it runs and ``wait`` is False, else None."""
     if mask.is_full():
         full_mask_note()
-        return
+        return None
     stored = measurement(spec, mask, measure=False)
     again = stored is not None and st.button(AGAIN_BUTTON, key=state.widget_key("headmap", "remeasure"),
                                              icon=":material/timer:")
-    result = measurement(spec, mask, again=again)
+    result = measurement(spec, mask, again=again, wait=wait)
+    if result is PENDING:
+        return _timing(spec, mask)
     if result is not None:
         show_latency(result)
+    return None
 
 
-def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False):
+def _timing(spec: str, mask: HeadMask) -> Work:
+    return Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask), start="each_time")
+
+
+def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False, wait: bool = True):
     """This session's latency measurement of ``mask`` (a ``BenchResult``); when there is none (or
-    ``again``) and ``measure``, time it now with a progress bar. None if absent, failed or cancelled."""
+    ``again``, or a timing of it not shown yet) and ``measure``, time it now with a progress bar. None if
+    absent, failed or cancelled; :data:`app.jobs.work.PENDING` while it runs and ``wait`` is False."""
     store: dict = dict(session_results.get_result(RESULT) or {})
-    result = None if again else store.get(mask_key(mask))
+    timing = _timing(spec, mask)
+    result = None if again or timing.started() else store.get(mask_key(mask))     # started: not handed out yet
     if result is None and measure and not mask.is_full():
-        result = Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask),
-                      start="each_time").show()
-        if result is not None:
+        result = timing.show(wait)
+        if result is not None and result is not PENDING:
             store.pop(mask_key(mask), None)
             store[mask_key(mask)] = result
             session_results.set_result(RESULT, dict(list(store.items())[-KEEP:]))

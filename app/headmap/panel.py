@@ -8,6 +8,14 @@ parameter count of the new mask are drawn at once, with the metric, loss and lat
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
 after the metric, behind any evaluation another session waits for: :mod:`app.jobs.compute`).
 
+The fragment never waits for work while a click could come (issue 31): a click made while the fragment
+runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
+is shown as far as it got (:meth:`app.jobs.work.Work.show` with ``wait=False``) and the run ends, to be run
+again a moment later (:func:`_poll`) or at once by the next click. A click during an evaluation or a
+latency timing thus applies to the mask at once; the work for the old mask is cancelled when the new
+mask's work starts under the same job name, and the panel marks which mask it is updating for. A full
+run of the page (its first load, AppTest) cannot rerun only the fragment: there it waits as before.
+
 Beside the map (1280 px wide windows and up) the panel shows heads kept, the metric and the loss
 without scrolling. On narrower windows the panel wraps below the map; a compact strip above the
 map (sticky under the page header) then shows the same three figures, so a click still shows
@@ -25,14 +33,15 @@ import os
 import time
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app.jobs import cache, evaluations
-from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui
-from app.core import mask as mask_state, state, ui, uncertainty
+from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
+from app.core import mask as mask_state, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.text import md_code, md_escape
-from app.jobs.work import Work
+from app.jobs.work import PENDING, Work
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.share_link import encode_mask
@@ -44,6 +53,8 @@ WIDE_PX = 1250          # from this window width the panel sits beside the map: 
 STRIP_KEY = "hp_live_strip"
 TIMING_LOG = "HEADPRUNE_APP_TIMING_LOG"  # benchmarks: a file that gets one line per metric sent (mask, epoch s)
 CHANGE_UPDATING = "change: updating…"   # the loss's delta until its paired change is computed
+POLL_S = 0.25           # while work runs, the fragment reruns this often (sooner when the work ends)
+LAST_SHOWN = "live_last_shown"          # session_results name: (heads kept, heads, metric text) last drawn
 # the strip sticks under Streamlit's header (3.75rem) while the page scrolls; where the panel is
 # beside the map (wide windows) it is not drawn at all
 STYLE = f"""<style>
@@ -58,7 +69,8 @@ def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = Non
     """The strip's one line: heads kept of the new mask at once, metric and loss once known."""
     kept = f"Heads kept **{mask.n_kept} / {mask.n_total}**"
     if metric is None:
-        return f"{kept} · :material/hourglass_top: metric and loss: updating…"
+        return (f"{kept} · :material/hourglass_top: metric and loss: updating for {mask.n_kept} / {mask.n_total} "
+                "heads…")
     return f"{kept} · {metric} · loss **{loss}**"
 
 
@@ -72,6 +84,8 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
+    wait = not _fragment_rerun()        # a full run cannot rerun the fragment alone: it waits for the work
+    pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
     _evaluation(spec, task_name, limit, mask).begin()    # queued for the CPU now, while the map is drawn
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
@@ -86,23 +100,59 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
         roles_slot, roles_wanted = _map_and_presets(arch, mask, ranking, score_name, roles)
     with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
         metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles)
-    with ui.filling(metric_slot, "metric and loss"):
-        ev, loss_slot = _metric_and_loss(spec, task_name, limit, mask)
-    if ev is not None:
+    with metric_slot.container():
+        note = st.empty()
+        note.caption(_updating_text(mask))
+        ev, loss_slot = _metric_and_loss(spec, task_name, limit, mask, wait, pending)
+        if ev is not PENDING:
+            note.empty()
+    if ev is None:
+        strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
+    elif ev is not PENDING:             # while it runs the strip keeps "updating for …"
         strip.markdown(strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} "
                                         f"**{md_escape(uncertainty.shown(ev).value)}**", f"{ev.loss:.4f}"))
         _note_metric_sent(mask)
-    else:
-        strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
-    if ev is not None and not mask.is_full():
-        _loss_change(spec, task_name, limit, mask, ev, loss_slot)
+    shown = ev if ev is not PENDING else None
+    if shown is not None and not mask.is_full():
+        _loss_change(spec, task_name, limit, mask, shown, loss_slot, wait, pending)
     with right:
-        _repair(spec, task_name, limit, mask, ev)
+        _repair(spec, task_name, limit, mask, ev, wait, pending)
     with history_slot:
-        headmap_ui.show_history(ev.metric_name if ev is not None else "accuracy")
-    with ui.filling(speed_slot, "latency"):
-        latency_ui.latency_panel(spec, mask)
-    role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles)    # last: its progress holds up nothing
+        headmap_ui.show_history(shown.metric_name if shown is not None else "accuracy")
+    if ev is not PENDING:               # timed after the metric: it does not compete with the evaluation
+        with speed_slot.container():
+            note = st.empty()
+            note.caption(ui.updating_text("latency"))
+            timing = latency_ui.latency_panel(spec, mask, wait)
+            if timing is None:
+                note.empty()
+            else:
+                pending.append(timing)
+    roles_job = role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles, wait)  # last: holds up nothing
+    _poll(pending + ([roles_job] if roles_job is not None else []))
+
+
+def _fragment_rerun() -> bool:
+    """Whether this run reruns the fragment alone (a click), not the whole page."""
+    ctx = get_script_run_ctx()
+    return ctx is not None and bool(ctx.fragment_ids_this_run)
+
+
+def _poll(pending: list[Work]) -> None:
+    """With work still running, end this run and run the fragment again once the first of it is done, or
+    after :data:`POLL_S` to redraw the progress: a click meanwhile is taken at the end of the wait."""
+    if pending:
+        pending[0].wait(POLL_S)
+        st.rerun(scope="fragment")
+
+
+def _updating_text(mask: HeadMask) -> str:
+    """What the metric's slot says while ``mask`` is evaluated, with the last figure drawn and its mask."""
+    text = f":material/hourglass_top: metric and loss: updating for {mask.n_kept} / {mask.n_total} heads…"
+    last = session_results.get_result(LAST_SHOWN)
+    if last is not None and last[:2] != (mask.n_kept, mask.n_total):
+        text += f" (last shown: {last[2]} for {last[0]} / {last[1]} heads)"
+    return text
 
 
 def _evaluation(spec: str, task_name: str, limit: int, mask: HeadMask) -> Work:
@@ -149,6 +199,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
     if note := role_ui.colour_note(colour, roles):
         st.caption(note)
     roles_slot = st.container()
+    map_clicks.log_clicks(layout, headmap_ui.GRID_KEYS)      # every click on a grid, in order, none lost
     for kind in layout.kinds:
         headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "", roles, colour)
         if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
@@ -180,12 +231,17 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
     return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
 
 
-def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
+def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask, wait: bool = True,
+                     pending: list | None = None):
     """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
-    evaluation is done; returns (EvalResult, the loss's slot), or (None, None) when it failed."""
+    evaluation is done; returns (EvalResult, the loss's slot), (None, None) when it failed, or
+    (:data:`app.jobs.work.PENDING`, None) while it runs and ``wait`` is False (the work put in ``pending``)."""
     changed = not mask.is_full()
-    ev = _evaluation(spec, task_name, limit, mask).show()
-    dense = evaluations.of_all_heads(spec, task_name, limit).show()
+    works = [_evaluation(spec, task_name, limit, mask), evaluations.of_all_heads(spec, task_name, limit)]
+    ev, dense = (w.show(wait) for w in works)
+    if PENDING in (ev, dense):
+        pending.extend(w for w, r in zip(works, (ev, dense)) if r is PENDING)
+        return PENDING, None
     if ev is None or dense is None:
         return None, None
     headmap_ui.remember(mask, ev)       # the history chart shows what the panel showed
@@ -194,6 +250,8 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
     metric = get_metric(ev.metric_name)
     now, base = uncertainty.shown(ev), uncertainty.shown(dense)
     diff = uncertainty.change(dense, ev, cache.comparison(spec, task_name, limit, mask)) if changed else None
+    session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total,
+                                            f"{ui.metric_label(ev.metric_name)} {now.value}"))
     m1.metric(ui.metric_label(ev.metric_name), now.value, width="content",
               **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
                                 within_noise=bool(diff and diff.within_noise)),
@@ -209,7 +267,8 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask):
     return ev, loss_slot
 
 
-def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
+def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev, wait: bool = True,
+            pending: list | None = None) -> None:
     """The "repair" toggle (off by default: a click stays one forward pass): the metric of ``mask`` with
     and without least-squares repair of the kept heads, computed behind other sessions' clicks."""
     if not st.toggle("repair", key=state.widget_key("headmap", "repair"),
@@ -217,11 +276,16 @@ def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
                           f"output (Kwon et al. 2022), on {cache.REPAIR_CALIBRATION} score-split examples; the "
                           "scales fold into the output projection, so the pruned model keeps its size."):
         return
+    if ev is PENDING:
+        return                          # repaired once the metric is there
     if ev is None or mask.is_full():
         st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
         return
-    fixed = Work("repair", "Repairing this mask", cache.repaired_evaluation, (spec, task_name, limit, mask)).show()
-    if fixed is None:
+    work = Work("repair", "Repairing this mask", cache.repaired_evaluation, (spec, task_name, limit, mask))
+    fixed = work.show(wait)
+    if fixed is PENDING:
+        pending.append(work)
+    if fixed is None or fixed is PENDING:
         return
     metric = get_metric(ev.metric_name)
     row = ui.metric_row(ROW_GAP)
@@ -231,10 +295,15 @@ def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev) -> None:
                                  "normal" if metric.higher_is_better else "inverse"))
 
 
-def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot) -> None:
+def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot, wait: bool = True,
+                 pending: list | None = None) -> None:
     """The loss of ``mask`` again, now with its change against all heads and the paired interval over examples."""
-    per = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (spec, task_name, limit, m)).show()
-           for n, m in (("dense", None), ("mask", mask))]
+    works = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (spec, task_name, limit, m))
+             for n, m in (("dense", None), ("mask", mask))]
+    per = [w.show(wait) for w in works]
+    if PENDING in per:                  # the loss keeps "change: updating…"
+        pending.extend(w for w, r in zip(works, per) if r is PENDING)
+        return
     loss_diff = uncertainty.loss_change(*per) if None not in per else None
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
                      **ui.delta_kwargs(loss_diff.text if loss_diff else None, "inverse",

@@ -10,6 +10,7 @@ import functools
 import streamlit as st
 
 from app.curves import figures as charts
+from app.headmap import clicks as map_clicks
 from app.core import mask as mask_state, session_results, state
 from app.headmap.figures import IMPORTANCE, figure
 from app.core.text import md_escape
@@ -18,14 +19,39 @@ from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScore
 from pruning_core.core.share_link import encode_mask
 
 
-def chart_key(kind: str) -> str:
-    return state.widget_key("headmap", f"grid_{kind}")
+GRID_KEYS = state.widget_key("headmap", "grid")        # every grid's key starts with this
 
 
-def _on_select(kind: str, layout: HeadLayout) -> None:
-    """Selection callback: toggle every clicked head (normally one)."""
-    selection = st.session_state.get(chart_key(kind)) or {}
-    for point in (selection.get("selection") or {}).get("points", []):
+def chart_key(kind: str, edits: int | None = None) -> str:
+    """The key of ``kind``'s grid drawn after the mask's ``edits``-th change (:func:`app.core.mask.edits`);
+    without ``edits``, the prefix shared by all of them."""
+    prefix = f"{GRID_KEYS}_{kind}"
+    return prefix if edits is None else f"{prefix}_{edits}"
+
+
+KEEP_CLICKS = 64        # selections remembered as applied (one per figure the browser may still send)
+
+
+def _on_select(kind: str, layout: HeadLayout, key: str) -> None:
+    """Selection callback of the grid drawn under ``key``: toggle every clicked head (normally one), once.
+
+    Each figure has its own key, so this reads the selection made on that figure. The browser keeps
+    sending the selection of a figure already replaced until the script run that replaced it ends, and
+    Streamlit then calls its callback again: a selection already applied is skipped, so a click counts
+    exactly once, and a click that landed on the old figure still counts. Skipped once the page's click
+    log reports (:mod:`app.headmap.clicks`): it has the same click."""
+    if map_clicks.active():
+        return
+    selection = st.session_state.get(key) or {}
+    points = (selection.get("selection") or {}).get("points", [])
+    seen = f"{key} {sorted(map(str, points))}"
+    applied: dict = st.session_state.setdefault(state.MAP_CLICKS, {})
+    if not points or seen in applied:
+        return
+    applied[seen] = True
+    while len(applied) > KEEP_CLICKS:
+        applied.pop(next(iter(applied)))
+    for point in points:
         layer, head = point.get("customdata") or (point.get("y"), point.get("x"))
         if layer is not None and head is not None:
             mask_state.toggle_head(layout, kind, int(layer), int(head))
@@ -33,11 +59,14 @@ def _on_select(kind: str, layout: HeadLayout) -> None:
 
 def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str, roles=None,
               colour: str = IMPORTANCE) -> None:
-    """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask).
+    """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask):
+    through the page's click log (:mod:`app.headmap.clicks`) once it reports, else as the chart's selection.
     ``roles`` (a ``RoleReport``) and ``colour``: see :func:`app.headmap.figures.figure`."""
-    st.plotly_chart(figure(kind, mask, scores, score_name, roles, colour), key=chart_key(kind), width="content",
-                    on_select=functools.partial(_on_select, kind, mask.layout), selection_mode="points",
-                    config={"displayModeBar": False, "scrollZoom": False},
+    key = chart_key(kind, mask_state.edits())
+    selecting = {} if map_clicks.active() else dict(
+        on_select=functools.partial(_on_select, kind, mask.layout, key), selection_mode="points")
+    st.plotly_chart(figure(kind, mask, scores, score_name, roles, colour), key=key, width="content", **selecting,
+                    config={"displayModeBar": False, "scrollZoom": False, "doubleClick": False, "doubleClickDelay": 1},
                     alt=f"{KIND_LABELS[kind]} heads: filled squares are kept, crossed grey squares removed")
 
 

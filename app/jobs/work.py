@@ -42,7 +42,18 @@ log = logging.getLogger("headprune.app")
 Start = Literal["auto", "button", "each_time"]
 STARTS: tuple[str, ...] = ("auto", "button", "each_time")
 QUICK_S = 0.3          # jobs finishing within this show no progress bar (cache hits, small work)
+GLANCE_S = 0.05        # without waiting (``show(wait=False)``): how long a cache hit may take to count as done
 POLL_S = 0.15          # how often the progress bar is refreshed
+
+
+class _Pending:
+    """What :meth:`Work.show` returns with ``wait=False`` while the work still runs."""
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING = _Pending()
 
 _describe = progress_text.describe     # "Pruning curve by gradient importance: step 1 of 11, …"
 
@@ -102,10 +113,18 @@ class Work:
         _clear_cancelled(self.job)
         job_board().start(self.job, self.label, self.fn, self.args, dict(self.kwargs), self.progress)
 
-    def show(self) -> Any | None:
+    def wait(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for this call's running job to finish (at once when there is none)."""
+        found = self._found()
+        if found is not None:
+            found.wait(seconds)
+
+    def show(self, wait: bool = True) -> Any | None:
         """Start the work if its ``start`` says so, show its progress and Cancel while it runs, and return its
         result. ``None`` when it failed (message shown), was cancelled, or waits for a click: pages test
-        for ``None`` and stop or skip the dependent part."""
+        for ``None`` and stop or skip the dependent part. With ``wait=False`` the progress is drawn once and
+        :data:`PENDING` returned while the work runs: a page that must stay responsive (a fragment whose
+        clicks wait for its run to end) ends its run and asks again."""
         board = job_board()
         current = self._found()
         if current is None or _is_cancelled(self.job):
@@ -115,7 +134,8 @@ class Work:
                           on_click=self.launch)
                 return None
             current = board.start(self.job, self.label, self.fn, self.args, dict(self.kwargs), self.progress)
-        _follow(current, self.job, self.label, self.progress)
+        if not _follow(current, self.job, self.label, self.progress, wait):
+            return PENDING
         log.debug("job %s (%s) took %.3f s", self.job, self.label,
                   (current.finished or time.time()) - current.started)
         error = current.error
@@ -132,12 +152,13 @@ class Work:
         return None
 
 
-def _follow(current: jobs.Job, job: str, label: str, progress: bool) -> None:
+def _follow(current: jobs.Job, job: str, label: str, progress: bool, wait: bool = True) -> bool:
     """Wait for ``current`` with a progress bar (and Cancel when the work reports ``progress``); nothing is
-    drawn when it finishes within :data:`QUICK_S`."""
-    current.wait(QUICK_S)
+    drawn when it finishes within :data:`QUICK_S`. Without ``wait``: the bar drawn once, and False while
+    the work runs. Returns whether it finished."""
+    current.wait(QUICK_S if wait else GLANCE_S)
     if not current.running:
-        return
+        return True
     holder = st.empty()
     with holder.container():
         fraction, text = _describe(current.latest, label)
@@ -145,6 +166,8 @@ def _follow(current: jobs.Job, job: str, label: str, progress: bool) -> None:
         if progress:             # without a progress callback the work cannot be stopped midway
             st.button("Cancel", key=state.widget_key("job", f"cancel_{job}"), on_click=_cancel,
                       args=(job,), icon=":material/cancel:")
+    if not wait:
+        return False
     # a page change or a click stops this loop (Streamlit raises in the script thread), not the job
     shown = (fraction, text)
     while current.running:
@@ -154,6 +177,7 @@ def _follow(current: jobs.Job, job: str, label: str, progress: bool) -> None:
             shown = now     # class's sessions queued for the CPU would each send one per poll
             bar.progress(now[0] if now[0] is not None else 0.0, text=now[1])
     holder.empty()
+    return True
 
 
 def start_button(label: str, key: str, works: list[Work], **button: Any) -> None:
@@ -211,4 +235,4 @@ def _clear_cancelled(job: str) -> None:
     st.session_state[state.CANCELLED].discard(job)
 
 
-__all__ = ["Work", "Start", "STARTS", "start_button", "job_board"]
+__all__ = ["Work", "Start", "STARTS", "PENDING", "start_button", "job_board"]

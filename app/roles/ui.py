@@ -22,7 +22,7 @@ from app.core import state, ui
 from app.jobs import workload
 from app.headmap.figures import IMPORTANCE, STRONGEST
 from app.core.text import md_escape
-from app.jobs.work import Work
+from app.jobs.work import PENDING, Work
 
 JOB = "roles"
 
@@ -37,16 +37,22 @@ def ready(spec: str, task_name: str) -> RoleReport | None:
     return Work(JOB, "Finding head roles", cache_roles.roles, (spec, task_name)).ready()
 
 
-def show_roles_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleReport | None) -> None:
+def show_roles_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleReport | None,
+                   wait: bool = True) -> Work | None:
     """In ``slot``: the roles job when ``wanted`` (its button with the time estimate, or its progress); once
-    its report is there and the map was ``drawn`` without one, rerun so the map shows it."""
+    its report is there and the map was ``drawn`` without one, rerun so the map shows it. Returns the job
+    while it runs and ``wait`` is False (:meth:`app.jobs.work.Work.show`), else None."""
     if not wanted:
-        return
+        return None
+    job = Work(JOB, workload.roles_label(spec), cache_roles.roles, (spec, task_name),
+               start="button" if workload.roles_wait_for_click(spec) else "auto")
     with slot:
-        report = Work(JOB, workload.roles_label(spec), cache_roles.roles, (spec, task_name),
-                      start="button" if workload.roles_wait_for_click(spec) else "auto").show()
+        report = job.show(wait)
+    if report is PENDING:
+        return job
     if report is not None and drawn is None:
         st.rerun()
+    return None
 
 
 def _title(option: str) -> str:

@@ -79,12 +79,12 @@ def test_the_panel_marks_values_as_updating_while_they_are_computed(app_for, tin
     snapshots: dict[str, list[str]] = {}
     original = Work.show
 
-    def spying(self):
+    def spying(self, *args, **kwargs):
         if self.job in ("eval", "latency"):
             from streamlit.runtime.scriptrunner import get_script_run_ctx
             runner = get_script_run_ctx()._enqueue.__self__
             snapshots[self.job] = texts(parse_tree_from_messages(runner.forward_msgs()))
-        return original(self)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Work, "show", spying)
     ok(click_head(at, "encoder_self", 1, 2))

@@ -66,7 +66,7 @@ def click_head(at: AppTest, kind: str, layer: int, head: int) -> AppTest:
     """Send the selection a click on head (layer, head) of ``kind``'s grid produces in the browser."""
     from app.headmap.ui import chart_key
 
-    chart = next(e for e in at.get("plotly_chart") if e.key == chart_key(kind))
+    chart = next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(chart_key(kind) + "_"))
     states = at._tree.get_widget_states()
     ws = WidgetState(id=chart.proto.id)
     ws.string_value = json.dumps({"selection": {

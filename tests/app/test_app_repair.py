@@ -19,9 +19,9 @@ def test_repair_is_off_by_default_and_shows_both_metrics_when_on(app_for, tiny_b
     jobs: list[str] = []
     original = Work.show
 
-    def spying(self):
+    def spying(self, *args, **kwargs):
         jobs.append(self.job)
-        return original(self)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Work, "show", spying)
     ok(click_head(at, "encoder_self", 1, 2))

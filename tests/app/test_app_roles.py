@@ -80,7 +80,7 @@ def app_for(monkeypatch, tmp_path):
 
 
 def figure(at: AppTest, kind: str) -> dict:
-    return json.loads(next(e for e in at.get("plotly_chart") if e.key == chart_key(kind)).proto.spec)
+    return json.loads(next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(chart_key(kind) + "_")).proto.spec)
 
 
 def kept_trace(fig: dict) -> dict:

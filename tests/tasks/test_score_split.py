@@ -65,7 +65,7 @@ def test_head_map_scores_come_from_the_train_split(tiny_bert, held_out):
 def test_the_bundle_records_the_split_the_scores_were_computed_on(tiny_bert, held_out, monkeypatch, scorer,
                                                                    recorded):
     name, _ = held_out
-    monkeypatch.setattr(Work, "show", lambda self: self.fn(*self.args, **self.kwargs))   # no progress bar
+    monkeypatch.setattr(Work, "show", lambda self, *a, **k: self.fn(*self.args, **self.kwargs))   # no progress bar
     monkeypatch.setattr(session_results, "get_result", lambda key: None)
     monkeypatch.setattr(latency_ui, "measurement", lambda spec, mask, **kwargs: None)
     spec = str(tiny_bert.model)
