@@ -27,6 +27,8 @@ prepare: install
 # Each is built once into $$HEADPRUNE_HOME and reused; MPNet (15-25 min of fine-tuning) is not.
 prepare-models: prepare speech
 	$(BIN)/headprune prepare --model smollm2
+	$(BIN)/headprune prepare --model bergamot-en-pt
+	$(BIN)/headprune prepare --model bergamot-pt-en
 	@if command -v espeak-ng >/dev/null 2>&1; then $(BIN)/headprune prepare --model whisper-base; \
 	 else echo "WARNING: no espeak-ng, so Whisper-base is not prepared; its slow tests will be skipped"; fi
 

@@ -6,6 +6,7 @@ from app.core import state, ui, uncertainty
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
 from app.jobs.work import Work
+from pruning_core.core.heads import KIND_LABELS
 from pruning_core.core import catalog as zoo
 
 ui.page_intro("Model & data", """
@@ -43,6 +44,8 @@ a[3].metric("in attention (q, k, v, out)", f"{100 * arch.attention_share:.1f} %"
 st.dataframe([{"attention kind": arch.kind_labels[k], "layers": len(rows),
                "heads per layer": ", ".join(map(str, sorted(set(rows)))), "heads": sum(rows)}
               for k, rows in arch.layout.kinds.items()], hide_index=True)
+for kind, why in arch.absent_kinds.items():
+    st.caption(f"No {KIND_LABELS[kind]} heads: {why}.")
 if arch.pruned_heads:
     st.info("This model was already pruned by headprune; removed heads are gone from its weights.")
 

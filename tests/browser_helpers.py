@@ -51,7 +51,7 @@ def build_tiny_app(folder: Path, arch: str = "bert", n_examples: int = 48, seed:
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     rng = random.Random(seed)
-    if arch in ("bart", "marian"):
+    if arch in ("bart", "marian", "marian-ssru"):
         rows = ["source,target"] + [f"{' '.join(rng.choices(_WORDS, k=6))},{' '.join(rng.choices(_WORDS, k=5))}"
                                     for _ in range(n_examples)]
     else:

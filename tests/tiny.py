@@ -33,6 +33,11 @@ def _tf():
     return transformers
 
 
+def _marian_ssru():
+    from pruning_core.modeling.architectures import marian_ssru
+    return marian_ssru
+
+
 _COMMON = dict(vocab_size=len(VOCAB), max_position_embeddings=64)
 _SEQ2SEQ = dict(vocab_size=len(VOCAB), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
@@ -59,6 +64,8 @@ CONFIGS: dict[str, Callable[[], object]] = {
                                                  **_COMMON),
     "bart": lambda: _tf().BartConfig(**_SEQ2SEQ, forced_eos_token_id=6),
     "marian": lambda: _tf().MarianConfig(**_SEQ2SEQ),
+    # Bergamot's student layout: each decoder layer's self-attention is an SSRU (no decoder_self heads)
+    "marian-ssru": lambda: _marian_ssru().MarianSSRUConfig(**_SEQ2SEQ),
     "whisper": lambda: _tf().WhisperConfig(**_WHISPER),
     "gpt2": lambda: _tf().GPT2Config(n_embd=32, n_layer=2, n_head=4, n_inner=64, vocab_size=len(VOCAB),
                                      n_positions=64, pad_token_id=0, bos_token_id=5, eos_token_id=6),

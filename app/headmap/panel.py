@@ -42,7 +42,7 @@ from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.text import md_code, md_escape
 from app.jobs.work import PENDING, Work
-from pruning_core.core.heads import HeadMask
+from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.share_link import encode_mask
 
@@ -204,6 +204,8 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "", roles, colour)
         if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
             st.caption(note)
+    for kind, why in arch.absent_kinds.items():         # a kind the model has no heads of: said, never an empty grid
+        st.caption(f"No {KIND_LABELS[kind]} map: {why}.")
     with st.container(border=True):
         p1, p2 = st.columns([3, 2])
         pct = p1.slider("Share of heads to remove (%)", 0, 100, 50, 5, key=state.widget_key("headmap", "pct"))

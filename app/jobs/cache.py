@@ -29,7 +29,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pruning_core.modeling.architectures import kv_groups_of
+from pruning_core.modeling.architectures import adapter_for, kv_groups_of
 from pruning_core import bench, tasks
 from pruning_core.bench import budget
 from pruning_core.modeling import pruning
@@ -133,6 +133,7 @@ class ArchSummary:
     weights_sha256: str
     pruned_heads: dict = field(default_factory=dict)
     kv_groups: dict = field(default_factory=dict)   # kind -> per layer, the query heads of each key/value group
+    absent_kinds: dict = field(default_factory=dict)  # kind -> why this model has no heads of it (an SSRU decoder)
 
     @property
     def attention_share(self) -> float:
@@ -147,7 +148,7 @@ def architecture(spec: str) -> ArchSummary:
                        {k: KIND_LABELS[k] for k in m.layout.kinds}, m.layout.total_heads,
                        pruning.parameter_count(m.model), pruning.attention_parameter_count(m.model),
                        getattr(cfg, "num_labels", None) if m.task_type == "classification" else None,
-                       m.weights_sha256, m.pruned_heads, kv_groups_of(m.sites))
+                       m.weights_sha256, m.pruned_heads, kv_groups_of(m.sites), dict(adapter_for(m).absent_kinds))
 
 
 def pruned_parameters(spec: str, mask: HeadMask) -> tuple[int, int]:

@@ -156,6 +156,10 @@ def cmd_evaluate(args) -> None:
     metric = get_metric(res.metric_name)
     print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {metric.label} "
           f"{metric.format_with_interval(res.metric, res.interval)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
+    for name, interval in (res.extra.get("intervals") or {}).items():     # metrics beside the main one (chrF)
+        if interval and name in res.extra:
+            other = get_metric(name)
+            print(f"  {other.label} {other.format_with_interval(res.extra[name], tuple(interval))}")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams}
     write_result(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
                                               method="evaluate", settings=settings), mask))

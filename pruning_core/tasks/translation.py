@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from pruning_core.core.errors import DataError
-from pruning_core.evaluation.metrics import BLEU
+from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import (
@@ -90,11 +90,17 @@ class TranslationTask(Task):
             state.predictions[j] = text.strip()
 
     def summarise(self, data, state: EvalState) -> EvalResult:
-        """The task's metric of the decoded texts; a few samples in ``extra`` for showing."""
+        """The task's metric of the decoded texts, and chrF with its 95 % bootstrap interval (over examples) in
+        ``extra`` (``extra["intervals"]["chrf"]``); a few samples in ``extra`` for showing."""
+        from pruning_core.evaluation.significance import evidence
+
         hyps = state.predictions
         metric = self.metric
         value = metric.of(hyps, data.references, state.loss, state.loss_weight)
-        extra = {metric.name: value, "target_tokens": state.loss_weight, "beams": state.options["beams"],
+        chrf = evidence(CHRF, hyps, data.references)["interval"] if hyps else None
+        extra = {metric.name: value, CHRF.name: CHRF.of(hyps, data.references, state.loss, state.loss_weight),
+                 "intervals": {CHRF.name: list(chrf) if chrf else None},
+                 "target_tokens": state.loss_weight, "beams": state.options["beams"],
                  "samples": [{"source": data.texts[j]["source"], "hypothesis": hyps[j],
                               "reference": data.references[j]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)

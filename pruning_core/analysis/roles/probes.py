@@ -77,14 +77,17 @@ def _speech_encoder(loaded, audios: Sequence[np.ndarray]) -> tuple:
 
 def _run(loaded, inputs: dict, items: BatchItems, *, specials: set[int], marks: dict | None = None,
          frequency: dict | None = None) -> list[dict[str, ProbeSequence]]:
-    """Forward ``inputs`` once; cut each item's maps to its own query and key lengths."""
-    kinds = sorted({k for item in items for k in item})
+    """Forward ``inputs`` once; cut each item's maps to its own query and key lengths. Kinds the model has no
+    heads of (an SSRU decoder's ``decoder_self``) are left out."""
+    kinds = sorted({k for item in items for k in item if k in loaded.layout.kinds})
     maps = batch_maps(loaded, {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()},
                       kinds)
     out = []
     for b, item in enumerate(items):
         seqs = {}
         for kind, (q_ids, k_ids, causal) in item.items():
+            if kind not in maps:
+                continue
             tq = len(q_ids)
             tk = len(k_ids) if k_ids is not None else None
             layers = tuple(a[b, :, :tq, :tk].numpy() if a.shape[1] else np.zeros((0, tq, tk or 0), np.float32)

@@ -272,6 +272,8 @@ class ArchitectureAdapter:
     # transformers attention implementations the family has, preferred first; load_model falls back to
     # the first when asked for one the family lacks (recorded in config._attn_implementation)
     attn_implementations: ClassVar[tuple[str, ...]] = ("eager", "sdpa")
+    # kinds a family of its shape would have but this one has no heads of, and why (shown beside the map)
+    absent_kinds: ClassVar[Mapping[str, str]] = {}
 
     # -- finding the sites ---------------------------------------------------------------------------
     def find_sites(self, model: nn.Module) -> list[AttentionSite]:

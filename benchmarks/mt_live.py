@@ -1,0 +1,145 @@
+"""Live BLEU on the Bergamot student: the time from "remove one head" to a new BLEU, and Michel's reference points.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mt_live.py          # a few minutes on 2 busy CPU cores
+
+Needs ``headprune prepare --model bergamot-en-pt``. Steps:
+
+1. Encode the first ``--n`` verses of ``bible-en-pt`` ``test`` (John) once; decode them unpruned (batched greedy
+   ``generate``: the SSRU state and the cross-attention keys/values are cached across steps) -> baseline BLEU.
+2. ``--clicks`` times, remove one more encoder or cross head (a fixed cycle) and time what a click costs:
+   greedy decoding of the ``--n`` verses under the mask plus corpus BLEU (``bleu_seconds``), and the teacher-forced
+   loss alone (``loss_seconds``). Medians are reported with the load average before and after.
+3. I_h (the ``gradient`` scorer, per-layer l2-normalised) on the first ``--n-score`` verses of ``validation``
+   (Mark); BLEU with its 95 % bootstrap interval unpruned, with the 50 % least important encoder heads removed
+   (24 of 48), and with the 50 % least important cross heads removed (8 of 16).
+
+Writes ``benchmarks/results/mt_live.json`` (``headprune.mt_live/1``) and prints a summary.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from pruning_core.core.heads import HeadMask  # noqa: E402
+from pruning_core.modeling.masking import apply_mask  # noqa: E402
+from pruning_core.evaluation.metrics import corpus_bleu  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.core.storage import write_json  # noqa: E402
+from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
+from pruning_core.tasks import get_task  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+FORMAT = "headprune.mt_live/1"
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _decode_bleu(lm, data, mask: HeadMask | None, batch_size: int) -> float:
+    """Greedy decoding of every example under ``mask`` and corpus BLEU: what a click on the head map waits for."""
+    hyps: dict[int, str] = {}
+    with torch.inference_mode(), apply_mask(lm, mask):
+        for batch in data.batches(batch_size):
+            out = lm.model.generate(input_ids=batch.inputs["input_ids"], attention_mask=batch.inputs["attention_mask"],
+                                    num_beams=1, do_sample=False, max_new_tokens=data.max_length)
+            for j, text in zip(batch.index.tolist(), lm.tokenizer.batch_decode(out, skip_special_tokens=True)):
+                hyps[j] = text.strip()
+    return corpus_bleu([hyps[j] for j in range(data.n_examples)], data.references)
+
+
+def _loss(lm, task, data, mask: HeadMask | None, batch_size: int) -> float:
+    total = weight = 0.0
+    with torch.inference_mode(), apply_mask(lm, mask):
+        for batch in data.batches(batch_size):
+            outputs = lm.model(**batch.inputs)
+            total += float(task.example_losses(lm, batch, outputs).sum())
+            weight += float(task.example_weights(batch).sum())
+    return total / weight
+
+
+def _least(ranking, kind: str, fraction: float, layout) -> HeadMask:
+    heads = [h for h in ranking.ranked(seed=0) if h[0] == kind]
+    return HeadMask.from_removed(layout, heads[:round(fraction * len(heads))])
+
+
+def _evaluate(task, lm, data, mask, batch_size: int) -> dict:
+    r = task.evaluate(lm, data, mask, batch_size=batch_size)
+    return {"bleu": round(r.metric, 2), "bleu_interval": [round(x, 2) for x in r.interval] if r.interval else None,
+            "chrf": round(r.extra["chrf"], 2), "chrf_interval": r.extra["intervals"]["chrf"], "loss": round(r.loss, 4),
+            "heads_kept": mask.n_kept if mask else lm.layout.total_heads}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="bergamot-en-pt")
+    parser.add_argument("--task", default="bible-en-pt")
+    parser.add_argument("--n", type=int, default=128)
+    parser.add_argument("--clicks", type=int, default=5)
+    parser.add_argument("--n-score", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+
+    lm = load_model(args.model)
+    task = get_task(args.task)
+    data = task.encode(lm, "test", args.n)
+    load_before = _load()
+    t0 = time.perf_counter()
+    base_bleu = _decode_bleu(lm, data, None, args.batch_size)
+    base_seconds = time.perf_counter() - t0
+
+    cycle = [h for pair in zip([("encoder_self", l, h) for l in range(6) for h in range(8)],
+                               [("cross", l, h) for h in range(8) for l in range(2)]) for h in pair]
+    clicks = []
+    for i in range(args.clicks):
+        mask = HeadMask.from_removed(lm.layout, cycle[:i + 1])
+        t = time.perf_counter()
+        loss = _loss(lm, task, data, mask, args.batch_size)
+        loss_seconds = time.perf_counter() - t
+        t = time.perf_counter()
+        bleu = _decode_bleu(lm, data, mask, args.batch_size)
+        clicks.append({"removed": [list(h) for h in cycle[:i + 1]], "bleu": round(bleu, 2), "loss": round(loss, 4),
+                       "bleu_seconds": round(time.perf_counter() - t, 3), "loss_seconds": round(loss_seconds, 3)})
+    load_after_clicks = _load()
+
+    scored = get_scorer("gradient").score(lm, task, ScoreConfig(split="validation", limit=args.n_score,
+                                                                batch_size=16))
+    ranking = scored.ranking_scores
+    points = {"baseline": _evaluate(task, lm, data, None, args.batch_size),
+              "encoder_self_50pct_least_I_h": _evaluate(task, lm, data, _least(ranking, "encoder_self", 0.5, lm.layout),
+                                                        args.batch_size),
+              "cross_50pct_least_I_h": _evaluate(task, lm, data, _least(ranking, "cross", 0.5, lm.layout),
+                                                 args.batch_size)}
+    result = {
+        "format": FORMAT, "model": args.model, "task": args.task, "split": "test", "n_examples": data.n_examples,
+        "torch_threads": torch.get_num_threads(), "batch_size": args.batch_size,
+        "live": {"baseline_bleu": round(base_bleu, 2), "baseline_seconds": round(base_seconds, 3), "clicks": clicks,
+                 "median_bleu_seconds": statistics.median(c["bleu_seconds"] for c in clicks),
+                 "median_loss_seconds": statistics.median(c["loss_seconds"] for c in clicks),
+                 "load_before": load_before, "load_after": load_after_clicks},
+        "reference_points": points, "scoring": {"method": "gradient (I_h)", "split": "validation",
+                                                "n_examples": args.n_score, "seconds": round(scored.seconds, 1)},
+        "load_end": _load(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    write_json(RESULTS / "mt_live.json", result)
+    live = result["live"]
+    print(f"{args.model} on {data.n_examples} verses of {args.task} test: baseline BLEU {live['baseline_bleu']} "
+          f"({live['baseline_seconds']:.2f} s); a click: new BLEU in {live['median_bleu_seconds']:.2f} s median, "
+          f"new loss in {live['median_loss_seconds']:.2f} s (load {load_before} -> {load_after_clicks})")
+    for name, p in points.items():
+        print(f"  {name:30s} BLEU {p['bleu']:6.2f} {p['bleu_interval']}  chrF {p['chrf']:6.2f}  loss {p['loss']:.4f}  "
+              f"heads {p['heads_kept']}")
+
+
+if __name__ == "__main__":
+    main()

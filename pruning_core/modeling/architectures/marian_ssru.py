@@ -1,0 +1,135 @@
+"""Marian transformers whose decoder self-attention is an SSRU (Bergamot's student models), and their adapter.
+
+The model is transformers' ``MarianMTModel`` with each decoder layer's ``self_attn`` replaced by
+:class:`SSRU` (Kim et al. 2019, "From research to production and back"), a gated recurrence::
+
+    f_t = sigmoid(x_t W_f + b_f)
+    c_t = f_t * c_{t-1} + (1 - f_t) * (x_t W)        c_0 = 0
+    out_t = ReLU(c_t)
+
+followed, as in Marian, by the residual sum and the layer's ``self_attn_layer_norm``.
+
+Loading: the config has its own ``model_type`` ``"marian-ssru"``; importing this module (which
+``pruning_core.modeling.architectures`` does) registers :class:`MarianSSRUConfig` and :class:`MarianSSRUMTModel`
+with transformers' ``AutoConfig`` and ``AutoModelForSeq2SeqLM``, so ``load_model(folder)`` and
+``AutoModelForSeq2SeqLM.from_pretrained(folder)`` (after ``import pruning_core``) build it; without
+headprune the folder does not load (no remote code is ever run).
+
+Generation with the key/value cache: each SSRU appends its state ``c_t`` ``[batch, 1, 1, d]`` to the
+self-attention slot of its layer in the cache, so the cache still counts the decoded tokens (the decoder
+reads that count for the next position), beam search reorders the states with the keys, and the next
+step starts from the last entry. Cross-attention keys/values are cached by ``MarianAttention`` itself.
+
+The adapter exposes the attention kinds ``encoder_self`` and ``cross`` only: this decoder has no
+self-attention heads.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
+
+from pruning_core.modeling.architectures.base import AttentionSite, FlopDims
+from pruning_core.modeling.architectures.registry import register
+from pruning_core.modeling.architectures.seq2seq import Seq2SeqAdapter, _site
+
+MODEL_TYPE = "marian-ssru"
+NO_DECODER_SELF = "this model's decoder has no self-attention (SSRU)"
+
+
+class MarianSSRUConfig(MarianConfig):
+    """``MarianConfig`` for a decoder whose self-attention is an SSRU (``decoder_attention_heads`` = cross heads)."""
+
+    model_type = MODEL_TYPE
+
+
+class SSRU(nn.Module):
+    """Simpler Simple Recurrent Unit: the state ``c_t`` of a gated running average of ``x_t W``.
+
+    ``input_proj``: ``W`` (no bias); ``forget_proj``: ``W_f`` and ``b_f``. Called as a decoder layer calls
+    its self-attention: ``(hidden_states [B, T, d], past_key_values=..., ...)`` -> ``(ReLU(c) [B, T, d], None)``.
+    """
+
+    def __init__(self, d_model: int, layer_idx: int) -> None:
+        super().__init__()
+        self.input_proj = nn.Linear(d_model, d_model, bias=False)
+        self.forget_proj = nn.Linear(d_model, d_model)
+        self.layer_idx = layer_idx
+
+    def forward(self, hidden_states: torch.Tensor, past_key_values=None, **kwargs) -> tuple[torch.Tensor, None]:
+        forget = torch.sigmoid(self.forget_proj(hidden_states))          # [B, T, d]
+        update = (1 - forget) * self.input_proj(hidden_states)           # [B, T, d]
+        cache = getattr(past_key_values, "self_attention_cache", past_key_values)
+        state = self._last_state(cache, hidden_states)                   # [B, d]
+        if torch.onnx.is_in_onnx_export():
+            c = _scan_closed_form(forget, update, state)
+        else:
+            states = []
+            for t in range(hidden_states.shape[1]):
+                state = forget[:, t] * state + update[:, t]
+                states.append(state)
+            c = torch.stack(states, dim=1)                               # [B, T, d]
+        if cache is not None:
+            kv = c.unsqueeze(1)                                          # [B, 1, T, d]: one "head", T tokens
+            cache.update(kv, kv, self.layer_idx)
+        return torch.relu(c), None
+
+    def _last_state(self, cache, hidden_states: torch.Tensor) -> torch.Tensor:
+        """``c_{t-1}`` of the last cached step ``[B, d]``, or zeros before the first."""
+        if cache is None or cache.get_seq_length(self.layer_idx) == 0:
+            return hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[-1])
+        return cache.layers[self.layer_idx].keys[:, 0, -1]
+
+
+def _scan_closed_form(forget: torch.Tensor, update: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """The recurrence without a loop over time (an exported graph must not fix the length):
+    ``c_t = sum_{s<=t} exp(A_t - A_s) u_s + exp(A_t) c_0`` with ``A_t = sum_{r<=t} log f_r``; every exponent is
+    <= 0, so nothing overflows. Memory ``[B, T, T, d]``: only for export, the loop is used otherwise."""
+    log_f = torch.log(forget.clamp_min(1e-30))                           # [B, T, d]
+    a = torch.cumsum(log_f, dim=1)                                       # [B, T, d]
+    t = forget.shape[1]
+    causal = torch.ones(t, t, dtype=torch.bool, device=forget.device).tril()          # [t, s]: s <= t
+    gaps = (a.unsqueeze(2) - a.unsqueeze(1)).masked_fill(~causal[None, :, :, None], float("-inf"))  # [B, t, s, d]
+    return (gaps.exp() * update.unsqueeze(1)).sum(2) + a.exp() * state.unsqueeze(1)
+
+
+class MarianSSRUMTModel(MarianMTModel):
+    """``MarianMTModel`` with an :class:`SSRU` as each decoder layer's ``self_attn``."""
+
+    config_class = MarianSSRUConfig
+
+    def __init__(self, config: MarianSSRUConfig) -> None:
+        super().__init__(config)
+        for i, layer in enumerate(self.model.decoder.layers):
+            layer.self_attn = SSRU(config.d_model, i)
+        self.post_init()
+
+
+AutoConfig.register(MODEL_TYPE, MarianSSRUConfig)
+AutoModelForSeq2SeqLM.register(MarianSSRUConfig, MarianSSRUMTModel)
+
+
+class MarianSSRUAdapter(Seq2SeqAdapter):
+    """Encoder self-attention and cross-attention heads; the decoder's SSRU has none."""
+
+    name = "marian-ssru"
+    model_types = (MODEL_TYPE,)
+    attention_outputs = {"encoder_self": "encoder_attentions", "cross": "cross_attentions"}
+    absent_kinds = {"decoder_self": "its decoder runs an SSRU, a simple recurrent unit, instead of self-attention"}
+
+    def find_sites(self, model: nn.Module) -> list[AttentionSite]:
+        base = model.model
+        sites = [_site("encoder_self", i, layer, "self_attn") for i, layer in enumerate(base.encoder.layers)]
+        return sites + [_site("cross", i, layer, "encoder_attn") for i, layer in enumerate(base.decoder.layers)]
+
+    def flop_dims(self, config) -> FlopDims:
+        dims = super().flop_dims(config)
+        return FlopDims(hidden=dims.hidden, stacks=dims.stacks,
+                        kind_stack={k: v for k, v in dims.kind_stack.items() if k != "decoder_self"},
+                        is_encoder_decoder=True, head_kind=dims.head_kind, head_size=dims.head_size,
+                        output_stack=dims.output_stack)
+
+
+register(MarianSSRUAdapter())
+
+__all__ = ["MODEL_TYPE", "NO_DECODER_SELF", "MarianSSRUAdapter", "MarianSSRUConfig", "MarianSSRUMTModel", "SSRU"]
