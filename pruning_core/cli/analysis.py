@@ -356,7 +356,7 @@ def cmd_kinds(args) -> None:
             best = next(p for p in rows if p.method == "importance")
             rnd = [fmt(name, p.metric) for p in rows if p.method == "random"]
             interval = f" [{fmt(name, best.low)}, {fmt(name, best.high)}]" if best.low is not None else ""
-            print(f"  {KIND_LABELS[kind]:28s} {best.heads_removed:3d} of {count:3d} removed: "
+            print(f"  {KIND_LABELS[kind]:34s} {best.heads_removed:3d} of {count:3d} removed: "
                   f"{fmt(name, best.metric)}{interval}" + (f"; random {', '.join(rnd)}" if rnd else ""))
     if note := missing_note(result.missing):
         print(f"  {note}")
