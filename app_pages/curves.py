@@ -38,8 +38,15 @@ with c[3]:
 calls = [Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
               (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), step, rescore),
               {"seeds": cache_curves.curve_seeds(name)}, start="button") for name in chosen]
+waiting = {name: workload.curve_seconds(spec, task_name, name, limit, call.args[4], step, rescore, arch.total_heads,
+                                        cache_curves.curve_seeds(name))
+           for name, call in zip(chosen, calls) if not call.started()}
 start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
-             help="Minutes on a big model; the work goes on while you look at other pages.")
+             help="The work goes on while you look at other pages.")
+if waiting:
+    st.caption(f"Computing {'them' if len(waiting) > 1 else 'it'} takes {workload.about(sum(waiting.values()))} "
+               "on 2 CPU cores (" + ", ".join(f"{md_escape(n)} {workload.about(s).removeprefix('about ')}"
+                                              for n, s in waiting.items()) + ").")
 curves = {}
 for call in calls:
     result = call.show() if call.started() else None      # one button for all: no "Run:" button of its own
@@ -74,29 +81,31 @@ if curves:
                  show_table="The curves as a table")
 
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
-with ablation_tab:
-    if st.toggle(f"Compute ({arch.total_heads} evaluations of {limit} examples)",
-                 **ui.remembered(state.widget_key("curves", "ablation_on"), False)):
-        table = Work("ablation", "Single-head ablation", cache_curves.ablation, (spec, task_name, limit)).show()
-        if table is not None:
-            st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
-                       f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
-                       "Cells marked n.s. (greyed) are not significant after correction; * are.")
-            st.plotly_chart(charts.ablation_figure(table), key="ablation_heatmap",
-                            alt="Change of the metric when each head alone is removed, per layer and head")
-            st.caption(md_escape(f"{table.note} Test: {table.test or 'none'}."))
-            ui.downloads("ablation", ui.rows_frame(table.rows), table.to_json())
+with ablation_tab:                     # a button that says the cost, not a switch: it runs once per click
+    secs = workload.ablation_seconds(spec, task_name, limit, arch.total_heads)
+    table = Work("ablation", f"Single-head ablation ({arch.total_heads + 1} evaluations of {limit} examples, "
+                 f"{workload.about(secs)} on 2 CPU cores)", cache_curves.ablation, (spec, task_name, limit),
+                 start="button").show()
+    if table is not None:
+        st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
+                   f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
+                   "Cells marked n.s. (greyed) are not significant after correction; * are.")
+        st.plotly_chart(charts.ablation_figure(table), key="ablation_heatmap",
+                        alt="Change of the metric when each head alone is removed, per layer and head")
+        st.caption(md_escape(f"{table.note} Test: {table.test or 'none'}."))
+        ui.downloads("ablation", ui.rows_frame(table.rows), table.to_json())
 with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
                    horizontal=True, key=state.widget_key("curves", "one_how"))
-    if st.toggle("Compute", **ui.remembered(state.widget_key("curves", "one_on"), False)):
-        by = None if how.startswith("search") else state.scorer_name()
-        n_score = workload.score_limit(spec, task_name, by, limit) if by else None
-        table = Work(f"one_{by}", "One head per layer", cache_curves.one_per_layer,
-                     (spec, task_name, limit, by, n_score)).show()
-        if table is not None:
-            st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
-                       f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
-            ui.downloads("one_per_layer", ui.rows_frame(table.rows), table.to_json())
+    by = None if how.startswith("search") else state.scorer_name()
+    n_score = workload.score_limit(spec, task_name, by, limit) if by else None
+    layers = sum(1 for rows in arch.layout.kinds.values() for n in rows if n > 0)
+    secs = workload.one_per_layer_seconds(spec, task_name, limit, arch.total_heads, layers, by, n_score)
+    table = Work(f"one_{by}", f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
+                 cache_curves.one_per_layer, (spec, task_name, limit, by, n_score), start="button").show()
+    if table is not None:
+        st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
+                   f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
+        ui.downloads("one_per_layer", ui.rows_frame(table.rows), table.to_json())
 with kinds_tab:
     kinds_view.show(spec, task_name, arch, limit)

@@ -2,13 +2,14 @@
 import streamlit as st
 
 from app.jobs import cache, evaluations
-from app.core import state, ui, uncertainty
+from app.core import state, ui, uncertainty, welcome
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
 from app.jobs.work import Work
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.core import catalog as zoo
 
+welcome.show()                      # the landing page: what the tool is for, where to start
 ui.page_intro("Model & data", """
 Pick the model whose attention heads you want to study and the task it should still do well.
 Below you see how the model is built (its **attention kinds**: encoder self-attention; for

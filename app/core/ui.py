@@ -261,7 +261,21 @@ def _apply_model() -> None:
         example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
         notices.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")
     else:
-        state.set_model_spec(str(Path(where).expanduser().absolute()) if source == "local" else where)
+        _use_if_it_loads(str(Path(where).expanduser().absolute()) if source == "local" else where, where)
+
+
+def _use_if_it_loads(spec: str, typed: str) -> None:
+    """Switch the session to ``spec`` only once it has loaded (then cached for the pages): a model that
+    fails to load never replaces the one in use; the error says why and which model stays."""
+    from app.jobs import cache
+
+    try:
+        cache.architecture(spec)
+    except HeadpruneError as exc:
+        notices.add_notice("error", f"{md_code(typed)} could not be loaded, so {md_code(state.model_spec())} stays "
+                                    f"in use: {md_escape(hide_upload_paths(str(exc)))}")
+        return
+    state.set_model_spec(spec)
 
 
 def model_picker() -> None:

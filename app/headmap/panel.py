@@ -35,7 +35,7 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app.jobs import cache, evaluations
+from app.jobs import cache, evaluations, workload
 from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
@@ -216,13 +216,14 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         if waiting:
             st.caption("The presets wait for the head roles (found above the map) to know which heads to protect.")
         kept = dict(protected=role_ui.protected(roles, keep_roles), protected_roles=tuple(keep_roles))
+        why = workload.presets_wait_note(ranking is None, waiting)
         b = st.columns(2)
         b[0].button(f"Remove {pct} % least important", on_click=headmap_ui.apply_preset,
-                    disabled=ranking is None or waiting, args=("remove_least", layout, ranking, pct / 100, per_layer),
-                    kwargs=kept, width="stretch")
+                    disabled=why is not None, args=("remove_least", layout, ranking, pct / 100, per_layer),
+                    kwargs=kept, width="stretch", help=why)
         b[1].button("Keep the best head per layer", on_click=headmap_ui.apply_preset,
-                    disabled=ranking is None or waiting, args=("one_per_layer", layout, ranking), kwargs=kept,
-                    width="stretch")
+                    disabled=why is not None, args=("one_per_layer", layout, ranking), kwargs=kept,
+                    width="stretch", help=why)
         b = st.columns(4)
         b[0].button("Invert", on_click=headmap_ui.apply_preset, args=("invert", layout), width="stretch")
         b[1].button("Reset", on_click=headmap_ui.apply_preset, args=("reset", layout), width="stretch")

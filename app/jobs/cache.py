@@ -21,9 +21,12 @@ cached functions (a cached function must not draw, or its cache hits would repla
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import statistics
+import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,8 +36,9 @@ from pruning_core.modeling.architectures import adapter_for, kv_groups_of
 from pruning_core import bench, tasks
 from pruning_core.bench import budget
 from pruning_core.modeling import pruning
+from pruning_core.scoring import store as score_store
 from pruning_core.core import catalog as zoo
-from pruning_core.core.errors import ModelLoadError
+from pruning_core.core.errors import HeadpruneError, ModelLoadError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.modeling.layer_cache import LayerInputCache
 from pruning_core.modeling.loading import LoadedModel, load_model
@@ -59,6 +63,9 @@ LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not rea
 PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
 REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
+
+log = logging.getLogger("headprune.app")
+_SCORE_LOCKS: defaultdict = defaultdict(threading.Lock)   # (weights, ScoreKey) -> lock
 
 
 def app_device() -> str | None:
@@ -337,7 +344,32 @@ def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int 
     (default: :func:`score_split_of`, train when the task has its own). The split used is in the
     result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
     config = ScoreConfig(split=split or score_split_of(task_name), limit=limit, seed=seed)
-    return get_scorer(scorer).score(load(spec), task(task_name), config, progress=_progress)
+    loaded, the_task = load(spec), task(task_name)
+    if scorer_info(scorer).seeded:                     # reads no data: nothing worth keeping
+        return get_scorer(scorer).score(loaded, the_task, config, progress=_progress)
+    key = score_store.key_for(task_name, scorer, config.split, limit, seed)
+    with _SCORE_LOCKS[(loaded.weights_sha256, key)]:  # one computation, whichever sessions ask together
+        kept = score_store.load_stored(key, loaded.weights_sha256, loaded.layout)
+        if kept is not None:
+            return kept
+        result = get_scorer(scorer).score(loaded, the_task, config, progress=_progress)
+        try:
+            score_store.save_stored(key, result)
+        except OSError as exc:                         # a read-only cache: the scores still serve this server
+            log.warning("could not keep the %s scores of %s: %s", scorer, spec, exc)
+        return result
+
+
+def scores_kept(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0) -> bool:
+    """Whether :func:`scores` of these arguments (default split) is kept on disk: opening a page then
+    reads it instead of computing (``pruning_core.scoring.store``)."""
+    try:
+        loaded, _ = load(spec), task(task_name)      # the task first: an exposed server's path check
+        key = score_store.key_for(task_name, scorer, score_split_of(task_name), limit, seed)
+    except HeadpruneError:
+        return False
+    return score_store.storable(key, loaded.weights_sha256) and score_store.stored_path(
+        key, loaded.weights_sha256).is_file()
 
 
 def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):

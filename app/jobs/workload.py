@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from pruning_core.bench import budget
+from pruning_core.core import catalog as zoo
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.analysis.roles import get_role, role_names
 from pruning_core.analysis.roles.base import kinds_for
@@ -20,7 +21,9 @@ from pruning_core.evaluation.significance import too_few
 from app.jobs import cache
 
 CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
-AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this
+AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this ...
+PREPARED_SCORE_SECONDS = 60.0                      # ... or, on a prepared model, than this: it is scored once
+                                                   # for every session and kept on disk (cache.scores)
 GRADIENT_PASS = 3                                  # forward + backward ~ 3 forward passes of multiply-adds
 SCORE_SECONDS = 60.0                               # a gradient-type scorer's examples: what fits in about a minute
 
@@ -80,24 +83,29 @@ def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: i
 
 
 def waits_for_click(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> bool:
-    """Whether scoring ``spec`` with ``scorer`` starts only on a click (never by opening a page)."""
+    """Whether scoring ``spec`` with ``scorer`` starts only on a click (never by opening a page). Scores
+    kept on disk never wait; a prepared model's short scoring starts by itself (once, then kept)."""
     if cache.slow_scorer(scorer):
         return True
     if scorer_info(scorer).seeded:
         return False                                   # random: no forward pass at all
+    if cache.scores_kept(spec, task_name, scorer, limit):
+        return False
     if cache.load(spec).task_type in CLICK_TASK_TYPES:
         return True
-    return scoring_seconds(spec, task_name, scorer, limit, heads) > AUTO_SCORE_SECONDS
+    longest = PREPARED_SCORE_SECONDS if spec in zoo.names() else AUTO_SCORE_SECONDS
+    return scoring_seconds(spec, task_name, scorer, limit, heads) > longest
 
 
 def scoring_label(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> str:
     """The scoring job's label, with its time estimate when it waits for a click."""
     label = f"Scoring heads ({scorer})"
-    if not waits_for_click(spec, task_name, scorer, limit, heads):
+    if cache.scores_kept(spec, task_name, scorer, limit):
         return label
     secs = scoring_seconds(spec, task_name, scorer, limit, heads)
-    about = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"
-    return f"{label}, about {about} on 2 CPU cores"
+    if not waits_for_click(spec, task_name, scorer, limit, heads):
+        return label if secs <= AUTO_SCORE_SECONDS else f"{label}, {about(secs)}, once for every session"
+    return f"{label}, {about(secs)} on 2 CPU cores"
 
 
 # -- head roles ------------------------------------------------------------------------------------
@@ -132,3 +140,53 @@ def roles_label(spec: str) -> str:
         return label
     secs = roles_seconds(spec)
     return f"{label}, about {f'{secs:.0f} s' if secs < 90 else f'{secs / 60:.0f} min'} on 2 CPU cores"
+
+
+def presets_wait_note(no_scores: bool, roles_pending: bool) -> str | None:
+    """Why the score presets are disabled and what enables them (their tooltip); None when they are enabled."""
+    if no_scores:
+        return ("Needs importance scores: press the Run button above the map (or pick another importance "
+                "score) and these presets use them.")
+    if roles_pending:
+        return "Waits for the head roles (found above the map) to know which heads to protect."
+    return None
+
+
+# -- the Curves page's jobs: what each costs, said before it starts ------------------------------------
+
+def about(seconds: float) -> str:
+    """An estimate in words: "about 40 s", "about 3 min" (on 2 CPU cores, as every estimate here)."""
+    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def _eval_seconds(spec: str, task_name: str, limit: int) -> float:
+    try:
+        return cache.example_cost(spec, task_name).seconds(limit)
+    except HeadpruneError:
+        return 0.0
+
+
+def curve_seconds(spec: str, task_name: str, scorer: str, limit: int, score_limit_: int, step: float,
+                  rescore: bool, heads: int, seeds: int = 1) -> float:
+    """Estimated seconds of one pruning curve: its scoring (again at every point with ``rescore``) and one
+    evaluation of ``limit`` examples per point, for each of ``seeds``."""
+    from pruning_core.evaluation.experiments import removal_schedule
+
+    points = len(removal_schedule(heads, step))
+    scoring = scoring_seconds(spec, task_name, scorer, score_limit_, heads)
+    return seeds * (scoring * (points if rescore else 1) + points * _eval_seconds(spec, task_name, limit))
+
+
+def ablation_seconds(spec: str, task_name: str, limit: int, heads: int) -> float:
+    """Estimated seconds of the single-head ablation table: one evaluation with all heads and one per head."""
+    return (heads + 1) * _eval_seconds(spec, task_name, limit)
+
+
+def one_per_layer_seconds(spec: str, task_name: str, limit: int, heads: int, layers: int, scorer: str | None,
+                          score_limit_: int | None) -> float:
+    """Estimated seconds of "one head per layer": by search, one evaluation per head; by a scorer's scores,
+    the scoring and one evaluation per layer; plus the evaluations with all heads and with every layer cut."""
+    one = _eval_seconds(spec, task_name, limit)
+    if scorer is None:
+        return (heads + 2) * one
+    return scoring_seconds(spec, task_name, scorer, score_limit_ or limit, heads) + (layers + 2) * one

@@ -33,9 +33,9 @@ def train(_progress: ProgressCallback | None = None) -> str:
 
 
 def ready() -> bool:
-    """Whether the SMP pruner exists; if not, say so and offer to train it (a job with progress and
-    Cancel). True once it exists, so the page can go on and score with it."""
-    if default_pruner.is_trained():
+    """Whether an SMP pruner exists (trained here or bundled); if not, say so and offer to train it (a job
+    with progress and Cancel). True once it exists, so the page can go on and score with it."""
+    if default_pruner.available():
         return True
     st.info("The **smp** scorer needs a trained SMP pruner, and this server has none yet. Training it reads "
             "five unlabeled text sources (fetched with pip once) and runs "

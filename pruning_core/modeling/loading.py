@@ -20,6 +20,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
+from pruning_core.core import hub_probe as hub
 from pruning_core.modeling.architectures import AttentionSite, adapter_for, find_sites, layout_of
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.core.heads import HeadLayout
@@ -184,10 +185,16 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     torch_dtype = resolve_dtype(dtype, dev)
     if source in ("default", "prepared"):
         _check_prepared(spec, Path(where))
-    local_only = source != "hub"
+    offline = source == "hub" and not hub.reachable()      # then only the local Hugging Face cache, at once
+    local_only = source != "hub" or offline
     try:
         config = AutoConfig.from_pretrained(where, trust_remote_code=False, local_files_only=local_only)
     except (OSError, ValueError) as exc:
+        if offline:
+            raise ModelLoadError(
+                f"{spec!r} is not in this machine's Hugging Face cache, and the hub cannot be reached from here "
+                "(no network). Check the spelling of the id, or download the model on a machine with network "
+                "and pass its folder.") from None
         hint = (" The Hugging Face hub could not be reached or has no such model; on an offline machine, "
                 "download the model elsewhere and pass its folder." if source == "hub" else "")
         first = str(exc).splitlines()[0].rstrip(".")          # its own period would double ours

@@ -51,6 +51,7 @@ FINETUNE = FinetuneConfig(epochs=2, lr=5e-5, batch_size=32, max_length=64, warmu
                           device="cpu")
 EVAL_BATCH_SIZE = 64
 TARGET_TEST_ACCURACY = 0.83
+NOT_PREPARED = "not prepared"      # the redone_reason of a first build
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class PrepareReport:
     cleaned: tuple[str, ...] = ()       # leftovers of interrupted runs that were removed
 
     def summary(self) -> str:
-        state = "already prepared" if self.skipped else f"prepared ({self.redone_reason})"
+        state = what_happened(self.skipped, self.redone_reason)
         sizes = ", ".join(f"{k} {v}" for k, v in self.split_sizes.items())
         return (f"default model {state} in {self.model_dir}\n"
                 f"  data: movie-sentiment ({sizes}) in {self.data_dir}\n"
@@ -242,10 +243,21 @@ def reuse_or_reason(folder: Path, verify: Callable[[Path], dict], force: bool,
     try:
         return verify(folder), None
     except CacheError as exc:
-        reason = str(exc) if (folder / MANIFEST).exists() else "not prepared"
+        reason = str(exc) if (folder / MANIFEST).exists() else NOT_PREPARED
         if cleaned:
             reason += f" (removed leftovers of an interrupted run: {', '.join(cleaned)})"
         return None, reason
+
+
+def what_happened(skipped: bool, reason: str | None) -> str:
+    """A prepare summary's verb: "already prepared", "prepared" (the first build, with any leftovers
+    removed) or "prepared again (why: forced, corrupt ...)"."""
+    if skipped:
+        return "already prepared"
+    if reason is None or reason.startswith(NOT_PREPARED):
+        rest = (reason or "")[len(NOT_PREPARED):].strip()
+        return f"prepared {rest}".strip()
+    return f"prepared again ({reason})"
 
 
 @contextlib.contextmanager

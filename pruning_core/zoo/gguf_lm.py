@@ -40,6 +40,7 @@ from pruning_core.zoo.default import (
     quiet_transformers,
     reuse_or_reason,
     stage,
+    what_happened,
 )
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -100,7 +101,7 @@ class LMReport:
     manifest: dict = field(repr=False, default_factory=dict)
 
     def summary(self) -> str:
-        state = "already prepared" if self.skipped else f"prepared ({self.reason})"
+        state = what_happened(self.skipped, self.reason)
         check = self.manifest.get("check")
         seen = f"\n  greedy check: {check['prompt']!r} -> {check['continuation']!r}" if check else ""
         return (f"{self.name} {state} in {self.model_dir}\n"

@@ -39,10 +39,11 @@ from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.zoo.default import (
     all_cores,
     exclusive,
-    reuse_or_reason,
     folder_hashes,
     quiet_transformers,
+    reuse_or_reason,
     stage,
+    what_happened,
 )
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -86,7 +87,7 @@ class MPNetReport:
     manifest: dict = field(repr=False, default_factory=dict)
 
     def summary(self) -> str:
-        state = "already prepared" if self.skipped else f"prepared ({self.reason})"
+        state = what_happened(self.skipped, self.reason)
         return (f"mpnet {state} in {self.model_dir}\n"
                 f"  all-mpnet-base-v2 (12 x 12 heads) fine-tuned on movie-sentiment: accuracy validation "
                 f"{self.validation_accuracy:.4f}, test {self.test_accuracy:.4f}\n"

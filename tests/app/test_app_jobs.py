@@ -187,16 +187,15 @@ def test_curves_start_on_a_button_and_survive_a_page_change(app_for, tiny_bert):
 def test_after_a_cancelled_ablation_the_run_button_goes_when_the_table_shows(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, CURVES))
     at.session_state["hp_cancelled"] = {"ablation"}
-    at.toggle(key="hp_w_curves_ablation_on").set_value(True).run()
-    ok(at)
-    rerun = _button(at, "Cancelled. Run: Single-head ablation")
+    ok(at.run())
+    rerun = next((b for b in at.button if b.label.startswith("Cancelled. Run: Single-head ablation")), None)
     assert rerun is not None and not at.dataframe
     ok(rerun.click().run())
     assert at.dataframe                                                                # the finished table
     assert not [b.label for b in at.button if "Run: Single-head ablation" in b.label]
     ok(at.switch_page(HEAD_MAP).run())
     ok(at.switch_page(CURVES).run())
-    assert at.toggle(key="hp_w_curves_ablation_on").value and at.dataframe            # kept on return
+    assert at.dataframe and not [b.label for b in at.button if "Run: Single-head ablation" in b.label]  # kept
 
 
 class FakeRuntime:

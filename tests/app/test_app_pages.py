@@ -150,13 +150,17 @@ def test_seq2seq_model_shows_three_kinds(app_for, tiny_bart):
 
 def test_curves_page_draws_curves_and_tables(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, CURVES))
+    # every job says how long it takes before it starts (issue 30 item 11), and starts on a button
+    assert any(c.value.startswith("Computing them takes about") for c in at.caption), [c.value for c in at.caption]
+    runs = {b.label.split(" (")[0]: b for b in at.button if b.label.startswith("Run: ")}
+    assert set(runs) == {"Run: Single-head ablation", "Run: One head per layer"}, list(runs)
+    assert all(" s on 2 CPU cores)" in b.label or " min on 2 CPU cores)" in b.label for b in runs.values())
+    assert "9 evaluations of" in runs["Run: Single-head ablation"].label
     ok(next(b for b in at.button if b.label == "Compute the curves").click().run())   # curves start on a click
     assert any(e.key is None for e in at.get("plotly_chart"))      # the curves figure
     assert len(at.get("download_button")) >= 2
-    at.toggle(key="hp_w_curves_ablation_on").set_value(True).run()
-    ok(at)
-    at.toggle(key="hp_w_curves_one_on").set_value(True).run()
-    ok(at)
+    ok(next(b for b in at.button if b.label.startswith("Run: Single-head ablation")).click().run())
+    ok(next(b for b in at.button if b.label.startswith("Run: One head per layer")).click().run())
     assert len(at.dataframe) >= 2
 
 
@@ -166,9 +170,11 @@ def test_bad_model_path_shows_an_error_and_the_session_stays_usable(app_for, tin
     at.text_input(key="hp_w_model_where").set_value("/no/such/model-folder")
     next(b for b in at.button if b.label == "Use this model").click().run()
     assert not at.exception
-    assert any("does not exist" in e.value for e in at.error)
+    assert any("does not exist" in e.value and "stays in use" in e.value for e in at.error)
+    assert at.session_state["hp_model"] == str(tiny_bert.model)   # the failed model never replaces it
     at.switch_page(HEAD_MAP).run()
-    assert not at.exception and at.error                           # every page says so, none crashes
+    ok(at)                                                         # the working model, no error left behind
+    assert metric(at, "heads kept") == "8 / 8"
     at.switch_page(MODEL_PAGE).run()
     at.radio(key="hp_w_model_source").set_value("local")
     at.text_input(key="hp_w_model_where").set_value(str(tiny_bert.model))

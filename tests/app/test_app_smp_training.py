@@ -1,5 +1,6 @@
-"""Picking the smp scorer before any SMP pruner exists offers to train it from the dashboard
-(a job with progress), instead of an error that names a command to run by hand."""
+"""Picking the smp scorer scores with the bundled pruner at once; where no pruner exists at all (a damaged
+install) it offers to train one from the dashboard (a job with progress), instead of an error that names a
+command to run by hand."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -19,6 +20,8 @@ def tiny_bert(tmp_path_factory):
 
 
 def test_smp_without_a_pruner_offers_training_and_runs_it(tiny_bert, monkeypatch, tmp_path):
+    from pruning_core.scoring.smp import scorer as smp_scorer
+    monkeypatch.setattr(smp_scorer, "BUNDLED_DIR", tmp_path / "no-bundled-pruner")    # a damaged install
     home = tmp_path / "hp-home"
     for key, value in app_env(tiny_bert, home).items():
         monkeypatch.setenv(key, value)
@@ -54,3 +57,16 @@ def test_is_trained_needs_the_config_written_last(tmp_path):
     assert not default_pruner.is_trained(tmp_path)
     (tmp_path / "pruner.json").write_text("{}")
     assert default_pruner.is_trained(tmp_path)
+
+
+def test_smp_scores_at_once_with_the_bundled_pruner(tiny_bert, monkeypatch, tmp_path):
+    for key, value in app_env(tiny_bert, tmp_path / "hp-home").items():      # nothing trained in this home
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("app_pages/head_map.py").run()
+    at.selectbox(key=[w.key for w in at.selectbox if w.label == "Importance score"][0]).set_value("smp").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not any("needs a trained SMP pruner" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label.startswith("Run:")]           # scored by itself, no training
+    assert not next(b for b in at.button if b.label == "Remove 50 % least important").disabled

@@ -343,10 +343,12 @@ def test_pruner_applies_across_layer_and_head_counts(trained, tmp_path):
 
 # -- the scorer ------------------------------------------------------------------------------------
 
-def test_smp_scorer_on_a_tiny_file_task(trained, tmp_path, headprune_home):
+def test_smp_scorer_on_a_tiny_file_task(trained, tmp_path, headprune_home, monkeypatch):
     from pruning_core.scoring import get_scorer
     from pruning_core.scoring.base import ScoreConfig
+    from pruning_core.scoring.smp import scorer as smp_scorer
     from pruning_core.tasks import get_task
+    monkeypatch.setattr(smp_scorer, "BUNDLED_DIR", tmp_path / "no-bundled-pruner")    # a damaged install
     loaded, _, result = trained
     task = get_task(f"file:{write_csv(tmp_path / 't.csv')}")
     scorer = get_scorer("smp")

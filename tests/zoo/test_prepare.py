@@ -124,6 +124,7 @@ def test_prepare_builds_then_is_idempotent(fake_prepare):
     assert (first.validation_accuracy, first.test_accuracy) == (0.9, 0.85)
     assert first.split_sizes == {"train": 80, "validation": 10, "test": 10} and first.train_seconds == 1.5
     assert (default_model_dir() / prep.MANIFEST).is_file() and "already" not in first.summary()
+    assert first.summary().startswith("default model prepared in ") and "not prepared" not in first.summary()
     assert events and events[-1].stage == "prepare"
     loaded = load_model("default")
     assert loaded.model_id == "default" and loaded.layout.total_heads == 8
@@ -132,6 +133,7 @@ def test_prepare_builds_then_is_idempotent(fake_prepare):
     assert second.test_accuracy == 0.85
     third = prep.prepare_default(force=True)
     assert not third.skipped and third.redone_reason == "forced" and fake_prepare["train"] == 2
+    assert "default model prepared again (forced) in " in third.summary()
     assert not list(default_model_dir().parent.glob("model.*"))            # no temp / old folders left
 
 
@@ -210,3 +212,11 @@ def test_real_prepare_reaches_the_target_accuracy():
     task = get_task("movie-sentiment")
     res = task.evaluate(loaded, task.encode(loaded, "test", limit=200, max_length=64))
     assert res.metric >= 0.80
+
+
+def test_summaries_say_what_happened_in_words():
+    assert prep.what_happened(True, None) == "already prepared"
+    assert prep.what_happened(False, "not prepared") == "prepared"
+    assert (prep.what_happened(False, "not prepared (removed leftovers of an interrupted run: model.tmp1)")
+            == "prepared (removed leftovers of an interrupted run: model.tmp1)")
+    assert prep.what_happened(False, "The default model is corrupt: x").startswith("prepared again (The default")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.scoring.smp.pruner import CONFIG_FILE, save_pruner
+from pruning_core.scoring.smp import scorer
 from pruning_core.scoring.smp.scorer import default_pruner_dir
 from pruning_core.scoring.smp.train import TrainConfig, TrainResult, load_base_model, train_pruner
 
@@ -23,6 +24,11 @@ TRAIN_ESTIMATE = "about 10 minutes on 2 CPU cores"
 def is_trained(folder: str | Path | None = None) -> bool:
     """Whether ``folder`` (default: ``$HEADPRUNE_HOME/smp/pruner``) holds a saved pruner."""
     return (Path(folder) if folder is not None else default_pruner_dir()).joinpath(CONFIG_FILE).is_file()
+
+
+def available() -> bool:
+    """Whether the ``smp`` scorer has a pruner without training: one trained here, or the bundled one."""
+    return is_trained() or is_trained(scorer.BUNDLED_DIR)
 
 
 def train_and_save(config: TrainConfig = TrainConfig(), *, sources: Sequence[str] | None = None,

@@ -9,7 +9,9 @@ model is scored and removed heads get 0.
 SMP is meant for single-shot pruning: keep the top half of every layer
 (:func:`pruning_core.modeling.presets.keep_top_fraction_per_layer`).
 
-The default pruner is the one ``headprune smp train`` writes to ``headprune_home()/smp/pruner/``.
+The default pruner is the one ``headprune smp train`` writes to ``headprune_home()/smp/pruner/``;
+until a user trains one, the pruner shipped in :data:`BUNDLED_DIR` (trained by that command with
+its default settings and seed 0; its ``training.json`` says how and on what) serves.
 """
 from __future__ import annotations
 
@@ -34,7 +36,10 @@ from pruning_core.scoring.smp.pruner import (
     scores_from_logits,
 )
 
-__all__ = ["SMPScorer", "default_pruner_dir", "mean_head_logits", "resolve_pruner", "scores_from_logits"]
+__all__ = ["BUNDLED_DIR", "SMPScorer", "default_pruner_dir", "mean_head_logits", "resolve_pruner",
+           "scores_from_logits"]
+
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"    # the pruner shipped with headprune (17 KB)
 
 
 def default_pruner_dir() -> Path:
@@ -44,15 +49,17 @@ def default_pruner_dir() -> Path:
 
 
 def resolve_pruner(pruner: "str | Path | PrunerFile | None" = None) -> PrunerFile:
-    """A PrunerFile as given, loaded from a path, or the default one (CacheError if not trained yet)."""
+    """A PrunerFile as given, loaded from a path, or the default one: the pruner ``headprune smp train``
+    saved, else the bundled one (CacheError if neither exists)."""
     if isinstance(pruner, PrunerFile):
         return pruner
     if pruner is None:
-        folder = default_pruner_dir()
-        if not (folder / CONFIG_FILE).is_file():
-            raise CacheError(f"No trained SMP pruner in {folder}. Run `headprune smp train` first "
-                             "(about 10 minutes on a 2-core CPU), or pass a pruner folder.")
-        return load_pruner(folder)
+        for folder in (default_pruner_dir(), BUNDLED_DIR):
+            if (folder / CONFIG_FILE).is_file():
+                return load_pruner(folder)
+        raise CacheError(f"No SMP pruner: none trained in {default_pruner_dir()} and none bundled in {BUNDLED_DIR} "
+                         "(a damaged install). Run `headprune smp train` (about 10 minutes on a 2-core CPU), "
+                         "or pass a pruner folder.")
     return load_pruner(pruner)
 
 
