@@ -17,8 +17,8 @@ from pathlib import Path  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from app.core import state, ui  # noqa: E402
-from app.jobs import workload
+from app.core import state  # noqa: E402
+from app.jobs import pickers, workload  # noqa: E402
 from app.core.access import task_label  # noqa: E402
 from app.core.pages import PAGES  # noqa: E402
 from app.core.text import md_code  # noqa: E402
@@ -30,7 +30,7 @@ state.init()
 page = st.navigation([st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, url_path=p.url_path, default=(n == 0))
                       for n, p in enumerate(PAGES)])      # app.core.pages: the one page list
 
-ui.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
+pickers.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
 with st.sidebar:                # values from a link or a file are shown through app.core.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")
     own, unit = workload.own_size(state.model_spec(), state.task_spec())     # cached; a fallback if unreadable

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
-from app.jobs import cache
+from app.jobs import cache, pickers
 from app.core import mask as mask_state, state, ui
 from app.roles import ui as role_ui
 from app.core.access import task_label
@@ -11,7 +11,7 @@ from app.jobs.work import Work
 
 spec, task_name = state.model_spec(), state.task_spec()
 intro = st.container()          # the title on top, its text known once the model (its family) is
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 with intro:
     ui.page_intro("Attention", attention_ui.intro(arch.task_type if arch is not None else None))
 if arch is None:

@@ -1,7 +1,7 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app.jobs import cache, evaluations, workload
+from app.jobs import cache, evaluations, pickers, workload
 from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view
 from app.core import mask as mask_state, progress_text, state, ui, uncertainty
 from app.core.text import md_code, md_escape
@@ -17,7 +17,7 @@ mask from the Head map. Below, the **single-head ablation** table shows what rem
 Click a column header to sort; download the tables as CSV or as headprune JSON.""")
 
 spec, task_name = state.model_spec(), state.task_spec()
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
 names = cache.scorer_names()
@@ -32,7 +32,7 @@ step = c[1].select_slider("Step (share of heads)", [0.05, 0.1, 0.2, 0.25],
 rescore = c[2].toggle("Re-score each step", **ui.remembered(state.widget_key("curves", "rescore"), False),
                       help="Michel et al. score once; the later HF port re-scores the remaining heads")
 with c[3]:
-    limit = ui.eval_size_picker("curves")
+    limit = pickers.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
 calls = [Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,

@@ -1,7 +1,7 @@
 """Per example: which answers the current mask changes, confusion matrices, accuracy / F1 / MCC."""
 import streamlit as st
 
-from app.jobs import cache
+from app.jobs import cache, pickers
 from app.attention import cache as cache_attention
 from app.core import mask as mask_state, state, ui
 from app.examples import tables as view
@@ -14,10 +14,10 @@ confusion matrices of the full model against the masked one and of the gold labe
 masked model, and accuracy, F1 and MCC with 95 % intervals; and the examples whose loss grew most.""")
 
 spec, task_name = state.model_spec(), state.task_spec()
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
-limit = ui.eval_size_picker("examples", narrow=True)
+limit = pickers.eval_size_picker("examples", narrow=True)
 mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
 if mask.is_full():

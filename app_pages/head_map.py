@@ -1,7 +1,7 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app.jobs import cache, workload
+from app.jobs import cache, pickers, workload
 from app.headmap import panel as live_panel
 from app.core import mask as mask_state, state, ui
 from app.jobs.work import Work
@@ -15,14 +15,14 @@ above the map) re-evaluates the model with exactly these heads switched off, and
 physically smaller model against the full one.""")
 
 spec, task_name = state.model_spec(), state.task_spec()
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
 c1, c2, _ = st.columns([2, 1, 2])
 with c1:
-    scorer = ui.scorer_picker("headmap")
+    scorer = pickers.scorer_picker("headmap")
 with c2:
-    limit = ui.eval_size_picker("headmap")
+    limit = pickers.eval_size_picker("headmap")
 mask_state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 

@@ -1,7 +1,7 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app.jobs import cache, evaluations
+from app.jobs import cache, evaluations, pickers
 from app.core import state, ui, uncertainty, welcome
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
@@ -19,7 +19,7 @@ model reaches **with all its heads** on the evaluation subset, the baseline for 
 
 left, right = st.columns(2, gap="large")
 with left:
-    ui.model_picker()
+    pickers.model_picker()
     if cache.not_prepared(state.model_spec()):
         entry = zoo.get(state.model_spec())
         st.warning(f"The prepared model {md_code(entry.name)} ({md_escape(entry.title)}) is not prepared on this "
@@ -29,10 +29,10 @@ with left:
                 start="button").show() is not None:
             st.rerun()
 with right:
-    ui.task_picker()
+    pickers.task_picker()
 
 spec, task_name = state.model_spec(), state.task_spec()
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
 st.subheader(f"Architecture of {md_code(arch.model_id)}")
@@ -51,7 +51,7 @@ if arch.pruned_heads:
     st.info("This model was already pruned by headprune; removed heads are gone from its weights.")
 
 st.subheader(f"Task {md_code(task_label(task_name))}")
-limit = ui.eval_size_picker("model", narrow=True)
+limit = pickers.eval_size_picker("model", narrow=True)
 examples = Work(f"examples_{task_name}", "Reading the task's data", cache.examples, (task_name,),
                 progress=False).show()
 if examples is not None:

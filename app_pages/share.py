@@ -1,7 +1,7 @@
 """Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
 import streamlit as st
 
-from app.jobs import cache
+from app.jobs import cache, pickers
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.share import report, links as share, ui as share_ui
 from app.share.analysis import read_shared_file
@@ -17,7 +17,7 @@ smaller model you can load with headprune. Load a bundle, a report or a mask fil
 to restore that exact state here.""")
 
 spec, task_name, scorer = state.model_spec(), state.task_spec(), state.scorer_name()
-limit = ui.eval_limit(spec, task_name)
+limit = pickers.eval_limit(spec, task_name)
 share_tab, load_tab = st.tabs(["Share this analysis", "Load an analysis"])
 
 with load_tab:      # drawn first: it must not wait for the downloads below to be computed
@@ -42,7 +42,7 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
             st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
                        "the other pages then show that state (and the link reproduces it).")
 
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
 mask = mask_state.current_mask(arch.layout)

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app.speed import cache as cache_speed, figures as speed
+from app.jobs import pickers
 from app.core import mask as mask_state, session_results, state, ui
 from app.jobs.work import Work
 from pruning_core.bench import MASKED_TEXT
@@ -16,7 +17,7 @@ can gain from removing these heads: only the attention shrinks, the feed-forward
 Small batches are dominated by fixed overheads, so the gain grows with the batch.""")
 
 spec = state.model_spec()
-arch = ui.load_architecture(spec)
+arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
 mask = mask_state.current_mask(arch.layout)

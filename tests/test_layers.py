@@ -177,3 +177,7 @@ def test_the_library_has_no_import_cycle():
 
 def test_the_cycle_finder_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_app_has_no_import_cycle():
+    assert _cycles(_module_graph("app")) == []

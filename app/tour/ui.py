@@ -18,7 +18,7 @@ from pruning_core import bench
 from pruning_core.core.heads import HeadMask
 
 from app.attention import figures as attention, cache as cache_attention
-from app.jobs import cache, evaluations, workload
+from app.jobs import cache, evaluations, pickers, workload
 from app.curves import cache as cache_curves, figures as charts
 from app.roles import cache as cache_roles
 from app.headmap import latency as latency_ui
@@ -69,14 +69,14 @@ def show_step(step: tour.TourStep, model: tour.TourModel) -> None:
     if model.key not in step.models:
         st.info(f"This step runs on the default model only. {step.not_on}", icon=":material/info:")
         return
-    arch = ui.load_architecture(model.spec)
+    arch = pickers.load_architecture(model.spec)
     if arch is None:
         return
     if step.task_types and arch.task_type not in step.task_types:
         mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
         st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
         return
-    ctx = Ctx(model, ui.eval_limit(model.spec, model.task), arch)
+    ctx = Ctx(model, pickers.eval_limit(model.spec, model.task), arch)
     if not VIEWS[step.name](ctx):
         return
     ui.show_notices()

@@ -1,0 +1,190 @@
+"""The pickers every page shares: scorer, evaluation size, model and task, and loading the model's
+architecture. They read the cached calls of :mod:`app.jobs.cache`; the plain widgets are :mod:`app.core.ui`."""
+from __future__ import annotations
+
+import streamlit as st
+
+from app.core import notices, state
+from app.core.access import hide_upload_paths, store_upload, task_label
+from app.core.text import md_code, md_escape
+from app.core.ui import bind
+from app.jobs import cache, workload
+from app.jobs.work import Work
+from app.smp import training as smp_training
+from pruning_core.core import catalog as zoo
+from pruning_core.core.errors import HeadpruneError
+
+
+def known_scorer() -> str:
+    """The session's scorer; an unknown one (from a link or a file) is replaced by the first registered
+    scorer, with a message on the next page. ``dashboard.py`` calls it before the sidebar shows it."""
+    names = cache.scorer_names()
+    current = state.scorer_name()
+    if current not in names:
+        fallback = state.DEFAULT_SCORER if state.DEFAULT_SCORER in names else names[0]
+        notices.add_notice("error", f"Unknown scorer {md_code(current)}; available: {', '.join(names)}. "
+                                  f"Using {md_code(fallback)}.")
+        state.set_scorer(current := fallback)
+    return current
+
+
+def scorer_picker(page: str) -> str:
+    """The scorer select box (all registered scorers), bound to the session's scorer."""
+    names = cache.scorer_names()
+    current = known_scorer()
+    key = bind(state.widget_key(page, "scorer"), current)
+    st.selectbox("Importance score", names, key=key, format_func=lambda n: n,
+                 help="\n\n".join(f"**{n}**: {cache.scorer_description(n)}" for n in names),
+                 on_change=lambda: state.set_scorer(st.session_state[key]))
+    if current == "smp":                 # no pruner yet: offer to train it here, with a time estimate
+        smp_training.ready()
+    return current
+
+
+def eval_limit(spec: str, task_name: str) -> int:
+    """The session's evaluation size: the user's choice, else the model's own (:mod:`app.jobs.workload`)."""
+    return state.eval_limit() or workload.own_size(spec, task_name)[0]
+
+
+def eval_size_picker(page: str, narrow: bool = False) -> int:
+    """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width).
+    Its help says what the size buys and what the model's own size is."""
+    if narrow:
+        with st.columns([1, 2])[0]:
+            return eval_size_picker(page)
+    spec, task_name = state.model_spec(), state.task_spec()
+    n = eval_limit(spec, task_name)
+    key = bind(state.widget_key(page, "eval_limit"), n)
+
+    def changed() -> None:
+        try:
+            state.set_eval_limit(st.session_state[key])
+        except HeadpruneError as exc:
+            notices.add_notice("error", str(exc))
+
+    own, unit = workload.own_size(spec, task_name)
+    st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=max(1, own // 2),
+                    key=key, on_change=changed,
+                    help=f"The first N {unit}s of the task's evaluation split. This model's own size is {own}: a "
+                         f"click in about 5 s on 2 CPU cores. {workload.interval_note(n, unit)} Ask for more "
+                         "for a tighter interval.")
+    return n
+
+
+def load_architecture(spec: str):
+    """The model's ArchSummary (loading it if needed); None (message shown) when it cannot be loaded."""
+    if cache.not_prepared(spec):
+        st.warning(f"The prepared model {md_code(spec)} is not prepared on this machine yet. Prepare it on the "
+                   f"**Model & data** page (or run {md_code(zoo.get(spec).command())}), or choose another model "
+                   "there.")
+        return None
+    return Work(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, (spec,), progress=False).show()
+
+
+# -- model and task pickers (Model & data page) -------------------------------------------------
+MODEL_SOURCES = {"prepared": "prepared model", "local": "local folder", "hub": "Hugging Face hub id"}
+UPLOAD_TYPES = ["csv", "tsv", "tab", "jsonl", "ndjson"]
+
+
+def _source_of(spec: str) -> str:
+    from pathlib import Path
+
+    if spec in zoo.names():
+        return "prepared"
+    return "local" if spec.startswith(("/", ".", "~")) or Path(spec).expanduser().exists() else "hub"
+
+
+def zoo_label(name: str) -> str:
+    """A prepared model's name, title and (when not built here) the command that builds it."""
+    entry = zoo.get(name)
+    return f"{name}: {entry.title}" + ("" if entry.is_prepared() else " (not prepared yet)")
+
+
+def _apply_model() -> None:
+    from pathlib import Path
+
+    source = st.session_state[state.widget_key("model", "source")]
+    where = (st.session_state[state.widget_key("model", "where")] or "").strip()
+    if source == "prepared":
+        name = st.session_state[state.widget_key("model", "prepared")]
+        state.set_model_spec(name)
+        # the task that suits a prepared model follows it (movie-sentiment for the classifier, movie-text for
+        # an LLM) unless the user picked a task of their own
+        suited = zoo.get(name).task
+        if state.task_spec() != suited and state.task_spec() in {zoo.get(n).task for n in zoo.names()}:
+            state.set_task_spec(suited)
+            notices.add_notice("info", f"Task switched to {md_code(suited)}, the one {md_code(name)} is prepared for.")
+    elif not where:
+        example = "/path/to/model-folder" if source == "local" else "textattack/bert-base-uncased-SST-2"
+        notices.add_notice("error", f"Enter a {MODEL_SOURCES[source]} first (e.g. {md_code(example)}).")
+    else:
+        _use_if_it_loads(str(Path(where).expanduser().absolute()) if source == "local" else where, where)
+
+
+def _use_if_it_loads(spec: str, typed: str) -> None:
+    """Switch the session to ``spec`` only once it has loaded (then cached for the pages): a model that
+    fails to load never replaces the one in use; the error says why and which model stays."""
+    try:
+        cache.architecture(spec)
+    except HeadpruneError as exc:
+        notices.add_notice("error", f"{md_code(typed)} could not be loaded, so {md_code(state.model_spec())} stays "
+                                    f"in use: {md_escape(hide_upload_paths(str(exc)))}")
+        return
+    state.set_model_spec(spec)
+
+
+def model_picker() -> None:
+    """A prepared model (the embedded default and the others ``headprune prepare --model`` builds), a local
+    folder or a hub id, applied with one button."""
+    spec = state.model_spec()
+    prepared = spec in zoo.names()
+    with st.form(state.widget_key("model", "form")):
+        st.markdown("**Model**")
+        st.radio("Source", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True,
+                 key=bind(state.widget_key("model", "source"), _source_of(spec)))
+        st.selectbox("Prepared model", zoo.names(), format_func=zoo_label,
+                     key=bind(state.widget_key("model", "prepared"), spec if prepared else zoo.DEFAULT))
+        st.text_input("Folder or hub id (not needed for a prepared model)", placeholder="/path/to/model or org/name",
+                      key=bind(state.widget_key("model", "where"), "" if prepared else spec))
+        st.form_submit_button("Use this model", on_click=_apply_model, type="primary")
+    st.caption(f"In use: {md_code(spec)}. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification), "
+               "BART, Marian (translation), Whisper (speech recognition), Llama, Qwen2, Mistral, Gemma, GPT-2 "
+               "(language models); weights as safetensors.")
+
+
+def _apply_upload() -> None:
+    upload = st.session_state.get(state.widget_key("model", "upload"))
+    if upload is None:
+        return
+    path = store_upload(upload.name, upload.getvalue())
+    try:
+        cache.task(f"file:{path}")            # parses the whole file: errors name the line
+    except HeadpruneError as exc:
+        notices.add_notice("error", f"The uploaded file {md_code(upload.name)} cannot be used: "
+                                  f"{md_escape(upload_message(exc, path, upload.name))}")
+        return
+    state.set_task_spec(f"file:{path}")
+    notices.add_notice("success", f"Using the uploaded file {md_code(upload.name)} as the task.")
+
+
+def upload_message(exc: BaseException, path, name: str) -> str:
+    """``exc``'s message with the upload's server path (and its folder) replaced by the file's name."""
+    text = str(exc)
+    for where in (str(path), repr(str(path)), str(path.parent)):
+        text = text.replace(where, repr(name) if where.startswith("'") else name)
+    return text
+
+
+def task_picker() -> None:
+    """A registered task name (or any name typed in), or an uploaded CSV / TSV / JSONL file."""
+    names = cache.task_names()
+    current = state.task_spec()
+    options = names if current in names else [current, *names]
+    key = bind(state.widget_key("model", "task"), current)
+    st.markdown("**Task**")
+    st.selectbox("Task name (type `file:PATH` for a file on the server)", options, key=key, format_func=task_label,
+                 accept_new_options=True, on_change=lambda: state.set_task_spec(st.session_state[key] or current))
+    st.file_uploader("... or upload a data file", type=UPLOAD_TYPES, key=state.widget_key("model", "upload"),
+                     on_change=_apply_upload,
+                     help="Columns `text,label` (classification), `text_a,text_b,label` (pairs) or "
+                          "`source,target` (translation); CSV/TSV with a header row, or JSON lines.")
