@@ -143,9 +143,16 @@ def score_config(args, split: str | None = None, limit: int | None = None):
     return with_score_options(config, args)
 
 
+def _named(metric, value: float, interval) -> str:
+    """'accuracy 85.2 % (95 % interval …)', or '41.76 BLEU (…)' when the unit already names the metric."""
+    text = metric.format_with_interval(value, interval)
+    return text if text.split(" (")[0].endswith(metric.label) else f"{metric.label} {text}"
+
+
 def cmd_evaluate(args) -> None:
     from pruning_core.evaluation.metrics import get_metric
     from pruning_core.evaluation.results import provenance
+    from pruning_core.evaluation.significance import beside_intervals
     task, split = task_and_split(args)
     task.check_beams(args.beams)
     loaded = load_from_args(args)
@@ -154,12 +161,10 @@ def cmd_evaluate(args) -> None:
     res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=progress_bars())
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
     metric = get_metric(res.metric_name)
-    print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {metric.label} "
-          f"{metric.format_with_interval(res.metric, res.interval)}, loss {res.loss:.4f}  ({res.seconds:.1f} s)")
-    for name, interval in (res.extra.get("intervals") or {}).items():     # metrics beside the main one (chrF)
-        if interval and name in res.extra:
-            other = get_metric(name)
-            print(f"  {other.label} {other.format_with_interval(res.extra[name], tuple(interval))}")
+    print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {_named(metric, res.metric, res.interval)}, "
+          f"loss {res.loss:.4f}  ({res.seconds:.1f} s)")
+    for name, interval in beside_intervals(res, task.references(data)).items():     # e.g. chrF beside BLEU
+        print(f"  {_named(get_metric(name), res.extra[name], interval)}")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams}
     write_result(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
                                               method="evaluate", settings=settings), mask))

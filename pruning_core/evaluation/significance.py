@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pruning_core.evaluation import stats
-from pruning_core.evaluation.metrics import Metric
+from pruning_core.evaluation.metrics import Metric, get_metric
 from pruning_core.evaluation.results import EvalResult
 
 MCNEMAR = "exact McNemar test on per-example correctness"
@@ -151,3 +151,13 @@ def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Seq
 def p_text(p: float, test: str, metric: Metric) -> str:
     """A p-value of ``test`` on ``metric`` as text (see :func:`pruning_core.evaluation.stats.format_p`)."""
     return stats.format_p(p, metric.resamples if test == BOOTSTRAP else None)
+
+
+def beside_intervals(result: EvalResult, references: Sequence | None) -> dict:
+    """95 % intervals of the metrics a task computed beside its main one (``extra["beside"]``, e.g. chrF
+    beside BLEU), from the result's predictions: ``{name: (low, high) | None}``. Computed on request, not in
+    every evaluation (a bootstrap of a corpus metric costs about a second per hundred texts)."""
+    if not result.predictions or references is None:
+        return {}
+    return {name: evidence(get_metric(name), list(result.predictions), references)["interval"]
+            for name in result.extra.get("beside", ())}

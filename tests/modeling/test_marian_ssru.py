@@ -123,6 +123,7 @@ def test_translation_task_on_a_file_and_every_scorer_see_two_kinds(tmp_path):
     from pruning_core.modeling.presets import remove_least_important
     from pruning_core.scoring import ScoreConfig, get_scorer
     from pruning_core.core.share_link import decode_mask, encode_mask
+    from pruning_core.evaluation.significance import beside_intervals
     from pruning_core.tasks import get_task
 
     lm = tiny_loaded(ARCH, tmp_path)
@@ -137,7 +138,7 @@ def test_translation_task_on_a_file_and_every_scorer_see_two_kinds(tmp_path):
     data = task.encode(lm, "test", max_length=10)
     plain = task.evaluate(lm, data, batch_size=4)
     assert plain.metric_name == "bleu" and plain.loss > 0 and plain.interval is not None
-    low, high = plain.extra["intervals"]["chrf"]                     # chrF beside BLEU, with its interval
+    low, high = beside_intervals(plain, task.references(data))["chrf"]          # chrF beside BLEU, with its interval
     assert low <= plain.extra["chrf"] <= high and 0 <= plain.extra["chrf"] <= 100
     for name in ("gradient", "random"):
         scores = get_scorer(name).score(lm, task, ScoreConfig(split="test", limit=9, batch_size=4, max_length=10)).scores
