@@ -19,7 +19,8 @@ from pruning_core.tasks.data import speech
 from pruning_core.core.errors import HeadpruneError
 from tiny import make_bert_tokenizer, tiny_model
 
-TIMEOUT = 180
+TIMEOUT = 420        # one page run: the Tour's first step on tiny BART (a 24-head ablation, each row decoding 48
+#                      sentences and bootstrapping corpus BLEU) took 195 s on 2 cores at load 5
 PAGES = list(URL_PATHS)        # app.core.pages: the one page list
 # every page of a tiny model adds little: the bound is what the test process may grow by (the
 # first page run imports Streamlit, plotly, bertviz assets: a few hundred MiB)
