@@ -5,7 +5,7 @@ import streamlit as st
 
 from app.core.pages import PAGES
 
-PURPOSE = ("**headprune shows which attention heads a transformer needs for its task, and removes the rest**: "
+PURPOSE = ("**headprune** **shows which attention heads a transformer needs for its task, and removes the rest**: "
            "switch heads off and watch the metric, the size and the speed change, then keep the smaller model. "
            "New here? Take the guided **Tour**, or open the **Head map** and click heads; this page picks the "
            "model and the task.")

@@ -83,7 +83,9 @@ def roles_report(args, loaded=None, spec: str | None = None, layout=None, task: 
             raise UsageError("--protect needs the model the heads belong to: give --model MODEL or --roles-file FILE.")
         from pruning_core.modeling.loading import load_model
         loaded = load_model(spec, device="cpu")
-    print(f"computing the {', '.join(protect)} roles of {loaded.model_id} (save them once with `headprune roles "
+    from pruning_core.analysis.roles import get_role
+    titles = ", ".join(get_role(r).short_title for r in protect)
+    print(f"computing the {titles} roles of {loaded.model_id} (save them once with `headprune roles "
           "MODEL --out FILE` and pass --roles-file FILE to skip this)")
     return compute_roles(loaded, task=task, roles=protect, progress=progress_bars())
 

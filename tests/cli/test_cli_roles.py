@@ -60,15 +60,15 @@ def test_mask_with_protect_keeps_the_role_heads_and_says_what_it_removes(workdir
     assert run("mask", "s.json", "--remove", "0.5", "--out", "plain.json", "--roles-file", "r.json") == 0
     plain = HeadMask.from_lists(json.loads((workdir / "plain.json").read_text())["kinds"])
     assert protected <= set(plain.removed())
-    assert "removes 3 of 3 first_token heads" in capsys.readouterr().out
+    assert "removes 3 of 3 first token heads" in capsys.readouterr().out
     assert run("mask", "s.json", "--remove", "0.5", "--protect", "first_token", "--roles-file", "r.json",
                "--out", "m.json") == 0
     mask = HeadMask.from_lists(json.loads((workdir / "m.json").read_text())["kinds"])
     assert not protected & set(mask.removed()) and len(mask.removed()) == 4
     out = capsys.readouterr().out
-    assert "removes 0 of 3 first_token heads" in out and "3 heads never removed" in out
+    assert "removes 0 of 3 first token heads" in out and "3 heads never removed" in out
     assert run("prune", "bert", "--mask", "plain.json", "--roles-file", "r.json", "--out", "pruned") == 0
-    assert "removes 3 of 3 first_token heads" in capsys.readouterr().out
+    assert "removes 3 of 3 first token heads" in capsys.readouterr().out
 
 
 def test_curve_with_protect_never_removes_the_role_heads(workdir, capsys):
@@ -79,14 +79,14 @@ def test_curve_with_protect_never_removes_the_role_heads(workdir, capsys):
     assert [p["heads_removed"] for p in points] == [0, 2, 5]                 # the 5 unprotected heads, half a step
     for p in points:
         assert not protected & set(HeadMask.from_lists(p["mask"]).removed())
-    assert "removes 0 of 3 first_token heads" in capsys.readouterr().out
+    assert "removes 0 of 3 first token heads" in capsys.readouterr().out
 
 
 def test_mask_protect_computes_the_roles_of_the_scored_model(workdir, capsys):
     _protect_setup(workdir)
     assert run("mask", "s.json", "--remove", "0.5", "--protect", "current_token", "--out", "m.json") == 0
     out = capsys.readouterr().out
-    assert "computing the current_token roles" in out and "removes 0 of 0 current_token heads" in out
+    assert "computing the current token roles" in out and "removes 0 of 0 current token heads" in out
 
 
 @pytest.mark.parametrize("args, message", [
