@@ -17,7 +17,7 @@ from pruning_core.core.heads import HeadMask
 from app.jobs import cache
 from app.core import session_results, state, ui
 from app.speed import figures as speed
-from app.jobs.work import PENDING, Work
+from app.jobs.work import PENDING, Work, job_board
 
 RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
 KEEP = 16                   # measurements remembered per session
@@ -52,6 +52,16 @@ def latency_panel(spec: str, mask: HeadMask, wait: bool = True):
     if result is not None:
         show_latency(result)
     return None
+
+
+def drop_stale_timing(spec: str, mask: HeadMask) -> None:
+    """Stop a timing of another mask that is still running (the user has clicked on since): the new mask's
+    evaluation then gets the CPU queue at once instead of waiting for a figure nobody will see."""
+    board = job_board()
+    running = board.get("latency")
+    if running is not None and running.running and not _timing(spec, mask).started():
+        board.cancel("latency")
+        board.forget("latency")
 
 
 def _timing(spec: str, mask: HeadMask) -> Work:

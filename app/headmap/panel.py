@@ -86,6 +86,7 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     mask = mask_state.current_mask(layout)
     wait = not _fragment_rerun()        # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
+    latency_ui.drop_stale_timing(spec, mask)            # a timing of the previous mask would hold the CPU queue
     _evaluation(spec, task_name, limit, mask).begin()    # queued for the CPU now, while the map is drawn
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
