@@ -57,11 +57,11 @@ def latency_panel(spec: str, mask: HeadMask, wait: bool = True):
 def drop_stale_timing(spec: str, mask: HeadMask) -> None:
     """Stop a timing of another mask that is still running (the user has clicked on since): the new mask's
     evaluation then gets the CPU queue at once instead of waiting for a figure nobody will see."""
-    board = job_board()
-    running = board.get("latency")
-    if running is not None and running.running and not _timing(spec, mask).started():
-        board.cancel("latency")
-        board.forget("latency")
+    board, timing = job_board(), _timing(spec, mask)
+    running = board.get(timing.job)
+    if running is not None and running.running and not timing.started():
+        board.cancel(timing.job)
+        board.forget(timing.job)
 
 
 def _timing(spec: str, mask: HeadMask) -> Work:
