@@ -181,3 +181,30 @@ def test_the_cycle_finder_sees_a_cycle():
 
 def test_the_app_has_no_import_cycle():
     assert _cycles(_module_graph("app")) == []
+
+
+def shadowed_imports(source: str) -> list[tuple[str, int]]:
+    """Function-level ``import a.b`` (no ``as``) of a package the module imports at its top level: it makes
+    ``a`` local to the whole function, so a use of ``a`` above that line fails (UnboundLocalError)."""
+    tree = ast.parse(source)
+    top = {a.asname or a.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for a in node.names}
+    out = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    out += [(a.name, node.lineno) for a in node.names
+                            if a.asname is None and "." in a.name and a.name.split(".")[0] in top]
+    return out
+
+
+def test_no_function_shadows_a_module_level_import():
+    bad = [f"{p.relative_to(ROOT)}:{line} import {name}"
+           for folder in ("pruning_core", "app", "app_pages", "benchmarks")
+           for p in (ROOT / folder).rglob("*.py") for name, line in shadowed_imports(p.read_text(encoding="utf-8"))]
+    assert not bad, f"write `import {{name}} as alias` or importlib.import_module instead: {bad}"
+
+
+def test_the_shadow_checker_sees_the_torchrun_bug():
+    source = "import torch\ndef init(cuda):\n    if cuda:\n        torch.cuda.set_device(0)\n    import torch.distributed.nn\n"
+    assert shadowed_imports(source) == [("torch.distributed.nn", 5)]

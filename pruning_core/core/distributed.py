@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -146,7 +147,7 @@ def init(device: str | None = None, timeout_s: float = 1800.0) -> World:
         # release their last tensors during interpreter teardown, which aborts the process (SIGABRT,
         # "terminate called without an active exception") after the work is done. Imported first, the
         # defaults are None and the group ends with shutdown().
-        import torch.distributed.nn  # noqa: F401
+        importlib.import_module("torch.distributed.nn")   # (`import torch.x` here would make `torch` local)
         dist.init_process_group(backend, rank=rank, world_size=size,
                                 timeout=datetime.timedelta(seconds=timeout_s))
     devices: list = [None] * size
