@@ -45,7 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from browser_helpers import (LIVE_STRIP, POLL_MS, DashboardServer, chromium_browser, chromium_path,  # noqa: E402
-                             click_point, head_points, process_cpu_s, wait_idle)
+                             click_point, head_points, process_cpu_s, square_center, wait_idle, wait_live)
+
+from pruning_core.core.share_link import decode_mask  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FIRST = 3               # the toggles start at the 4th kept head (first layer) or, with --spread, head 3 of the last
@@ -316,6 +318,55 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
         "load_average_1min": {"before": load_before, "after": load_after}, "settled_after_s": waited}
 
 
+def random_moments(browser, srv, ref: Reference, sessions: int, per_session: int, span_s: float, rows: list[int],
+                   seed: int, picker: HeadPicker) -> dict:
+    """``sessions`` fresh sessions clicking ``per_session`` heads each at random moments over ``span_s`` seconds,
+    never waiting for the page (a click may land while a metric or a latency is still being worked out); then
+    each page's link is compared with the heads it clicked (clicks lost: must be 0) and its metric with the
+    library's evaluation of that link."""
+    import random
+
+    rng = random.Random(seed)
+    pages = [open_head_map(browser, srv.url) for _ in range(sessions)]
+    settle(srv.proc.pid)
+    heads = [[picker.take(layer) for layer in rng.sample(range(len(rows)), per_session)] for _ in pages]
+    events = sorted((rng.uniform(0, span_s), i, target) for i, targets in enumerate(heads) for target in targets)
+    load_before, started = _load(), time.perf_counter()
+    late = []
+    for at, i, (layer, head) in events:
+        time.sleep(max(0.0, at - (time.perf_counter() - started)))
+        late.append(time.perf_counter() - started - at)             # behind schedule (earlier clicks took time)
+        x, y = square_center(pages[i], layer, head)
+        pages[i].mouse.click(x, y)
+    clicked_s = time.perf_counter() - started
+    checks = []
+    total = ref.loaded.layout.total_heads
+    for i, page in enumerate(pages):
+        waited = time.perf_counter()
+        try:
+            wait_live(page, f"{total - per_session} / {total}", timeout_s=300)
+        except Exception:                           # a lost click leaves the count short for good: counted below
+            pass
+        url = page.evaluate("location.href")
+        mask = decode_mask(dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))["mask"], ref.loaded.layout)
+        kind = next(iter(ref.loaded.layout.kinds))
+        removed = {(l, h) for l, row in enumerate(mask.kinds[kind]) for h, keep in enumerate(row) if not keep}
+        wanted = set(map(tuple, heads[i]))
+        metric, loss = ref.shown(url)
+        text = page.locator(LIVE_STRIP).text_content()
+        checks.append({"session": i, "clicked": sorted(wanted), "lost": len(wanted - removed),
+                       "unexpected": len(removed - wanted), "settled_after_last_click_s": round(
+                           time.perf_counter() - waited, 2), "shown": text, "library_metric": metric,
+                       "library_loss": loss, "correct": f" {metric} · loss {loss}" in " ".join(text.split())})
+        page.context.close()
+    return {"sessions": sessions, "clicks_per_session": per_session, "span_s": span_s, "seed": seed,
+            "clicks": len(events), "clicks_lost": sum(c["lost"] for c in checks),
+            "heads_wrongly_removed": sum(c["unexpected"] for c in checks),
+            "all_correct": all(c["correct"] for c in checks), "clicking_took_s": round(clicked_s, 2),
+            "click_lateness_s": _spread(late), "per_session": checks,
+            "load_average_1min": {"before": load_before, "after": _load()}}
+
+
 def _browsers():
     import psutil
 
@@ -358,6 +409,19 @@ def pooled(classes: list[dict]) -> list[dict]:
                     "round_medians_s": [c["to_metric_s"]["median"] if c["to_metric_s"] else None for c in rounds],
                     "all_correct": all(c["all_correct"] for c in rounds),
                     "server_peak_mib": max(c["server_memory_mib"]["peak_after"] for c in rounds)})
+    return out
+
+
+def class_over_single(pooled_rows: list[dict]) -> list[dict]:
+    """Per browser niceness: the class's median click -> metric over one session's, from the same run."""
+    by = {(r["sessions"], r["browsers_niceness"]): r for r in pooled_rows}
+    out = []
+    for (sessions, niceness), row in sorted(by.items()):
+        single = by.get((1, niceness))
+        if sessions > 1 and single and single["to_metric_s"] and row["to_metric_s"]:
+            out.append({"sessions": sessions, "browsers_niceness": niceness,
+                        "ratio": round(row["to_metric_s"]["median"] / single["to_metric_s"]["median"], 2),
+                        "class_median_s": row["to_metric_s"]["median"], "single_s": single["to_metric_s"]["median"]})
     return out
 
 
@@ -407,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spread", action="store_true",
                         help="click one head per layer from the last layer up (default: the first heads, all in "
                              "layer 0, which a cached evaluation must rerun from the first layer)")
+    parser.add_argument("--random-clicks", type=int, default=3,
+                        help="heads each class session clicks at random moments, never waiting for the page (0: skip)")
+    parser.add_argument("--random-span", type=float, default=6.0, help="seconds over which those clicks fall")
     parser.add_argument("--out", default=str(RESULTS / "dashboard_timings.json"))
     args = parser.parse_args(argv)
     from pruning_core.core import storage
@@ -428,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     timing_log.unlink(missing_ok=True)
     env = {"HEADPRUNE_APP_TIMING_LOG": str(timing_log), "HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit)}
-    runs, classes = [], []
+    runs, classes, random_class = [], [], None
     rows = list(next(iter(ref.loaded.layout.kinds.values())))      # heads per layer of the first grid
     with DashboardServer(env, log) as srv, chromium_browser(path) as browser:
         page = open_head_map(browser, srv.url)                    # cold: loads, scores, evaluates, times
@@ -474,6 +541,14 @@ def main(argv: list[str] | None = None) -> int:
                           f"{c['to_metric_s']} (sent by the server: {c['to_metric_sent_s']}), all correct "
                           f"{c['all_correct']}, CPU s to the last metric {c['cpu_s_to_last_metric']}, server memory "
                           f"{c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
+        if args.random_clicks and args.class_size:
+            set_browsers_niceness(max(args.browser_niceness))
+            random_class = random_moments(browser, srv, ref, args.class_size, args.random_clicks, args.random_span,
+                                          rows, seed=0, picker=picker)
+            print(f"class of {args.class_size} clicking {args.random_clicks} heads each at random moments over "
+                  f"{args.random_span} s: {random_class['clicks_lost']} of {random_class['clicks']} clicks lost, "
+                  f"{random_class['heads_wrongly_removed']} heads wrongly removed, all metrics correct "
+                  f"{random_class['all_correct']}", flush=True)
     settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
                 "class_rounds": args.class_rounds, "browser_niceness": args.browser_niceness,
                 "clicks": "one head per layer, last layer first" if args.spread else "the first kept heads (layer 0)",
@@ -485,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
                       "of sessions clicking at once, each metric checked against the library's evaluation of its "
                       "link's mask",
               "runs": runs, "class": classes, "class_pooled": pooled(classes),
+              "class_over_single": class_over_single(pooled(classes)),
+              "class_random_moments": random_class if args.random_clicks and args.class_size else None,
               "class_heads_clicked_twice": picker.repeats if args.class_size else 0, "cpu_threads": os.cpu_count(),
               "provenance": provenance(ref.loaded, task=args.task, n_examples=args.limit,
                                        method="dashboard_timings", settings=settings, device="cpu"),

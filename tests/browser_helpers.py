@@ -231,6 +231,17 @@ def in_viewport(locator) -> bool:
                             " r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth; }")
 
 
+def square_center(page, layer: int, head: int, chart: int = 0) -> tuple[float, float]:
+    """Where head (layer, head) of the ``chart``-th grid is on screen now, from the figure's own axes (a square
+    keeps its place whether its head is kept or removed; the kept markers are renumbered)."""
+    return tuple(page.evaluate(
+        """([chart, layer, head]) => {
+          const gd = document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')[chart];
+          const L = gd._fullLayout, r = gd.getBoundingClientRect();
+          return [r.left + L.xaxis._offset + L.xaxis.c2p(head), r.top + L.yaxis._offset + L.yaxis.c2p(layer)];
+        }""", [chart, layer, head]))
+
+
 def click_point(page, point) -> None:
     box = point.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

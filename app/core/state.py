@@ -78,6 +78,7 @@ RESULTS = "hp_results"
 TOUR_STEP = "hp_tour_step"
 MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
+MAP_EDITS = "hp_map_edits"      # app.headmap.clicks: what each edit button does, as last drawn
 
 QP_STEP = "step"              # the Tour page's step: only that page's links carry it
 TOUR_PAGE = "tour"            # its url_path (app.core.pages)
@@ -115,6 +116,7 @@ def _defaults() -> dict:
         TOUR_STEP: None,
         MAP_CLICKS: {},
         MAP_LOG: {},
+        MAP_EDITS: {},
     }
 
 

@@ -28,6 +28,8 @@ finished role report (no work); the roles job itself is looked after last, so a 
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import time
@@ -219,19 +221,23 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         kept = dict(protected=role_ui.protected(roles, keep_roles), protected_roles=tuple(keep_roles))
         why = workload.presets_wait_note(ranking is None, waiting)
         b = st.columns(2)
-        b[0].button(f"Remove {pct} % least important", on_click=headmap_ui.apply_preset,
-                    disabled=why is not None, args=("remove_least", layout, ranking, pct / 100, per_layer),
-                    kwargs=kept, width="stretch", help=why)
-        b[1].button("Keep the best head per layer", on_click=headmap_ui.apply_preset,
-                    disabled=why is not None, args=("one_per_layer", layout, ranking), kwargs=kept,
-                    width="stretch", help=why)
+
+        def preset(*args, **kwargs):
+            return functools.partial(headmap_ui.apply_preset, *args, **kwargs)
+
+        map_clicks.edit_button(b[0], "remove_least", f"Remove {pct} % least important",
+                               preset("remove_least", layout, ranking, pct / 100, per_layer, **kept),
+                               disabled=why is not None, width="stretch", help=why)
+        map_clicks.edit_button(b[1], "one_per_layer", "Keep the best head per layer",
+                               preset("one_per_layer", layout, ranking, **kept),
+                               disabled=why is not None, width="stretch", help=why)
         b = st.columns(4)
-        b[0].button("Invert", on_click=headmap_ui.apply_preset, args=("invert", layout), width="stretch")
-        b[1].button("Reset", on_click=headmap_ui.apply_preset, args=("reset", layout), width="stretch")
-        b[2].button("Undo", on_click=mask_state.undo, disabled=not mask_state.can_undo(), icon=":material/undo:",
-                    width="stretch")
-        b[3].button("Redo", on_click=mask_state.redo, disabled=not mask_state.can_redo(), icon=":material/redo:",
-                    width="stretch")
+        map_clicks.edit_button(b[0], "invert", "Invert", preset("invert", layout), width="stretch")
+        map_clicks.edit_button(b[1], "reset", "Reset", preset("reset", layout), width="stretch")
+        map_clicks.edit_button(b[2], "undo", "Undo", mask_state.undo, disabled=not mask_state.can_undo(),
+                               icon=":material/undo:", width="stretch")
+        map_clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
+                               icon=":material/redo:", width="stretch")
     return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
 
 

@@ -1,10 +1,10 @@
-"""Every click counts (issue 31): heads clicked, and a preset pressed, while the Head map's live panel is
-still updating are applied, in order, and the panel ends on the metric of the mask on screen.
+"""Every click counts: heads clicked, a preset pressed and Undo pressed while the Head map's live panel is still
+updating are applied, in order, and the panel ends on the metric of the mask on screen, on the default, SmolLM2
+and Whisper-base.
 
-Drives ``streamlit run dashboard.py`` on the embedded default (MiniLM-L6, 6 x 12 heads, 128 examples: an
-evaluation takes long enough to click into) in Debian's Chromium. Each test ends with the session's link
-carrying exactly the mask the clicks made, and the panel showing what ``python -m pruning_core evaluate
---mask-link`` computes for that link.
+Drives ``streamlit run dashboard.py`` on each prepared model in Debian's Chromium. Each test ends with the
+session's link carrying exactly the mask the clicks made, and the panel showing what ``python -m pruning_core
+evaluate --mask-link`` computes for that link.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import urllib.parse
+from dataclasses import dataclass
 
 import pytest
 
@@ -23,23 +24,48 @@ from pruning_core.core.share_link import decode_mask
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 
-LIMIT = 128                                      # the benchmark's size: about a second per evaluation here
-LAYOUT = HeadLayout({"encoder_self": (12,) * 6})  # the default's heads
-KIND = "encoder_self"
-SETTLED_S = 120                                  # a lost click leaves the count short for good: fail after this
-# Each test clicks its own heads: a mask another test evaluated would be a cache hit, drawn before a second click.
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    task: str
+    limit: int              # the dashboard's evaluation size for this model: long enough to click into
+    layout: HeadLayout      # the model's heads; the tests click heads of the first grid's first layers
+
+    @property
+    def kind(self) -> str:
+        return next(iter(self.layout.kinds))
+
+    @property
+    def total(self) -> str:
+        return f"{self.layout.total_heads} / {self.layout.total_heads}"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from pruning_core.modeling.loading import default_model_dir
+CASES = [
+    Case("default", "movie-sentiment", 128, HeadLayout({"encoder_self": (12,) * 6})),
+    Case("smollm2", "movie-text", 16, HeadLayout({"decoder_self": (9,) * 30})),
+    Case("whisper-base", "movie-speech", 8,
+         HeadLayout({"encoder_self": (8,) * 6, "decoder_self": (8,) * 6, "cross": (8,) * 6})),
+]
+SETTLED_S = 240         # a lost click leaves the count short for good: fail after this
+# Each test clicks its own heads (HEADS): a mask another test evaluated would be a cache hit, drawn before a
+# second click could land.
+HEADS = {"two": (1, 2), "latency": (3, 4), "five": (5, 6, 7, 8, 9), "preset": (10,), "undo": (11, 12)}
 
-    if not (default_model_dir() / "config.json").is_file():
-        pytest.skip("the embedded default is not prepared (`headprune prepare`)")
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
+def server(request):
+    from pruning_core.core import catalog
+
+    case: Case = request.param
+    if not catalog.get(case.model).is_prepared():
+        pytest.skip(f"{case.model} is not prepared: run `{catalog.get(case.model).command()}` (make test does)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     env = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu",
-           "HEADPRUNE_APP_EVAL_LIMIT": str(LIMIT)}
-    with DashboardServer(env, ARTIFACTS.parent / "streamlit-clicks.log") as srv:
+           "HEADPRUNE_APP_MODEL": case.model, "HEADPRUNE_APP_TASK": case.task,
+           "HEADPRUNE_APP_EVAL_LIMIT": str(case.limit)}
+    with DashboardServer(env, ARTIFACTS.parent / f"streamlit-clicks-{case.model}.log") as srv:
+        srv.case = case
         yield srv
 
 
@@ -48,16 +74,16 @@ def page(server, browser):
     """A fresh session on the Head map, its first metric drawn and the server done with the page load."""
     page = new_page(browser, height=1000)
     page.goto(f"{server.url}/head_map")
-    wait_live(page, "72 / 72", timeout_s=600)
-    wait_idle(page, 600_000)
+    wait_live(page, server.case.total, timeout_s=900)
+    wait_idle(page, 900_000)
     yield page
     page.context.close()
 
 
-def boxes(page, heads: list[int]) -> list[dict]:
-    """Screen boxes of layer 0's heads ``heads`` while every head is kept (one marker per head, in order)."""
+def boxes(page, case: Case, heads: tuple[int, ...]) -> list[dict]:
+    """Screen boxes of the first grid's heads numbered ``heads`` (layer by layer) while every head is kept."""
     points = head_points(page)
-    assert points.count() == 72
+    points.nth(max(heads)).scroll_into_view_if_needed()
     return [points.nth(h).bounding_box() for h in heads]
 
 
@@ -71,66 +97,90 @@ def settled(page, kept: str) -> bool:
     return kept in strip and "updating" not in strip
 
 
-def link_mask(page) -> HeadMask:
+def link_mask(page, case: Case) -> HeadMask:
     url = page.evaluate("location.href")             # (page.url misses history.replaceState)
-    return decode_mask(dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))["mask"], LAYOUT)
+    return decode_mask(dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))["mask"], case.layout)
 
 
-def without(*heads: int) -> HeadMask:
-    mask = HeadMask.full(LAYOUT)
+def without(case: Case, *heads: int) -> HeadMask:
+    """All heads kept but the first grid's heads numbered ``heads`` (layer by layer)."""
+    mask = HeadMask.full(case.layout)
+    rows = case.layout.kinds[case.kind]
     for h in heads:
-        mask = mask.toggled(KIND, 0, h)
+        mask = mask.toggled(case.kind, h // rows[0], h % rows[0])
     return mask
 
 
-def assert_settled_on(page, tmp_path, expected: HeadMask) -> None:
+def one_fewer(case: Case) -> str:
+    return f"{case.layout.total_heads - 1} / {case.layout.total_heads}"
+
+
+def assert_settled_on(page, case: Case, tmp_path, expected: HeadMask) -> None:
     """The panel settles on ``expected`` (heads kept, the link's mask) with the metric and loss the command
     line computes for the session's link."""
     strip = wait_live(page, f"{expected.n_kept} / {expected.n_total}", timeout_s=SETTLED_S)
-    assert link_mask(page) == expected
+    assert link_mask(page, case) == expected
     from app.core import uncertainty
     from pruning_core.evaluation.results import EvalResult
 
     out = tmp_path / "eval.json"
-    subprocess.run([sys.executable, "-m", "pruning_core", "evaluate", "default", "--task", "movie-sentiment",
-                    "--limit", str(LIMIT), "--device", "cpu", "--mask-link", page.evaluate("location.href"),
+    subprocess.run([sys.executable, "-m", "pruning_core", "evaluate", case.model, "--task", case.task,
+                    "--limit", str(case.limit), "--device", "cpu", "--mask-link", page.evaluate("location.href"),
                     "--out", str(out)], cwd=ROOT, check=True, capture_output=True)
     ev = EvalResult.from_json(json.loads(out.read_text()))
     shown = " ".join(page.locator(LIVE_STRIP).text_content().split())
     assert f" {uncertainty.shown(ev).value} · loss {ev.loss:.4f}" in shown, (shown, strip)
 
 
-def test_two_clicks_200_ms_apart(page, tmp_path):
-    first, second = boxes(page, [1, 2])
+def test_two_clicks_200_ms_apart(server, page, tmp_path):
+    case = server.case
+    first, second = boxes(page, case, HEADS["two"])
     click(page, first)
     page.wait_for_timeout(200)
-    assert not settled(page, "71 / 72")            # the second click comes before the first one's metric
+    assert not settled(page, one_fewer(case))        # the second click comes before the first one's metric
     click(page, second)
-    assert_settled_on(page, tmp_path, without(1, 2))
+    assert_settled_on(page, case, tmp_path, without(case, *HEADS["two"]))
 
 
-def test_a_click_during_the_latency_timing(page, tmp_path):
-    first, second = boxes(page, [3, 4])
+def test_a_click_during_the_latency_timing(server, page, tmp_path):
+    case = server.case
+    first, second = boxes(page, case, HEADS["latency"])
     click(page, first)
     page.wait_for_function(                          # the metric is drawn, the latency still being timed
-        "sel => { const s = document.querySelector(sel); return !!s && s.textContent.includes('71 / 72')"
+        "([sel, kept]) => { const s = document.querySelector(sel); return !!s && s.textContent.includes(kept)"
         " && !s.textContent.includes('updating') && document.body.textContent.includes('latency: updating'); }",
-        arg=LIVE_STRIP, timeout=SETTLED_S * 1000, polling=POLL_MS // 2)
+        arg=[LIVE_STRIP, one_fewer(case)], timeout=SETTLED_S * 1000, polling=POLL_MS // 2)
     click(page, second)
-    assert_settled_on(page, tmp_path, without(3, 4))
+    assert_settled_on(page, case, tmp_path, without(case, *HEADS["latency"]))
 
 
-def test_five_clicks_as_fast_as_they_come(page, tmp_path):
-    heads = [5, 6, 7, 8, 9]
-    for box in boxes(page, heads):
+def test_five_clicks_as_fast_as_they_come(server, page, tmp_path):
+    case = server.case
+    for box in boxes(page, case, HEADS["five"]):
         click(page, box)
-    assert_settled_on(page, tmp_path, without(*heads))
+    assert_settled_on(page, case, tmp_path, without(case, *HEADS["five"]))
 
 
-def test_a_preset_pressed_during_an_evaluation(page, tmp_path):
-    (first,) = boxes(page, [10])
+def test_a_preset_pressed_during_an_evaluation(server, page, tmp_path):
+    case = server.case
+    (first,) = boxes(page, case, HEADS["preset"])
     click(page, first)
     page.wait_for_timeout(150)
-    assert not settled(page, "71 / 72")
-    page.get_by_role("button", name="Invert").click()   # only head 10 kept: the click, then the preset, in order
-    assert_settled_on(page, tmp_path, without(10).inverted())
+    assert not settled(page, one_fewer(case))
+    page.get_by_role("button", name="Invert").click()   # only the clicked head kept: the click, then the preset
+    assert_settled_on(page, case, tmp_path, without(case, *HEADS["preset"]).inverted())
+
+
+def test_undo_pressed_right_after_a_click(server, page, tmp_path):
+    """Undo pressed a few milliseconds after a click takes back that click (edits are applied in the order
+    made, not in the order the page lists its widgets, even when Streamlit delivers both in one rerun)."""
+    case = server.case
+    first, second = boxes(page, case, HEADS["undo"])
+    undo = page.get_by_role("button", name="Undo")
+    click(page, first)
+    undo.wait_for(state="visible")
+    page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Undo')"
+                           " && !b.disabled)", polling=POLL_MS // 2)
+    click(page, second)
+    undo.click(no_wait_after=True)
+    assert_settled_on(page, case, tmp_path, without(case, HEADS["undo"][0]))
