@@ -279,8 +279,8 @@ def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert,
         ok(click_head(at, "encoder_self", layer, head))
     asked = []
     original = cache.evaluate
-    monkeypatch.setattr(cache, "evaluate", lambda spec, task, limit, mask, *rest, **kw: asked.append(
-        None if mask is None or mask.is_full() else mask.n_kept) or original(spec, task, limit, mask, *rest, **kw))
+    monkeypatch.setattr(cache, "evaluate", lambda sel, mask, *rest, **kw: asked.append(
+        None if mask is None or mask.is_full() else mask.n_kept) or original(sel, mask, *rest, **kw))
     ok(click_head(at, "encoder_self", 1, 3))
     assert metric(at, "heads kept") == "5 / 8"
     assert set(asked) <= {5, None}, asked          # the new mask (and all heads), never the 7- and 6-head steps
