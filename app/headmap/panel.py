@@ -6,7 +6,7 @@ order: the mask changes (the widget callback, before the rerun) → the map, hea
 parameter count of the new mask are drawn at once, with the metric, loss and latency marked
 "updating…" → the metric and loss as soon as the one evaluation of the new mask is done → the
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
-after the metric, behind any evaluation another session waits for: :mod:`app.jobs.compute`).
+after the metric, behind any evaluation another session waits for: :data:`app.jobs.board.GATE`).
 
 The fragment never waits for work while a click could come (issue 31): a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
@@ -161,7 +161,7 @@ def _updating_text(mask: HeadMask) -> str:
 def _evaluation(sel: Selection, mask: HeadMask) -> Work:
     """The one evaluation of ``mask`` behind a click. The fragment begins it before anything is drawn and
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
-    (:mod:`app.jobs.compute`) at once instead of after eight redraws that share the server's interpreter, and
+    (:data:`app.jobs.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
     return cache.evaluation(sel, mask, "Evaluating this mask")
 

@@ -56,7 +56,7 @@ from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from app.core.selection import Selection
-from app.jobs import compute
+from app.jobs import board
 from app.jobs.work import Work
 from app.core.access import DataAccess, data_access_from
 
@@ -264,7 +264,7 @@ def evaluate(sel: Selection, mask: HeadMask | None, _progress: ProgressCallback 
 @st.cache_data(show_spinner=False, max_entries=4096)
 def _evaluate(sel: Selection, mask: HeadMask | None, batch_size: int,
               _progress: ProgressCallback | None = None) -> EvalResult:
-    with compute.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
+    with board.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
         return task(sel.task).evaluate(load(sel.model), data(sel), mask, batch_size=batch_size,
                                        progress=_progress, layer_cache=layer_inputs())
 
@@ -281,12 +281,12 @@ def repaired_evaluation(sel: Selection, mask: HeadMask, _progress: ProgressCallb
     """``mask``'s metric after least-squares repair (``pruning_core.compress``) tuned on the first
     :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
     from pruning_core.compress import evaluate_repaired  # the path `curve --repair` and the benchmarks take
-    with compute.GATE.hold(urgent=False, progress=_progress, what="repair"):
+    with board.GATE.hold(urgent=False, progress=_progress, what="repair"):
         loaded, found = load(sel.model), task(sel.task)
         calibration = found.encode(loaded, score_split_of(sel.task), REPAIR_CALIBRATION)
         fixed, _ = evaluate_repaired(loaded, found, data(sel), mask, calibration,
                                      bias_compensation=True, batch_size=EVAL_BATCH,
-                                     progress=compute.yielding(_progress, "repair"))
+                                     progress=board.yielding(_progress, "repair"))
         return fixed
 
 
@@ -387,18 +387,18 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
     measured now: the two variants the panel shows, interleaved in the same call, several rounds,
     the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
-    between its rounds it lets through evaluations that arrived meanwhile (:mod:`app.jobs.compute`).
+    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.jobs.board.GATE`).
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
     max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
     # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
     batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
-    with compute.GATE.hold(urgent=False, progress=_progress, what="latency"):
+    with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                                min_seconds=0.5, measure_memory=False,
-                               progress=compute.yielding(_progress, "latency"),   # clicks go first, between rounds
+                               progress=board.yielding(_progress, "latency"),   # clicks go first, between rounds
                                variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
 
 

@@ -42,7 +42,7 @@ def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorer
         bench = latency_ui.measurement(spec, mask)
     return Analysis(
         model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
-        weights_sha256=loaded.weights_sha256, eval_limit=sel.eval_size, scores=scores, curves=curves,
+        weights_sha256=loaded.weights_sha256, eval_size=sel.eval_size, scores=scores, curves=curves,
         evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
         provenance=analysis_provenance(
             loaded, task_name, {"eval_limit": sel.eval_size, "scorer": scorer,
@@ -90,7 +90,7 @@ def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
         notices.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
     state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
-                  eval_size=analysis.eval_limit,
+                  eval_size=analysis.eval_size,
                   source=f"mask restored from {file_name}" if file_name else "mask restored from a file")
     session_results.set_result("analysis", analysis)
     for text in warnings:

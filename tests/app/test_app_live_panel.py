@@ -180,7 +180,7 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
     import threading
     import time as time_
 
-    from app.jobs.compute import Gate
+    from app.jobs.board import Gate
     from pruning_core.core.errors import Cancelled
 
     gate, order, inside, most = Gate(), [], [0], [0]
@@ -244,10 +244,10 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, mon
     evaluation) runs between two timing rounds, not after the whole timing."""
     import threading
 
-    from app.jobs import cache, compute
+    from app.jobs import board, cache
     from pruning_core.bench import timing
 
-    monkeypatch.setattr(compute, "GATE", compute.Gate())
+    monkeypatch.setattr(board, "GATE", board.Gate())
     monkeypatch.setattr(cache, "LATENCY_ROUNDS", 40)
     spec = str(tiny_bert.model)
     mask = half_mask(cache.load(spec).layout, seed=3)
@@ -263,7 +263,7 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, mon
     worker = threading.Thread(target=lambda: cache.latency(spec, mask))
     worker.start()
     assert started.wait(60)
-    with compute.GATE.hold(urgent=True):
+    with board.GATE.hold(urgent=True):
         order.append("click")
     worker.join(120)
     rounds = [o for o in order if o.startswith("round")]
