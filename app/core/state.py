@@ -225,7 +225,8 @@ def set_scorer(name: str) -> None:
 
 
 def eval_size() -> int | None:
-    """The evaluation size the user chose, or None for the model's own (:func:`app.jobs.pickers.selection` resolves it)."""
+    """The evaluation size the user chose, or None for the model's own (:func:`app.jobs.pickers.selection`
+    resolves it)."""
     init()
     return st.session_state[EVAL_SIZE]
 

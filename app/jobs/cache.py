@@ -8,8 +8,8 @@ features share (models, tasks, data, evaluation, scores) and the Head map's live
   treated as read-only: masks are applied per call (``pruning_core.modeling.masking.apply_mask`` is
   per-thread), pruning returns a copy.
 - Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
-  their arguments: the :class:`app.core.selection.Selection` (model, task, evaluation size), mask and settings. A cached function reads
-  nothing but its arguments (and the other cached calls they name); settings such as the device
+  their arguments: the :class:`app.core.selection.Selection` (model, task, evaluation size), mask and
+  settings. A cached function reads nothing but its arguments (and the other cached calls they name); settings such as the device
   or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
 - Timings (:func:`latency`, :func:`app.speed.cache.speed_sweep`) are never cached: a latency belongs to its
   moment and machine load. Pages keep them per session and show when and under what load.
@@ -231,9 +231,9 @@ def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def examples(task_name: str, limit: int = 5) -> list[dict]:
+def examples(task_name: str, rows: int = 5) -> list[dict]:
     """A few raw examples of the evaluation split (checks a file parses; shows what the data is)."""
-    return list(task(task_name).load(split_of(task_name), limit=limit))
+    return list(task(task_name).load(split_of(task_name), limit=rows))
 
 
 # -- derived results -------------------------------------------------------------------------------
