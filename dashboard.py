@@ -33,8 +33,8 @@ page = st.navigation([st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, ur
 pickers.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
 with st.sidebar:                # values from a link or a file are shown through app.core.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")
-    own, unit = workload.own_size(state.model_spec(), state.task_spec())     # cached; a fallback if unreadable
-    n = state.eval_limit() or own
+    n = pickers.selection().eval_size
+    unit = workload.default_eval_size(state.model_spec(), state.task_spec())[1]   # cached; a fallback if unreadable
     st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(task_label(state.task_spec()))}  \n"
                 f"Score {md_code(state.scorer_name())}  \nEvaluated on {n} {unit}{'s' if n != 1 else ''}")
 

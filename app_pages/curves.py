@@ -1,9 +1,9 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app.jobs import cache, evaluations, pickers, workload
+from app.jobs import cache, factories, pickers, workload
 from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view
-from app.core import mask as mask_state, progress_text, state, ui, uncertainty
+from app.core import mask as mask_state, state, ui, uncertainty
 from app.core.text import md_code, md_escape
 from app.jobs.work import Work, start_button
 from pruning_core.evaluation.metrics import get_metric
@@ -16,8 +16,7 @@ mask from the Head map. Below, the **single-head ablation** table shows what rem
 *alone* does, and **one head per layer** what remains when a layer keeps only its best head.
 Click a column header to sort; download the tables as CSV or as headprune JSON.""")
 
-spec, task_name = state.model_spec(), state.task_spec()
-arch = pickers.load_architecture(spec)
+arch = pickers.load_architecture(state.model_spec())
 if arch is None:
     st.stop()
 names = cache.scorer_names()
@@ -32,13 +31,11 @@ step = c[1].select_slider("Step (share of heads)", [0.05, 0.1, 0.2, 0.25],
 rescore = c[2].toggle("Re-score each step", **ui.remembered(state.widget_key("curves", "rescore"), False),
                       help="Michel et al. score once; the later HF port re-scores the remaining heads")
 with c[3]:
-    limit = pickers.eval_size_picker("curves")
+    sel = pickers.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
-              (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), step, rescore),
-              {"seeds": cache_curves.curve_seeds(name)}, start="button") for name in chosen]
-waiting = {name: workload.curve_seconds(spec, task_name, name, limit, call.args[4], step, rescore, arch.total_heads,
+calls = [factories.curve(sel, name, step, rescore, start="button") for name in chosen]
+waiting = {name: workload.curve_seconds(sel, name, workload.score_size(sel, name), step, rescore, arch.total_heads,
                                         cache_curves.curve_seeds(name))
            for name, call in zip(chosen, calls) if not call.started()}
 start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
@@ -54,14 +51,14 @@ for call in calls:
         curves[call.job.removeprefix("curve_")] = result
 mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
-current = evaluations.of_mask(spec, task_name, limit, mask).show()
-dense = evaluations.of_all_heads(spec, task_name, limit).show()
+current = cache.evaluation(sel, mask).show()
+dense = cache.dense_evaluation(sel).show()
 if curves:
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     first = next(iter(curves.values()))
     # chance: the accuracy of always answering the most frequent label (a metric that averages a
     # per-example score); no line for corpus-level metrics (F1, BLEU) or texts
-    chance = uncertainty.majority_share(cache.references(spec, task_name, limit)) \
+    chance = uncertainty.majority_share(cache.references(sel)) \
         if get_metric(first.metric_name).per_example else None
     st.plotly_chart(charts.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None, chance),
@@ -73,8 +70,8 @@ if curves:
                + (f" Dashed red: the majority class, {100 * chance:.0f} % of these examples (always answering "
                   "it scores that)." if chance is not None else ""))
     baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
-                    (spec, task_name, limit), progress=False).show() \
-        if dense is not None and cache.task_summary(task_name)["task_type"] == "language_model" else None
+                    (sel,), progress=False).show() \
+        if dense is not None and cache.task_summary(sel.task)["task_type"] == "language_model" else None
     if baseline is not None:
         st.caption(uncertainty.unigram_reference(dense, baseline))
     ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
@@ -82,10 +79,9 @@ if curves:
 
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
 with ablation_tab:                     # a button that says the cost, not a switch: it runs once per click
-    secs = workload.ablation_seconds(spec, task_name, limit, arch.total_heads)
-    table = Work("ablation", f"Single-head ablation ({arch.total_heads + 1} evaluations of {limit} examples, "
-                 f"{workload.about(secs)} on 2 CPU cores)", cache_curves.ablation, (spec, task_name, limit),
-                 start="button").show()
+    secs = workload.ablation_seconds(sel, arch.total_heads)
+    table = factories.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
+                               f"examples, {workload.about(secs)} on 2 CPU cores)", start="button").show()
     if table is not None:
         st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
                    f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
@@ -98,14 +94,14 @@ with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
                    horizontal=True, key=state.widget_key("curves", "one_how"))
     by = None if how.startswith("search") else state.scorer_name()
-    n_score = workload.score_limit(spec, task_name, by, limit) if by else None
+    n_score = workload.score_size(sel, by) if by else None
     layers = sum(1 for rows in arch.layout.kinds.values() for n in rows if n > 0)
-    secs = workload.one_per_layer_seconds(spec, task_name, limit, arch.total_heads, layers, by, n_score)
-    table = Work(f"one_{by}", f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
-                 cache_curves.one_per_layer, (spec, task_name, limit, by, n_score), start="button").show()
+    secs = workload.one_per_layer_seconds(sel, arch.total_heads, layers, by, n_score)
+    table = factories.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
+                                    start="button").show()
     if table is not None:
         st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
                    f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
         ui.downloads("one_per_layer", ui.rows_frame(table.rows), table.to_json())
 with kinds_tab:
-    kinds_view.show(spec, task_name, arch, limit)
+    kinds_view.show(sel, arch)

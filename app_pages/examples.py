@@ -17,7 +17,7 @@ spec, task_name = state.model_spec(), state.task_spec()
 arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
-limit = pickers.eval_size_picker("examples", narrow=True)
+sel = pickers.eval_size_picker("examples", narrow=True)
 mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
 if mask.is_full():
@@ -32,14 +32,14 @@ COLUMNS = {"#": st.column_config.NumberColumn(width=40), "text": st.column_confi
            **{c: st.column_config.NumberColumn(width=100, format="%.3f")
               for c in ("loss, all heads", "loss, this mask", "change")}}
 dense = Work("examples_dense", "Each example with all heads", cache.example_outputs,
-             (spec, task_name, limit, None, True)).show()
+             (sel, None, True)).show()
 pruned = Work("examples_mask", "Each example under this mask", cache.example_outputs,
-              (spec, task_name, limit, mask, True)).show()
+              (sel, mask, True)).show()
 if dense is None or pruned is None:
     st.stop()
-inputs, references = cache.example_inputs(spec, task_name, limit), cache.references(spec, task_name, limit)
+inputs, references = cache.example_inputs(sel), cache.references(sel)
 names = cache_attention.label_names(task_name)
-ev = cache.evaluate(spec, task_name, limit, mask)
+ev = cache.evaluate(sel, mask)
 classes = view.is_classes(list(dense.predictions), references)
 
 changed = view.changed_frame(inputs, references, dense, pruned, names)

@@ -1,10 +1,9 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app.jobs import cache, pickers, workload
+from app.jobs import factories, pickers
 from app.headmap import panel as live_panel
 from app.core import mask as mask_state, state, ui
-from app.jobs.work import Work
 
 ui.page_intro("Head map", """
 Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
@@ -14,22 +13,17 @@ live panel (beside the map; on a narrow screen below it, with heads kept, metric
 above the map) re-evaluates the model with exactly these heads switched off, and times the
 physically smaller model against the full one.""")
 
-spec, task_name = state.model_spec(), state.task_spec()
-arch = pickers.load_architecture(spec)
+arch = pickers.load_architecture(state.model_spec())
 if arch is None:
     st.stop()
 c1, c2, _ = st.columns([2, 1, 2])
 with c1:
     scorer = pickers.scorer_picker("headmap")
 with c2:
-    limit = pickers.eval_size_picker("headmap")
+    sel = pickers.eval_size_picker("headmap")
 mask_state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 
-n_score = workload.score_limit(spec, task_name, scorer, limit)   # fewer for a costly model; slow ones wait for a click
-heads = arch.layout.total_heads
-result = Work(f"score_{scorer}", workload.scoring_label(spec, task_name, scorer, n_score, heads), cache.scores,
-              (spec, task_name, scorer, n_score),
-              start="button" if workload.waits_for_click(spec, task_name, scorer, n_score, heads) else "auto").show()
+result = factories.scores(sel, scorer, arch.layout.total_heads).show()   # slow ones wait for a click
 ranking = result.ranking_scores if result is not None else None
-live_panel.show(spec, task_name, arch, limit, ranking, scorer)     # a fragment: a click reruns only the map and panel
+live_panel.show(sel, arch, ranking, scorer)     # a fragment: a click reruns only the map and panel

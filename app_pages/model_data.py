@@ -1,7 +1,7 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app.jobs import cache, evaluations, pickers
+from app.jobs import cache, pickers
 from app.core import state, ui, uncertainty, welcome
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
@@ -51,7 +51,7 @@ if arch.pruned_heads:
     st.info("This model was already pruned by headprune; removed heads are gone from its weights.")
 
 st.subheader(f"Task {md_code(task_label(task_name))}")
-limit = pickers.eval_size_picker("model", narrow=True)
+sel = pickers.eval_size_picker("model", narrow=True)
 examples = Work(f"examples_{task_name}", "Reading the task's data", cache.examples, (task_name,),
                 progress=False).show()
 if examples is not None:
@@ -61,7 +61,7 @@ if examples is not None:
                f"{md_escape(ui.metric_label(about['metric_name']))}"
                + (f" · labels: {md_escape(labels)}" if labels else "") + f" · first rows of the {md_code(about['split'])} split:")
     st.dataframe(data_set_names(examples), hide_index=True)      # no server paths
-    dense = evaluations.of_all_heads(spec, task_name, limit, "Evaluating the model with all heads").show()
+    dense = cache.dense_evaluation(sel, "Evaluating the model with all heads").show()
     if dense is not None:
         base = uncertainty.shown(dense)
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads", base.value,
@@ -69,7 +69,7 @@ if examples is not None:
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")
         baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
-                        (spec, task_name, limit), progress=False).show() \
+                        (sel,), progress=False).show() \
             if about["task_type"] == "language_model" else None
         if baseline is not None:
             st.caption(uncertainty.unigram_reference(dense, baseline))

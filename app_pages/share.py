@@ -16,8 +16,8 @@ reopens the dashboard with the same model, task, score and mask; **the pruned mo
 smaller model you can load with headprune. Load a bundle, a report or a mask file in the second tab
 to restore that exact state here.""")
 
-spec, task_name, scorer = state.model_spec(), state.task_spec(), state.scorer_name()
-limit = pickers.eval_limit(spec, task_name)
+sel, scorer = pickers.selection(), state.scorer_name()
+spec, task_name = sel.model, sel.task
 share_tab, load_tab = st.tabs(["Share this analysis", "Load an analysis"])
 
 with load_tab:      # drawn first: it must not wait for the downloads below to be computed
@@ -55,7 +55,7 @@ with share_tab:
                                         "settings); others are computed now (step 10 %, no re-scoring).")
     with_ablation = o2.toggle("Single-head ablation", key=state.widget_key("share", "ablation"))
     with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
-    analysis = share_ui.gather_analysis(spec, task_name, scorer, limit, mask, curve_scorers=curve_scorers,
+    analysis = share_ui.gather_analysis(sel, scorer, mask, curve_scorers=curve_scorers,
                                      with_ablation=with_ablation, with_one_per_layer=with_one)
     stem = share.pruned_folder_name(spec, mask).replace("-pruned-", "-")
     d1, d2, d3 = st.columns(3)

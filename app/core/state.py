@@ -15,7 +15,7 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_model``           str                  model spec: "default", a local folder or a hub id (``model``)
 ``hp_task``            str                  task: "movie-sentiment", a GLUE/WMT name, "file:PATH" (``task``)
 ``hp_scorer``          str                  scorer name, a key of ``pruning_core.scoring.SCORERS`` (``scorer``)
-``hp_eval_limit``      int | None           examples in the evaluation subset (``n``); None: the model's size
+``hp_eval_size``       int | None           examples evaluated, the user's choice (``n``); None: the model's own
 ``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``;
                                             :mod:`app.core.mask`)
 ``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
@@ -37,7 +37,8 @@ Public functions
 ----------------
 - :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
 - :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
-  :func:`scorer_name` / :func:`set_scorer`, :func:`eval_limit` / :func:`set_eval_limit`.
+  :func:`scorer_name` / :func:`set_scorer`, :func:`eval_size` / :func:`set_eval_size` (the
+  session's whole selection: :func:`app.jobs.pickers.selection`).
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
   :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
   :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
@@ -46,7 +47,7 @@ Public functions
 
 Defaults come from the environment when set (used by tests and the browser e2e test):
 ``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
-``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.jobs.workload.eval_size``, which
+``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.jobs.workload.default_eval_size``, which
 keeps a click near 5 s on 2 cores; choosing another model goes back to its size).
 """
 from __future__ import annotations
@@ -65,7 +66,7 @@ from pruning_core.core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER,
 MODEL = "hp_model"
 TASK = "hp_task"
 SCORER = "hp_scorer"
-EVAL_LIMIT = "hp_eval_limit"
+EVAL_SIZE = "hp_eval_size"
 HISTORY = "hp_history"
 PENDING_MASK = "hp_pending_mask"
 PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pending mask
@@ -88,8 +89,8 @@ DEFAULT_MODEL = "default"
 DEFAULT_TASK = "movie-sentiment"
 DEFAULT_SCORER = "gradient"
 # The largest evaluation size a user may ask for. Without a choice each model evaluates its own size
-# (app.jobs.workload.eval_size: half of a 5 s click for the forward pass on 2 cores).
-MAX_EVAL_LIMIT = 100_000
+# (app.jobs.workload.default_eval_size: half of a 5 s click for the forward pass on 2 cores).
+MAX_EVAL_SIZE = 100_000
 
 def widget_key(page: str, name: str) -> str:
     """The session-state key of a page's widget, e.g. ``widget_key("headmap", "preset_pct")``."""
@@ -106,7 +107,7 @@ def _defaults() -> dict:
         MODEL: defaults()[0],
         TASK: defaults()[1],
         SCORER: DEFAULT_SCORER,
-        EVAL_LIMIT: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), None),
+        EVAL_SIZE: _int_or(os.environ.get("HEADPRUNE_APP_EVAL_LIMIT"), None),
         HISTORY: None,
         PENDING_MASK: None,
         QP_READ: False,
@@ -154,7 +155,7 @@ def _read_query_params() -> None:
         st.session_state[SCORER] = qp[QP_SCORER]
     if qp.get(QP_LIMIT):
         try:
-            set_eval_limit(int(qp[QP_LIMIT]))
+            set_eval_size(int(qp[QP_LIMIT]))
         except (ValueError, HeadpruneError):
             # app.core.notices shows it; the URL reader queues it under the key it owns (notices imports state)
             st.session_state[NOTICES].append(
@@ -169,8 +170,8 @@ def share_params(mask: HeadMask | None = None, page: str | None = None) -> dict[
     """The query parameters that reproduce this session's view (model, task, scorer, size, mask; on
     ``page`` "tour" also the tour's step)."""
     params = {QP_MODEL: model_spec(), QP_TASK: task_spec(), QP_SCORER: scorer_name()}
-    if eval_limit() is not None:              # else the model's own size, which the link need not carry
-        params[QP_LIMIT] = str(eval_limit())
+    if eval_size() is not None:              # else the model's own size, which the link need not carry
+        params[QP_LIMIT] = str(eval_size())
     if mask is None:
         hist = st.session_state.get(HISTORY)
         mask = hist.current if hist is not None and hist.model == model_spec() else None
@@ -204,7 +205,7 @@ def set_model_spec(spec: str) -> None:
         st.session_state[MODEL] = spec
         st.session_state[HISTORY] = None
         st.session_state[PENDING_MASK] = None
-        st.session_state[EVAL_LIMIT] = None          # the new model's own evaluation size
+        st.session_state[EVAL_SIZE] = None          # the new model's own evaluation size
 
 
 def task_spec() -> str:
@@ -225,21 +226,22 @@ def set_scorer(name: str) -> None:
     st.session_state[SCORER] = name
 
 
-def eval_limit() -> int | None:
-    """The evaluation size the user chose, or None for the model's own (``ui.eval_limit`` resolves it)."""
+def eval_size() -> int | None:
+    """The evaluation size the user chose, or None for the model's own (:func:`app.jobs.pickers.selection`
+    resolves it)."""
     init()
-    return st.session_state[EVAL_LIMIT]
+    return st.session_state[EVAL_SIZE]
 
 
-def set_eval_limit(n: int) -> None:
-    if not 1 <= int(n) <= MAX_EVAL_LIMIT:
-        raise HeadpruneError(f"The evaluation size must be between 1 and {MAX_EVAL_LIMIT} examples, got {n}.")
-    st.session_state[EVAL_LIMIT] = int(n)
+def set_eval_size(n: int) -> None:
+    if not 1 <= int(n) <= MAX_EVAL_SIZE:
+        raise HeadpruneError(f"The evaluation size must be between 1 and {MAX_EVAL_SIZE} examples, got {n}.")
+    st.session_state[EVAL_SIZE] = int(n)
 
 
 # -- loading a link or an analysis ---------------------------------------------------------------
 def restore(*, model: str | None = None, task: str | None = None, scorer: str | None = None,
-            mask: HeadMask | Mapping | str | None = None, limit: int | None = None,
+            mask: HeadMask | Mapping | str | None = None, eval_size: int | None = None,
             source: str = "mask from the link") -> None:
     """Set several choices at once (a loaded analysis or link). ``mask`` may be a HeadMask, a
     ``headprune.mask/1`` kinds dict, or the URL text form; it is checked against the model's
@@ -251,8 +253,8 @@ def restore(*, model: str | None = None, task: str | None = None, scorer: str | 
         set_task_spec(task)
     if scorer is not None:
         set_scorer(scorer)
-    if limit is not None:
-        set_eval_limit(limit)
+    if eval_size is not None:
+        set_eval_size(eval_size)
     if mask is not None:
         if isinstance(mask, Mapping):
             mask = HeadMask.from_lists(mask)
@@ -276,6 +278,6 @@ def set_tour_step(name: str) -> None:
 
 __all__ = [
     "widget_key", "init", "share_params", "push_query_params", "model_spec", "set_model_spec", "task_spec",
-    "set_task_spec", "scorer_name", "set_scorer", "eval_limit", "set_eval_limit", "restore", "defaults",
+    "set_task_spec", "scorer_name", "set_scorer", "eval_size", "set_eval_size", "restore", "defaults",
     "tour_step", "set_tour_step", "QP_STEP", "TOUR_PAGE",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.core import state, ui
+from app.core.selection import Selection
 from app.core.text import md_code
 from app.curves import cache as cache_curves, figures
 from app.jobs import workload
@@ -14,7 +15,7 @@ from pruning_core.evaluation.kinds import FRACTIONS, missing_note
 SEEDS = 3
 
 
-def show(spec: str, task_name: str, arch, limit: int) -> None:
+def show(sel: Selection, arch) -> None:
     """Run (on its button) and draw the kind sensitivity of the session's model and task."""
     present = [k for k, rows in arch.layout.kinds.items() if sum(rows) > 0]
     missing = [k for k in KIND_LABELS if k not in present]
@@ -26,10 +27,10 @@ def show(spec: str, task_name: str, arch, limit: int) -> None:
     runs = len(present) * len(FRACTIONS) * (1 + SEEDS) + 1
     st.caption(f"Remove 10, 25 and 50 % of ONE kind's heads, the least important first by {md_code(scorer)} and in "
                f"{SEEDS} random orders, the other kinds untouched (Michel et al. 2019, §5): {runs} evaluations of "
-               f"{limit} examples. " + missing_note(missing))
-    n_score = workload.score_limit(spec, task_name, scorer, limit)
-    result = Work(f"kinds_{scorer}", f"Attention kinds: {runs} evaluations of {limit} examples",
-                  cache_curves.kind_sensitivity, (spec, task_name, limit, scorer, n_score, FRACTIONS, SEEDS),
+               f"{sel.eval_size} examples. " + missing_note(missing))
+    result = Work(f"kinds_{scorer}", f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
+                  cache_curves.kind_sensitivity,
+                  (sel, scorer, workload.score_size(sel, scorer), FRACTIONS, SEEDS),
                   start="button").show()
     if result is None:
         return

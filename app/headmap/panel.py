@@ -6,7 +6,7 @@ order: the mask changes (the widget callback, before the rerun) → the map, hea
 parameter count of the new mask are drawn at once, with the metric, loss and latency marked
 "updating…" → the metric and loss as soon as the one evaluation of the new mask is done → the
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
-after the metric, behind any evaluation another session waits for: :mod:`app.jobs.compute`).
+after the metric, behind any evaluation another session waits for: :data:`app.jobs.board.GATE`).
 
 The fragment never waits for work while a click could come (issue 31): a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
@@ -37,11 +37,12 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app.jobs import cache, evaluations, workload
+from app.jobs import cache, workload
 from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
 from app.core.access import task_label
+from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.jobs.work import PENDING, Work
 from pruning_core.core.heads import KIND_LABELS, HeadMask
@@ -76,20 +77,21 @@ def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = Non
     return f"{kept} · {metric} · loss **{loss}**"
 
 
-def show(spec: str, task_name: str, arch, limit: int, ranking, score_name: str) -> None:
+def show(sel: Selection, arch, ranking, score_name: str) -> None:
     """The map and the live panel of the session's current mask (a fragment: clicks rerun only this)."""
-    _live(spec, task_name, arch, limit, ranking, score_name)
+    _live(sel, arch, ranking, score_name)
 
 
 @st.fragment
-def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str) -> None:
+def _live(sel: Selection, arch, ranking, score_name: str) -> None:
+    spec, task_name = sel.model, sel.task
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
     wait = not _fragment_rerun()        # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
     latency_ui.drop_stale_timing(spec, mask)            # a timing of the previous mask would hold the CPU queue
-    _evaluation(spec, task_name, limit, mask).begin()    # queued for the CPU now, while the map is drawn
+    _evaluation(sel, mask).begin()    # queued for the CPU now, while the map is drawn
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
         strip = st.empty()
@@ -106,7 +108,7 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
     with metric_slot.container():
         note = st.empty()
         note.caption(_updating_text(mask))
-        ev, loss_slot = _metric_and_loss(spec, task_name, limit, mask, wait, pending)
+        ev, loss_slot = _metric_and_loss(sel, mask, wait, pending)
         if ev is not PENDING:
             note.empty()
     if ev is None:
@@ -117,9 +119,9 @@ def _live(spec: str, task_name: str, arch, limit: int, ranking, score_name: str)
         _note_metric_sent(mask)
     shown = ev if ev is not PENDING else None
     if shown is not None and not mask.is_full():
-        _loss_change(spec, task_name, limit, mask, shown, loss_slot, wait, pending)
+        _loss_change(sel, mask, shown, loss_slot, wait, pending)
     with right:
-        _repair(spec, task_name, limit, mask, ev, wait, pending)
+        _repair(sel, mask, ev, wait, pending)
     with history_slot:
         headmap_ui.show_history(shown.metric_name if shown is not None else "accuracy")
     if ev is not PENDING:               # timed after the metric: it does not compete with the evaluation
@@ -158,12 +160,12 @@ def _updating_text(mask: HeadMask) -> str:
     return text
 
 
-def _evaluation(spec: str, task_name: str, limit: int, mask: HeadMask) -> Work:
+def _evaluation(sel: Selection, mask: HeadMask) -> Work:
     """The one evaluation of ``mask`` behind a click. The fragment begins it before anything is drawn and
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
-    (:mod:`app.jobs.compute`) at once instead of after eight redraws that share the server's interpreter, and
+    (:data:`app.jobs.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
-    return evaluations.of_mask(spec, task_name, limit, mask, "Evaluating this mask")
+    return cache.evaluation(sel, mask, "Evaluating this mask")
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -241,13 +243,12 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
     return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
 
 
-def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask, wait: bool = True,
-                     pending: list | None = None):
+def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending: list | None = None):
     """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
     evaluation is done; returns (EvalResult, the loss's slot), (None, None) when it failed, or
     (:data:`app.jobs.work.PENDING`, None) while it runs and ``wait`` is False (the work put in ``pending``)."""
     changed = not mask.is_full()
-    works = [_evaluation(spec, task_name, limit, mask), evaluations.of_all_heads(spec, task_name, limit)]
+    works = [_evaluation(sel, mask), cache.dense_evaluation(sel)]
     ev, dense = (w.show(wait) for w in works)
     if PENDING in (ev, dense):
         pending.extend(w for w, r in zip(works, (ev, dense)) if r is PENDING)
@@ -259,7 +260,7 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask, wait
     m1 = m2 = ui.metric_row(ROW_GAP)
     metric = get_metric(ev.metric_name)
     now, base = uncertainty.shown(ev), uncertainty.shown(dense)
-    diff = uncertainty.change(dense, ev, cache.comparison(spec, task_name, limit, mask)) if changed else None
+    diff = uncertainty.change(dense, ev, cache.comparison(sel, mask)) if changed else None
     session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total,
                                             f"{ui.metric_label(ev.metric_name)} {now.value}"))
     m1.metric(ui.metric_label(ev.metric_name), now.value, width="content",
@@ -269,16 +270,15 @@ def _metric_and_loss(spec: str, task_name: str, limit: int, mask: HeadMask, wait
     loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
                      **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
-    st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(task_name))} split of "
-               f"{md_code(task_label(task_name))}: {md_escape(ui.metric_label(ev.metric_name))} "
+    st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(sel.task))} split of "
+               f"{md_code(task_label(sel.task))}: {md_escape(ui.metric_label(ev.metric_name))} "
                f"{md_escape(now.value)} ({md_escape(now.interval)}). "
                f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                + (f" Change: {md_escape(diff.detail)}." if diff else ""))
     return ev, loss_slot
 
 
-def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev, wait: bool = True,
-            pending: list | None = None) -> None:
+def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list | None = None) -> None:
     """The "repair" toggle (off by default: a click stays one forward pass): the metric of ``mask`` with
     and without least-squares repair of the kept heads, computed behind other sessions' clicks."""
     if not st.toggle("repair", key=state.widget_key("headmap", "repair"),
@@ -291,7 +291,7 @@ def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev, wait: boo
     if ev is None or mask.is_full():
         st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
         return
-    work = Work("repair", "Repairing this mask", cache.repaired_evaluation, (spec, task_name, limit, mask))
+    work = Work("repair", "Repairing this mask", cache.repaired_evaluation, (sel, mask))
     fixed = work.show(wait)
     if fixed is PENDING:
         pending.append(work)
@@ -305,10 +305,10 @@ def _repair(spec: str, task_name: str, limit: int, mask: HeadMask, ev, wait: boo
                                  "normal" if metric.higher_is_better else "inverse"))
 
 
-def _loss_change(spec: str, task_name: str, limit: int, mask: HeadMask, ev, loss_slot, wait: bool = True,
+def _loss_change(sel: Selection, mask: HeadMask, ev, loss_slot, wait: bool = True,
                  pending: list | None = None) -> None:
     """The loss of ``mask`` again, now with its change against all heads and the paired interval over examples."""
-    works = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (spec, task_name, limit, m))
+    works = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (sel, m))
              for n, m in (("dense", None), ("mask", mask))]
     per = [w.show(wait) for w in works]
     if PENDING in per:                  # the loss keeps "change: updating…"

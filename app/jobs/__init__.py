@@ -1,2 +1,2 @@
-"""Long work per session (``Work`` and its board), the CPU queue, the shared cached calls, and how much
-work a model gets."""
+"""Long work: ``Work`` and the board that runs it (with the server's CPU queue), the shared cached calls (with
+the evaluation job), one factory per other long job, how much work a model gets, and the shared pickers."""

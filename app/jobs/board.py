@@ -11,24 +11,33 @@ callback: a board made with ``alive`` (:func:`session_alive`: the Streamlit runt
 session's connection) stops its jobs once that has said no for :data:`GONE_AFTER_S` seconds, so
 closing the browser does not leave scoring running for nobody.
 
-Pure: no Streamlit, so the survival rules are tested without a browser.
+Every session's jobs run their forward passes one at a time through :data:`GATE`, the server's CPU queue:
+each pass already uses all the cores (torch's intra-op threads), so side by side they would all finish late,
+while queued each takes what a lone pass takes. ``with GATE.hold(urgent=True)`` wraps work a user waits for
+(an evaluation behind a click), ``urgent=False`` work that can wait (a latency timing, which also measures
+better alone). Waiting work reports "queued" through its progress callback, so a Cancel, or a newer click
+that replaces the job, stops it while it waits.
+
+Pure: no Streamlit, so the survival rules and the queue are tested without a browser.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pruning_core.core.errors import Cancelled
-from pruning_core.core.progress import ProgressEvent
+from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 
 MAX_JOBS = 24          # jobs a session keeps (finished ones are dropped oldest first beyond this)
 GONE_AFTER_S = 20.0    # a session disconnected this long is gone (a page reload reconnects sooner)
 EXIT_WAIT_S = 30.0     # at interpreter exit, how long running jobs get to stop at a progress callback
+POLL_S = 0.1           # how often work waiting in the CPU queue reports (and so notices a cancel)
 
 _running: set["Job"] = set()     # every board's running jobs, for :func:`stop_running` at exit
 _running_lock = threading.Lock()
@@ -198,3 +207,66 @@ def stop_running(timeout_s: float = EXIT_WAIT_S) -> int:
         if job.thread is not None and job.thread is not threading.current_thread():
             job.thread.join(max(0.0, deadline - time.monotonic()))
     return sum(1 for job in jobs if job.running)
+
+
+# -- the server's CPU queue -------------------------------------------------------------------------
+class Gate:
+    """A lock that lets urgent holders in first: a non-urgent holder waits while any urgent one waits."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._urgent_waiting = 0
+        self.waiting = 0                 # holders waiting now (what a queued job reports)
+
+    @contextlib.contextmanager
+    def hold(self, *, urgent: bool, progress: ProgressCallback | None = None, what: str = "") -> Iterator[None]:
+        """Hold the gate for the block. ``progress`` receives a "queued" event while waiting; an
+        exception it raises (``Cancelled``) leaves the queue without running the block."""
+        with self._cond:
+            self.waiting += 1
+            self._urgent_waiting += urgent
+            try:
+                while self._busy or (not urgent and self._urgent_waiting):
+                    report(progress, "queued", 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
+                    self._cond.wait(POLL_S)
+            finally:
+                self.waiting -= 1
+                self._urgent_waiting -= urgent
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "") -> None:
+        """Inside ``hold(urgent=False)``: when urgent holders wait, let them all run, then take the gate
+        back. Long background work (a repair, layer by layer) calls it between its steps, so a click
+        waits for one step, not for the whole work."""
+        with self._cond:
+            if not self._urgent_waiting:
+                return
+            self._busy = False
+            self._cond.notify_all()
+            self.waiting += 1
+            try:
+                while self._busy or self._urgent_waiting:
+                    report(progress, "queued", 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
+                    self._cond.wait(POLL_S)
+            finally:
+                self.waiting -= 1
+            self._busy = True
+
+
+GATE = Gate()
+
+
+def yielding(progress: ProgressCallback | None, what: str) -> ProgressCallback:
+    """``progress`` that also lets waiting urgent work through :data:`GATE` at every step it reports."""
+    def callback(event) -> None:
+        if progress is not None:
+            progress(event)
+        GATE.yield_to_urgent(progress, what)
+    return callback

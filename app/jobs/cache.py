@@ -8,8 +8,8 @@ features share (models, tasks, data, evaluation, scores) and the Head map's live
   treated as read-only: masks are applied per call (``pruning_core.modeling.masking.apply_mask`` is
   per-thread), pruning returns a copy.
 - Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
-  their arguments: model spec, task name, data size, mask and settings. A cached function reads
-  nothing but its arguments (and the other cached calls they name); settings such as the device
+  their arguments: the :class:`app.core.selection.Selection` (model, task, evaluation size), mask and
+  settings. A cached function reads nothing but its arguments (and the other cached calls they name); settings such as the device
   or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
 - Timings (:func:`latency`, :func:`app.speed.cache.speed_sweep`) are never cached: a latency belongs to its
   moment and machine load. Pages keep them per session and show when and under what load.
@@ -18,6 +18,10 @@ Arguments named ``_progress`` take a ``pruning_core`` progress callback; the lea
 keeps them out of the cache key. Run long calls through :class:`app.jobs.work.Work`, which supplies
 that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
 cached functions (a cached function must not draw, or its cache hits would replay the drawing).
+
+The evaluation of a mask is built here as a job too (:func:`evaluation`, :func:`dense_evaluation`), beside
+the cached call it runs: a Head map click goes from the panel to this module, which calls the library's
+``Task.evaluate`` (the job board only runs it). The other long jobs: :mod:`app.jobs.factories`.
 """
 from __future__ import annotations
 
@@ -51,11 +55,12 @@ from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
-from app.jobs import compute
+from app.core.selection import Selection
+from app.jobs import board
+from app.jobs.work import Work
 from app.core.access import DataAccess, data_access_from
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
-SCORE_LIMIT = 512        # examples used by gradient-type scorers (ScoreConfig's default)
 LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 LATENCY_WARMUP = 2
@@ -208,9 +213,9 @@ def split_of(task_name: str) -> str:
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def data(spec: str, task_name: str, limit: int | None):
-    """The task's evaluation split, tokenised for the model, at most ``limit`` examples."""
-    return task(task_name).encode(load(spec), split_of(task_name), limit)
+def data(sel: Selection):
+    """The task's evaluation split, tokenised for the model, its first ``sel.eval_size`` examples."""
+    return task(sel.task).encode(load(sel.model), split_of(sel.task), sel.eval_size)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -220,15 +225,15 @@ def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
     loaded = load(spec)
     if bench.audio_frames(loaded.model.config) is not None:
         return budget.example_cost(loaded, loaded.task_type)
-    encoded = data(spec, task_name, budget.MAX_EVAL_SIZE)
+    encoded = data(Selection(spec, task_name, budget.MAX_EVAL_SIZE))
     mean_length = statistics.mean(encoded.lengths or [encoded.max_length])
     return budget.example_cost(loaded, loaded.task_type, math.ceil(mean_length))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def examples(task_name: str, limit: int = 5) -> list[dict]:
+def examples(task_name: str, rows: int = 5) -> list[dict]:
     """A few raw examples of the evaluation split (checks a file parses; shows what the data is)."""
-    return list(task(task_name).load(split_of(task_name), limit=limit))
+    return list(task(task_name).load(split_of(task_name), limit=rows))
 
 
 # -- derived results -------------------------------------------------------------------------------
@@ -237,18 +242,31 @@ def _norm(mask: HeadMask | None) -> HeadMask | None:
     return None if mask is None or mask.is_full() else mask
 
 
-def evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None,
-             _progress: ProgressCallback | None = None) -> EvalResult:
-    """Metric and loss of the model under ``mask`` on the first ``limit`` evaluation examples."""
-    return _evaluate(spec, task_name, limit, _norm(mask), EVAL_BATCH, _progress)
+EVAL_JOB, DENSE_JOB = "eval", "eval_dense"    # one job name each: a page finds the evaluation another started
+
+
+def evaluation(sel: Selection, mask: HeadMask, label: str = "Evaluating the current mask") -> Work:
+    """The job of :func:`evaluate` for ``mask``: the Head map's click, the Curves and Share pages and the Tour
+    all ask for it under :data:`EVAL_JOB`, so each finds the one another page started; only the label differs."""
+    return Work(EVAL_JOB, label, evaluate, (sel, mask))
+
+
+def dense_evaluation(sel: Selection, label: str = "Evaluating all heads") -> Work:
+    """The same with every head kept, under :data:`DENSE_JOB`."""
+    return Work(DENSE_JOB, label, evaluate, (sel, None))
+
+
+def evaluate(sel: Selection, mask: HeadMask | None, _progress: ProgressCallback | None = None) -> EvalResult:
+    """Metric and loss of the model under ``mask`` on the first ``sel.eval_size`` evaluation examples."""
+    return _evaluate(sel, _norm(mask), EVAL_BATCH, _progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _evaluate(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, batch_size: int,
+def _evaluate(sel: Selection, mask: HeadMask | None, batch_size: int,
               _progress: ProgressCallback | None = None) -> EvalResult:
-    with compute.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
-        return task(task_name).evaluate(load(spec), data(spec, task_name, limit), mask, batch_size=batch_size,
-                                        progress=_progress, layer_cache=layer_inputs())
+    with board.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
+        return task(sel.task).evaluate(load(sel.model), data(sel), mask, batch_size=batch_size,
+                                       progress=_progress, layer_cache=layer_inputs())
 
 
 @st.cache_resource(show_spinner=False)
@@ -259,55 +277,54 @@ def layer_inputs() -> LayerInputCache:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def repaired_evaluation(spec: str, task_name: str, limit: int | None, mask: HeadMask,
-                        _progress: ProgressCallback | None = None) -> EvalResult:
+def repaired_evaluation(sel: Selection, mask: HeadMask, _progress: ProgressCallback | None = None) -> EvalResult:
     """``mask``'s metric after least-squares repair (``pruning_core.compress``) tuned on the first
     :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
     from pruning_core.compress import evaluate_repaired  # the path `curve --repair` and the benchmarks take
-    with compute.GATE.hold(urgent=False, progress=_progress, what="repair"):
-        loaded, found = load(spec), task(task_name)
-        calibration = found.encode(loaded, score_split_of(task_name), REPAIR_CALIBRATION)
-        fixed, _ = evaluate_repaired(loaded, found, data(spec, task_name, limit), mask, calibration,
+    with board.GATE.hold(urgent=False, progress=_progress, what="repair"):
+        loaded, found = load(sel.model), task(sel.task)
+        calibration = found.encode(loaded, score_split_of(sel.task), REPAIR_CALIBRATION)
+        fixed, _ = evaluate_repaired(loaded, found, data(sel), mask, calibration,
                                      bias_compensation=True, batch_size=EVAL_BATCH,
-                                     progress=compute.yielding(_progress, "repair"))
+                                     progress=board.yielding(_progress, "repair"))
         return fixed
 
 
-def references(spec: str, task_name: str, limit: int | None) -> list | None:
+def references(sel: Selection) -> list | None:
     """The gold labels (or reference texts) of the evaluated examples, in order; None when the data has none."""
-    found = task(task_name).references(data(spec, task_name, limit))
+    found = task(sel.task).references(data(sel))
     return None if found is None else list(found.tolist() if hasattr(found, "tolist") else found)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def unigram_baseline(spec: str, task_name: str, limit: int | None) -> UnigramBaseline | None:
+def unigram_baseline(sel: Selection) -> UnigramBaseline | None:
     """A language model's reference: the unigram perplexity on the evaluated tokens (None for other tasks)."""
-    found = task(task_name)
+    found = task(sel.task)
     if found.task_type != "language_model":
         return None
-    return unigram.unigram_baseline(load(spec), found, data(spec, task_name, limit))
+    return unigram.unigram_baseline(load(sel.model), found, data(sel))
 
 
-def example_outputs(spec: str, task_name: str, limit: int | None, mask: HeadMask | None, predictions: bool = False,
+def example_outputs(sel: Selection, mask: HeadMask | None, predictions: bool = False,
                     _progress: ProgressCallback | None = None) -> ExampleOutputs:
     """Each evaluated example's loss (and with ``predictions`` its prediction) under ``mask``: a view of
     the cached :func:`evaluate` result, so the metric, its interval and these come from one forward pass."""
-    out = ExampleOutputs.from_eval(evaluate(spec, task_name, limit, mask, _progress))
+    out = ExampleOutputs.from_eval(evaluate(sel, mask, _progress))
     return out if predictions else ExampleOutputs(out.losses, out.weights)
 
 
-def example_inputs(spec: str, task_name: str, limit: int | None) -> list[dict]:
+def example_inputs(sel: Selection) -> list[dict]:
     """The evaluated examples as read from the task (dicts of text fields and label), in order."""
-    return list(data(spec, task_name, limit).texts)
+    return list(data(sel).texts)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
-def comparison(spec: str, task_name: str, limit: int | None, mask: HeadMask | None) -> Comparison | None:
+def comparison(sel: Selection, mask: HeadMask | None) -> Comparison | None:
     """Paired test of the model under ``mask`` against all heads on the same evaluated examples
     (``pruning_core.evaluation.significance.compare``) from the two cached :func:`evaluate` results, no pass of its
     own; None without per-example results."""
-    base, other = evaluate(spec, task_name, limit, None), evaluate(spec, task_name, limit, mask)
-    return compare(get_metric(base.metric_name), base, other, references(spec, task_name, limit))
+    base, other = evaluate(sel, None), evaluate(sel, mask)
+    return compare(get_metric(base.metric_name), base, other, references(sel))
 
 
 def scorer_names() -> list[str]:
@@ -324,12 +341,6 @@ def slow_scorer(name: str) -> bool:
     return scorer_info(name).cost == "per_head"
 
 
-def score_limit(scorer: str, eval_limit: int) -> int:
-    """Examples a scorer uses: one that evaluates once per head uses the evaluation subset, the
-    others at least :data:`SCORE_LIMIT` examples."""
-    return eval_limit if scorer_info(scorer).cost == "per_head" else max(SCORE_LIMIT, eval_limit)
-
-
 def score_split_of(task_name: str) -> str:
     """The split heads are scored on (Head map, Curves, Share): the library's policy,
     ``pruning_core.tasks.default_score_split`` (train when the task has training examples of its own, so
@@ -338,16 +349,16 @@ def score_split_of(task_name: str) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0,
+def scores(spec: str, task_name: str, scorer: str, score_size: int | None, seed: int = 0,
            _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
-    """Importance scores of every head by ``scorer`` (larger = more important), on ``split``
+    """Importance scores of every head by ``scorer`` (larger = more important) on ``score_size`` examples of ``split``
     (default: :func:`score_split_of`, train when the task has its own). The split used is in the
     result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
-    config = ScoreConfig(split=split or score_split_of(task_name), limit=limit, seed=seed)
+    config = ScoreConfig(split=split or score_split_of(task_name), limit=score_size, seed=seed)
     loaded, the_task = load(spec), task(task_name)
     if scorer_info(scorer).seeded:                     # reads no data: nothing worth keeping
         return get_scorer(scorer).score(loaded, the_task, config, progress=_progress)
-    key = score_store.key_for(task_name, scorer, config.split, limit, seed)
+    key = score_store.key_for(task_name, scorer, config.split, score_size, seed)
     with _SCORE_LOCKS[(loaded.weights_sha256, key)]:  # one computation, whichever sessions ask together
         kept = score_store.load_stored(key, loaded.weights_sha256, loaded.layout)
         if kept is not None:
@@ -360,12 +371,12 @@ def scores(spec: str, task_name: str, scorer: str, limit: int | None, seed: int 
         return result
 
 
-def scores_kept(spec: str, task_name: str, scorer: str, limit: int | None, seed: int = 0) -> bool:
+def scores_kept(spec: str, task_name: str, scorer: str, score_size: int | None, seed: int = 0) -> bool:
     """Whether :func:`scores` of these arguments (default split) is kept on disk: opening a page then
     reads it instead of computing (``pruning_core.scoring.store``)."""
     try:
         loaded, _ = load(spec), task(task_name)      # the task first: an exposed server's path check
-        key = score_store.key_for(task_name, scorer, score_split_of(task_name), limit, seed)
+        key = score_store.key_for(task_name, scorer, score_split_of(task_name), score_size, seed)
     except HeadpruneError:
         return False
     return score_store.storable(key, loaded.weights_sha256) and score_store.stored_path(
@@ -376,18 +387,18 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
     measured now: the two variants the panel shows, interleaved in the same call, several rounds,
     the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
-    between its rounds it lets through evaluations that arrived meanwhile (:mod:`app.jobs.compute`).
+    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.jobs.board.GATE`).
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
     max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
     # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
     batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
-    with compute.GATE.hold(urgent=False, progress=_progress, what="latency"):
+    with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                                min_seconds=0.5, measure_memory=False,
-                               progress=compute.yielding(_progress, "latency"),   # clicks go first, between rounds
+                               progress=board.yielding(_progress, "latency"),   # clicks go first, between rounds
                                variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
 
 

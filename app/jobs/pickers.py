@@ -1,11 +1,13 @@
-"""The pickers every page shares: scorer, evaluation size, model and task, and loading the model's
-architecture. They read the cached calls of :mod:`app.jobs.cache`; the plain widgets are :mod:`app.core.ui`."""
+"""The pickers every page shares: scorer, evaluation size, model and task, the session's
+:class:`app.core.selection.Selection`, and loading the model's architecture. They read the cached calls of
+:mod:`app.jobs.cache`; the plain widgets are :mod:`app.core.ui`."""
 from __future__ import annotations
 
 import streamlit as st
 
 from app.core import notices, state
 from app.core.access import hide_upload_paths, store_upload, task_label
+from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.core.ui import bind
 from app.jobs import cache, workload
@@ -41,34 +43,36 @@ def scorer_picker(page: str) -> str:
     return current
 
 
-def eval_limit(spec: str, task_name: str) -> int:
-    """The session's evaluation size: the user's choice, else the model's own (:mod:`app.jobs.workload`)."""
-    return state.eval_limit() or workload.own_size(spec, task_name)[0]
+def selection() -> Selection:
+    """The session's selection: its model and task, and the evaluation size the user chose, else the model's
+    own (:func:`app.jobs.workload.default_eval_size`). Every page asks this one function."""
+    spec, task_name = state.model_spec(), state.task_spec()
+    return Selection(spec, task_name, state.eval_size() or workload.default_eval_size(spec, task_name)[0])
 
 
-def eval_size_picker(page: str, narrow: bool = False) -> int:
-    """The evaluation-subset size, bound to the session's value (``narrow``: in a third of the width).
-    Its help says what the size buys and what the model's own size is."""
+def eval_size_picker(page: str, narrow: bool = False) -> Selection:
+    """The evaluation-size box, bound to the session's value (``narrow``: in a third of the width); returns
+    the session's :func:`selection`. Its help says what the size buys and what the model's own size is."""
     if narrow:
         with st.columns([1, 2])[0]:
             return eval_size_picker(page)
-    spec, task_name = state.model_spec(), state.task_spec()
-    n = eval_limit(spec, task_name)
-    key = bind(state.widget_key(page, "eval_limit"), n)
+    sel = selection()
+    n = sel.eval_size
+    key = bind(state.widget_key(page, "eval_size"), n)
 
     def changed() -> None:
         try:
-            state.set_eval_limit(st.session_state[key])
+            state.set_eval_size(st.session_state[key])
         except HeadpruneError as exc:
             notices.add_notice("error", str(exc))
 
-    own, unit = workload.own_size(spec, task_name)
-    st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_LIMIT, step=max(1, own // 2),
+    own, unit = workload.default_eval_size(sel.model, sel.task)
+    st.number_input("Examples evaluated", min_value=1, max_value=state.MAX_EVAL_SIZE, step=max(1, own // 2),
                     key=key, on_change=changed,
                     help=f"The first N {unit}s of the task's evaluation split. This model's own size is {own}: a "
                          f"click in about 5 s on 2 CPU cores. {workload.interval_note(n, unit)} Ask for more "
                          "for a tighter interval.")
-    return n
+    return sel
 
 
 def load_architecture(spec: str):

@@ -18,6 +18,7 @@ from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import scorer_info
 from pruning_core.evaluation.significance import too_few
 
+from app.core.selection import Selection
 from app.jobs import cache
 
 CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
@@ -26,20 +27,18 @@ PREPARED_SCORE_SECONDS = 60.0                      # ... or, on a prepared model
                                                    # for every session and kept on disk (cache.scores)
 GRADIENT_PASS = 3                                  # forward + backward ~ 3 forward passes of multiply-adds
 SCORE_SECONDS = 60.0                               # a gradient-type scorer's examples: what fits in about a minute
+SCORE_SIZE = 512                                   # examples a gradient-type scorer reads at least (ScoreConfig's default)
 
 
-def eval_size(spec: str, task_name: str) -> int:
-    """The default evaluation size of ``spec`` on ``task_name``: a click in about 5 s on 2 cores."""
-    return budget.eval_size(cache.example_cost(spec, task_name))
-
-
-def own_size(spec: str, task_name: str) -> tuple[int, str]:
-    """(:func:`eval_size`, what one example is called); when the model or the task cannot be read,
-    the largest size and "example", so a page can still draw its picker and then say what is wrong."""
+def default_eval_size(spec: str, task_name: str) -> tuple[int, str]:
+    """(the evaluation size of ``spec`` on ``task_name`` when the user chose none: a click in about 5 s on 2
+    cores, what one example is called); when the model or the task cannot be read, the largest size and
+    "example", so a page can still draw its picker and then say what is wrong."""
     try:
-        return eval_size(spec, task_name), cache.example_cost(spec, task_name).unit
+        cost = cache.example_cost(spec, task_name)
     except HeadpruneError:
         return budget.MAX_EVAL_SIZE, "example"
+    return budget.default_eval_size(cost), cost.unit
 
 
 def interval_note(n: int, unit: str = "example") -> str:
@@ -53,24 +52,27 @@ def interval_note(n: int, unit: str = "example") -> str:
             "and take four times as long.")
 
 
-def score_limit(spec: str, task_name: str, scorer: str, eval_limit: int) -> int:
-    """Examples ``scorer`` reads: :func:`app.jobs.cache.score_limit` (512 for gradient-type scorers), cut for a
-    costly model to what scores in about :data:`SCORE_SECONDS` on 2 cores (Whisper-base: a few dozen
-    utterances, not 200), never below the evaluation size or :data:`budget.MIN_EVAL_SIZE`."""
-    wanted = cache.score_limit(scorer, eval_limit)
+def score_size(sel: Selection, scorer: str) -> int:
+    """Examples ``scorer`` reads: one that evaluates once per head reads the evaluated examples, the others
+    at least :data:`SCORE_SIZE`, cut for a costly model to what scores in about :data:`SCORE_SECONDS` on 2
+    cores (Whisper-base: a few dozen utterances, not 200), never below the evaluation size or
+    :data:`budget.MIN_EVAL_SIZE`."""
     info = scorer_info(scorer)
-    if info.cost == "per_head" or info.seeded:
+    if info.cost == "per_head":
+        return sel.eval_size
+    wanted = max(SCORE_SIZE, sel.eval_size)
+    if info.seeded:
         return wanted
     try:
-        per_example = cache.example_cost(spec, task_name).seconds(1, passes=GRADIENT_PASS)
+        per_example = cache.example_cost(sel.model, sel.task).seconds(1, passes=GRADIENT_PASS)
     except HeadpruneError:
         return wanted
     fits = int(SCORE_SECONDS // per_example) if per_example > 0 else wanted
-    return max(min(wanted, fits), min(eval_limit, wanted), budget.MIN_EVAL_SIZE)
+    return max(min(wanted, fits), min(sel.eval_size, wanted), budget.MIN_EVAL_SIZE)
 
 
-def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> float:
-    """Estimated seconds to score every head with ``scorer`` on ``limit`` examples; 0 when the model or
+def scoring_seconds(spec: str, task_name: str, scorer: str, score_size: int, heads: int) -> float:
+    """Estimated seconds to score every head with ``scorer`` on ``score_size`` examples; 0 when the model or
     task cannot be read (the scoring job then fails and shows why, on the page that asked)."""
     try:
         cost = cache.example_cost(spec, task_name)
@@ -78,32 +80,32 @@ def scoring_seconds(spec: str, task_name: str, scorer: str, limit: int, heads: i
         return 0.0
     info = scorer_info(scorer)
     if info.cost == "per_head":
-        return cost.seconds(limit, passes=heads + 1)
-    return 0.0 if info.seeded else cost.seconds(limit, passes=GRADIENT_PASS)
+        return cost.seconds(score_size, passes=heads + 1)
+    return 0.0 if info.seeded else cost.seconds(score_size, passes=GRADIENT_PASS)
 
 
-def waits_for_click(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> bool:
+def waits_for_click(spec: str, task_name: str, scorer: str, score_size: int, heads: int) -> bool:
     """Whether scoring ``spec`` with ``scorer`` starts only on a click (never by opening a page). Scores
     kept on disk never wait; a prepared model's short scoring starts by itself (once, then kept)."""
     if cache.slow_scorer(scorer):
         return True
     if scorer_info(scorer).seeded:
         return False                                   # random: no forward pass at all
-    if cache.scores_kept(spec, task_name, scorer, limit):
+    if cache.scores_kept(spec, task_name, scorer, score_size):
         return False
     if cache.load(spec).task_type in CLICK_TASK_TYPES:
         return True
     longest = PREPARED_SCORE_SECONDS if spec in zoo.names() else AUTO_SCORE_SECONDS
-    return scoring_seconds(spec, task_name, scorer, limit, heads) > longest
+    return scoring_seconds(spec, task_name, scorer, score_size, heads) > longest
 
 
-def scoring_label(spec: str, task_name: str, scorer: str, limit: int, heads: int) -> str:
+def scoring_label(spec: str, task_name: str, scorer: str, score_size: int, heads: int) -> str:
     """The scoring job's label, with its time estimate when it waits for a click."""
     label = f"Scoring heads ({scorer})"
-    if cache.scores_kept(spec, task_name, scorer, limit):
+    if cache.scores_kept(spec, task_name, scorer, score_size):
         return label
-    secs = scoring_seconds(spec, task_name, scorer, limit, heads)
-    if not waits_for_click(spec, task_name, scorer, limit, heads):
+    secs = scoring_seconds(spec, task_name, scorer, score_size, heads)
+    if not waits_for_click(spec, task_name, scorer, score_size, heads):
         return label if secs <= AUTO_SCORE_SECONDS else f"{label}, {about(secs)}, once for every session"
     return f"{label}, {about(secs)} on 2 CPU cores"
 
@@ -159,34 +161,34 @@ def about(seconds: float) -> str:
     return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
 
 
-def _eval_seconds(spec: str, task_name: str, limit: int) -> float:
+def _eval_seconds(sel: Selection) -> float:
     try:
-        return cache.example_cost(spec, task_name).seconds(limit)
+        return cache.example_cost(sel.model, sel.task).seconds(sel.eval_size)
     except HeadpruneError:
         return 0.0
 
 
-def curve_seconds(spec: str, task_name: str, scorer: str, limit: int, score_limit_: int, step: float,
-                  rescore: bool, heads: int, seeds: int = 1) -> float:
+def curve_seconds(sel: Selection, scorer: str, score_size_: int, step: float, rescore: bool, heads: int,
+                  seeds: int = 1) -> float:
     """Estimated seconds of one pruning curve: its scoring (again at every point with ``rescore``) and one
-    evaluation of ``limit`` examples per point, for each of ``seeds``."""
+    evaluation of ``sel.eval_size`` examples per point, for each of ``seeds``."""
     from pruning_core.evaluation.experiments import removal_schedule
 
     points = len(removal_schedule(heads, step))
-    scoring = scoring_seconds(spec, task_name, scorer, score_limit_, heads)
-    return seeds * (scoring * (points if rescore else 1) + points * _eval_seconds(spec, task_name, limit))
+    scoring = scoring_seconds(sel.model, sel.task, scorer, score_size_, heads)
+    return seeds * (scoring * (points if rescore else 1) + points * _eval_seconds(sel))
 
 
-def ablation_seconds(spec: str, task_name: str, limit: int, heads: int) -> float:
+def ablation_seconds(sel: Selection, heads: int) -> float:
     """Estimated seconds of the single-head ablation table: one evaluation with all heads and one per head."""
-    return (heads + 1) * _eval_seconds(spec, task_name, limit)
+    return (heads + 1) * _eval_seconds(sel)
 
 
-def one_per_layer_seconds(spec: str, task_name: str, limit: int, heads: int, layers: int, scorer: str | None,
-                          score_limit_: int | None) -> float:
+def one_per_layer_seconds(sel: Selection, heads: int, layers: int, scorer: str | None,
+                          score_size_: int | None) -> float:
     """Estimated seconds of "one head per layer": by search, one evaluation per head; by a scorer's scores,
     the scoring and one evaluation per layer; plus the evaluations with all heads and with every layer cut."""
-    one = _eval_seconds(spec, task_name, limit)
+    one = _eval_seconds(sel)
     if scorer is None:
         return (heads + 2) * one
-    return scoring_seconds(spec, task_name, scorer, score_limit_ or limit, heads) + (layers + 2) * one
+    return scoring_seconds(sel.model, sel.task, scorer, score_size_ or sel.eval_size, heads) + (layers + 2) * one

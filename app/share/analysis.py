@@ -47,7 +47,7 @@ class Analysis:
     task: str | None = None
     scorer: str | None = None
     weights_sha256: str | None = None
-    eval_limit: int | None = None                     # examples in the live panel's evaluation subset
+    eval_size: int | None = None                      # examples evaluated (written as the format's "eval_limit")
     scores: Mapping[str, ScoreResult] = field(default_factory=dict)        # by scorer name
     curves: Mapping[str, CurveResult] = field(default_factory=dict)        # by scorer name
     evaluation: EvalResult | None = None              # the current mask on the evaluation subset
@@ -64,7 +64,7 @@ class Analysis:
     def link_params(self) -> dict[str, str]:
         """The query parameters of a link to this analysis (see :func:`app.share.links.share_link`)."""
         return SharedLink(model=self.model_id, task=self.task or None, scorer=self.scorer or None,
-                          eval_limit=self.eval_limit or None,
+                          eval_limit=self.eval_size or None,
                           mask=None if self.mask.is_full() else encode_mask(self.mask)).params()
 
     def to_json(self) -> dict:
@@ -80,7 +80,7 @@ class Analysis:
             "model": {"id": self.model_id, "weights_sha256": self.weights_sha256, "layout": self.layout.to_json()},
             "task": self.task,
             "scorer": self.scorer,
-            "eval_limit": self.eval_limit,
+            "eval_limit": self.eval_size,
             "mask": mask_to_json(self.mask, self.model_id),
             "heads_kept": self.mask.n_kept,
             "heads_total": self.mask.n_total,
@@ -119,7 +119,7 @@ class Analysis:
             return cls(
                 model_id=str(model["id"]), layout=layout, mask=mask, task=opt("task"), scorer=opt("scorer"),
                 weights_sha256=model.get("weights_sha256"),
-                eval_limit=int(data["eval_limit"]) if data.get("eval_limit") else None,
+                eval_size=int(data["eval_limit"]) if data.get("eval_limit") else None,
                 scores=scores, curves=curves,
                 evaluation=EvalResult.from_json(evals["masked"]) if evals.get("masked") else None,
                 dense_evaluation=EvalResult.from_json(evals["dense"]) if evals.get("dense") else None,

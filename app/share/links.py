@@ -46,13 +46,13 @@ share_link = build_link      # ``share_link(base_url, params)``: the link with `
 
 
 def decode_link(url_or_query: str, layout: HeadLayout | None = None) -> dict:
-    """The choices a link carries: ``{"model", "task", "scorer", "eval_limit", "mask"}`` (None if absent).
+    """The choices a link carries: ``{"model", "task", "scorer", "eval_size", "mask"}`` (None if absent).
 
     With ``layout``, the mask is decoded into a ``HeadMask`` and checked against it (FormatError
     if the link was made for a model of another shape); without, it stays the text form.
     """
     link = parse_link(url_or_query)
-    return {"model": link.model, "task": link.task, "scorer": link.scorer, "eval_limit": link.eval_limit,
+    return {"model": link.model, "task": link.task, "scorer": link.scorer, "eval_size": link.eval_limit,
             "mask": link.head_mask(layout) if layout is not None else link.mask}
 
 

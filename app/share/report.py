@@ -222,7 +222,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
     # -- provenance --
     prov: list = []
     _flatten("", {"model": a.model_id, "weights_sha256": a.weights_sha256, "task": a.task, "scorer": a.scorer,
-                  "evaluation examples": a.eval_limit, **dict(a.provenance)}, prov)
+                  "evaluation examples": a.eval_size, **dict(a.provenance)}, prov)
     parts.append("<h2>Provenance</h2><p class=\"explain\">Where these numbers came from. Each embedded result "
                  "carries its own provenance too (see the JSON).</p>"
                  + _table(["field", "value"], [(k, "" if v is None else v) for k, v in prov]))

@@ -7,57 +7,50 @@ from __future__ import annotations
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 
-from app.jobs import cache, evaluations, workload
-from app.curves import cache as cache_curves
+from app.jobs import cache, factories
 from app.headmap import latency as latency_ui
-from app.core import notices, progress_text, session_results, state
+from app.core import notices, session_results, state
 from app.core.access import task_label
+from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.share.analysis import Analysis, analysis_provenance
-from app.jobs.work import Work, job_board
+from app.jobs.work import job_board
 
 
-def gather_analysis(spec: str, task_name: str, scorer: str, limit: int, mask: HeadMask, *,
-                    curve_scorers: list[str], with_ablation: bool, with_one_per_layer: bool) -> Analysis:
-    """The session's analysis, from the same cached calls the other pages make (instant when they
-    ran already; otherwise computed here with a progress bar). Missing parts are left out."""
+def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorers: list[str], with_ablation: bool,
+                    with_one_per_layer: bool) -> Analysis:
+    """The session's analysis, from the same jobs the other pages start (:mod:`app.jobs.factories`: instant
+    when they ran already; otherwise computed here with a progress bar). Missing parts are left out."""
+    spec, task_name = sel.model, sel.task
     loaded = cache.load(spec)
-    score_limit = workload.score_limit(spec, task_name, scorer, limit)
     scores = {}
-    heads = loaded.layout.total_heads
     for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
-        n = workload.score_limit(spec, task_name, name, limit)
-        result = Work(f"score_{name}", workload.scoring_label(spec, task_name, name, n, heads), cache.scores,
-                      (spec, task_name, name, n),
-                      start="button" if workload.waits_for_click(spec, task_name, name, n, heads) else "auto").show()
+        result = factories.scores(sel, name, loaded.layout.total_heads).show()
         if result is not None:
             scores[name] = result
     curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
-        result = Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
-                      (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), 0.1, False),
-                      {"seeds": cache_curves.curve_seeds(name)}).show()
+        result = factories.curve(sel, name).show()
         if result is not None:
             curves[name] = result
-    evaluation = evaluations.of_mask(spec, task_name, limit, mask).show()
-    dense = evaluations.of_all_heads(spec, task_name, limit).show()
-    ablation = Work("ablation", "Single-head ablation", cache_curves.ablation, (spec, task_name, limit)).show() \
-        if with_ablation else None
-    one = Work(f"one_{scorer}", "One head per layer", cache_curves.one_per_layer,
-               (spec, task_name, limit, scorer, score_limit)).show() if with_one_per_layer else None
+    evaluation = cache.evaluation(sel, mask).show()
+    dense = cache.dense_evaluation(sel).show()
+    ablation = factories.ablation(sel).show() if with_ablation else None
+    one = factories.one_per_layer(sel, scorer).show() if with_one_per_layer else None
     bench = session_results.get_result("bench")          # the Speed page's sweep, else the Head map's probe
     if bench is None or bench.mask != mask:
         bench = latency_ui.measurement(spec, mask)
     return Analysis(
         model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
-        weights_sha256=loaded.weights_sha256, eval_limit=limit, scores=scores, curves=curves,
+        weights_sha256=loaded.weights_sha256, eval_size=sel.eval_size, scores=scores, curves=curves,
         evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
         provenance=analysis_provenance(
-            loaded, task_name, {"eval_limit": limit, "scorer": scorer, "score_split": _score_split(scores.get(scorer)),
-                                "score_seed": 0, "curve_step": 0.1, "curve_rescore": False,
+            loaded, task_name, {"eval_limit": sel.eval_size, "scorer": scorer,
+                                "score_split": _score_split(scores.get(scorer)),
+                                "score_seed": 0, "curve_step": factories.CURVE_STEP, "curve_rescore": False,
                                 "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
             split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
-            if (evaluation or dense) is not None else limit))
+            if (evaluation or dense) is not None else sel.eval_size))
 
 
 def computed_curves(loaded, task_name: str) -> dict:
@@ -97,7 +90,7 @@ def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
         notices.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
     state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
-                  limit=analysis.eval_limit,
+                  eval_size=analysis.eval_size,
                   source=f"mask restored from {file_name}" if file_name else "mask restored from a file")
     session_results.set_result("analysis", analysis)
     for text in warnings:

@@ -18,11 +18,12 @@ from pruning_core import bench
 from pruning_core.core.heads import HeadMask
 
 from app.attention import figures as attention, cache as cache_attention
-from app.jobs import cache, evaluations, pickers, workload
-from app.curves import cache as cache_curves, figures as charts
+from app.jobs import cache, factories, pickers
+from app.curves import figures as charts
 from app.roles import cache as cache_roles
 from app.headmap import latency as latency_ui
-from app.core import mask as mask_state, progress_text, state, ui
+from app.core import mask as mask_state, state, ui
+from app.core.selection import Selection
 from app.tour import steps as tour
 from app.jobs.work import Work
 from app.core.pages import PAGES
@@ -34,10 +35,10 @@ TIME_BUTTON = "Time dense vs pruned"       # step 6's button, named by its text 
 
 @dataclass(frozen=True)
 class Ctx:
-    """What a step computes on: the tour model, its evaluation size and its heads."""
+    """What a step computes on: the tour model, the session's selection of it and its heads."""
 
     model: tour.TourModel
-    limit: int
+    sel: Selection        # the tour model, its task and the session's evaluation size
     arch: object          # app.jobs.cache.ArchSummary
 
     @property
@@ -76,7 +77,7 @@ def show_step(step: tour.TourStep, model: tour.TourModel) -> None:
         mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
         st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
         return
-    ctx = Ctx(model, pickers.eval_limit(model.spec, model.task), arch)
+    ctx = Ctx(model, pickers.selection(), arch)       # the model picker made the tour model the session's
     if not VIEWS[step.name](ctx):
         return
     ui.show_notices()
@@ -108,10 +109,8 @@ def _prepare(mask: HeadMask, label: str) -> HeadMask:
 
 
 def _scores(ctx: Ctx):
-    """Gradient scores, the Head map's call (same job name and arguments)."""
-    n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
-    label = workload.scoring_label(ctx.spec, ctx.model.task, tour.SCORER, n, ctx.arch.layout.total_heads)
-    return Work(f"score_{tour.SCORER}", label, cache.scores, (ctx.spec, ctx.model.task, tour.SCORER, n)).show()
+    """Gradient scores, the Head map's job; a step starts it by itself."""
+    return factories.scores(ctx.sel, tour.SCORER, ctx.arch.layout.total_heads, start="auto").show()
 
 
 def _half_removed(ctx: Ctx) -> HeadMask | None:
@@ -120,8 +119,7 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    table = Work("ablation", "Single-head ablation", cache_curves.ablation,
-                 (ctx.spec, ctx.model.task, ctx.limit)).show()
+    table = factories.ablation(ctx.sel).show()
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
@@ -138,9 +136,7 @@ def _one_head(ctx: Ctx) -> bool:
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
-    n = workload.score_limit(ctx.spec, ctx.model.task, tour.SCORER, ctx.limit)
-    result = Work(f"one_{tour.SCORER}", "One head per layer", cache_curves.one_per_layer,
-                  (ctx.spec, ctx.model.task, ctx.limit, tour.SCORER, n)).show()          # the Curves page's call
+    result = factories.one_per_layer(ctx.sel, tour.SCORER).show()          # the Curves page's job
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
@@ -152,19 +148,16 @@ def _one_per_layer(ctx: Ctx) -> bool:
 
 
 def _curve(ctx: Ctx) -> bool:
-    spec, task_name, limit = ctx.spec, ctx.model.task, ctx.limit
     mask = _half_removed(ctx)
     curves = {}
-    for name in tour.CURVE_SCORERS:                     # the Curves page's calls: its page shows them at once
-        found = Work(f"curve_{name}", progress_text.curve_label(name), cache_curves.curve,
-                     (spec, task_name, name, limit, workload.score_limit(spec, task_name, name, limit), tour.CURVE_STEP,
-                      False), {"seeds": cache_curves.curve_seeds(name)}).show()
+    for name in tour.CURVE_SCORERS:                     # the Curves page's jobs: its page shows them at once
+        found = factories.curve(ctx.sel, name, tour.CURVE_STEP).show()
         if found is not None:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):
         return False
-    current = evaluations.of_mask(spec, task_name, limit, mask).show()
-    dense = evaluations.of_all_heads(spec, task_name, limit).show()
+    current = cache.evaluation(ctx.sel, mask).show()
+    dense = cache.dense_evaluation(ctx.sel).show()
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     st.plotly_chart(charts.curves_figure(curves, point, f"prepared mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None),

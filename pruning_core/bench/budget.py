@@ -107,8 +107,8 @@ def example_cost(model_or_config, task_type: str, tokens: int = 128) -> ExampleC
     return ExampleCost(int(macs), 4 * floats, unit, enc, dec)
 
 
-def eval_size(cost: ExampleCost, seconds: float = CLICK_SECONDS * FORWARD_SHARE, passes: int = CLICK_PASSES,
-              rate: float = MACS_PER_SECOND) -> int:
+def default_eval_size(cost: ExampleCost, seconds: float = CLICK_SECONDS * FORWARD_SHARE, passes: int = CLICK_PASSES,
+                      rate: float = MACS_PER_SECOND) -> int:
     """The evaluation size (a power of two, :data:`MIN_EVAL_SIZE` to :data:`MAX_EVAL_SIZE`) whose
     ``passes`` forward passes take about ``seconds`` at ``rate``."""
     n = seconds * rate / (passes * max(cost.macs, 1))

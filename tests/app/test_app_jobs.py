@@ -108,7 +108,7 @@ def test_leaving_the_page_while_a_job_runs_does_not_cancel_it(monkeypatch):
 
 
 def queued(gate: threading.Event, _progress=None):
-    """Work that waits its turn, reporting the same "queued" event until ``gate`` is set (app.jobs.compute.Gate)."""
+    """Work that waits its turn, reporting the same "queued" event until ``gate`` is set (app.jobs.board.Gate)."""
     while not gate.is_set():
         if _progress is not None:
             _progress(ProgressEvent("queued", 0, None, "3 in line for the CPU"))

@@ -180,7 +180,7 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
     import threading
     import time as time_
 
-    from app.jobs.compute import Gate
+    from app.jobs.board import Gate
     from pruning_core.core.errors import Cancelled
 
     gate, order, inside, most = Gate(), [], [0], [0]
@@ -244,10 +244,10 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, mon
     evaluation) runs between two timing rounds, not after the whole timing."""
     import threading
 
-    from app.jobs import cache, compute
+    from app.jobs import board, cache
     from pruning_core.bench import timing
 
-    monkeypatch.setattr(compute, "GATE", compute.Gate())
+    monkeypatch.setattr(board, "GATE", board.Gate())
     monkeypatch.setattr(cache, "LATENCY_ROUNDS", 40)
     spec = str(tiny_bert.model)
     mask = half_mask(cache.load(spec).layout, seed=3)
@@ -263,7 +263,7 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, mon
     worker = threading.Thread(target=lambda: cache.latency(spec, mask))
     worker.start()
     assert started.wait(60)
-    with compute.GATE.hold(urgent=True):
+    with board.GATE.hold(urgent=True):
         order.append("click")
     worker.join(120)
     rounds = [o for o in order if o.startswith("round")]
@@ -279,8 +279,8 @@ def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert,
         ok(click_head(at, "encoder_self", layer, head))
     asked = []
     original = cache.evaluate
-    monkeypatch.setattr(cache, "evaluate", lambda spec, task, limit, mask, *rest, **kw: asked.append(
-        None if mask is None or mask.is_full() else mask.n_kept) or original(spec, task, limit, mask, *rest, **kw))
+    monkeypatch.setattr(cache, "evaluate", lambda sel, mask, *rest, **kw: asked.append(
+        None if mask is None or mask.is_full() else mask.n_kept) or original(sel, mask, *rest, **kw))
     ok(click_head(at, "encoder_self", 1, 3))
     assert metric(at, "heads kept") == "5 / 8"
     assert set(asked) <= {5, None}, asked          # the new mask (and all heads), never the 7- and 6-head steps

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from app.core.selection import Selection
 from app.jobs import cache
 from browser_helpers import build_tiny_app
 from pruning_core.modeling import pruning
@@ -21,16 +22,17 @@ def tiny_bert(tmp_path_factory):
 
 def test_a_click_runs_one_forward_pass_per_mask(tiny_bert):
     spec, task_name, limit = str(tiny_bert.model), tiny_bert.task, 130        # 3 batches of cache.EVAL_BATCH
+    sel = Selection(spec, task_name, limit)
     model = cache.load(spec).model
     mask = HeadMask.full(cache.load(spec).layout).toggled("encoder_self", 0, 2)
     passes = []        # the output head runs once per batch of a pass, also of one that resumed from a cached layer
     handle = model.classifier.register_forward_pre_hook(lambda module, args: passes.append(1))
     try:
         for m in (None, mask):                     # what the Head map asks for after a click
-            ev = cache.evaluate(spec, task_name, limit, m)
-            out = cache.example_outputs(spec, task_name, limit, m)
-            with_predictions = cache.example_outputs(spec, task_name, limit, m, True)
-        cmp = cache.comparison(spec, task_name, limit, mask)
+            ev = cache.evaluate(sel, m)
+            out = cache.example_outputs(sel, m)
+            with_predictions = cache.example_outputs(sel, m, True)
+        cmp = cache.comparison(sel, mask)
     finally:
         handle.remove()
     assert installed_hook_count(model) == 0

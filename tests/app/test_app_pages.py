@@ -14,6 +14,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
+from app.core.selection import Selection
 from browser_helpers import ROOT, app_env, build_tiny_app, ok
 
 TIMEOUT = 120
@@ -120,7 +121,7 @@ def test_head_map_scorer_switch_and_eval_size(app_for, tiny_bert):
     at.selectbox(key="hp_w_headmap_scorer").set_value("random").run()
     ok(at)
     assert at.session_state["hp_scorer"] == "random"
-    at.number_input(key="hp_w_headmap_eval_limit").set_value(16).run()
+    at.number_input(key="hp_w_headmap_eval_size").set_value(16).run()
     ok(at)
     assert any("first 16 examples" in c.value for c in at.caption)
 
@@ -289,7 +290,7 @@ def test_concurrent_sessions_on_the_shared_model_get_their_own_numbers(tiny_bert
     before = {k: v.clone() for k, v in loaded.model.state_dict().items()}
     masks = [mask_from_param(t, loaded.layout) for t in ("e:e.7", "e:3.c", "e:8.1", "e:f.0")]
     task = cache.task(task_name)
-    data = cache.data(spec, task_name, 30)
+    data = cache.data(Selection(spec, task_name, 30))
     expected = [task.evaluate(loaded, data, m).loss for m in masks]
     assert len(set(expected)) == len(expected)
     got: dict[tuple[int, int], float] = {}
@@ -299,7 +300,7 @@ def test_concurrent_sessions_on_the_shared_model_get_their_own_numbers(tiny_bert
             for i in range(len(masks)):
                 j = (i + u) % len(masks)              # the two users ask for different masks at once
                 got[(u, j, r)] = task.evaluate(loaded, data, masks[j]).loss
-                got[(u, j, r, "cached")] = cache.evaluate(spec, task_name, 30, masks[j]).loss
+                got[(u, j, r, "cached")] = cache.evaluate(Selection(spec, task_name, 30), masks[j]).loss
 
     threads = [threading.Thread(target=user, args=(u,)) for u in range(2)]
     for t in threads:
@@ -319,7 +320,7 @@ def test_curves_page_compares_attention_kinds_of_a_translation_model(app_for, ti
     monkeypatch.setattr(kinds_view, "FRACTIONS", (0.5,))     # 3 kinds x 1 share x (1 + 1 seed) + 1 evaluations
     monkeypatch.setattr(kinds_view, "SEEDS", 1)
     at = ok(app_for(tiny_bart, CURVES))
-    at.number_input(key="hp_w_curves_eval_limit").set_value(8).run()
+    at.number_input(key="hp_w_curves_eval_size").set_value(8).run()
     ok(next(b for b in at.button if b.label.startswith("Run: Attention kinds")).click().run())
     chart = next(e for e in at.get("plotly_chart") if e.key == "kinds_figure")
     names = {t["name"] for t in json.loads(chart.proto.spec)["data"] if t.get("name")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.jobs import compute
+from app.jobs import board
 from app.jobs.work import Work
 from browser_helpers import ok
 from test_app_live_panel import HEAD_MAP, app_for, tiny_bert  # noqa: F401  (fixtures)
@@ -34,11 +34,11 @@ def test_repair_is_off_by_default_and_shows_both_metrics_when_on(app_for, tiny_b
 
 
 def test_background_work_lets_a_click_through_between_its_steps():
-    gate, order = compute.Gate(), []
-    monkey = compute.GATE
-    compute.GATE = gate
+    gate, order = board.Gate(), []
+    monkey = board.GATE
+    board.GATE = gate
     try:
-        step = compute.yielding(None, "repair")
+        step = board.yielding(None, "repair")
 
         def background():
             with gate.hold(urgent=False):
@@ -54,6 +54,6 @@ def test_background_work_lets_a_click_through_between_its_steps():
             order.append("click")
         worker.join()
     finally:
-        compute.GATE = monkey
+        board.GATE = monkey
     assert order.index("click") < len(order) - 1          # the click did not wait for all 20 steps
     assert [o for o in order if o != "click"] == [f"step {i}" for i in range(20)]

@@ -89,7 +89,7 @@ def tiny_analysis(tmp_path_factory):
     mask = mask_of(loaded.layout, [("encoder_self", 0, 1), ("encoder_self", 1, 3)])
     result = Analysis(
         model_id=loaded.model_id, layout=loaded.layout, mask=mask, task="fake", scorer="gradient",
-        weights_sha256=loaded.weights_sha256, eval_limit=12, scores=scores, curves=curves,
+        weights_sha256=loaded.weights_sha256, eval_size=12, scores=scores, curves=curves,
         evaluation=task.evaluate(loaded, data, mask), dense_evaluation=task.evaluate(loaded, data, None),
         ablation=experiments.ablation_table(loaded, task, data),
         one_per_layer=experiments.one_head_per_layer(loaded, task, data, scores=scores["gradient"]),
@@ -178,11 +178,11 @@ def test_link_round_trip(arch, tmp_path):
         removed = [h for h in loaded.layout.heads() if rng.random() < 0.4]
         mask = mask_of(loaded.layout, removed)
         a = Analysis(model_id="org/some model", layout=loaded.layout, mask=mask, task="file:/data/x y&z.csv",
-                           scorer="gradient", eval_limit=64)
+                           scorer="gradient", eval_size=64)
         link = share.share_link("http://localhost:8501/share", a.link_params())
         got = share.decode_link(link, loaded.layout)
         assert got["mask"] == (None if mask.is_full() else mask)
-        assert (got["model"], got["task"], got["scorer"], got["eval_limit"]) == \
+        assert (got["model"], got["task"], got["scorer"], got["eval_size"]) == \
             ("org/some model", "file:/data/x y&z.csv", "gradient", 64)
 
 

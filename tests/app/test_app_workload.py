@@ -95,12 +95,12 @@ def test_evaluation_sizes_per_family():
     whisper = budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")
     # one pass per click, half of the click's 5 s for it (the rest: rerun and drawing)
     # ... but never fewer than a paired test needs to tell a change from noise (issue 30 item 8)
-    assert (budget.eval_size(minilm), budget.eval_size(smol), budget.eval_size(whisper)) == (128, 8, 8)
+    assert (budget.default_eval_size(minilm), budget.default_eval_size(smol), budget.default_eval_size(whisper)) == (128, 8, 8)
     assert (minilm.unit, smol.unit, whisper.unit) == ("example", "window", "utterance")
     assert whisper.tokens == 1500 and whisper.decoder_tokens == budget.SPEECH_TEXT_TOKENS
     forward = budget.CLICK_SECONDS * budget.FORWARD_SHARE
     for cost in (minilm, smol, whisper):   # the chosen size's forward pass fits its share, unless at the floor
-        n = budget.eval_size(cost)
+        n = budget.default_eval_size(cost)
         assert cost.seconds(n, budget.CLICK_PASSES) <= forward or n == budget.MIN_EVAL_SIZE
         assert cost.seconds(2 * n, budget.CLICK_PASSES) > forward or n == budget.MAX_EVAL_SIZE
 
@@ -128,14 +128,15 @@ def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
     """Gradient scoring reads 512 examples of a cheap model but only what fits in about a minute of a
     costly one (Whisper-base's utterances), never fewer than it evaluates; random and per-head
     scorers keep theirs."""
+    from app.core.selection import Selection
     from app.jobs import cache, workload
 
     costs = {"cheap": budget.example_cost(tf.BertConfig(**MINILM), "classification", 27),
              "whisper": budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")}
     monkeypatch.setattr(cache, "example_cost", lambda spec, task_name: costs[spec])
-    assert workload.score_limit("cheap", "t", "gradient", 128) == cache.SCORE_LIMIT
-    n = workload.score_limit("whisper", "t", "gradient", 2)
+    assert workload.score_size(Selection("cheap", "t", 128), "gradient") == workload.SCORE_SIZE == 512
+    n = workload.score_size(Selection("whisper", "t", 2), "gradient")
     assert 2 <= n < 100 and costs["whisper"].seconds(n, workload.GRADIENT_PASS) <= workload.SCORE_SECONDS
-    assert workload.score_limit("whisper", "t", "gradient", 150) == 150          # never below the evaluation size
-    assert workload.score_limit("whisper", "t", "random", 2) == cache.score_limit("random", 2)
-    assert workload.score_limit("whisper", "t", "ablation", 2) == 2
+    assert workload.score_size(Selection("whisper", "t", 150), "gradient") == 150    # never below the evaluation size
+    assert workload.score_size(Selection("whisper", "t", 2), "random") == workload.SCORE_SIZE   # seeded: not cut
+    assert workload.score_size(Selection("whisper", "t", 2), "ablation") == 2

@@ -48,20 +48,17 @@ def tiny_bert(tmp_path_factory):
 
 
 def test_a_click_starts_its_evaluation_before_the_map_is_drawn(monkeypatch, tmp_path, tiny_bert):
-    from app.jobs import cache, evaluations, board as jobs, pickers, work
+    from app.jobs import cache, board as jobs, pickers, work
     from app.headmap import ui as headmap_ui
-    from app.core import state
 
     at = ok(open_app(monkeypatch, tmp_path / "hp-home", tiny_bert, "app_pages/head_map.py"))
     started: list[bool] = []
     original = headmap_ui.show_grid
 
     def spying(kind, mask, *args, **kwargs):
-        found = work.job_board().get(evaluations.EVAL_JOB)
-        spec, task_name = state.model_spec(), state.task_spec()
-        limit = pickers.eval_limit(spec, task_name)
+        found = work.job_board().get(cache.EVAL_JOB)
         started.append(found is not None and found.ident == jobs.identity(
-            cache.evaluate, (spec, task_name, limit, mask), {}))
+            cache.evaluate, (pickers.selection(), mask), {}))
         return original(kind, mask, *args, **kwargs)
 
     monkeypatch.setattr(headmap_ui, "show_grid", spying)

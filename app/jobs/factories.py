@@ -1,0 +1,52 @@
+"""The long jobs pages share, each built by one function from a :class:`app.core.selection.Selection`.
+
+The Head map, the Curves and Share pages and the Tour ask for the same scores, curves and tables: each page
+calls the factory here, so one job name and one set of arguments (the scoring size, the curve's seeds) are
+spelled once, and a page finds the job another page started, running or finished, instead of starting a
+second one. Only what a page shows may differ: its label and when the job starts (neither is part of the
+job's identity, :func:`app.jobs.board.identity`). The evaluation of a mask is built beside its cached call,
+:func:`app.jobs.cache.evaluation`.
+"""
+from __future__ import annotations
+
+from app.core import progress_text
+from app.core.selection import Selection
+from app.curves import cache as cache_curves
+from app.jobs import cache, workload
+from app.jobs.work import Start, Work
+
+CURVE_STEP = 0.1        # share of heads removed per curve step, unless a page lets the user choose
+
+
+def scores(sel: Selection, scorer: str, heads: int, start: Start | None = None) -> Work:
+    """Every head's importance by ``scorer`` (``heads``: how many, for the time estimate); by default it waits
+    for a click when :func:`app.jobs.workload.waits_for_click` says so."""
+    n = workload.score_size(sel, scorer)
+    if start is None:
+        start = "button" if workload.waits_for_click(sel.model, sel.task, scorer, n, heads) else "auto"
+    return Work(f"score_{scorer}", workload.scoring_label(sel.model, sel.task, scorer, n, heads), cache.scores,
+                (sel.model, sel.task, scorer, n), start=start)
+
+
+def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
+          start: Start = "auto") -> Work:
+    """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`)."""
+    return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache_curves.curve,
+                (sel, scorer, workload.score_size(sel, scorer), step, rescore),
+                {"seeds": cache_curves.curve_seeds(scorer)}, start=start)
+
+
+def ablation(sel: Selection, label: str = "Single-head ablation", start: Start = "auto") -> Work:
+    """The single-head ablation table (:func:`app.curves.cache.ablation`)."""
+    return Work("ablation", label, cache_curves.ablation, (sel,), start=start)
+
+
+def one_per_layer(sel: Selection, scorer: str | None, label: str = "One head per layer",
+                  start: Start = "auto") -> Work:
+    """Each layer reduced to its best head, by ``scorer``'s scores or by search when None
+    (:func:`app.curves.cache.one_per_layer`)."""
+    n = workload.score_size(sel, scorer) if scorer else None
+    return Work(f"one_{scorer}", label, cache_curves.one_per_layer, (sel, scorer, n), start=start)
+
+
+__all__ = ["CURVE_STEP", "scores", "curve", "ablation", "one_per_layer"]

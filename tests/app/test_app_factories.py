@@ -1,0 +1,132 @@
+"""One factory per long job: the Head map, the Curves and Share pages and the Tour ask for the same scores,
+curves, tables and evaluations of one selection, and get the same job (same name, same identity), so a page
+finds the job another page started instead of starting a second one; no page spells a long job itself."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from app.core.selection import Selection
+from app.jobs import board, cache, factories, work
+from browser_helpers import ROOT, build_tiny_app, ok, open_app
+from pruning_core.core.heads import HeadMask
+
+# the cached calls that are long jobs, and the only modules that may wrap them in a Work
+LONG_CALLS = {"scores", "curve", "ablation", "one_per_layer", "evaluate"}
+FACTORY_MODULES = {"app/jobs/factories.py", "app/jobs/cache.py"}
+EVAL_SIZE = 12
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny_app(tmp_path_factory.mktemp("factories-bert"), "bert")
+
+
+def _fn_name(node: ast.expr) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def spelled_long_jobs(source: str) -> list[int]:
+    """Lines of ``source`` that build a ``Work`` around one of :data:`LONG_CALLS` (its third argument or ``fn=``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _fn_name(node.func) == "Work":
+            fn = node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "fn"), None)
+            if fn is not None and _fn_name(fn) in LONG_CALLS:
+                found.append(node.lineno)
+    return found
+
+
+def test_only_the_factories_build_a_long_job():
+    found = {}
+    for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
+        name = path.relative_to(ROOT).as_posix()
+        if name not in FACTORY_MODULES and (lines := spelled_long_jobs(path.read_text(encoding="utf-8"))):
+            found[name] = lines
+    assert not found, f"build these through app.jobs.factories (or cache.evaluation): {found}"
+
+
+def test_the_checker_sees_a_long_job_spelled_at_a_call_site():
+    assert spelled_long_jobs("w = Work('score_x', 'S', cache.scores, (sel.model, sel.task, 'x', 8))") == [1]
+    assert spelled_long_jobs("w = Work('a', 'A', fn=cache_curves.ablation, args=(sel,))") == [1]
+    assert spelled_long_jobs("w = Work('t', 'T', cache.latency, (spec, mask))") == []
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """Every Work built while the test runs, as (job, identity); no long job runs (its ``show`` returns None)."""
+    seen: list[tuple[str, str]] = []
+    show = work.Work.show
+    long = lambda self: getattr(self.fn, "__name__", "").lstrip("_") in LONG_CALLS    # noqa: E731
+    monkeypatch.setattr(work.Work, "__post_init__", lambda self: seen.append((self.job, self._ident())))
+    monkeypatch.setattr(work.Work, "show", lambda self, wait=True: None if long(self) else show(self, wait))
+    monkeypatch.setattr(work.Work, "begin", lambda self: None)
+    return seen
+
+
+def _keys(seen: list, since: int = 0) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for job, ident in seen[since:]:
+        out.setdefault(job, set()).add(ident)
+    return out
+
+
+def test_head_map_curves_share_and_tour_get_the_same_job_for_one_selection(monkeypatch, tmp_path, tiny, built):
+    from types import SimpleNamespace
+
+    from app.headmap import latency as latency_ui
+    from app.share import ui as share_ui
+    from app.tour import ui as tour_ui
+
+    at = ok(open_app(monkeypatch, tmp_path / "home", tiny, "app_pages/head_map.py", eval_limit=EVAL_SIZE))
+    head_map = _keys(built)
+    start = len(built)
+    ok(at.switch_page("app_pages/curves.py").run())
+    curves = _keys(built, start)
+    sel = Selection(str(tiny.model), tiny.task, EVAL_SIZE)
+    arch = cache.architecture(sel.model)
+    mask = HeadMask.full(arch.layout)            # the session's mask on the pages above
+
+    start = len(built)
+    monkeypatch.setattr(latency_ui, "measurement", lambda *a, **k: None)    # a timing is no long job here
+    share_ui.gather_analysis(sel, "gradient", mask, curve_scorers=["gradient", "random"], with_ablation=True,
+                             with_one_per_layer=True)
+    share = _keys(built, start)
+    start = len(built)
+    ctx = tour_ui.Ctx(SimpleNamespace(spec=sel.model, task=sel.task), sel, arch)
+    for step in (tour_ui._scores, tour_ui._one_head, tour_ui._one_per_layer, tour_ui._curve):
+        step(ctx)
+    tour = _keys(built, start)
+
+    pages = {"head map": head_map, "curves": curves, "share": share, "tour": tour}
+    for job in ("score_gradient", "curve_gradient", "curve_random", "ablation", "one_gradient", "eval", "eval_dense"):
+        asking = {page: keys[job] for page, keys in pages.items() if job in keys}
+        assert len(asking) >= 2, (job, sorted(asking))               # several pages ask for it ...
+        assert len(set().union(*asking.values())) == 1, (job, asking)   # ... and all get one job
+    assert {"score_gradient", "eval", "eval_dense"} <= set(head_map) and {"curve_gradient", "ablation"} <= set(curves)
+
+
+def test_a_drifted_argument_is_another_call_under_the_same_job_name(tiny):
+    """A job is named by what it is; its identity holds every argument: another evaluation size makes another
+    identity under the same name, so the new request replaces the old job (never a second job beside it)."""
+    sel = Selection(str(tiny.model), tiny.task, EVAL_SIZE)
+    other = Selection(sel.model, sel.task, 2 * factories.workload.SCORE_SIZE)    # scored on more examples too
+    heads = cache.architecture(sel.model).total_heads
+    for make in (lambda s: factories.scores(s, "gradient", heads), lambda s: factories.curve(s, "gradient"),
+                 factories.ablation, lambda s: factories.one_per_layer(s, "gradient"), cache.dense_evaluation):
+        a, b, again = make(sel), make(other), make(Selection(sel.model, sel.task, EVAL_SIZE))
+        assert a.job == b.job and a._ident() != b._ident() and a._ident() == again._ident()
+    assert board.identity(cache.evaluate, (sel, None), {}) == cache.dense_evaluation(sel)._ident()
+    label_only = factories.ablation(sel, "Another label", start="button")
+    assert (label_only.job, label_only._ident()) == (factories.ablation(sel).job, factories.ablation(sel)._ident())
+
+
+def test_a_selection_is_a_frozen_hashable_key():
+    sel = Selection("m", "t", 8)
+    assert hash(sel) == hash(Selection("m", "t", 8)) and sel != Selection("m", "t", 9)
+    with pytest.raises(AttributeError):
+        sel.eval_size = 9
+    for bad in (0, -1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="eval_size"):
+            Selection("m", "t", bad)
