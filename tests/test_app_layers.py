@@ -57,7 +57,7 @@ def _session_state(node: ast.AST) -> bool:
 
 
 def test_only_app_state_names_session_keys_and_touches_the_url():
-    """``app/core/state.py`` holds every session-state key and the URL's query parameters (issue 17): other modules
+    """``app/core/state.py`` holds every session-state key and the URL's query parameters: other modules
     index ``st.session_state`` only with its names or widget keys, never a literal, and never touch
     ``st.query_params``."""
     found = []

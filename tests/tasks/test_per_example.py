@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pruning_core import tasks
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.evaluation.metrics import get_metric
@@ -24,11 +23,7 @@ from tiny import tiny_loaded
 CASES = [("bert", "cls_file"), ("bart", "mt_file"), ("gpt2", "txt_file"), ("whisper", "speech_folder")]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    tasks.clear_cache()
-    yield
-    tasks.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 
 @pytest.fixture

@@ -59,11 +59,7 @@ def mt_file(tmp_path):
     return path
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    tasks.clear_cache()
-    yield
-    tasks.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 
 # -- registry --------------------------------------------------------------------------------------
