@@ -62,6 +62,7 @@ def test_mask_for_another_model_is_refused(workdir, capsys):
     assert "heads per layer" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_python_dash_m_entry_point(workdir):
     import subprocess
     import sys

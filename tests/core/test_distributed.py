@@ -100,6 +100,7 @@ def _close(a, b, rel=F32_REORDER_REL, abs_=F32_REORDER_ABS, path="") -> None:
                                    "cls_atp_mean", "cls_atp_corrupt", "cls_flap_zero", "cls_activation_zero",
                                    "cls_entropy_zero", "cls_confidence_zero", "cls_verify", "lm_atp_corrupt",
                                    "lm_flap_zero"])
+@pytest.mark.heavy
 def test_all_reduced_scores_equal_one_process(launched, check):
     results, _ = launched
     pair = results[check]
@@ -112,12 +113,14 @@ def test_all_reduced_scores_equal_one_process(launched, check):
 
 @pytest.mark.parametrize("check", ["cls_evaluate_bs2", "cls_evaluate_bs32", "cls_ablation", "cls_ablation_scorer",
                                    "cls_curve_rescoreFalse", "cls_curve_rescoreTrue", "tr_evaluate", "lm_evaluate"])
+@pytest.mark.heavy
 def test_metrics_equal_one_process_exactly(launched, check):
     results, _ = launched
     pair = results[check]
     assert pair["distributed"] == pair["single"], check       # metrics, losses, intervals, per-example: exact
 
 
+@pytest.mark.heavy
 def test_uneven_split_counts_every_example_once(launched):
     results, _ = launched
     assert results["_sizes"]["cls"] == 7                  # 7 examples on 2 ranks, batches of 2 and 32
@@ -135,6 +138,7 @@ def _strip(data: dict) -> dict:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", list(CLI_RUNS))
 def test_cli_under_torchrun_writes_what_one_process_writes(launched, dist_dir, monkeypatch, name):
     monkeypatch.chdir(dist_dir)
@@ -150,11 +154,13 @@ def test_cli_under_torchrun_writes_what_one_process_writes(launched, dist_dir, m
         _close(_strip(dist), _strip(single), path=name)
 
 
+@pytest.mark.heavy
 def test_only_rank_0_prints_results(launched):
     _, proc = launched
     assert proc.stdout.count("wrote dist-score.json") == 1
 
 
+@pytest.mark.heavy
 def test_a_rank_failing_mid_run_stops_every_rank_and_writes_nothing(dist_dir):
     out = dist_dir / "failed.json"
     before = set(dist_dir.iterdir())

@@ -154,6 +154,7 @@ def _trained_llama_folder(tmp_path):
     return folder
 
 
+@pytest.mark.heavy
 def test_cli_evaluate_and_curve_on_txt_file(tmp_path, txt_file, capsys):
     folder = _trained_llama_folder(tmp_path)
     out = tmp_path / "eval.json"
