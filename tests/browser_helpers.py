@@ -62,6 +62,40 @@ def build_tiny_app(folder: Path, arch: str = "bert", n_examples: int = 48, seed:
     return TinyApp(model_dir, f"file:{data}", arch)
 
 
+def build_tiny_llama(folder: Path) -> TinyApp:
+    """A tiny Llama (4 query heads sharing 2 key/value heads) saved like a real one, and a 40-line ``.txt`` task."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny import make_bert_tokenizer, tiny_model
+
+    model_dir = folder / "tiny-llama"
+    _spread_weights(tiny_model("llama"), 0).save_pretrained(model_dir)
+    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
+    rng = random.Random(0)
+    text = folder / "docs.txt"
+    text.write_text("\n".join(" ".join(rng.choices(_WORDS, k=rng.randint(6, 14))) for _ in range(40)) + "\n")
+    return TinyApp(model_dir, f"file:{text}", "llama")
+
+
+def build_tiny_whisper(folder: Path) -> TinyApp:
+    """A tiny Whisper saved like a real one, and a speech listing of four 0.75 s noise clips with their texts."""
+    import numpy as np
+
+    from pruning_core.tasks.data import speech
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny import make_bert_tokenizer, tiny_model
+
+    model_dir = folder / "tiny-whisper"
+    _spread_weights(tiny_model("whisper"), 0).save_pretrained(model_dir)
+    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
+    audio = folder / "audio"
+    audio.mkdir()
+    rng = np.random.default_rng(0)
+    for i, text in enumerate(["the movie was good", "it was a bad film", "great plot", "dull acting"]):
+        (audio / f"{i}.wav").write_bytes(speech.encode_wav(rng.normal(0, 0.1, 12000).astype(np.float32)))
+        (audio / f"{i}.txt").write_text(text)
+    return TinyApp(model_dir, f"speech:{audio}", "whisper")
+
+
 def _spread_weights(model, seed: int):
     """Re-draw the weights wider than the config's 0.02 so that every head visibly matters."""
     import torch
@@ -275,10 +309,11 @@ def predictions(at) -> dict[str, str]:
     return out
 
 
-def open_app(monkeypatch, home, tiny, page: str, mask: str | None = None, eval_limit: int = 12,
+def open_app(monkeypatch, home, tiny, page: str | None, mask: str | None = None, eval_limit: int | None = 12,
              timeout: int = 180):
-    """An ``AppTest`` of the dashboard on ``tiny`` (HEADPRUNE_HOME = ``home``), opened on ``page``,
-    optionally by a link carrying ``mask`` in the URL's text form."""
+    """An ``AppTest`` of the dashboard on ``tiny`` (HEADPRUNE_HOME = ``home``), opened on ``page`` (``None``:
+    the first page), optionally by a link carrying ``mask`` in the URL's text form; ``eval_limit`` ``None``
+    leaves the dashboard's own example count."""
     from streamlit.testing.v1 import AppTest
 
     for key, value in app_env(tiny, home, eval_limit).items():
@@ -287,6 +322,7 @@ def open_app(monkeypatch, home, tiny, page: str, mask: str | None = None, eval_l
     if mask:
         at.query_params["mask"] = mask
     at.run()
-    at.switch_page(page).run()
+    if page is not None:
+        at.switch_page(page).run()
     return at
 

@@ -96,7 +96,7 @@ def library_checks(work: Path, rank: int) -> dict:
                                                               rescore=rescore, batch_size=2)))
     both(results, "cls_ablation_scorer",
          lambda: get_scorer("ablation").score(bert, cls, config).scores.to_json())
-    for name, baseline in NEW_SCORERS:                           # issue 20's scorers, all-reduced sums
+    for name, baseline in NEW_SCORERS:                           # the NEW_SCORERS, all-reduced sums
         cfg = ScoreConfig(split="validation", limit=None, batch_size=2, baseline=baseline)
         both(results, f"cls_{name}_{baseline}",
              lambda name=name, cfg=cfg: get_scorer(name).score(bert, cls, cfg).scores.to_json())

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from browser_helpers import ROOT
 
 PURE = ["app", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
@@ -16,6 +18,7 @@ PURE = ["app", "app.share.analysis", "app.share.links", "app.share.report", "app
         "pruning_core.analysis.attention_maps", "pruning_core.core.share_link"]
 
 
+@pytest.mark.heavy
 def test_pure_app_modules_do_not_import_streamlit():
     code = (f"import sys\nfor name in {PURE!r}:\n    __import__(name)\n"
             "bad = sorted(m for m in sys.modules if m == 'streamlit' or m.startswith('streamlit.'))\n"
@@ -57,7 +60,7 @@ def _session_state(node: ast.AST) -> bool:
 
 
 def test_only_app_state_names_session_keys_and_touches_the_url():
-    """``app/core/state.py`` holds every session-state key and the URL's query parameters (issue 17): other modules
+    """``app/core/state.py`` holds every session-state key and the URL's query parameters: other modules
     index ``st.session_state`` only with its names or widget keys, never a literal, and never touch
     ``st.query_params``."""
     found = []

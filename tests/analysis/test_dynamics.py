@@ -205,7 +205,7 @@ def test_dynamics_page_draws_a_synthetic_run(page):
 
 
 def test_drop_heatmap_has_one_tick_per_column():
-    """Issue 22 item 6: the columns mean 0/25/50 % removed, but plotly.js guessed a linear axis from
+    """The columns mean 0/25/50 % removed, but plotly.js guessed a linear axis from
     the labels ("25 %" reads as 25) and ticked it -10, 0, 10 …; the axis is categorical now."""
     from app.curves.dynamics import drop_heatmap_figure
     fig = drop_heatmap_figure(synthetic_result())

@@ -1,4 +1,4 @@
-"""Head roles (issue 19) on tiny random models: the JSON round trip, shapes and applicability on every family,
+"""Head roles on tiny random models: the JSON round trip, shapes and applicability on every family,
 the shared model left as it was, a constructed exact previous-token head, the induction score on a known
 pattern, protection in the presets and the removal summary."""
 from __future__ import annotations

@@ -3,23 +3,17 @@ shared link after a restart) sees coloured squares and enabled presets without p
 disabled preset says why and what enables it."""
 from __future__ import annotations
 
-import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.jobs import workload
-from browser_helpers import ROOT, app_env, build_tiny_app, ok
+from browser_helpers import ROOT, app_env, ok
 from pruning_core.scoring import store as score_store
 from pruning_core.scoring import gradient as gradient_scoring
 
 TIMEOUT = 120
 HEAD_MAP = "app_pages/head_map.py"
 PRESETS = ("Remove 50 % least important", "Keep the best head per layer")
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-arrival"), "bert")
 
 
 def open_head_map(tiny, home, monkeypatch) -> AppTest:

@@ -1,14 +1,13 @@
-"""The per-example view (issue 8): the examples a mask changes, with gold and both predictions;
+"""The per-example view: the examples a mask changes, with gold and both predictions;
 confusion matrices; accuracy, F1 and MCC with intervals; and the loss change on the Head map with
 its paired interval ("within noise" when it covers zero)."""
 from __future__ import annotations
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.examples import tables as view
 from app.core import uncertainty
-from browser_helpers import ROOT, app_env, build_tiny_app, ok
+from browser_helpers import ROOT, app_env, ok
 from pruning_core.tasks.per_example import ExampleOutputs
 
 TIMEOUT = 120
@@ -39,11 +38,6 @@ def test_changed_rows_and_confusion_matrices():
     names = set(view.metric_frame(["accuracy", "f1", "mcc"], dense, pruned, [0, 1, 1, 1])["metric"])
     assert names == {"accuracy", "F1", "MCC"}
     assert view.example_text({"text_a": "a", "text_b": "b", "label": 1}) == "a ‖ b"
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-examples"), "bert")
 
 
 def _app(tiny, home, monkeypatch, page: str, mask: str | None) -> AppTest:

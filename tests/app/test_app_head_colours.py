@@ -1,5 +1,5 @@
 """bertviz's views give every head (head view) and every layer (model view) a colour of its own
-(issue 8, item 11: its scheme had 10 colours, so heads 10 and 11 of a 12-head model repeated 0 and 1)."""
+(a scheme of 10 colours would repeat colours 0 and 1 for heads 10 and 11 of a 12-head model)."""
 from __future__ import annotations
 
 import json
@@ -9,18 +9,10 @@ import numpy as np
 import pytest
 
 from app.attention import figures as attention
-from app.core import webassets
 from pruning_core.analysis import attention_maps
 from pruning_core.core.heads import HeadMask
 
 CSS_COLOUR = re.compile(r"^(#[0-9A-Fa-f]{6}|hsl\(\d+, \d+%, \d+%\))$")
-
-
-@pytest.fixture
-def stand_in_scripts(monkeypatch):
-    """d3 / jQuery need not have been fetched: the colours are in bertviz's own script."""
-    if webassets.missing():
-        monkeypatch.setattr(webassets, "script", lambda name: f"/* {name} stand-in */")
 
 
 def _run(layers: int, heads: int) -> attention_maps.AttentionRun:

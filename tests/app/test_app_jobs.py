@@ -1,4 +1,4 @@
-"""Long work per session that survives page changes (issue 8, item 6): :mod:`app.jobs.board`, :class:`app.jobs.work.Work`
+"""Long work per session that survives page changes: :mod:`app.jobs.board`, :class:`app.jobs.work.Work`
 and the Curves page, which starts work only on a button.
 
 The board is tested without Streamlit; ``Work.show`` is interrupted the way Streamlit interrupts a
@@ -15,11 +15,10 @@ from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from streamlit.testing.v1 import AppTest
 
 from app.jobs import board as jobs
-from browser_helpers import ROOT, app_env, build_tiny_app, ok
+from browser_helpers import ROOT, ok
 from pruning_core.core.errors import Cancelled
 from pruning_core.core.progress import ProgressEvent
 
-TIMEOUT = 120
 CURVES = "app_pages/curves.py"
 HEAD_MAP = "app_pages/head_map.py"
 
@@ -144,21 +143,10 @@ def test_a_waiting_job_sends_its_progress_only_when_it_changes(monkeypatch):
     assert len(sent) <= 2 and all("3 in line" in t for t in sent[1:])     # the first text, then the queue line once
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-jobs"), "bert")
-
-
 @pytest.fixture
-def app_for(monkeypatch, tmp_path):
-    def start(tiny, page: str) -> AppTest:
-        for key, value in app_env(tiny, tmp_path / "hp-home").items():
-            monkeypatch.setenv(key, value)
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
-        at.run()
-        at.switch_page(page).run()
-        return at
-    return start
+def app_eval_limit():
+    """The jobs run with the dashboard's own example count."""
+    return None
 
 
 def _curve_figures(at: AppTest) -> int:

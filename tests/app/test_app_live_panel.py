@@ -1,4 +1,4 @@
-"""The Head map's live panel and the Speed page tell no false speed story (issue 8, items 1, 2, 5, 11).
+"""The Head map's live panel and the Speed page tell no false speed story .
 
 - a full mask is never timed or compared ("all heads kept: same model as dense"), also after Reset;
 - a latency says when and under what load it was measured, and is judged by ``speed_verdict``;
@@ -11,31 +11,17 @@ from __future__ import annotations
 
 import pytest
 from streamlit.proto.Metric_pb2 import Metric as MetricProto
-from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import parse_tree_from_messages
 
 from app.speed import figures as speed
 from app.core import ui
 from app.jobs.work import Work
-from browser_helpers import build_tiny_app, ok, open_app
+from browser_helpers import ok
 from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
 from test_app_pages import button, click_head, metric
 from tiny import tiny_loaded
 
-TIMEOUT = 180
 HEAD_MAP, SPEED, SHARE = "app_pages/head_map.py", "app_pages/speed.py", "app_pages/share.py"
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("live-bert"), "bert", n_examples=24)
-
-
-@pytest.fixture
-def app_for(monkeypatch, tmp_path):
-    def start(tiny, page: str, mask: str | None = None) -> AppTest:
-        return open_app(monkeypatch, tmp_path / "hp-home", tiny, page, mask, timeout=TIMEOUT)
-    return start
 
 
 def texts(at_or_tree) -> list[str]:
@@ -53,8 +39,8 @@ def speed_claims(at) -> list[str]:
     return [t for t in intro_free if "speed-up" in t.lower() or "x faster" in t.lower() or "× faster" in t.lower()]
 
 
-def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, HEAD_MAP))
+def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, HEAD_MAP))
     assert speed_claims(at) == []
     assert any("all heads kept: same model as dense" in t.lower() for t in texts(at))
     assert "pruned vs dense" not in [m.label for m in at.metric]
@@ -67,15 +53,15 @@ def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert):
     caption = next(t for t in texts(at) if "interleaved" in t)
     assert "measured at" in caption and "UTC" in caption and "load average" in caption and MASKED_TEXT in caption
 
-    ok(button(at, "Reset").click().run())                 # the issue: the old figure came back after Reset
+    ok(button(at, "Reset").click().run())                 # the old figure once came back after Reset
     assert metric(at, "heads kept") == "8 / 8"
     assert speed_claims(at) == [] and "pruned vs dense" not in [m.label for m in at.metric]
     ok(button(at, "Undo").click().run())                  # back to the measured mask: its own measurement
     assert metric(at, "heads kept") == "7 / 8" and "pruned vs dense" in [m.label for m in at.metric]
 
 
-def test_the_panel_marks_values_as_updating_while_they_are_computed(app_for, tiny_bert, monkeypatch):
-    at = ok(app_for(tiny_bert, HEAD_MAP))
+def test_the_panel_marks_values_as_updating_while_they_are_computed(app_for, tiny_bert_24, monkeypatch):
+    at = ok(app_for(tiny_bert_24, HEAD_MAP))
     snapshots: dict[str, list[str]] = {}
     original = Work.show
 
@@ -104,24 +90,24 @@ def test_a_zero_change_has_no_arrow_and_no_colour():
     assert ui.delta_kwargs(None) == {"delta": None}
 
 
-def test_the_page_shows_a_zero_change_in_grey(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, HEAD_MAP))
+def test_the_page_shows_a_zero_change_in_grey(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, HEAD_MAP))
     ok(click_head(at, "encoder_self", 0, 0))
     zero = [m for m in at.metric if m.proto.delta and ui.is_zero_text(m.proto.delta.split(" (")[0])]
     for m in zero:
         assert m.proto.color == MetricProto.MetricColor.GRAY and "no change" in m.proto.delta
 
 
-def test_no_pruned_model_zip_for_a_full_mask(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SHARE))
+def test_no_pruned_model_zip_for_a_full_mask(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SHARE))
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels and not any(label.startswith("Pruned model") for label in labels)
     assert any("all heads are kept" in c.value for c in at.caption)
     assert not any(".." in t.replace("...", "") for t in texts(at))          # no double period
 
 
-def test_speed_page_judges_each_batch_and_calls_masked_the_same_computation(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SPEED, mask="e:3.c"))
+def test_speed_page_judges_each_batch_and_calls_masked_the_same_computation(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SPEED, mask="e:3.c"))
     at.multiselect(key="hp_w_speed_batches").set_value([1, 2])
     at.selectbox(key="hp_w_speed_seq").set_value(16)
     at.button(key="hp_w_speed_run").click().run()
@@ -166,7 +152,7 @@ def test_measured_text_says_when_and_under_what_load(tmp_path):
     assert "unknown time" in speed.measured_text(dataclasses.replace(result, provenance={}))
 
 
-# -- work proportional to what changed (issue 17) ------------------------------------------------------
+# -- work proportional to what changed ------------------------------------------------------
 def _wait_until(condition, timeout_s: float = 30) -> None:
     import time as time_
 
@@ -219,7 +205,7 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
         pass
 
 
-def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert, monkeypatch):
+def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert_24, monkeypatch):
     from app.jobs import cache
     from pruning_core.modeling import pruning
     from pruning_core.modeling.loading import weights_hash_of_module
@@ -228,7 +214,7 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     made = []
     original = pruning.prune_heads
     monkeypatch.setattr(pruning, "prune_heads", lambda model, mask: made.append(mask) or original(model, mask))
-    spec = str(tiny_bert.model)
+    spec = str(tiny_bert_24.model)
     shared = cache.load(spec)
     before = weights_hash_of_module(shared.model)
     mask = half_mask(shared.layout, seed=2)
@@ -239,7 +225,7 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     cache.pruned_model.clear()
 
 
-def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, monkeypatch):
+def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, monkeypatch):
     """A class: one session's latency timing holds the CPU gate; another session's click (an urgent
     evaluation) runs between two timing rounds, not after the whole timing."""
     import threading
@@ -249,7 +235,7 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, mon
 
     monkeypatch.setattr(board, "GATE", board.Gate())
     monkeypatch.setattr(cache, "LATENCY_ROUNDS", 40)
-    spec = str(tiny_bert.model)
+    spec = str(tiny_bert_24.model)
     mask = half_mask(cache.load(spec).layout, seed=3)
     order, started = [], threading.Event()
     original = timing.report
@@ -271,10 +257,10 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert, mon
     cache.pruned_model.clear()
 
 
-def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert, monkeypatch):
+def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert_24, monkeypatch):
     from app.jobs import cache
 
-    at = ok(app_for(tiny_bert, HEAD_MAP))
+    at = ok(app_for(tiny_bert_24, HEAD_MAP))
     for layer, head in ((0, 0), (0, 1)):
         ok(click_head(at, "encoder_self", layer, head))
     asked = []

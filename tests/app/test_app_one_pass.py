@@ -16,12 +16,12 @@ from pruning_core.modeling.masking import installed_hook_count
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
+def tiny_bert_150(tmp_path_factory):
     return build_tiny_app(tmp_path_factory.mktemp("one-pass-bert"), "bert", n_examples=150)
 
 
-def test_a_click_runs_one_forward_pass_per_mask(tiny_bert):
-    spec, task_name, limit = str(tiny_bert.model), tiny_bert.task, 130        # 3 batches of cache.EVAL_BATCH
+def test_a_click_runs_one_forward_pass_per_mask(tiny_bert_150):
+    spec, task_name, limit = str(tiny_bert_150.model), tiny_bert_150.task, 130        # 3 batches of cache.EVAL_BATCH
     sel = Selection(spec, task_name, limit)
     model = cache.load(spec).model
     mask = HeadMask.full(cache.load(spec).layout).toggled("encoder_self", 0, 2)
@@ -43,8 +43,8 @@ def test_a_click_runs_one_forward_pass_per_mask(tiny_bert):
     assert with_predictions.predictions == ev.predictions and len(ev.predictions) == limit
 
 
-def test_pruned_parameters_are_counted_without_a_pruned_copy(tiny_bert, monkeypatch):
-    spec = str(tiny_bert.model)
+def test_pruned_parameters_are_counted_without_a_pruned_copy(tiny_bert_150, monkeypatch):
+    spec = str(tiny_bert_150.model)
     model = cache.load(spec).model
     mask = HeadMask.from_removed(cache.load(spec).layout, [("encoder_self", 0, 1), ("encoder_self", 1, 0),
                                                            ("encoder_self", 1, 1), ("encoder_self", 1, 2),

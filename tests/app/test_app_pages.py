@@ -15,7 +15,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
 from app.core.selection import Selection
-from browser_helpers import ROOT, app_env, build_tiny_app, ok
+from browser_helpers import ROOT, app_env, ok
 
 TIMEOUT = 120
 HEAD_MAP = "app_pages/head_map.py"
@@ -23,28 +23,10 @@ MODEL_PAGE = "app_pages/model_data.py"
 CURVES = "app_pages/curves.py"
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-bert"), "bert")
-
-
-@pytest.fixture(scope="module")
-def tiny_bart(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-bart"), "bart", n_examples=24)
-
-
 @pytest.fixture
-def app_for(monkeypatch, tmp_path):
-    """``app_for(tiny, page)``: an AppTest of the dashboard on ``tiny``, run once on ``page``."""
-    def start(tiny, page: str = MODEL_PAGE) -> AppTest:
-        for key, value in app_env(tiny, tmp_path / "hp-home").items():
-            monkeypatch.setenv(key, value)
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
-        at.run()
-        if page != MODEL_PAGE:
-            at.switch_page(page).run()
-        return at
-    return start
+def app_eval_limit():
+    """These pages run with the dashboard's own example count."""
+    return None
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -151,7 +133,7 @@ def test_seq2seq_model_shows_three_kinds(app_for, tiny_bart):
 
 def test_curves_page_draws_curves_and_tables(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, CURVES))
-    # every job says how long it takes before it starts (issue 30 item 11), and starts on a button
+    # every job says how long it takes before it starts, and starts on a button
     assert any(c.value.startswith("Computing them takes about") for c in at.caption), [c.value for c in at.caption]
     runs = {b.label.split(" (")[0]: b for b in at.button if b.label.startswith("Run: ")}
     assert set(runs) == {"Run: Single-head ablation", "Run: One head per layer"}, list(runs)

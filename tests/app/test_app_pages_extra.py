@@ -9,48 +9,22 @@ from __future__ import annotations
 import json
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from app.share import links as share
-from app.core import webassets
 from app.share.analysis import ANALYSIS_FORMAT
-from browser_helpers import build_tiny_app, ok, open_app, predictions
+from browser_helpers import ok, predictions
 
-TIMEOUT = 180
 ATTENTION, SPEED, SHARE = "app_pages/attention.py", "app_pages/speed.py", "app_pages/share.py"
 HOSTILE = "</script><img src=x onerror=alert(1)> <script>alert(1)</script>"
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("extra-bert"), "bert", n_examples=24)
-
-
-@pytest.fixture(scope="module")
-def tiny_bart(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("extra-bart"), "bart", n_examples=12)
-
-
-@pytest.fixture(autouse=True)
-def stand_in_scripts(monkeypatch):
-    """The page tests do not depend on d3/jQuery having been fetched (test_app_share covers them)."""
-    if webassets.missing():
-        monkeypatch.setattr(webassets, "script", lambda name: f"/* {name} stand-in */")
-
-
-@pytest.fixture
-def app_for(monkeypatch, tmp_path):
-    """``app_for(tiny, page, mask=None)``: the dashboard on ``tiny``, opened on ``page`` (optionally by a
-    link carrying ``mask`` in the URL's text form)."""
-    def start(tiny, page: str, mask: str | None = None, eval_limit: int = 12) -> AppTest:
-        return open_app(monkeypatch, tmp_path / "hp-home", tiny, page, mask, eval_limit, timeout=TIMEOUT)
-    return start
+pytestmark = pytest.mark.usefixtures("stand_in_scripts")
 
 
 # -- Attention ---------------------------------------------------------------------------------------
 
-def test_attention_page_shows_both_predictions_and_all_views(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, ATTENTION, mask="e:7.f"))        # layer 0, head 0 removed
+def test_attention_page_shows_both_predictions_and_all_views(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, ATTENTION, mask="e:7.f"))        # layer 0, head 0 removed
     preds = predictions(at)
     assert "Prediction, all heads" in preds and "Prediction, pruned (7/8 heads kept)" in preds
     assert [c.key for c in at.get("plotly_chart")] == [None, "hp_w_attention_role_map"]   # thumbnails, role probe
@@ -63,11 +37,11 @@ def test_attention_page_shows_both_predictions_and_all_views(app_for, tiny_bert)
     ok(at)
 
 
-def test_attention_words_agree_with_what_is_drawn(app_for, tiny_bert):
-    """Issue 22 item 6: the intro said removed heads show "empty" while the thumbnails' legend says they
+def test_attention_words_agree_with_what_is_drawn(app_for, tiny_bert_24):
+    """The intro said removed heads show "empty" while the thumbnails' legend says they
     show how they attended in the full model; the probability sat in a metric's delta (an arrow badge,
     as if it were a change); an encoder's intro talks about its own special tokens."""
-    at = ok(app_for(tiny_bert, ATTENTION, mask="e:7.f"))
+    at = ok(app_for(tiny_bert_24, ATTENTION, mask="e:7.f"))
     intro = at.markdown[0].value
     title = at.get("plotly_chart")[0].proto.spec
     assert "as they attended in the full model" in title and "as it attended in the full model" in intro
@@ -76,8 +50,8 @@ def test_attention_words_agree_with_what_is_drawn(app_for, tiny_bert):
     assert sum("probability" in c.value for c in at.caption) == 2
 
 
-def test_attention_page_empty_and_hostile_sentences(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, ATTENTION))
+def test_attention_page_empty_and_hostile_sentences(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, ATTENTION))
     at.text_input(key="hp_w_attention_text").set_value("   ").run()
     ok(at)
     assert any("Type a sentence" in i.value for i in at.info)
@@ -87,8 +61,8 @@ def test_attention_page_empty_and_hostile_sentences(app_for, tiny_bert):
     assert len(at.get("iframe")) == 2
 
 
-def test_attention_page_example_from_the_data(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, ATTENTION))
+def test_attention_page_example_from_the_data(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, ATTENTION))
     at.radio(key="hp_w_attention_source").set_value("An example from the data").run()
     ok(at)
     at.selectbox(key="hp_w_attention_example").set_value(3).run()
@@ -96,8 +70,8 @@ def test_attention_page_example_from_the_data(app_for, tiny_bert):
     assert len(predictions(at)) == 2
 
 
-def test_attention_page_on_a_translation_model(app_for, tiny_bart):
-    at = ok(app_for(tiny_bart, ATTENTION, mask="e:f.f,d:7.f,c:f.e"))
+def test_attention_page_on_a_translation_model(app_for, tiny_bart_12):
+    at = ok(app_for(tiny_bart_12, ATTENTION, mask="e:f.f,d:7.f,c:f.e"))
     assert len(predictions(at)) == 2
     kinds = at.selectbox(key="hp_w_attention_kind")
     assert list(kinds.options) == ["encoder self-attention", "decoder self-attention",
@@ -109,13 +83,13 @@ def test_attention_page_on_a_translation_model(app_for, tiny_bart):
 
 # -- Speed -------------------------------------------------------------------------------------------
 
-def test_speed_page_without_removed_heads_explains(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SPEED))
+def test_speed_page_without_removed_heads_explains(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SPEED))
     assert any("nothing to compare" in i.value for i in at.info)
 
 
-def test_speed_page_runs_a_sweep(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SPEED, mask="e:3.c"))
+def test_speed_page_runs_a_sweep(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SPEED, mask="e:3.c"))
     assert any("Run the sweep" in i.value for i in at.info)
     at.multiselect(key="hp_w_speed_batches").set_value([1, 2])
     at.selectbox(key="hp_w_speed_seq").set_value(16)
@@ -132,21 +106,21 @@ def test_speed_page_runs_a_sweep(app_for, tiny_bert):
 
 # -- Share -------------------------------------------------------------------------------------------
 
-def test_share_page_offers_downloads_and_a_link(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SHARE, mask="e:7.f"))
+def test_share_page_offers_downloads_and_a_link(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SHARE, mask="e:7.f"))
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels[:2] == ["JSON bundle", "HTML report"] and labels[2].startswith("Pruned model (7/8 heads")
     link = at.code[0].value
     assert "/head_map?" in link
     decoded = share.decode_link(link)
-    assert decoded["mask"] == "e:7.f" and decoded["model"] == str(tiny_bert.model)
+    assert decoded["mask"] == "e:7.f" and decoded["model"] == str(tiny_bert_24.model)
 
 
-def test_share_page_restores_an_uploaded_analysis(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SHARE))
+def test_share_page_restores_an_uploaded_analysis(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SHARE))
     layout = {"encoder_self": [4, 4]}
-    bundle = {"format": ANALYSIS_FORMAT, "model": {"id": str(tiny_bert.model), "layout": layout},
-              "task": tiny_bert.task, "scorer": "random", "eval_limit": 8,
+    bundle = {"format": ANALYSIS_FORMAT, "model": {"id": str(tiny_bert_24.model), "layout": layout},
+              "task": tiny_bert_24.task, "scorer": "random", "eval_limit": 8,
               "mask": {"format": "headprune.mask/1", "kinds": {"encoder_self": [[1, 0, 1, 1], [0, 1, 1, 1]]}}}
     at.file_uploader(key="hp_w_share_upload").set_value(
         ("analysis.json", json.dumps(bundle).encode(), "application/json")).run()
@@ -157,9 +131,9 @@ def test_share_page_restores_an_uploaded_analysis(app_for, tiny_bert):
     assert "mask=e:b.7" in at.code[0].value and "scorer=random" in at.code[0].value and "n=8" in at.code[0].value
 
 
-def test_share_page_refuses_a_file_for_another_model(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SHARE))
-    bundle = {"format": ANALYSIS_FORMAT, "model": {"id": str(tiny_bert.model), "layout": {"encoder_self": [2]}},
+def test_share_page_refuses_a_file_for_another_model(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SHARE))
+    bundle = {"format": ANALYSIS_FORMAT, "model": {"id": str(tiny_bert_24.model), "layout": {"encoder_self": [2]}},
               "mask": {"format": "headprune.mask/1", "kinds": {"encoder_self": [[1, 0]]}}}
     at.file_uploader(key="hp_w_share_upload").set_value(
         ("other.json", json.dumps(bundle).encode(), "application/json")).run()
@@ -172,11 +146,11 @@ def test_share_page_refuses_a_file_for_another_model(app_for, tiny_bert):
     assert "mask=" not in at.code[0].value                      # the session's mask is unchanged
 
 
-def test_share_page_refuses_a_bare_mask_of_the_wrong_shape_at_preview(app_for, tiny_bert):
-    """Issue 8 item 8: a mask file naming the loaded model but of another shape is not previewed as
+def test_share_page_refuses_a_bare_mask_of_the_wrong_shape_at_preview(app_for, tiny_bert_24):
+    """A mask file naming the loaded model but of another shape is not previewed as
     "n/n heads kept" with a Restore button; the preview says what does not fit."""
-    at = ok(app_for(tiny_bert, SHARE))
-    mask = {"format": "headprune.mask/1", "model": str(tiny_bert.model), "kinds": {"encoder_self": [[1] * 5] * 3}}
+    at = ok(app_for(tiny_bert_24, SHARE))
+    mask = {"format": "headprune.mask/1", "model": str(tiny_bert_24.model), "kinds": {"encoder_self": [[1] * 5] * 3}}
     at.file_uploader(key="hp_w_share_upload").set_value(
         ("mask.json", json.dumps(mask).encode(), "application/json")).run()
     assert not at.exception
@@ -186,8 +160,8 @@ def test_share_page_refuses_a_bare_mask_of_the_wrong_shape_at_preview(app_for, t
     assert any("does not fit" in e and "[5, 5, 5]" in e for e in errors), errors
 
 
-def test_share_page_bad_upload_is_a_message(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SHARE))
+def test_share_page_bad_upload_is_a_message(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SHARE))
     at.file_uploader(key="hp_w_share_upload").set_value(("broken.json", b"{nope", "application/json")).run()
     assert not at.exception
     assert any("not valid JSON" in e.value for e in at.error)

@@ -8,14 +8,15 @@ import time
 from app.jobs import board
 from app.jobs.work import Work
 from browser_helpers import ok
-from test_app_live_panel import HEAD_MAP, app_for, tiny_bert  # noqa: F401  (fixtures)
 from test_app_pages import click_head, metric
+
+HEAD_MAP = "app_pages/head_map.py"
 
 REPAIR_KEY = "hp_w_headmap_repair"
 
 
-def test_repair_is_off_by_default_and_shows_both_metrics_when_on(app_for, tiny_bert, monkeypatch):
-    at = ok(app_for(tiny_bert, HEAD_MAP))
+def test_repair_is_off_by_default_and_shows_both_metrics_when_on(app_for, tiny_bert_24, monkeypatch):
+    at = ok(app_for(tiny_bert_24, HEAD_MAP))
     jobs: list[str] = []
     original = Work.show
 

@@ -1,4 +1,4 @@
-"""Head roles on the dashboard (issue 19) on tiny models: the Head map coloured by one role or by the
+"""Head roles on the dashboard on tiny models: the Head map coloured by one role or by the
 strongest role, with role scores in every head's hover text and clicks that still toggle heads; presets
 that protect role heads; the live panel's "removes k of n ... heads"; the Attention page's role probe with
 its induction stripe; and role scores computed once for two sessions (st.cache_data, counted).
@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 from app.roles import cache as cache_roles
 from app.headmap import figures as headmap
 from app.headmap.ui import chart_key
-from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok, open_app
+from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok
 from pruning_core.modeling.loading import load_model
 from pruning_core.analysis.roles import compute_roles, get_role, removal_summary
 from pruning_core.core.heads import HeadMask
@@ -27,7 +27,6 @@ from pruning_core.core.share_link import decode_mask
 from pruning_core.tasks import get_task
 from test_app_pages import button, click_head, metric, query_param
 
-TIMEOUT = 180
 HEAD_MAP, ATTENTION = "app_pages/head_map.py", "app_pages/attention.py"
 K = "decoder_self"
 COLOUR, PROTECT = "hp_w_headmap_colour", "hp_w_headmap_protect"
@@ -72,13 +71,6 @@ def lm_roles(tiny_lm):
     return report
 
 
-@pytest.fixture
-def app_for(monkeypatch, tmp_path):
-    def start(tiny, page: str) -> AppTest:
-        return ok(open_app(monkeypatch, tmp_path / "hp-home", tiny, page, timeout=TIMEOUT))
-    return start
-
-
 def figure(at: AppTest, kind: str) -> dict:
     return json.loads(next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(chart_key(kind) + "_")).proto.spec)
 
@@ -104,7 +96,7 @@ def texts(at: AppTest) -> str:
 
 
 def test_one_role_colours_the_map_and_hover_text_carries_role_scores(app_for, tiny_lm, lm_roles):
-    at = app_for(tiny_lm, HEAD_MAP)
+    at = ok(app_for(tiny_lm, HEAD_MAP))
     before = kept_trace(figure(at, K))
     assert before["marker"]["colorscale"][0][1] != "#440154"            # cividis by importance, not viridis
     at = colour_by(at, "previous_token")
@@ -123,7 +115,7 @@ def test_one_role_colours_the_map_and_hover_text_carries_role_scores(app_for, ti
 
 
 def test_strongest_role_has_a_legend_and_a_click_still_toggles(app_for, tiny_lm, lm_roles):
-    at = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), headmap.STRONGEST))
+    at = find_roles(colour_by(ok(app_for(tiny_lm, HEAD_MAP)), headmap.STRONGEST))
     fig = figure(at, K)
     legend = {t["name"]: t["marker"]["color"] for t in fig["data"][4:]}
     present = [r for r in lm_roles.roles if lm_roles.heads(r)]
@@ -142,7 +134,7 @@ def test_strongest_role_has_a_legend_and_a_click_still_toggles(app_for, tiny_lm,
 
 
 def test_protected_presets_never_remove_protected_heads_and_the_panel_says_what_goes(app_for, tiny_lm, lm_roles):
-    at = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), "previous_token"))
+    at = find_roles(colour_by(ok(app_for(tiny_lm, HEAD_MAP)), "previous_token"))
     assert f"this mask {removal_summary(lm_roles, HeadMask.full(lm_roles.layout))}" in texts(at)
     assert "this mask removes 0 of 1 previous token head" in texts(at)
     ok(next(b for b in at.button if b.label.startswith("Run: Scoring heads")).click().run())   # a language model
@@ -166,7 +158,7 @@ def test_protected_presets_never_remove_protected_heads_and_the_panel_says_what_
 
 def test_cheap_roles_start_by_themselves_and_a_model_without_role_heads_says_so(app_for, tmp_path_factory):
     tiny = build_tiny_app(tmp_path_factory.mktemp("roles-bert"), "bert")
-    at = colour_by(app_for(tiny, HEAD_MAP), "previous_token")
+    at = colour_by(ok(app_for(tiny, HEAD_MAP)), "previous_token")
     assert not [b for b in at.button if b.label.startswith("Run: Finding head roles")]
     trace = kept_trace(figure(at, "encoder_self"))
     assert trace["marker"]["colorbar"]["title"]["text"] == "previous token score"
@@ -184,14 +176,14 @@ def test_role_scores_are_computed_once_for_two_sessions(app_for, tiny_lm, monkey
 
     monkeypatch.setattr(cache_roles, "compute_roles", counting)
     cache_roles._roles.clear()
-    first = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), "previous_token"))
-    second = find_roles(colour_by(app_for(tiny_lm, HEAD_MAP), "previous_token"))   # another browser session
+    first = find_roles(colour_by(ok(app_for(tiny_lm, HEAD_MAP)), "previous_token"))
+    second = find_roles(colour_by(ok(app_for(tiny_lm, HEAD_MAP)), "previous_token"))   # another browser session
     assert len(calls) == 1
     assert kept_trace(figure(first, K))["marker"]["color"] == kept_trace(figure(second, K))["marker"]["color"]
 
 
 def test_attention_page_shows_the_induction_probe_and_its_stripe(app_for, tiny_lm):
-    at = app_for(tiny_lm, ATTENTION)
+    at = ok(app_for(tiny_lm, ATTENTION))
     assert "[BOS] + R + R" in texts(at)
     chart = next(e for e in at.get("plotly_chart") if e.key == "hp_w_attention_role_map")
     fig = json.loads(chart.proto.spec)

@@ -1,5 +1,5 @@
-"""Values from links, files and users are shown as text (issue 8, item 3), and an exposed server
-opens local paths only inside the operator's data folders (item 4).
+"""Values from links, files and users are shown as text, and an exposed server
+opens local paths only inside the operator's data folders.
 
 Markdown is checked by rendering it with a CommonMark parser (markdown-it, what Streamlit's
 react-markdown follows) and looking for links and images in the HTML.
@@ -23,7 +23,7 @@ from app.core.access import (
     upload_root,
 )
 from app.core.text import md_code, md_escape
-from browser_helpers import ROOT, app_env, build_tiny_app
+from browser_helpers import ROOT, app_env
 
 TIMEOUT = 120
 HEAD_MAP = "app_pages/head_map.py"
@@ -142,11 +142,6 @@ def test_streamlit_config_binds_loopback():
 
 
 # -- the dashboard ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("safety-bert"), "bert")
-
-
 @pytest.fixture
 def env(monkeypatch, tmp_path, tiny_bert):
     for key, value in app_env(tiny_bert, tmp_path / "hp-home").items():

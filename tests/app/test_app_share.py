@@ -70,7 +70,7 @@ def mask_of(layout: HeadLayout, removed: list) -> HeadMask:
 
 
 @pytest.fixture
-def stand_in_scripts(monkeypatch):
+def stand_in_globals(monkeypatch):
     """d3/jQuery stand-ins, so the HTML tests need no fetched files (a real-file test is separate)."""
     monkeypatch.setattr(webassets, "script", lambda name: f"/* {name} stand-in */ window.{name} = window.{name} || {{}};")
 
@@ -249,7 +249,7 @@ def _hostile_run(layout: HeadLayout) -> attention_maps.AttentionRun:
 
 
 @pytest.mark.parametrize("view", ["head", "model"])
-def test_bertviz_views_escape_hostile_tokens(view, stand_in_scripts):
+def test_bertviz_views_escape_hostile_tokens(view, stand_in_globals):
     run = _hostile_run(HeadLayout({"encoder_self": (4, 4)}))
     document = (attention.head_view_html if view == "head" else attention.model_view_html)(run, "pruned")
     # d3, jQuery, the require shim, bertviz (+ the fit-to-width script of the model view)
@@ -264,7 +264,7 @@ def test_bertviz_views_escape_hostile_tokens(view, stand_in_scripts):
     assert params["root_div_id"] in document
 
 
-def test_bertviz_html_is_deterministic(stand_in_scripts):
+def test_bertviz_html_is_deterministic(stand_in_globals):
     run = _hostile_run(HeadLayout({"encoder_self": (4, 4)}))
     assert attention.head_view_html(run, "dense") == attention.head_view_html(run, "dense")
 
@@ -306,7 +306,7 @@ def test_script_json_round_trips_and_is_inert():
 
 
 @pytest.mark.parametrize("arch", ["bert", "distilbert", "bart"])
-def test_run_attention_dense_and_pruned(arch, tmp_path, stand_in_scripts):
+def test_run_attention_dense_and_pruned(arch, tmp_path, stand_in_globals):
     loaded = tiny_loaded(arch, tmp_path)
     removed = [(k, 0, 1) for k in loaded.layout.kinds] + [("encoder_self", 1, 0)]
     mask = mask_of(loaded.layout, removed)

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import ROOT, app_env, build_tiny_app
+from browser_helpers import ROOT, app_env
 from pruning_core.scoring.smp import default_pruner
 
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-smp"), "bert")
 
 
 def test_smp_without_a_pruner_offers_training_and_runs_it(tiny_bert, monkeypatch, tmp_path):

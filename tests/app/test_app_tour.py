@@ -14,7 +14,6 @@ from streamlit.testing.v1 import AppTest
 from app.tour import steps as tour
 from browser_helpers import ROOT, TinyApp, app_env, build_tiny_app, ok
 from pruning_core.core import catalog as zoo
-from test_lm_app import tiny_llama  # noqa: F401  (a fixture: a tiny random Llama and a text file task)
 
 TIMEOUT = 180
 TOUR = "app_pages/tour.py"
@@ -133,7 +132,7 @@ def induction_step(at: AppTest) -> tuple[list[tuple[str, int, int]], object]:
     return heads, losses
 
 
-def test_the_induction_step_on_a_tiny_language_model(monkeypatch, tmp_path, tiny_llama):  # noqa: F811
+def test_the_induction_step_on_a_tiny_language_model(monkeypatch, tmp_path, tiny_llama):
     start = opener(monkeypatch, tiny_llama, tmp_path / "hp-home")
     at = start({"step": "induction"})
     assert not [i for i in at.info if "needs a language model" in i.value]
@@ -158,7 +157,7 @@ def test_the_induction_step_on_smollm2_finds_heads_whose_removal_stops_copying(m
 
 
 def test_the_speed_step_shows_only_a_timing_made_by_its_button(open_tour):
-    """Issue 30 item 15: step 6 named a button it does not have ("Measure again") and showed an older
+    """Step 6 named a button it does not have ("Measure again") and showed an older
     timing before its own button was pressed."""
     from app.headmap import latency as latency_ui
 

@@ -1,4 +1,4 @@
-"""Issue 8 (dashboard part): numbers people can trust. A wrong-shape mask is refused at preview (in
+"""Numbers people can trust on the dashboard. A wrong-shape mask is refused at preview (in
 test_app_pages_extra), every share bundle and report carries complete provenance, every metric shows
 its 95 % interval and example count, deltas inside the noise say so, curves get a chance line, and
 the small items of point 11. AppTest on tiny models (see test_app_pages.py)."""
@@ -9,39 +9,22 @@ import json
 import pytest
 
 from app.share import ui as share_ui
-from app.core import webassets
-from browser_helpers import build_tiny_app, ok, open_app
+from browser_helpers import ok
 
-TIMEOUT = 120
 SHARE, HEAD_MAP, MODEL_PAGE, CURVES = ("app_pages/share.py", "app_pages/head_map.py", "app_pages/model_data.py",
                                        "app_pages/curves.py")
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("trust-bert"), "bert", n_examples=24)
+pytestmark = pytest.mark.usefixtures("stand_in_scripts")
 
 
-@pytest.fixture(autouse=True)
-def stand_in_scripts(monkeypatch):
-    if webassets.missing():
-        monkeypatch.setattr(webassets, "script", lambda name: f"/* {name} stand-in */")
+# -- provenance --------------------------------------------------------------------------------
 
-
-@pytest.fixture
-def app_for(monkeypatch, tmp_path):
-    def start(tiny, page: str, mask: str | None = None, eval_limit: int = 12):
-        return open_app(monkeypatch, tmp_path / "hp-home", tiny, page, mask, eval_limit, timeout=TIMEOUT)
-    return start
-
-
-# -- item 9: provenance --------------------------------------------------------------------------------
-
-def test_share_bundle_and_report_carry_split_examples_seeds_and_versions(app_for, tiny_bert, monkeypatch):
+def test_share_bundle_and_report_carry_split_examples_seeds_and_versions(app_for, tiny_bert_24, monkeypatch):
     made = []
     real = share_ui.gather_analysis
     monkeypatch.setattr(share_ui, "gather_analysis", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
-    ok(app_for(tiny_bert, SHARE, mask="e:7.f"))
+    ok(app_for(tiny_bert_24, SHARE, mask="e:7.f"))
     analysis = made[-1]
     data = json.loads(analysis.to_bytes())
     prov = data["provenance"]
@@ -55,7 +38,7 @@ def test_share_bundle_and_report_carry_split_examples_seeds_and_versions(app_for
     assert f"first 12 examples of the <b>{prov['split']}</b> split" in html
 
 
-# -- item 7: intervals, example counts, "within noise", chance line -----------------------------------------
+# -- intervals, example counts, "within noise", chance line -----------------------------------------
 
 def test_uncertainty_rounds_to_what_the_interval_supports():
     from app.core import uncertainty
@@ -83,7 +66,7 @@ def test_uncertainty_rounds_to_what_the_interval_supports():
 
 
 def test_a_change_never_contradicts_the_values_it_is_the_difference_of():
-    """Issue 22 item 6: 115 → 117 right of 128 was shown "90 %" → "91 %" with the change "+2 points"
+    """115 → 117 right of 128 was shown "90 %" → "91 %" with the change "+2 points"
     (1.5625 points, rounded to whole points because its paired interval is ± several points)."""
     from app.core import uncertainty
     from pruning_core.evaluation import stats
@@ -108,8 +91,8 @@ def _plain(text: str) -> str:
     return text.replace("\\", "")
 
 
-def test_head_map_metric_shows_interval_examples_and_a_noisy_delta_says_so(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, HEAD_MAP, mask="e:7.f"))       # one head of 8 removed, 12 examples
+def test_head_map_metric_shows_interval_examples_and_a_noisy_delta_says_so(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, HEAD_MAP, mask="e:7.f"))       # one head of 8 removed, 12 examples
     shown = next(m for m in at.metric if m.label == "accuracy")
     assert "." not in shown.value                               # ± tens of points on 12 examples: whole points
     assert "95 % interval" in shown.help and "12 examples" in shown.help
@@ -118,15 +101,15 @@ def test_head_map_metric_shows_interval_examples_and_a_noisy_delta_says_so(app_f
     assert "95 % interval" in captions and "12 examples" in captions and "All heads" in captions
 
 
-def test_model_page_metric_shows_interval_and_examples(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, MODEL_PAGE))
+def test_model_page_metric_shows_interval_and_examples(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, MODEL_PAGE))
     shown = next(m for m in at.metric if m.label.endswith("with all heads"))
     assert "." not in shown.value and "95 % interval" in shown.help and "12 examples" in shown.help
     assert any("95 % interval" in _plain(c.value) and "12 examples" in _plain(c.value) for c in at.caption)
 
 
-def test_curves_chart_has_a_majority_class_line(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, CURVES))
+def test_curves_chart_has_a_majority_class_line(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, CURVES))
     ok(next(b for b in at.button if b.label == "Compute the curves").click().run())   # curves start on a click
     figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.key is None]
     texts = [a.get("text", "") for f in figures for a in f["layout"].get("annotations", [])]
@@ -134,11 +117,11 @@ def test_curves_chart_has_a_majority_class_line(app_for, tiny_bert):
     assert any("majority class" in _plain(c.value) for c in at.caption)
 
 
-# -- item 11 (small) -------------------------------------------------------------------------------------
+# -- smaller things -------------------------------------------------------------------------------------
 
-def test_history_names_a_mask_restored_from_a_file(app_for, tiny_bert):
-    at = ok(app_for(tiny_bert, SHARE))
-    mask = {"format": "headprune.mask/1", "model": str(tiny_bert.model),
+def test_history_names_a_mask_restored_from_a_file(app_for, tiny_bert_24):
+    at = ok(app_for(tiny_bert_24, SHARE))
+    mask = {"format": "headprune.mask/1", "model": str(tiny_bert_24.model),
             "kinds": {"encoder_self": [[1, 0, 1, 1], [1, 1, 1, 1]]}}
     at.file_uploader(key="hp_w_share_upload").set_value(
         ("my_mask.json", json.dumps(mask).encode(), "application/json")).run()
@@ -152,9 +135,9 @@ def test_history_names_a_mask_restored_from_a_file(app_for, tiny_bert):
     assert not any("mask from the link" in c for c in captions)
 
 
-def test_an_unreachable_hub_model_message_has_no_double_period(app_for, tiny_bert):
+def test_an_unreachable_hub_model_message_has_no_double_period(app_for, tiny_bert_24):
     """The config loader's own message ends with a period; ours did not strip it ("files.. The")."""
-    at = ok(app_for(tiny_bert, MODEL_PAGE))                     # HF_HUB_OFFLINE=1: the hub cannot be reached
+    at = ok(app_for(tiny_bert_24, MODEL_PAGE))                     # HF_HUB_OFFLINE=1: the hub cannot be reached
     at.radio(key="hp_w_model_source").set_value("hub")
     at.text_input(key="hp_w_model_where").set_value("nosuchorg/nosuchmodel")
     next(b for b in at.button if b.label == "Use this model").click().run()
@@ -176,9 +159,9 @@ def test_an_unreadable_link_mask_message_has_no_double_period():
             assert ".." not in str(exc).replace("...", ""), str(exc)
 
 
-def test_attention_arrange_choice_survives_clearing_the_sentence(app_for, tiny_bert):
+def test_attention_arrange_choice_survives_clearing_the_sentence(app_for, tiny_bert_24):
     """The Arrange radio and the chart stay together after the sentence is cleared and typed again."""
-    at = ok(app_for(tiny_bert, "app_pages/attention.py", mask="e:7.f"))
+    at = ok(app_for(tiny_bert_24, "app_pages/attention.py", mask="e:7.f"))
     grid = at.get("plotly_chart")[0].proto.spec
     at.radio(key="hp_w_attention_arrange").set_value("grouped").run()
     grouped = at.get("plotly_chart")[0].proto.spec

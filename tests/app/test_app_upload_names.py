@@ -1,4 +1,4 @@
-"""An uploaded task is shown by its file name, never by the server's temp path (issue 8, item 4):
+"""An uploaded task is shown by its file name, never by the server's temp path:
 sidebar, page titles and captions, the task picker, the HTML report and error messages; the
 session keeps the full ``file:`` name so links and restores still work."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One description of a piece of work and when it starts (:class:`app.jobs.work.Work`, issue 17): a page's slow call
+"""One description of a piece of work and when it starts (:class:`app.jobs.work.Work`): a page's slow call
 starts by itself once ("auto"), only on a button ("button"), or each time the page asks ("each_time", a
 timing whose result is handed out once). Each script below is one page run in AppTest; the work records
 every call in a file, so the tests count how often it really ran."""

@@ -1,23 +1,19 @@
-"""Work the dashboard asks of a model (issue 22 item 3, issue 17 item 8): every page opened on a tiny
+"""Work the dashboard asks of a model: every page opened on a tiny
 model of each family in bounded memory; speech and language models never start gradient scoring by
 themselves; evaluation sizes, scoring batches and the memory budget follow the model's cost."""
 from __future__ import annotations
 
-import random
 import resource
 
-import numpy as np
 import pytest
 
 from app.core.pages import URL_PATHS
 import transformers as tf
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, build_tiny_app, ok
+from browser_helpers import ROOT, app_env, build_tiny_app, build_tiny_llama, build_tiny_whisper, ok
 from pruning_core.bench import budget
-from pruning_core.tasks.data import speech
 from pruning_core.core.errors import HeadpruneError
-from tiny import make_bert_tokenizer, tiny_model
 
 TIMEOUT = 420        # one page run: the Tour's first step on tiny BART (a 24-head ablation, each row decoding 48
 #                      sentences and bootstrapping corpus BLEU) took 195 s on 2 cores at load 5
@@ -27,31 +23,8 @@ PAGES = list(URL_PATHS)        # app.core.pages: the one page list
 RSS_GROWTH_BOUND = 1.5 * 2**30
 
 
-def _whisper(folder) -> TinyApp:
-    model_dir = folder / "tiny-whisper"
-    _spread_weights(tiny_model("whisper"), 0).save_pretrained(model_dir)
-    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
-    audio = folder / "audio"
-    audio.mkdir()
-    rng = np.random.default_rng(0)
-    for i, text in enumerate(["the movie was good", "it was a bad film", "great plot", "dull acting"]):
-        (audio / f"{i}.wav").write_bytes(speech.encode_wav(rng.normal(0, 0.1, 12000).astype(np.float32)))
-        (audio / f"{i}.txt").write_text(text)
-    return TinyApp(model_dir, f"speech:{audio}", "whisper")
-
-
-def _llama(folder) -> TinyApp:
-    model_dir = folder / "tiny-llama"
-    _spread_weights(tiny_model("llama"), 0).save_pretrained(model_dir)
-    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
-    rng = random.Random(0)
-    text = folder / "docs.txt"
-    text.write_text("\n".join(" ".join(rng.choices(_WORDS, k=rng.randint(6, 14))) for _ in range(40)) + "\n")
-    return TinyApp(model_dir, f"file:{text}", "llama")
-
-
 FAMILIES = {"bert": lambda f: build_tiny_app(f, "bert"), "bart": lambda f: build_tiny_app(f, "bart"),
-            "whisper": _whisper, "llama": _llama}
+            "whisper": build_tiny_whisper, "llama": build_tiny_llama}
 
 
 def _peak_rss() -> int:
@@ -94,7 +67,7 @@ def test_evaluation_sizes_per_family():
     smol = budget.example_cost(tf.LlamaConfig(**SMOLLM2), "language_model", 128)
     whisper = budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")
     # one pass per click, half of the click's 5 s for it (the rest: rerun and drawing)
-    # ... but never fewer than a paired test needs to tell a change from noise (issue 30 item 8)
+    # ... but never fewer than a paired test needs to tell a change from noise
     assert (budget.default_eval_size(minilm), budget.default_eval_size(smol), budget.default_eval_size(whisper)) == (128, 8, 8)
     assert (minilm.unit, smol.unit, whisper.unit) == ("example", "window", "utterance")
     assert whisper.tokens == 1500 and whisper.decoder_tokens == budget.SPEECH_TEXT_TOKENS

@@ -1,4 +1,4 @@
-"""Issue 30 item 5, in the dashboard: the live panel's parameter figure says what a click saves, and on a
+"""In the dashboard, the live panel's parameter figure says what a click saves, and on a
 grouped-query model that the head's K/V head is shared ("W_Q/W_O rows of one head; its K/V head is shared by
 2 others"), with counts that physical pruning confirms."""
 from __future__ import annotations

@@ -4,30 +4,15 @@ interval, the Head map toggles heads with perplexity live (lower is better) and 
 groups, Curves plots perplexity against heads removed, Attention draws causal maps."""
 from __future__ import annotations
 
-import random
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import _WORDS, ROOT, TinyApp, _spread_weights, app_env, ok, predictions
+from browser_helpers import ROOT, app_env, ok, predictions
 from test_app_pages import button, click_head, metric
 
 TIMEOUT = 120
 K = "decoder_self"
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory) -> TinyApp:
-    from tiny import make_bert_tokenizer, tiny_model
-
-    folder = tmp_path_factory.mktemp("app-llama")
-    model_dir = folder / "tiny-llama"
-    _spread_weights(tiny_model("llama"), 0).save_pretrained(model_dir)
-    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
-    rng = random.Random(0)
-    text = folder / "docs.txt"
-    text.write_text("\n".join(" ".join(rng.choices(_WORDS, k=rng.randint(6, 14))) for _ in range(40)) + "\n")
-    return TinyApp(model_dir, f"file:{text}", "llama")
 
 
 @pytest.fixture
@@ -54,7 +39,7 @@ def test_model_page_shows_perplexity_and_its_interval(app):
     value = metric(at, "perplexity with all heads")
     assert float(value.replace(",", "")) > 1.0
     assert "95 %" in _texts(at) or "interval" in _texts(at).lower()
-    # issue 22 item 6: the perplexity next to a reference, a unigram model on the same tokens
+    # the perplexity next to a reference, a unigram model on the same tokens
     reference = next(c.value for c in at.caption if "unigram" in c.value)
     assert f"with all heads the model's perplexity is {value}" in reference and "add-one" in reference
 
@@ -74,7 +59,7 @@ def test_head_map_toggles_heads_with_live_perplexity_and_groups(app):
         rose = float(after.replace(",", "")) > float(before.replace(",", ""))
         assert shown.direction == (1 if rose else 0) and shown.color == (0 if rose else 1)
     assert "key/value" in _texts(at).lower()
-    # issue 30 item 5: the click left layer 0's groups uneven (1 and 2 query heads), and the model still shrinks;
+    # the click left layer 0's groups uneven (1 and 2 query heads), and the model still shrinks;
     # the figure says what a click saves
     params = next(m for m in at.metric if m.label == "parameters").proto
     assert params.delta.startswith("-") and "W_Q rows and W_O columns" in params.help
@@ -90,14 +75,14 @@ def test_curves_page_plots_perplexity(app):
     figures = [e for e in at.get("plotly_chart") if e.key is None]
     assert figures
     assert "perplexity" in figures[0].proto.spec.lower()
-    assert any("unigram" in c.value and "same" in c.value for c in at.caption)      # issue 22 item 6
+    assert any("unigram" in c.value and "same" in c.value for c in at.caption)
 
 
 def test_attention_page_draws_causal_maps(app):
     at = app("app_pages/attention.py")
     answers = list(predictions(at).values())
     assert len(answers) == 2 and answers[0].startswith("'")                        # the next token, quoted
-    intro = at.markdown[0].value                  # a decoder-only model's intro (issue 22 item 6)
+    intro = at.markdown[0].value                  # a decoder-only model's intro
     assert "[CLS]" not in intro and "decoder-only" in intro and "first token" in intro
     assert any("Causal attention" in c.value for c in at.caption)
     assert len(at.get("iframe")) + len(at.get("html")) >= 1                       # the bertviz views

@@ -1,4 +1,4 @@
-"""Issue 22 item 6: the dashboard's progress text reads as words ("Pruning curve by gradient importance:
+"""The dashboard's progress text reads as words ("Pruning curve by gradient importance:
 step 1 of 11, 0 of 72 heads removed"), not as the library's stage names ("curve:gradient 1/11 · 0/72
 removed"). The events come from a real pruning curve on a tiny model."""
 from __future__ import annotations

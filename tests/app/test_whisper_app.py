@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import shutil
 
-import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from browser_helpers import ROOT, TinyApp, _spread_weights, app_env, ok, predictions
-from pruning_core.tasks.data import speech
-from tiny import make_bert_tokenizer, tiny_model
+from browser_helpers import ROOT, app_env, build_tiny_whisper, ok, predictions
 
 TIMEOUT = 120
 
 
 @pytest.fixture(scope="module")
 def tiny_whisper(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("app-whisper")
-    model_dir = folder / "tiny-whisper"
-    _spread_weights(tiny_model("whisper"), 0).save_pretrained(model_dir)
-    make_bert_tokenizer(folder / "tok").save_pretrained(model_dir)
-    audio = folder / "audio"
-    audio.mkdir()
-    rng = np.random.default_rng(0)
-    for i, text in enumerate(["the movie was good", "it was a bad film", "great plot", "dull acting"]):
-        (audio / f"{i}.wav").write_bytes(speech.encode_wav(rng.normal(0, 0.1, 12000).astype(np.float32)))
-        (audio / f"{i}.txt").write_text(text)
-    return TinyApp(model_dir, f"speech:{audio}", "whisper")
+    return build_tiny_whisper(tmp_path_factory.mktemp("app-whisper"))
 
 
 @pytest.fixture
@@ -58,12 +45,12 @@ def test_model_and_head_map_pages_show_wer_and_three_maps(app):
 def test_attention_page_speaks_the_sentence_and_maps_cross_attention_over_audio(app):
     at = ok(app.switch_page("app_pages/attention.py").run())
     assert "Prediction, all heads" in predictions(at)
-    intro = at.markdown[0].value                  # a speech model's intro (issue 22 item 6)
+    intro = at.markdown[0].value                  # a speech model's intro
     assert "[CLS]" not in intro and "audio frames" in intro
     kinds = next(b for b in at.selectbox if b.label == "Attention kind")
     assert len(kinds.options) == 3
     assert at.get("plotly_chart"), "no attention thumbnails drawn"
-    players = at.get("audio")                     # the sentence the model heard can be heard (issue 30 item 16)
+    players = at.get("audio")                     # the sentence the model heard can be heard
     assert len(players) == 1 and players[0].proto.url
     assert any("What the model heard" in c.value for c in at.caption)
 

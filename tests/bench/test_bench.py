@@ -14,6 +14,7 @@ from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.modeling.masking import installed_hook_count
 from pruning_core.modeling.loading import weights_hash_of_module
 from pruning_core.evaluation.results import read_json, write_json
+from tiers import heavy_beyond
 from tiny import ALL_ARCHS, tiny_config, tiny_loaded
 
 FAST = dict(warmup=0, repeats=2, min_seconds=0.0, seq_len=8)
@@ -133,7 +134,7 @@ def test_a_malformed_bench_file_is_a_format_error(tmp_path):
         BenchResult.from_json(data)
 
 
-@pytest.mark.parametrize("arch", ALL_ARCHS)     # every task type: classification, translation, LM, speech
+@pytest.mark.parametrize("arch", heavy_beyond(ALL_ARCHS, fast=["distilbert", "gpt2", "marian"]))     # every task type: classification, translation, LM, speech
 def test_benchmark_measures_three_variants_and_leaves_the_model_alone(arch, tmp_path):
     loaded = tiny_loaded(arch, tmp_path)
     before = weights_hash_of_module(loaded.model)

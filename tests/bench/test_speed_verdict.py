@@ -17,13 +17,13 @@ def _lat(median: float, q1: float, q3: float) -> LatencyStats:
 
 @pytest.mark.parametrize("speedup, low, high, ceiling, full, kind", [
     (1.18, 1.12, 1.24, 1.25, False, GAIN),
-    (1.28, 0.70, 2.10, 1.00, True, FULL),          # the issue: 1.28x shown with all heads kept
+    (1.28, 0.70, 2.10, 1.00, True, FULL),          # seen: 1.28x shown with all heads kept
     (1.02, 0.95, 1.09, 1.25, False, NOISE),        # spread overlaps 1.0x
-    (0.469, 0.15, 2.4, 1.25, False, NOISE),        # the issue: 0.469x with an IQR of 184-1192 ms
-    (1.15, 1.10, 1.20, 1.03, False, ABOVE),        # the issue: 1.15x against a 1.03x ceiling
+    (0.469, 0.15, 2.4, 1.25, False, NOISE),        # seen: 0.469x with an IQR of 184-1192 ms
+    (1.15, 1.10, 1.20, 1.03, False, ABOVE),        # seen: 1.15x against a 1.03x ceiling
     (1.60, 1.55, 1.66, 1.54, False, AT_CEILING),   # 1.60x against 1.54x: within 10 % of the ceiling
-    (1.54, 1.50, 1.58, 1.47, False, AT_CEILING),   # issue 30: 1.54x against 1.47x
-    (1.229, 1.20, 1.25, 1.226, False, AT_CEILING),  # issue 30, the CLI's bench at batch 8
+    (1.54, 1.50, 1.58, 1.47, False, AT_CEILING),   # seen: 1.54x against 1.47x
+    (1.229, 1.20, 1.25, 1.226, False, AT_CEILING),  # seen: the CLI's bench at batch 8
     (1.80, 1.70, 1.90, 1.47, False, ABOVE),        # far above, spread too: not removed work
     (0.90, 0.88, 0.93, 1.25, False, SLOWER),
     (float("inf"), 2.0, float("inf"), 1.25, False, NOISE),
@@ -66,7 +66,7 @@ def test_speed_verdict_of_a_real_run_and_the_cli_text(tmp_path):
 
 
 @pytest.mark.parametrize("cpus, load, share, busy", [
-    (2, 1.06, 0.6, False),     # issue 30: this server's own work, a small model not filling both threads
+    (2, 1.06, 0.6, False),     # seen: this server's own work, a small model not filling both threads
     (2, 1.06, None, False),
     (2, 2.7, 0.95, True),      # the load says others run
     (2, 2.2, 0.5, True),       # the load reached the CPUs and the timing got half of them

@@ -4,17 +4,6 @@ import json
 import pytest
 
 from pruning_core.cli.main import main
-from tiny import make_bert_tokenizer, random_words_csv, tiny_model
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, headprune_home):
-    model = tiny_model("bert")
-    model.save_pretrained(tmp_path / "tiny")
-    make_bert_tokenizer(tmp_path / "tiny")
-    random_words_csv(tmp_path / "tiny.csv", rows=24, words_per_row=6)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def run(*args):
@@ -73,6 +62,7 @@ def test_mask_for_another_model_is_refused(workdir, capsys):
     assert "heads per layer" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_python_dash_m_entry_point(workdir):
     import subprocess
     import sys

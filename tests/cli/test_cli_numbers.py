@@ -1,4 +1,4 @@
-"""Issue 30 item 17: ``headprune evaluate`` prints its metric with the 95 % interval, and the CLI's
+"""``headprune evaluate`` prints its metric with the 95 % interval, and the CLI's
 progress bars never show a rate for a step answered at once (a cached encode read "38130.04it/s")."""
 from __future__ import annotations
 
@@ -10,17 +10,6 @@ import pytest
 from pruning_core.core import progress
 from pruning_core.cli.main import main
 from pruning_core.evaluation.metrics import get_metric
-from tiny import make_bert_tokenizer, random_words_csv, tiny_model
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, headprune_home):
-    model = tiny_model("bert")
-    model.save_pretrained(tmp_path / "tiny")
-    make_bert_tokenizer(tmp_path / "tiny")
-    random_words_csv(tmp_path / "tiny.csv", rows=24, words_per_row=6)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_evaluate_prints_the_metric_with_its_interval(workdir, capsys):
@@ -56,7 +45,7 @@ def test_a_rate_reads_per_step_once_a_step_has_taken_time():
     assert progress.rate_text(30, 2.0) == "15.0 steps/s"
 
 
-# -- issue 30 item 9: p-values and links ------------------------------------------------------------
+# -- p-values and links ------------------------------------------------------------
 
 def test_a_p_value_of_zero_is_never_printed_as_zero():
     from pruning_core.evaluation.stats import format_p

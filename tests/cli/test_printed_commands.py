@@ -1,4 +1,4 @@
-"""Every ``headprune`` command line the dashboard prints is a command the CLI accepts (issue 22, item 2).
+"""Every ``headprune`` command line the dashboard prints is a command the CLI accepts.
 
 The commands are extracted from every string the app and its pages hold (docstrings and comments
 left out: they are not shown) and parsed by the CLI's own parser; the one the Share page builds at

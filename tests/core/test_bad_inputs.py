@@ -1,4 +1,4 @@
-"""No traceback on any input (issue 9): every bad option value, output path or mask is refused with
+"""No traceback on any input: every bad option value, output path or mask is refused with
 exit status 2 and one line ``headprune: error: ...`` that names the value, before a model is loaded
 where the value alone shows it is wrong."""
 import json
@@ -9,7 +9,7 @@ import pytest
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.core.errors import FormatError
 from pruning_core.core.share_link import decode_mask
-from test_cli import run, workdir  # noqa: F401 - the tiny model folder and CSV task fixture
+from test_cli import run
 
 TASK = ("--task", "file:tiny.csv")
 LAYOUT = HeadLayout({"encoder_self": (4, 4)})           # the tiny BERT: 2 layers of 4 heads
@@ -25,7 +25,7 @@ def refused(capsys, *args) -> str:
 
 
 @pytest.fixture
-def files(workdir):  # noqa: F811
+def files(workdir):
     """A scores file, a folder, and a plain file to put paths under."""
     assert run("score", "tiny", *TASK, "--method", "random", "--out", "s.json") == 0
     (workdir / "folder").mkdir()
@@ -123,11 +123,11 @@ def test_smp_finetune_save_under_a_file(files, capsys):
     (("smp", "train", "--steps", "0"), "--steps must be"),
     (("smp", "compare", "--random-seeds", "0"), "--random-seeds must be"),
 ])
-def test_numbers_out_of_range(workdir, capsys, args, message):  # noqa: F811
+def test_numbers_out_of_range(workdir, capsys, args, message):
     assert message in refused(capsys, *args)
 
 
-def test_a_step_of_exactly_one_is_fine(workdir):  # noqa: F811
+def test_a_step_of_exactly_one_is_fine(workdir):
     assert run("curve", "tiny", *TASK, "--method", "random", "--step", "1", "--score-split", "test") == 0
 
 
@@ -138,18 +138,18 @@ def test_a_step_of_exactly_one_is_fine(workdir):  # noqa: F811
     ("-2", "--beams must be a whole number of at least 1; got -2"),
     ("4", "beams 4 has no effect on classification task 'file:tiny.csv'"),
 ])
-def test_beams_on_classification(workdir, capsys, beams, message):  # noqa: F811
+def test_beams_on_classification(workdir, capsys, beams, message):
     assert message in refused(capsys, "evaluate", "tiny", *TASK, "--beams", beams)
 
 
-def test_beams_one_on_classification_is_fine(workdir):  # noqa: F811
+def test_beams_one_on_classification_is_fine(workdir):
     assert run("evaluate", "tiny", *TASK, "--beams", "1") == 0
 
 
 # -- a model with every head removed ---------------------------------------------------------------
 
 @pytest.fixture
-def headless(workdir):  # noqa: F811
+def headless(workdir):
     (workdir / "zero.json").write_text(json.dumps({"format": "headprune.mask/1", "model": "tiny",
                                                    "kinds": {"encoder_self": [[0] * 4] * 2}}))
     assert run("prune", "tiny", "--mask", "zero.json", "--out", "headless") == 0
@@ -185,7 +185,7 @@ def test_gradient_scores_of_a_model_without_heads_are_empty(headless):
 # -- masks -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", [0.5, 0.9, 1.0, True, False, "1", "0", None, 2, -1])
-def test_mask_file_values_other_than_0_and_1(workdir, capsys, value):  # noqa: F811
+def test_mask_file_values_other_than_0_and_1(workdir, capsys, value):
     rows = [[1, 1, 1, 1], [1, 1, 1, 1]]
     rows[1][2] = value
     (workdir / "m.json").write_text(json.dumps({"format": "headprune.mask/1", "model": "tiny",
@@ -197,7 +197,7 @@ def test_mask_file_values_other_than_0_and_1(workdir, capsys, value):  # noqa: F
 
 @pytest.mark.parametrize("kinds", [{"encoder_self": "1111"}, {"encoder_self": ["1111", "1111"]},
                                    {"encoder_self": [1, 1]}])
-def test_mask_file_rows_that_are_not_lists(workdir, capsys, kinds):  # noqa: F811
+def test_mask_file_rows_that_are_not_lists(workdir, capsys, kinds):
     (workdir / "m.json").write_text(json.dumps({"format": "headprune.mask/1", "model": "tiny", "kinds": kinds}))
     assert "must be lists of 0/1 per layer" in refused(capsys, "evaluate", "tiny", *TASK, "--mask", "m.json")
 
@@ -227,12 +227,12 @@ def test_link_mask_text_accepts_upper_case_hex():
     assert decode_mask("e:F.c", LAYOUT) == decode_mask("e:f.c", LAYOUT)
 
 
-def test_link_with_a_lenient_mask_is_refused_by_the_cli(workdir, capsys):  # noqa: F811
+def test_link_with_a_lenient_mask_is_refused_by_the_cli(workdir, capsys):
     err = refused(capsys, "evaluate", "tiny", *TASK, "--mask-link", "http://localhost:8501/?mask=e:03.c")
     assert "not readable" in err and "'03'" in err
 
 
-def test_a_write_that_fails_late_is_a_clean_error(workdir, capsys, monkeypatch):  # noqa: F811
+def test_a_write_that_fails_late_is_a_clean_error(workdir, capsys, monkeypatch):
     import pruning_core.evaluation.results
 
     def full_disk(path, data):

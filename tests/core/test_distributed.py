@@ -47,7 +47,7 @@ def torchrun(args: list[str], cwd: Path, extra_env: dict | None = None) -> subpr
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
+def dist_dir(tmp_path_factory):
     work = tmp_path_factory.mktemp("dist")
     tiny_model("bert").save_pretrained(work / "tiny")
     make_bert_tokenizer(work / "tiny")
@@ -61,13 +61,13 @@ def workdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def launched(workdir):
+def launched(dist_dir):
     """One torchrun launch: the library checks, then the CLI commands with --out into dist-*.json."""
-    (workdir / "cli_runs.txt").write_text("\n".join(f"{cmd} --out dist-{name}.json" for name, cmd in CLI_RUNS.items())
+    (dist_dir / "cli_runs.txt").write_text("\n".join(f"{cmd} --out dist-{name}.json" for name, cmd in CLI_RUNS.items())
                                           + "\n")
-    proc = torchrun([str(WORKER), str(workdir)], workdir, {"HEADPRUNE_HOME": str(workdir / "home")})
+    proc = torchrun([str(WORKER), str(dist_dir)], dist_dir, {"HEADPRUNE_HOME": str(dist_dir / "home")})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads((workdir / "library.json").read_text()), proc
+    return json.loads((dist_dir / "library.json").read_text()), proc
 
 
 # I_h is a float32 sum over examples; under torchrun each rank sums its share and the all-reduce adds
@@ -100,10 +100,11 @@ def _close(a, b, rel=F32_REORDER_REL, abs_=F32_REORDER_ABS, path="") -> None:
                                    "cls_atp_mean", "cls_atp_corrupt", "cls_flap_zero", "cls_activation_zero",
                                    "cls_entropy_zero", "cls_confidence_zero", "cls_verify", "lm_atp_corrupt",
                                    "lm_flap_zero"])
+@pytest.mark.heavy
 def test_all_reduced_scores_equal_one_process(launched, check):
     results, _ = launched
     pair = results[check]
-    # the issue-20 scorers add float64 per-batch sums of float32 values (as I_h does): the F32 bounds hold
+    # the NEW_SCORERS add float64 per-batch sums of float32 values (as I_h does): the F32 bounds hold
     # SMP sums float32 logits (as one process does); its scores are a softmax, so a logit's rounding
     # difference shows up as an absolute difference of the probabilities
     rel, abs_ = (1e-5, 1e-4) if check.startswith("smp") else (F32_REORDER_REL, F32_REORDER_ABS)
@@ -112,12 +113,14 @@ def test_all_reduced_scores_equal_one_process(launched, check):
 
 @pytest.mark.parametrize("check", ["cls_evaluate_bs2", "cls_evaluate_bs32", "cls_ablation", "cls_ablation_scorer",
                                    "cls_curve_rescoreFalse", "cls_curve_rescoreTrue", "tr_evaluate", "lm_evaluate"])
+@pytest.mark.heavy
 def test_metrics_equal_one_process_exactly(launched, check):
     results, _ = launched
     pair = results[check]
     assert pair["distributed"] == pair["single"], check       # metrics, losses, intervals, per-example: exact
 
 
+@pytest.mark.heavy
 def test_uneven_split_counts_every_example_once(launched):
     results, _ = launched
     assert results["_sizes"]["cls"] == 7                  # 7 examples on 2 ranks, batches of 2 and 32
@@ -135,13 +138,14 @@ def _strip(data: dict) -> dict:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", list(CLI_RUNS))
-def test_cli_under_torchrun_writes_what_one_process_writes(launched, workdir, monkeypatch, name):
-    monkeypatch.chdir(workdir)
-    monkeypatch.setenv("HEADPRUNE_HOME", str(workdir / "home"))
+def test_cli_under_torchrun_writes_what_one_process_writes(launched, dist_dir, monkeypatch, name):
+    monkeypatch.chdir(dist_dir)
+    monkeypatch.setenv("HEADPRUNE_HOME", str(dist_dir / "home"))
     assert main(CLI_RUNS[name].split() + ["--out", f"single-{name}.json"]) == 0
-    dist = json.loads((workdir / f"dist-{name}.json").read_text())
-    single = json.loads((workdir / f"single-{name}.json").read_text())
+    dist = json.loads((dist_dir / f"dist-{name}.json").read_text())
+    single = json.loads((dist_dir / f"single-{name}.json").read_text())
     assert dist["provenance"]["parallel"] == {"world_size": 2, "backend": "gloo", "devices": ["cpu", "cpu"]}
     assert single["provenance"]["parallel"] == {"world_size": 1, "backend": None, "devices": ["cpu"]}
     if name in ("evaluate", "ablate"):                     # gathered per-example results: exact
@@ -150,45 +154,47 @@ def test_cli_under_torchrun_writes_what_one_process_writes(launched, workdir, mo
         _close(_strip(dist), _strip(single), path=name)
 
 
+@pytest.mark.heavy
 def test_only_rank_0_prints_results(launched):
     _, proc = launched
     assert proc.stdout.count("wrote dist-score.json") == 1
 
 
-def test_a_rank_failing_mid_run_stops_every_rank_and_writes_nothing(workdir):
-    out = workdir / "failed.json"
-    before = set(workdir.iterdir())
+@pytest.mark.heavy
+def test_a_rank_failing_mid_run_stops_every_rank_and_writes_nothing(dist_dir):
+    out = dist_dir / "failed.json"
+    before = set(dist_dir.iterdir())
     proc = torchrun([str(FAILING), "score", "tiny", "--task", "file:tiny7.csv", "--score-split", "test",
-                     "--batch-size", "2", "--out", str(out)], workdir, {"HEADPRUNE_HOME": str(workdir / "home")})
+                     "--batch-size", "2", "--out", str(out)], dist_dir, {"HEADPRUNE_HOME": str(dist_dir / "home")})
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "headprune: error: [rank 1 of 2] rank 1 failed on purpose" in text, text[-3000:]
     assert "headprune: error: [rank 0 of 2] rank 1 of 2 failed during gradient scoring" in text, text[-3000:]
     assert "writes nothing" in text
     assert not out.exists()
-    assert set(workdir.iterdir()) == before               # no half-written or temporary file either
+    assert set(dist_dir.iterdir()) == before               # no half-written or temporary file either
 
 
 # -- without torchrun (fast) -----------------------------------------------------------------------
 
-def test_distributed_without_torchrun_is_a_clear_usage_error(workdir, monkeypatch, capsys):
+def test_distributed_without_torchrun_is_a_clear_usage_error(dist_dir, monkeypatch, capsys):
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.chdir(workdir)
+    monkeypatch.chdir(dist_dir)
     assert main(["evaluate", "tiny", "--task", "file:tiny7.csv", "--distributed"]) == 2
     err = capsys.readouterr().err
     assert "torchrun" in err and "WORLD_SIZE" in err
 
 
-def test_commands_that_run_in_one_process_refuse_torchrun(workdir, monkeypatch, capsys):
+def test_commands_that_run_in_one_process_refuse_torchrun(dist_dir, monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", "0")
-    monkeypatch.chdir(workdir)
+    monkeypatch.chdir(dist_dir)
     assert main(["info", "tiny"]) == 2
     assert "runs in one process" in capsys.readouterr().err
     assert main(["compress", "tiny", "--task", "file:tiny7.csv", "--remove", "0.5", "--out", "c"]) == 2
-    assert "runs in one process" in capsys.readouterr().err and not (workdir / "c").exists()
+    assert "runs in one process" in capsys.readouterr().err and not (dist_dir / "c").exists()
 
 
 def test_compress_does_not_offer_distributed(capsys):

@@ -138,6 +138,7 @@ def _port_free(port: int) -> bool:
 
 # -- headprune app -------------------------------------------------------------------------------------
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_app_stops_its_server(signum, tmp_path, groups):
     port = _free_port()
@@ -229,6 +230,7 @@ sys.exit(main(["smp", "compare", "--random-seeds", "1"]))
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_smp_compare_stops_its_worker_and_removes_its_temp_folder(signum, tmp_path, groups):
     temps, pidfile = tmp_path / "temps", tmp_path / "worker.pid"

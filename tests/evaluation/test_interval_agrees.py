@@ -1,4 +1,4 @@
-"""Issue 30 item 8: a change's interval and its p-value come from the same test on the same data (the
+"""A change's interval and its p-value come from the same test on the same data (the
 interval excludes 0 exactly when p < 0.05), and no change is judged on fewer examples than any test
 needs (Whisper's 2 utterances read "+0.0 to +11.8 points ... p = 0.64")."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 30 item 7: perplexity and other unbounded metrics are drawn on a log axis in every curve (the
+"""Perplexity and other unbounded metrics are drawn on a log axis in every curve (the
 Curves page, the Tour, the offline report), declared by the metric rather than by its name."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pruning_core.evaluation.experiments import (
 )
 from pruning_core.scoring import ScoreConfig, get_scorer
 from pruning_core.evaluation.significance import MCNEMAR
-from test_cli import run, workdir  # noqa: F401 - the tiny model folder and CSV task fixture
+from test_cli import run
 from tiny import tiny_loaded
 
 

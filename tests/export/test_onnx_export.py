@@ -77,6 +77,7 @@ def test_the_pruned_default_in_onnx_runtime(tmp_path):
     assert torch.allclose(onnx_logits(onnx_session(result.path), x), want, atol=1e-4, rtol=0)
 
 
+@pytest.mark.heavy
 def test_bench_onnx_times_both_runtimes_beside_the_ceiling(tmp_path, monkeypatch, headprune_home, capsys):
     tiny_model("llama").save_pretrained(tmp_path / "llama")
     make_bert_tokenizer(tmp_path / "tok").save_pretrained(tmp_path / "llama")

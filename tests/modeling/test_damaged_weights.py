@@ -38,7 +38,7 @@ DAMAGE = {"truncated": _truncate, "missing-shard": _drop_shard, "config-mismatch
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch, headprune_home):
+def good_model_dir(tmp_path, monkeypatch, headprune_home):
     tiny_model("bert").save_pretrained(tmp_path / "good")
     make_bert_tokenizer(tmp_path / "good")
     random_words_csv(tmp_path / "tiny.csv", rows=8, words_per_row=5, vocab=WORDS[:8])
@@ -48,9 +48,9 @@ def workdir(tmp_path, monkeypatch, headprune_home):
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.parametrize("command", [("info",), ("evaluate", "--task", "file:tiny.csv")], ids=["info", "evaluate"])
-def test_a_damaged_folder_is_one_error_line_naming_the_file(workdir, capsys, damage, command):
-    shutil.copytree(workdir / "good", workdir / "bad")
-    names, fix = DAMAGE[damage](workdir / "bad")
+def test_a_damaged_folder_is_one_error_line_naming_the_file(good_model_dir, capsys, damage, command):
+    shutil.copytree(good_model_dir / "good", good_model_dir / "bad")
+    names, fix = DAMAGE[damage](good_model_dir / "bad")
     capsys.readouterr()
     assert main([command[0], "bad", *command[1:]]) == 2
     err = capsys.readouterr().err.strip()
@@ -58,5 +58,5 @@ def test_a_damaged_folder_is_one_error_line_naming_the_file(workdir, capsys, dam
     assert names in err and fix in err
 
 
-def test_the_intact_folder_loads(workdir):
+def test_the_intact_folder_loads(good_model_dir):
     assert main(["info", "good"]) == 0

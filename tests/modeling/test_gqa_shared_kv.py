@@ -1,4 +1,4 @@
-"""Issue 30 item 5: removing query heads of a grouped-query model never adds parameters. With uneven groups
+"""Removing query heads of a grouped-query model never adds parameters. With uneven groups
 each kept key/value head is stored once (SharedKVLinear) and read by its remaining query heads, so on a
 tiny Llama of 6 query heads on 2 key/value heads (groups of 3) every removal shrinks the model, the pruned
 logits equal the masked ones, and a saved pruned model loads back equal; even groups keep a stock config."""

@@ -1,6 +1,6 @@
 """`headprune prune` words the parameter change ("% more" / "% fewer"); an uneven grouped-query mask (a tiny
 Llama with 6 query heads on 2 key/value heads losing one query head) makes the model smaller, never larger
-(issue 30 item 5: key/value heads are stored once, not copied), and saves in headprune's format.
+ (key/value heads are stored once, not copied), and saves in headprune's format.
 `headprune mask --uniform` builds the fix: whole groups, the same count in every layer."""
 import json
 

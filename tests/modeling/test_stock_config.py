@@ -29,6 +29,7 @@ def _mask(layout, removed):
     return HeadMask.from_removed(layout, [(K, l, h) for l, heads in removed.items() for h in heads])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("arch", list(UNIFORM))
 def test_a_uniform_shape_loads_in_stock_transformers_with_equal_logits(arch, tmp_path):
     lm = tiny_loaded(arch, tmp_path)

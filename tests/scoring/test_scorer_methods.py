@@ -17,6 +17,7 @@ from pruning_core.scoring.attribution import attribution_sums, corrupted_inputs
 from pruning_core.scoring.gradient import per_token_importance
 from pruning_core.scoring.label_free import calibration_sums, flap_fluctuation, output_column_norms
 from scorer_cases import FAMILIES, case
+from tiers import heavy_beyond
 from tiny import tiny_loaded
 
 NEW = ["fisher", "atp", "flap", "activation", "entropy", "confidence"]
@@ -43,7 +44,7 @@ def _values(scores, kind, layer) -> list[float]:
     return list(scores.kinds[kind][layer])
 
 
-@pytest.mark.parametrize("arch", FAMILIES)
+@pytest.mark.parametrize("arch", heavy_beyond(FAMILIES, fast=["distilbert"]))
 def test_every_new_scorer_on_every_family(arch, tmp_path):
     """Shape = the layout; finite; a full mask scores exactly as no mask; a removed head scores 0; no hook left."""
     lm, task, split = case(arch, tmp_path)
@@ -96,7 +97,7 @@ def _zero_out_columns(lm, kind, layer, head):
     return site
 
 
-@pytest.mark.parametrize("arch", ["bert", "gpt2", "marian"])
+@pytest.mark.parametrize("arch", heavy_beyond(["bert", "gpt2", "marian"], fast=["bert", "gpt2"]))
 def test_a_head_whose_output_projection_columns_are_zero_scores_zero(arch, tmp_path):
     """W_O[:, head] = 0: the loss cannot depend on z_h (dL/dz_h = W_O^T dL/dout = 0 exactly), and the
     head's channels have zero W_O norm, so fisher, atp (every baseline), flap's fluctuation and I_h are 0.
@@ -116,7 +117,7 @@ def test_a_head_whose_output_projection_columns_are_zero_scores_zero(arch, tmp_p
     assert get_scorer("activation").score(lm, task, _config(split)).scores.kinds[kind][1][2] > 0
 
 
-@pytest.mark.parametrize("arch", ["bert", "llama"])
+@pytest.mark.parametrize("arch", heavy_beyond(["bert", "llama"], fast=["llama"]))
 def test_a_head_whose_value_projection_is_zero_scores_zero_everywhere(arch, tmp_path):
     """W_V rows (and bias) of a head = 0 make z_h = A V_h = 0 exactly: every scorer reading z_h gives 0."""
     lm, task, split = case(arch, tmp_path)
@@ -288,6 +289,7 @@ def test_verify_ablates_the_k_highest_and_lowest_heads_exactly(tmp_path):
     assert len(again.pairs) == 8 and {p.exact_delta_loss for p in again.pairs} >= {p.exact_delta_loss for p in res.pairs}
 
 
+@pytest.mark.heavy
 def test_gradient_scores_correlate_with_exact_ablation_on_a_trained_tiny_model(tmp_path):
     """A tiny BERT trained a little (3 epochs, loss 0.69 -> 0.68) on synthetic sentiment: I_h's ranking
     agrees with exact ablation (rho 0.93 here; much longer training drives the loss to 0.08, where

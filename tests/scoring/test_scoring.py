@@ -119,6 +119,7 @@ def test_registering_a_taken_name_or_bad_metadata_raises():
     assert get_scorer("random").description.startswith("Uniform random")
 
 
+@pytest.mark.heavy
 def test_scoring_does_not_import_smp_until_asked():
     """scoring sits below smp: the smp entry is lazy, so importing scoring runs no upward import."""
     code = ("import sys; import pruning_core.scoring as s; assert 'pruning_core.scoring.smp' not in sys.modules; "

@@ -422,6 +422,7 @@ def test_source_registry_validates_names():
 
 # -- the CLI ---------------------------------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_cli_smp_train_on_a_tiny_model_folder(tmp_path, headprune_home, monkeypatch, capsys):
     from pruning_core.cli.main import main
     loaded, _ = signal_loaded(tmp_path)
@@ -506,6 +507,7 @@ def test_compare_runs_every_condition_with_identical_settings(trained, tmp_path)
     assert "(c) random 50 % per layer" in format_table(again)
 
 
+@pytest.mark.heavy
 def test_smp_finetune_and_an_isolated_condition(trained, tmp_path):
     from pruning_core.tasks.finetune import FinetuneConfig
     from pruning_core.modeling.loading import load_model

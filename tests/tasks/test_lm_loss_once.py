@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from pruning_core import tasks
 from pruning_core.tasks import get_task
 from pruning_core.tasks import language_model as lm_module
 from tiny import tiny_loaded
@@ -16,11 +15,7 @@ DOCS = ["the good movie was fun", "a bad film it was not very great", "the plot 
         "love the movie really love it", "it is a very very good film the acting is great", "hate the plot"] * 3
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    tasks.clear_cache()
-    yield
-    tasks.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 
 @pytest.fixture

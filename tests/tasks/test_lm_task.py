@@ -28,11 +28,7 @@ DOCS = ["the good movie was fun", "a bad film it was not very great", "the plot 
 LM_ARCHS = ["llama", "gpt2"]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    tasks.clear_cache()
-    yield
-    tasks.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 
 @pytest.fixture
@@ -158,6 +154,7 @@ def _trained_llama_folder(tmp_path):
     return folder
 
 
+@pytest.mark.heavy
 def test_cli_evaluate_and_curve_on_txt_file(tmp_path, txt_file, capsys):
     folder = _trained_llama_folder(tmp_path)
     out = tmp_path / "eval.json"
@@ -185,7 +182,7 @@ def test_movie_text_is_registered_and_needs_prepare(headprune_home):
         task.load("test")
 
 
-# -- the unigram baseline (issue 22 item 6: a perplexity needs a reference) ----------------------------
+# -- the unigram baseline (a perplexity needs a reference) ----------------------------
 
 def test_unigram_perplexity_by_hand():
     from pruning_core.tasks.unigram import unigram_perplexity

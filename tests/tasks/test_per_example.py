@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pruning_core import tasks
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.evaluation.metrics import get_metric
@@ -19,16 +18,13 @@ from pruning_core.tasks import get_task
 from test_lm_task import txt_file  # noqa: F401 - fixture
 from test_speech import _listing_folder
 from test_tasks import cls_file, loaded_for, mt_file  # noqa: F401 - fixtures
+from tiers import heavy_beyond
 from tiny import tiny_loaded
 
 CASES = [("bert", "cls_file"), ("bart", "mt_file"), ("gpt2", "txt_file"), ("whisper", "speech_folder")]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    tasks.clear_cache()
-    yield
-    tasks.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 
 @pytest.fixture
@@ -84,7 +80,7 @@ def _old_row_loss(task, batch, logits, j) -> float:
                                  reduction="sum"))
 
 
-@pytest.mark.parametrize("arch, fixture", CASES)
+@pytest.mark.parametrize("arch, fixture", heavy_beyond(CASES, fast=["bert"]))
 def test_one_pass_gives_metric_interval_losses_and_predictions(request, tmp_path, arch, fixture):
     loaded, task, data = _setup(request, tmp_path, arch, fixture)
     mask = HeadMask.full(loaded.layout).toggled(next(iter(loaded.layout.kinds)), 0, 1)
@@ -110,7 +106,7 @@ def test_one_pass_gives_metric_interval_losses_and_predictions(request, tmp_path
     assert example_outputs(loaded, task, data, mask, batch_size=3, predictions=True) == views[1]
 
 
-@pytest.mark.parametrize("arch, fixture", CASES)
+@pytest.mark.parametrize("arch, fixture", heavy_beyond(CASES, fast=["bert", "gpt2"]))
 def test_per_example_losses_equal_the_old_row_by_row_loop(request, tmp_path, arch, fixture):
     loaded, task, data = _setup(request, tmp_path, arch, fixture)
     mask = HeadMask.full(loaded.layout).toggled(next(iter(loaded.layout.kinds)), 1, 0)

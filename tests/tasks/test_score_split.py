@@ -29,7 +29,7 @@ def split_task(name: str, splits=("train", "validation")) -> ClassificationTask:
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
+def tiny_bert_16(tmp_path_factory):
     return build_tiny_app(tmp_path_factory.mktemp("split-bert"), "bert", n_examples=16)
 
 
@@ -50,9 +50,9 @@ def test_the_policy(tmp_path):
     assert default_score_split(get_task(f"file:{data}")) == "test"       # a data file: one set, every split
 
 
-def test_head_map_scores_come_from_the_train_split(tiny_bert, held_out):
+def test_head_map_scores_come_from_the_train_split(tiny_bert_16, held_out):
     name, task = held_out
-    spec = str(tiny_bert.model)
+    spec = str(tiny_bert_16.model)
     assert cache.score_split_of(name) == "train" and cache.split_of(name) == "validation"
     result = cache.scores(spec, name, "gradient", 16)               # the Head map's call (app_pages/head_map.py)
     assert result.provenance["split"] == "train" and result.provenance["n_examples"] == 16
@@ -62,13 +62,13 @@ def test_head_map_scores_come_from_the_train_split(tiny_bert, held_out):
 
 
 @pytest.mark.parametrize("scorer, recorded", [("gradient", "train"), ("random", None)])
-def test_the_bundle_records_the_split_the_scores_were_computed_on(tiny_bert, held_out, monkeypatch, scorer,
+def test_the_bundle_records_the_split_the_scores_were_computed_on(tiny_bert_16, held_out, monkeypatch, scorer,
                                                                    recorded):
     name, _ = held_out
     monkeypatch.setattr(Work, "show", lambda self, *a, **k: self.fn(*self.args, **self.kwargs))   # no progress bar
     monkeypatch.setattr(session_results, "get_result", lambda key: None)
     monkeypatch.setattr(latency_ui, "measurement", lambda spec, mask, **kwargs: None)
-    spec = str(tiny_bert.model)
+    spec = str(tiny_bert_16.model)
     mask = HeadMask.full(cache.load(spec).layout).toggled("encoder_self", 0, 1)
     analysis = share_ui.gather_analysis(spec, name, scorer, 8, mask, curve_scorers=[], with_ablation=False,
                                         with_one_per_layer=False)

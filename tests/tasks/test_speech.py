@@ -131,6 +131,7 @@ def test_teacher_forced_inputs_are_real_ids_and_labels_skip_the_prompt(asr):
     assert batch.token_masks["cross"].shape == batch.inputs["decoder_input_ids"].shape
 
 
+@pytest.mark.heavy
 def test_evaluate_gives_wer_with_interval_and_bleu(asr):
     lm, task, data = asr
     result = task.evaluate(lm, data, batch_size=2)
@@ -145,6 +146,7 @@ def test_evaluate_gives_wer_with_interval_and_bleu(asr):
     assert installed_hook_count(lm.model) == 0
 
 
+@pytest.mark.heavy
 def test_beams_are_accepted_for_speech(asr):
     lm, task, data = asr
     assert task.evaluate(lm, data, beams=2).extra["beams"] == 2
@@ -166,6 +168,7 @@ def test_speech_task_refuses_a_text_model(tmp_path):
         task.encode(bert, "test")
 
 
+@pytest.mark.heavy
 def test_precomputed_encoder_outputs_give_the_same_result_and_refuse_encoder_masks(asr):
     lm, task, data = asr
     encoded = task.with_encoder_outputs(lm, data)
@@ -176,6 +179,7 @@ def test_precomputed_encoder_outputs_give_the_same_result_and_refuse_encoder_mas
         task.evaluate(lm, encoded, HeadMask.from_removed(lm.layout, [("encoder_self", 0, 1)]))
 
 
+@pytest.mark.heavy
 @needs_espeak
 def test_attention_maps_of_a_spoken_sentence(tmp_path):
     from pruning_core.analysis.attention_maps import run_attention

@@ -14,6 +14,7 @@ from pruning_core.core.errors import CacheError, DataError, HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import installed_hook_count
 from pruning_core.tasks import get_task
+from tiers import heavy_beyond
 from tiny import VOCAB, tiny_loaded
 
 WORDS = VOCAB[9:]
@@ -59,11 +60,7 @@ def mt_file(tmp_path):
     return path
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    tasks.clear_cache()
-    yield
-    tasks.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 
 # -- registry --------------------------------------------------------------------------------------
@@ -247,7 +244,7 @@ def test_masked_evaluation(tmp_path, cls_file):
     assert task.evaluate(loaded, data, batch_size=16).loss == plain.loss          # and the model unchanged
 
 
-@pytest.mark.parametrize("arch", ["marian", "bart"])
+@pytest.mark.parametrize("arch", heavy_beyond(["marian", "bart"], fast=["marian"]))
 def test_translation_evaluate_with_bleu_and_mask(tmp_path, mt_file, arch):
     loaded = loaded_for(arch, tmp_path)
     task = get_task(f"file:{mt_file}")

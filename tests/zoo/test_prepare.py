@@ -19,6 +19,7 @@ from tiny import synthetic_sentiment as synthetic
 
 # -- finetune --------------------------------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_finetune_reduces_loss_and_is_seeded(tmp_path):
     tok = tokenizer_for(tmp_path)
     config = FinetuneConfig(epochs=6, lr=3e-3, batch_size=16, max_length=16, seed=1)

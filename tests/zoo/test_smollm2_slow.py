@@ -76,7 +76,7 @@ def test_perplexity_matches_the_manifest(smol):
 
 
 def test_clicking_heads_of_one_group_shrinks_smollm2(smol):
-    """Issue 30 item 5: clicking L5 H0 then L5 H1 showed parameters +0.2 % and +0.4 %; each click now removes
+    """Clicking L5 H0 then L5 H1 showed parameters +0.2 % and +0.4 %; each click now removes
     one head's W_Q rows and W_O columns (576 x 64 each), the shared K/V head staying once."""
     from pruning_core.modeling.pruning import parameter_count, parameter_count_after, prune_heads
 
