@@ -90,9 +90,9 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
             columns[(layer, h)] = kept_cols + 1 + j if grouped else h
     n_cols = (max(columns.values()) + 1) if columns else 1
     gap = max(2, math.ceil(0.12 * max(tq, tk)))
-    if grouped:            # room for the "H3" labels: LABEL_PX at the drawn size of a cell
+    if grouped:            # room for the "H3" labels: LABEL_PX at the drawn size of a cell, above a removed head's frame
         width_guess = n_cols * (tk + gap)
-        gap = max(gap, math.ceil(LABEL_PX / max(2.0, min(12.0, PLOT_PX / max(width_guess, 1)))))
+        gap = max(gap, 1 + math.ceil(LABEL_PX / max(2.0, min(12.0, PLOT_PX / max(width_guess, 1)))))
     tile_h, tile_w = tq + gap, tk + gap
     height, width = n_layers * tile_h, n_cols * tile_w
     with_text = height * width <= HOVER_CELL_LIMIT
@@ -116,7 +116,7 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
                 for ki in range(tk):
                     line[x0 + ki] = f"L{shown[layer]} H{head}  {q_esc[qi]} → {k_esc[ki]}"
         if grouped:
-            annotations.append(dict(x=x0 - 0.5, y=y0 - 0.5, text=f"H{head}", xanchor="left", yanchor="bottom",
+            annotations.append(dict(x=x0 - 0.5, y=y0 - 1, text=f"H{head}", xanchor="left", yanchor="bottom",
                                     showarrow=False, font=dict(size=9, color="#1B1F24" if keep else "#555555")))
         if not keep:
             shapes.append(dict(type="rect", x0=x0 - 1, x1=x0 + tk, y0=y0 - 1, y1=y0 + tq, xref="x", yref="y",

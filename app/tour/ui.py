@@ -235,7 +235,7 @@ def _induction(ctx: Ctx) -> bool:
     st.caption(f"Loss: mean next-token cross-entropy in nats (natural-log units: a loss of L means the model gave "
                f"the right token probability e^−L, geometric mean) on tokens 2 to {check.all_heads.n} of each copy, "
                f"{len(check.all_heads.first)} sequences of {check.all_heads.n} random tokens twice (not those used to "
-               f"find the heads: {md_escape(check.detection)})."
+               f"find the heads: {md_escape(check.detection)}; [BOS] is the start token, R the random tokens)."
                + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
                   and check.heads else ""))
     run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
@@ -243,8 +243,6 @@ def _induction(ctx: Ctx) -> bool:
                 cache_attention.label_names(ctx.model.task)), progress=False).show()
     if run is None:
         return False
-    st.markdown("The repeated sentence for the Attention page:")
-    st.code(tour.REPEATED, language=None, wrap_lines=True)
     layers = sorted({layer for _, layer, _ in check.heads}) or None      # only the layers that hold one
     st.plotly_chart(attention.thumbnails_figure(run, run.kinds[0], kept_from="dense", arrange="grouped", layers=layers),
                     key="tour_induction", config={"displaylogo": False},
@@ -252,6 +250,8 @@ def _induction(ctx: Ctx) -> bool:
     if layers:
         st.caption(f"Layers {', '.join(map(str, layers))}: those that hold an induction head (the other layers keep "
                    "every head).")
+    st.markdown("The repeated sentence for the Attention page:")
+    st.code(tour.REPEATED, language=None, wrap_lines=True)
     return True
 
 
