@@ -35,7 +35,7 @@ __all__ = ["MAX_TOKENS", "AttentionRun", "example_text", "thumbnails_figure", "p
 HOVER_CELL_LIMIT = 40_000  # above this many heatmap cells, the thumbnails' hover shows no token names
 PLOT_PX = 760              # the thumbnails' plot width in a 1366 px window: the height is sized to it, so the
 #                           squares fill the figure instead of leaving blank bands above and below
-LABEL_PX = 14              # an "H3" label over a grouped thumbnail (9 px font and its spacing)
+LABEL_PX = 16              # an "H3" label over a grouped thumbnail (9 px font and its spacing)
 
 # Paul Tol's "muted" qualitative scheme (colour-blind safe) + dark grey + two of his "vibrant" colours,
 # replacing bertviz's d3.schemeCategory10, which has 10 colours: with 12 heads two pairs of heads
@@ -91,8 +91,11 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
     n_cols = (max(columns.values()) + 1) if columns else 1
     gap = max(2, math.ceil(0.12 * max(tq, tk)))
     if grouped:            # room for the "H3" labels: LABEL_PX at the drawn size of a cell, above a removed head's frame
-        width_guess = n_cols * (tk + gap)
-        gap = max(gap, 1 + math.ceil(LABEL_PX / max(2.0, min(12.0, PLOT_PX / max(width_guess, 1)))))
+        label_gap = gap
+        for _ in range(2):     # the gap widens the figure, which shrinks the cells: estimate twice
+            cell = max(2.0, min(12.0, PLOT_PX / max(n_cols * (tk + label_gap), 1)))
+            label_gap = max(gap, 1 + math.ceil(LABEL_PX / cell))
+        gap = label_gap
     tile_h, tile_w = tq + gap, tk + gap
     height, width = n_layers * tile_h, n_cols * tile_w
     with_text = height * width <= HOVER_CELL_LIMIT
@@ -117,7 +120,7 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
                     line[x0 + ki] = f"L{shown[layer]} H{head}  {q_esc[qi]} → {k_esc[ki]}"
         if grouped:
             annotations.append(dict(x=x0 - 0.5, y=y0 - 1, text=f"H{head}", xanchor="left", yanchor="bottom",
-                                    showarrow=False, font=dict(size=9, color="#1B1F24" if keep else "#555555")))
+                                    showarrow=False, borderpad=0, font=dict(size=9, color="#1B1F24" if keep else "#555555")))
         if not keep:
             shapes.append(dict(type="rect", x0=x0 - 1, x1=x0 + tk, y0=y0 - 1, y1=y0 + tq, xref="x", yref="y",
                                line=dict(color="#555555", width=1, dash="dot"), fillcolor="rgba(0,0,0,0)"))

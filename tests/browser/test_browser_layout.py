@@ -224,6 +224,21 @@ LABELS_OVER_CELLS = """() => {
       for (let col = Math.round(Math.min(x0, x1)); col <= Math.round(Math.max(x0, x1)); col++)
         if (drawn(row, col)) { hits.push(text.textContent + ' over ' + row + ',' + col); row = 1e9; break; }
   }
+  // nor a removed head's dotted frame (a layout shape in data coordinates)
+  const frames = L.shapes.map(f => ({l: box.left + xa._offset + xa.c2p(Math.min(f.x0, f.x1)),
+                                     r: box.left + xa._offset + xa.c2p(Math.max(f.x0, f.x1)),
+                                     t: box.top + ya._offset + ya.c2p(Math.min(f.y0, f.y1)),
+                                     b: box.top + ya._offset + ya.c2p(Math.max(f.y0, f.y1))}));
+  for (const text of gd.querySelectorAll('.annotation-text')) {
+    if (!/^H\\d+$/.test(text.textContent)) continue;
+    const r = text.getBoundingClientRect();
+    for (const f of frames) {
+      const t = Math.min(f.t, f.b), b = Math.max(f.t, f.b);
+      if (Math.min(r.right, f.r) - Math.max(r.left, f.l) > 1 && Math.min(r.bottom, b) - Math.max(r.top, t) > 1) {
+        hits.push(text.textContent + ' on a frame'); break;
+      }
+    }
+  }
   const title = gd.querySelector('.gtitle').getBoundingClientRect();
   const bar = gd.querySelector('.modebar');
   return {labels, hits, titleRight: title.right, barLeft: bar ? bar.getBoundingClientRect().left : null,
