@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.jobs import cache, factories, pickers, workload
-from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view
+from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view, tables
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.core.text import md_code, md_escape
 from app.jobs.work import Work, start_button
@@ -74,7 +74,7 @@ if curves:
         if dense is not None and cache.task_summary(sel.task)["task_type"] == "language_model" else None
     if baseline is not None:
         st.caption(uncertainty.unigram_reference(dense, baseline))
-    ui.downloads("curves", ui.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
+    ui.downloads("curves", tables.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
@@ -84,12 +84,12 @@ with ablation_tab:                     # a button that says the cost, not a swit
                                f"examples, {workload.about(secs)} on 2 CPU cores)", start="button").show()
     if table is not None:
         st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
-                   f"Δ {get_metric(table.metric_name).helps_sign} 0 means the head helps. "
+                   f"a change {get_metric(table.metric_name).helps_sign} 0 without a head means the head helps. "
                    "Cells marked n.s. (greyed) are not significant after correction; * are.")
         st.plotly_chart(charts.ablation_figure(table), key="ablation_heatmap",
                         alt="Change of the metric when each head alone is removed, per layer and head")
         st.caption(md_escape(f"{table.note} Test: {table.test or 'none'}."))
-        ui.downloads("ablation", ui.rows_frame(table.rows), table.to_json())
+        ui.downloads("ablation", tables.ablation_frame(table), table.to_json())
 with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
                    horizontal=True, key=state.widget_key("curves", "one_how"))
@@ -102,6 +102,6 @@ with one_tab:
     if table is not None:
         st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
                    f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
-        ui.downloads("one_per_layer", ui.rows_frame(table.rows), table.to_json())
+        ui.downloads("one_per_layer", tables.one_per_layer_frame(table), table.to_json())
 with kinds_tab:
     kinds_view.show(sel, arch)

@@ -12,7 +12,8 @@ ui.page_intro("Training dynamics", """
 Michel et al. (2019, §6) watched importance while a model trains: the heads that matter are **important
 early**, while the ability to lose many heads with little damage (**pruning tolerance**) develops later.
 Here the raw pre-trained MiniLM-L6 is fine-tuned as `headprune prepare` does; at several steps the
-gradient importance I_h is computed on training examples and a short pruning curve (heads removed
+gradient importance I_h (head h's importance: how much the loss would change if the head were
+removed, from one backward pass) is computed on training examples and a short pruning curve (heads removed
 by *that* checkpoint's I_h) is measured on validation examples. Nothing is trained here: the page
 reads a file made by `headprune dynamics --out FILE` or `python benchmarks/dynamics.py`.""")
 

@@ -6,10 +6,9 @@ from app.headmap import panel as live_panel
 from app.core import mask as mask_state, state, ui
 
 ui.page_intro("Head map", """
-Each square is one attention head: rows are layers (0 at the top), columns are heads. **Filled
-squares are kept** and coloured by the chosen importance score (brighter = more important);
-**grey crossed squares are removed**. Click a head to remove or restore it, or use a preset. The
-live panel (beside the map; on a narrow screen below it, with heads kept, metric and loss in a strip
+Each square is one attention head (rows are layers, 0 at the top; columns are heads): **click a head**
+to remove or restore it, or use a preset. **Filled squares are kept** and coloured by the chosen
+importance score (brighter = more important); **grey crossed squares are removed**. The live panel (beside the map; on a narrow screen below it, with heads kept, metric and loss in a strip
 above the map) re-evaluates the model with exactly these heads switched off, and times the
 physically smaller model against the full one.""")
 

@@ -17,7 +17,7 @@ need before any fine-tuning, from unlabeled text alone: a small learned network 
 attention map, the top half of every layer is kept, the rest is removed physically, and only the
 smaller model is fine-tuned. The table compares, with identical fine-tuning settings: **(a)** the full
 model, **(b)** SMP, **(c)** random halves (several seeds), **(d)** fine-tune first, then remove half by
-the gradient importance I_h without retraining, and **(e)** (d) fine-tuned again. The claim to check:
+the gradient importance I_h (each head's estimated effect on the loss) without retraining, and **(e)** (d) fine-tuned again. The claim to check:
 (b) is close to (a), beats (c), and is cheaper to fine-tune than (a). Produce a file with
 `headprune smp compare --out FILE` (about 40 minutes on 2 CPU cores).""")
 

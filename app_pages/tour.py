@@ -4,14 +4,15 @@ import streamlit as st
 from app.core import state, ui
 from app.tour import steps as tour, ui as tour_ui
 
-ui.page_intro("Tour", """
-A walk through what attention-head pruning shows, in a few steps, for a class. Each step has one
-paragraph, a prepared state (model, task and mask, computed here and made this session's), **one
-thing to click**, and a **link**: project the step, and students who open the link see the same
-state. The first visit to a step computes it (a progress bar: about a minute for the default model
-on 2 CPU cores, several for SmolLM2); after that every session gets it from the server's cache at
-once, so a teacher clicks through the tour once before class. A step replaces your mask (the Head
-map's **Undo** brings yours back).""")
+ui.page_intro("Tour", "A walk through what attention-head pruning shows, one step at a time, for a class.")
+with st.expander("How the tour works"):
+    st.markdown("""
+Each step has one paragraph, a prepared state (model, task and mask, computed here and made this
+session's), **one thing to click**, and a **link**: project the step, and students who open the link
+see the same state. The first visit to a step computes it (a progress bar: about a minute for the
+default model on 2 CPU cores, several for SmolLM2); after that every session gets it from the
+server's cache at once, so a teacher clicks through the tour once before class. A step replaces your
+mask (the Head map's **Undo** brings yours back).""")
 
 model = tour_ui.model_picker(tour.tour_models(*state.defaults()))
 current = tour.step(state.tour_step())

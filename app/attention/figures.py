@@ -33,6 +33,9 @@ __all__ = ["MAX_TOKENS", "AttentionRun", "example_text", "thumbnails_figure", "p
            "model_view_html", "view_height"]
 
 HOVER_CELL_LIMIT = 40_000  # above this many heatmap cells, the thumbnails' hover shows no token names
+PLOT_PX = 760              # the thumbnails' plot width in a 1366 px window: the height is sized to it, so the
+#                           squares fill the figure instead of leaving blank bands above and below
+LABEL_PX = 16              # an "H3" label over a grouped thumbnail (9 px font and its spacing)
 
 # Paul Tol's "muted" qualitative scheme (colour-blind safe) + dark grey + two of his "vibrant" colours,
 # replacing bertviz's d3.schemeCategory10, which has 10 colours: with 12 heads two pairs of heads
@@ -52,7 +55,7 @@ def _pretty(token: str) -> str:
 
 
 def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned",
-                      arrange: str = "grid") -> go.Figure:
+                      arrange: str = "grid", layers: Sequence[int] | None = None) -> go.Figure:
     """One small heatmap per head of ``kind``, kept heads in blue and removed heads in grey.
 
     Rows are layers. ``arrange="grid"`` puts every head in its column, as on the head map, with a
@@ -60,6 +63,7 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
     its removed heads in a separate block on the right, labelled ``H<head>``. Kept heads show their
     map in the pruned model (``kept_from="pruned"``) or the dense one (``"dense"``); removed heads
     the map they had in the dense model. Hover gives layer, head, the two tokens and the weight.
+    ``layers``: draw only these layers (e.g. the few that hold removed heads in a 30-layer model), in order.
     """
     if kind not in run.dense:
         raise HeadpruneError(f"No {kind} attention in this run; kinds are {list(run.dense)}.")
@@ -68,7 +72,10 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
                              f"got {kept_from!r}, {arrange!r}.")
     q_tokens, k_tokens = (tuple(_pretty(t) for t in ts) for ts in run.tokens_for(kind))
     tq, tk = len(q_tokens), len(k_tokens)
-    rows = run.mask.kinds[kind]
+    shown = list(range(len(run.mask.kinds[kind]))) if layers is None else sorted(set(layers))
+    if any(not 0 <= l < len(run.mask.kinds[kind]) for l in shown):
+        raise HeadpruneError(f"layers {shown} are not all layers of the {len(run.mask.kinds[kind])}-layer {kind} stack.")
+    rows = [run.mask.kinds[kind][l] for l in shown]          # row i of the figure is layer shown[i]
     n_layers, n_heads = len(rows), max((len(r) for r in rows), default=0)
     grouped = arrange == "grouped"
     # column of every head: its own index (grid), or packed kept | gap | removed (grouped)
@@ -82,7 +89,13 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
         for j, h in enumerate(removed):
             columns[(layer, h)] = kept_cols + 1 + j if grouped else h
     n_cols = (max(columns.values()) + 1) if columns else 1
-    gap = max(2, math.ceil((0.25 if grouped else 0.12) * max(tq, tk)))   # room for "H3" labels when grouped
+    gap = max(2, math.ceil(0.12 * max(tq, tk)))
+    if grouped:            # room for the "H3" labels: LABEL_PX at the drawn size of a cell, above a removed head's frame
+        label_gap = gap
+        for _ in range(2):     # the gap widens the figure, which shrinks the cells: estimate twice
+            cell = max(2.0, min(12.0, PLOT_PX / max(n_cols * (tk + label_gap), 1)))
+            label_gap = max(gap, 1 + math.ceil(LABEL_PX / cell))
+        gap = label_gap
     tile_h, tile_w = tq + gap, tk + gap
     height, width = n_layers * tile_h, n_cols * tile_w
     with_text = height * width <= HOVER_CELL_LIMIT
@@ -97,17 +110,17 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
     annotations, shapes = [], []
     for (layer, head), col in columns.items():
         keep = bool(rows[layer][head])
-        arr = (kept_src if keep else run.dense)[kind][layer][head]
+        arr = (kept_src if keep else run.dense)[kind][shown[layer]][head]
         y0, x0 = layer * tile_h + gap, col * tile_w
         z[keep][y0:y0 + tq, x0:x0 + tk] = arr
         if text is not None:
             for qi in range(tq):
                 line = text[keep][y0 + qi]
                 for ki in range(tk):
-                    line[x0 + ki] = f"L{layer} H{head}  {q_esc[qi]} → {k_esc[ki]}"
+                    line[x0 + ki] = f"L{shown[layer]} H{head}  {q_esc[qi]} → {k_esc[ki]}"
         if grouped:
-            annotations.append(dict(x=x0 - 0.5, y=y0 - 0.5, text=f"H{head}", xanchor="left", yanchor="bottom",
-                                    showarrow=False, font=dict(size=10, color="#1B1F24" if keep else "#555555")))
+            annotations.append(dict(x=x0 - 0.5, y=y0 - 1, text=f"H{head}", xanchor="left", yanchor="bottom",
+                                    showarrow=False, borderpad=0, font=dict(size=9, color="#1B1F24" if keep else "#555555")))
         if not keep:
             shapes.append(dict(type="rect", x0=x0 - 1, x1=x0 + tk, y0=y0 - 1, y1=y0 + tq, xref="x", yref="y",
                                line=dict(color="#555555", width=1, dash="dot"), fillcolor="rgba(0,0,0,0)"))
@@ -123,7 +136,7 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
     n_kept = sum(sum(r) for r in rows)
     n_removed = sum(len(r) for r in rows) - n_kept
     title = (f"<b>kept heads</b> ({n_kept}, blue): attention in the "
-             f"{'pruned' if kept_from == 'pruned' else 'full'} model · <b>removed heads</b> ({n_removed}, grey, "
+             f"{'pruned' if kept_from == 'pruned' else 'full'} model<br><b>removed heads</b> ({n_removed}, grey, "
              "dotted frame): as they attended in the full model")
     if grouped and n_removed:
         annotations.append(dict(x=(kept_cols + 1) * tile_w - 0.5, y=-0.5, xref="x", yref="y", yanchor="bottom",
@@ -131,12 +144,12 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
                                 font=dict(color="#555555")))
         annotations.append(dict(x=-0.5, y=-0.5, xref="x", yref="y", yanchor="bottom", xanchor="left",
                                 showarrow=False, yshift=14, text="<b>kept</b>"))
-    cell_px = max(2.0, min(12.0, 1000 / max(width, 1)))
+    cell_px = max(2.0, min(12.0, PLOT_PX / max(width, 1)))
     fig.update_layout(
         title=dict(text=title, font=dict(size=13), x=0, xanchor="left"),
         annotations=annotations, shapes=shapes,
-        height=int(min(2400, max(240, height * cell_px + 110))),
-        margin=dict(l=60, r=20, t=60 if grouped else 50, b=10 if grouped else 30),
+        height=int(min(2400, max(240, height * cell_px + 130))),
+        margin=dict(l=60, r=20, t=80 if grouped else 70, b=10 if grouped else 30),
         plot_bgcolor="white",
         xaxis=dict(range=[-1.5, width - 0.5], constrain="domain", showgrid=False, zeroline=False,
                    visible=not grouped, tickmode="array",
@@ -144,7 +157,7 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
                    ticktext=[f"H{h}" for h in range(n_heads)]),
         yaxis=dict(autorange="reversed", scaleanchor="x", tickmode="array", showgrid=False, zeroline=False,
                    tickvals=[l * tile_h + gap + (tq - 1) / 2 for l in range(n_layers)],
-                   ticktext=[f"layer {l}" for l in range(n_layers)]),
+                   ticktext=[f"layer {l}" for l in shown]),
     )
     return fig
 

@@ -22,10 +22,25 @@ log = logging.getLogger("headprune.app")
 
 
 def page_intro(title: str, text: str) -> None:
-    """The page title, a short explanation of what the reader sees, and any queued notices."""
+    """The page title, the explanation's first sentence, the rest of it in a collapsed "About this page"
+    (so the page's own figure starts in the first screen at 1366 x 900), and any queued notices."""
     st.title(title)
-    st.markdown(text)
+    first, rest = split_intro(text)
+    st.markdown(first)
+    if rest:
+        with st.expander("About this page"):
+            st.markdown(rest)
     show_notices()
+
+
+def split_intro(text: str) -> tuple[str, str]:
+    """(the first sentence, the rest) of a Markdown paragraph; a sentence ends at '.', '!' or '?' before a
+    capital letter or bold text ('Michel et al. 2019' does not end one)."""
+    import re
+
+    text = " ".join(text.split())
+    found = re.search(r"(?<=[.!?])\s+(?=[A-Z*])", text)
+    return (text, "") if found is None else (text[:found.start()], text[found.end():])
 
 
 def show_notices() -> None:
@@ -145,24 +160,6 @@ def bind(key: str, value: Any) -> str:
 
 
 # -- tables and downloads ------------------------------------------------------------------------
-def rows_frame(rows):
-    """A DataFrame of result rows (dataclasses such as ``experiments.AblationRow``)."""
-    import dataclasses
-
-    import pandas as pd
-
-    return pd.DataFrame([dataclasses.asdict(r) for r in rows])
-
-
-def curves_frame(curves: dict):
-    """One row per (scorer, point) of ``experiments.CurveResult`` curves, without the masks."""
-    import pandas as pd
-
-    return pd.DataFrame([{"scorer": name, "fraction_removed": p.fraction_removed, "heads_removed": p.heads_removed,
-                          c.metric_name: p.metric, "loss": p.loss}
-                         for name, c in curves.items() for p in c.points])
-
-
 def downloads(name: str, frame, data: dict, show_table: bool | str = True) -> None:
     """A sortable table plus CSV and headprune-JSON download buttons.
 

@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.significance import p_text
+
+from app.curves.tables import change_column
 
 # Okabe-Ito: distinguishable for the common colour-vision deficiencies
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -190,7 +193,7 @@ def ablation_figure(table) -> go.Figure:
         z=z, x=list(range(n_heads)), y=labels, text=marks, texttemplate="%{text}", hovertext=hover,
         hoverinfo="text", zmid=0, zmin=-limit, zmax=limit,
         colorscale="RdBu" if metric.higher_is_better else "RdBu_r",
-        colorbar=dict(title=f"Δ {metric.label}")))
+        colorbar=dict(title=change_column(metric).replace(" (", "<br>(").replace("Change in ", "Change in<br>"))))
     fig.add_trace(go.Heatmap(z=grey, x=list(range(n_heads)), y=labels, showscale=False, hoverinfo="skip",
                              colorscale=[[0, "rgba(200,200,200,0.65)"], [1, "rgba(200,200,200,0.65)"]]))
     fig.update_layout(height=max(220, 34 * len(rows) + 90), margin=dict(l=70, r=10, t=20, b=50),
@@ -199,8 +202,9 @@ def ablation_figure(table) -> go.Figure:
 
 
 def _ablation_hover(metric, table, r) -> str:
-    text = f"{r.kind} L{r.layer} H{r.head}<br>Δ {metric.format_delta(r.metric, table.base_metric)}"
+    text = (f"{KIND_LABELS.get(r.kind, r.kind)}, layer {r.layer} head {r.head}<br>"
+            f"change {metric.format_delta(r.metric, table.base_metric)}")
     if r.p_value is not None:
-        text += (f"<br>95 % [{metric.delta(r.delta_low, 0):+.2f}, {metric.delta(r.delta_high, 0):+.2f}]"
+        text += (f"<br>95 % interval [{metric.delta(r.delta_low, 0):+.2f}, {metric.delta(r.delta_high, 0):+.2f}]"
                  f"<br>{p_text(r.p_value, table.test, metric)}, Holm-adjusted {p_text(r.p_holm, table.test, metric)}")
     return text

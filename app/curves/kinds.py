@@ -6,7 +6,7 @@ import streamlit as st
 from app.core import state, ui
 from app.core.selection import Selection
 from app.core.text import md_code
-from app.curves import cache as cache_curves, figures
+from app.curves import cache as cache_curves, figures, tables
 from app.jobs import workload
 from app.jobs.work import Work
 from pruning_core.core.heads import KIND_LABELS
@@ -40,4 +40,4 @@ def show(sel: Selection, arch) -> None:
     st.caption(f"Most sensitive here: **{KIND_LABELS[worst]}** (largest mean worsening over the three shares, "
                f"least important first). Error bars: 95 % intervals over the {result.n_examples} examples; dashed: "
                f"the mean of {SEEDS} random orders, shaded their range.")
-    ui.downloads("kinds", ui.rows_frame(result.points), result.to_json())
+    ui.downloads("kinds", tables.kinds_frame(result), result.to_json())

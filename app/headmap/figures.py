@@ -167,11 +167,15 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
                                      name=get_role(role).title if role else "no role",
                                      marker=dict(symbol="square", size=12, line=dict(width=1, color="#333333"),
                                                  color=role_colour(role, roles.roles) if role else NO_ROLE_COLOR)))
+    height = 60 + top + plot_px
     fig.update_layout(
-        height=60 + top + plot_px, width=width,
+        height=height, width=width,
         margin=dict(l=50, r=10, t=top, b=40),
-        title=dict(text=title, font=dict(size=14), x=0, xanchor="left", xref="container", y=1, yanchor="top",
-                   yref="container", pad=dict(t=8, l=8)),
+        # anchored at its middle: plotly centres a title of several lines on its anchor, so a "top" anchor
+        # put the first line of a wrapped title above the figure, cut off
+        title=dict(text=title, font=dict(size=14), x=0, xanchor="left", xref="container", yref="container",
+                   y=1 - (4 + TITLE_LINE_PX * (title.count("<br>") + 1) / 2) / height,
+                   yanchor="middle", pad=dict(l=8)),
         showlegend=True, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0,
                                     itemclick=False, itemdoubleclick=False),
         legend2=dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top", title=dict(text="strongest role<br>(largest score ÷ threshold)"),

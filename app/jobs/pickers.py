@@ -99,9 +99,10 @@ def _source_of(spec: str) -> str:
 
 
 def zoo_label(name: str) -> str:
-    """A prepared model's name, title and (when not built here) the command that builds it."""
+    """A prepared model's name, whether it is built here, and its title: the status before the title, so a
+    list too narrow for a long title still shows it."""
     entry = zoo.get(name)
-    return f"{name}: {entry.title}" + ("" if entry.is_prepared() else " (not prepared yet)")
+    return f"{name}{'' if entry.is_prepared() else ' (not prepared yet)'}: {entry.title}"
 
 
 def _apply_model() -> None:

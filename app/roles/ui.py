@@ -127,7 +127,8 @@ def probe_tab(spec: str, task_name: str, arch) -> None:
                         format_func=lambda i: f"layer {ranked[i][0]}, head {ranked[i][1]} · score {ranked[i][2]:.2f}"
                                               f"{' ✔' if ranked[i][2] > view.threshold else ''}")
     layer, head, _ = ranked[pick]
-    st.caption(f"**Probe**: {md_escape(view.input)}. **Score**: {md_escape(get_role(role).score)}; a head with a "
+    st.caption(f"**Probe**: {md_escape(view.input)}. **Score**: {md_escape(get_role(role).score)} (A: the head's "
+               "attention weights, a row per reading token, a column per token read; [BOS]: the start token); a head with a "
                f"score above {view.threshold:g} has the role (✔). " + " ".join(md_escape(n) for n in view.notes))
     report = ready(spec, task_name)
     if report is not None and (full := report.score(role, (kind, layer, head))) is not None:

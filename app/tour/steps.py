@@ -168,13 +168,13 @@ def half_removed(scores: ScoreResult) -> HeadMask:
 # -- the induction step's tables -------------------------------------------------------------------
 def induction_heads_rows(check: InductionCheck) -> list[dict]:
     """One row per detected induction head, highest score first."""
-    return [{"layer": layer, "head": head, "induction score": round(float(check.scores[layer, head]), 3)}
+    return [{"Layer": layer, "Head": head, "Induction score": round(float(check.scores[layer, head]), 3)}
             for _, layer, head in check.heads]
 
 
 def copy_loss_rows(check: InductionCheck) -> list[dict]:
     """The loss on each copy (nats per token) and the drop, with all heads and with the induction heads removed."""
-    return [{"heads": name, "loss, first copy": round(c.mean_first, 2), "loss, second copy": round(c.mean_second, 2),
-             "drop": round(c.drop, 2)}
+    return [{"Heads": name, "Loss, first copy (nats)": round(c.mean_first, 2),
+             "Loss, second copy (nats)": round(c.mean_second, 2), "Drop (nats)": round(c.drop, 2)}
             for name, c in (("all heads", check.all_heads),
                             (f"{len(check.heads)} induction heads removed", check.removed))]

@@ -19,7 +19,7 @@ from pruning_core.core.heads import HeadMask
 
 from app.attention import figures as attention, cache as cache_attention
 from app.jobs import cache, factories, pickers
-from app.curves import figures as charts
+from app.curves import figures as charts, tables
 from app.roles import cache as cache_roles
 from app.headmap import latency as latency_ui
 from app.core import mask as mask_state, state, ui
@@ -140,7 +140,7 @@ def _one_per_layer(ctx: Ctx) -> bool:
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
-    st.dataframe(ui.rows_frame(result.rows), hide_index=True)
+    st.dataframe(tables.one_per_layer_frame(result), hide_index=True)
     st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Every layer reduced to its "
                f"best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
                f"{ui.metric_text(result.metric_name, result.all_layers_metric)}; {result.n_examples} examples.")
@@ -217,17 +217,18 @@ def _induction(ctx: Ctx) -> bool:
         return False
     mask = _prepare(check.mask, f"{len(check.heads)} induction heads removed")
     if check.heads:
-        st.markdown(f"**{len(check.heads)} induction heads** (score above {check.threshold:g}), the heads the "
-                    f"prepared mask removes ({mask.n_kept} of {mask.n_total} kept):")
-        st.dataframe(tour.induction_heads_rows(check), hide_index=True)
+        with st.expander(f"**{len(check.heads)} induction heads** (score above {check.threshold:g}), the heads the "
+                         f"prepared mask removes ({mask.n_kept} of {mask.n_total} kept)"):
+            st.dataframe(tour.induction_heads_rows(check), hide_index=True)
     else:
         st.info(f"No head of this model scores above {check.threshold:g}: it has no induction head, so the "
                 "prepared mask keeps every head.", icon=":material/info:")
     st.dataframe(tour.copy_loss_rows(check), hide_index=True)
     share = check.drop_removed_share
-    st.caption(f"Loss: mean next-token cross-entropy (nats) on tokens 2 to {check.all_heads.n} of each copy, "
+    st.caption(f"Loss: mean next-token cross-entropy in nats (natural-log units: a loss of L means the model gave "
+               f"the right token probability e^−L, geometric mean) on tokens 2 to {check.all_heads.n} of each copy, "
                f"{len(check.all_heads.first)} sequences of {check.all_heads.n} random tokens twice (not those used to "
-               f"find the heads: {md_escape(check.detection)})."
+               f"find the heads: {md_escape(check.detection)}; [BOS] is the start token, R the random tokens)."
                + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
                   and check.heads else ""))
     run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
@@ -235,11 +236,15 @@ def _induction(ctx: Ctx) -> bool:
                 cache_attention.label_names(ctx.model.task)), progress=False).show()
     if run is None:
         return False
-    st.markdown("The repeated sentence for the Attention page:")
-    st.code(tour.REPEATED, language=None, wrap_lines=True)
-    st.plotly_chart(attention.thumbnails_figure(run, run.kinds[0], kept_from="dense", arrange="grouped"),
+    layers = sorted({layer for _, layer, _ in check.heads}) or None      # only the layers that hold one
+    st.plotly_chart(attention.thumbnails_figure(run, run.kinds[0], kept_from="dense", arrange="grouped", layers=layers),
                     key="tour_induction", config={"displaylogo": False},
                     alt="Attention map of every head on the repeated sentence, removed (induction) heads on the right")
+    if layers:
+        st.caption(f"Layers {', '.join(map(str, layers))}: those that hold an induction head (the other layers keep "
+                   "every head).")
+    st.markdown("The repeated sentence for the Attention page:")
+    st.code(tour.REPEATED, language=None, wrap_lines=True)
     return True
 
 

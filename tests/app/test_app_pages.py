@@ -144,7 +144,20 @@ def test_curves_page_draws_curves_and_tables(app_for, tiny_bert):
     assert len(at.get("download_button")) >= 2
     ok(next(b for b in at.button if b.label.startswith("Run: Single-head ablation")).click().run())
     ok(next(b for b in at.button if b.label.startswith("Run: One head per layer")).click().run())
-    assert len(at.dataframe) >= 2
+    assert len(at.dataframe) >= 3                                  # curves, ablation, one head per layer
+    assert_human_columns([d.value for d in at.dataframe])
+
+
+def assert_human_columns(frames) -> None:
+    """Issue 30 item 13: tables name their columns for a reader ('Change in accuracy (points)', 'p
+    (Holm-corrected)'), never the library's field names ('delta_metric', 'p_holm', 'kept_head'), and show
+    accuracy in percent."""
+    for frame in frames:
+        raw = [c for c in frame.columns if "_" in str(c) or str(c) in ("metric", "loss", "kind", "layer", "head")]
+        assert not raw, list(frame.columns)
+        for column in (c for c in frame.columns if str(c).startswith("Accuracy (%)")):
+            values = frame[column].dropna()
+            assert len(values) and values.between(0, 100).all() and values.max() > 1, (column, list(values))
 
 
 def test_bad_model_path_shows_an_error_and_the_session_stays_usable(app_for, tiny_bert):

@@ -277,6 +277,30 @@ def test_thumbnail_hover_text_is_escaped():
         assert texts and not any("<script" in t or "<img" in t for t in texts)
 
 
+def test_thumbnails_of_a_deep_model_can_show_only_the_layers_with_removed_heads():
+    """Issue 30 item 14: on SmolLM2 (30 layers of 9 heads) the Tour's 8 induction heads, in layers 17-23,
+    sat about 2,000 px down a 2,400 px figure; drawn alone, their layers fit one screen."""
+    layout = HeadLayout({"decoder_self": (9,) * 30})
+    tokens = tuple(f"t{i}" for i in range(12))
+    rng = np.random.default_rng(0)
+    maps = {"decoder_self": tuple(rng.dirichlet(np.ones(12), size=(9, 12)).astype(np.float32) for _ in range(30))}
+    removed = [("decoder_self", 17, 3), ("decoder_self", 17, 4), ("decoder_self", 18, 7), ("decoder_self", 23, 2)]
+    mask = mask_of(layout, removed)
+    pred = attention_maps.Prediction("x", (("x", 1.0),))
+    run = attention_maps.AttentionRun(text="", encoder_tokens=(), decoder_tokens=tokens, sentence_b_start=None,
+                                      dense=maps, pruned=attention_maps.zero_removed(maps, mask), mask=mask,
+                                      dense_prediction=pred, pruned_prediction=pred, truncated=False)
+    whole = attention.thumbnails_figure(run, "decoder_self", kept_from="dense", arrange="grouped")
+    fig = attention.thumbnails_figure(run, "decoder_self", kept_from="dense", arrange="grouped", layers=[23, 17, 18])
+    assert list(fig.layout.yaxis.ticktext) == ["layer 17", "layer 18", "layer 23"]
+    assert len(fig.layout.shapes) == len(removed)                       # every removed head, dotted
+    assert fig.layout.height <= 600 < whole.layout.height
+    hover = {t.split("  ")[0] for trace in fig.data for row in (trace.text or ()) for t in row if t}
+    assert {"L17 H3", "L23 H2", "L18 H0"} <= hover and not any(h.startswith("L0 ") for h in hover)
+    with pytest.raises(HeadpruneError, match="not all layers"):
+        attention.thumbnails_figure(run, "decoder_self", arrange="grouped", layers=[30])
+
+
 def test_real_scripts_are_pinned_and_inline_safely():
     if webassets.missing():
         pytest.skip(f"run `{webassets.FETCH_COMMAND}` to fetch d3/jQuery (make install does)")

@@ -87,6 +87,16 @@ def test_every_step_renders_with_its_mask_and_its_link_opens_it(open_tour):
     assert [s.name for s in tour.STEPS][4] == "induction"
 
 
+def test_the_one_per_layer_table_speaks_to_a_reader(open_tour):
+    """Issue 30 item 13: step 2's table showed 'kept_head', 'delta_metric' and a bare metric (61925.01)."""
+    from test_app_pages import assert_human_columns
+
+    at = open_tour({"step": "one-per-layer"})
+    frame = at.dataframe[0].value
+    assert {"Layer", "Head kept", "Accuracy (%), this layer reduced", "Change in accuracy (points)"} <= set(frame.columns)
+    assert_human_columns([frame])
+
+
 def test_the_tour_step_is_not_in_other_pages_links(open_tour):
     at = open_tour({"step": "curve"})
     assert params(at)["step"] == "curve"
@@ -120,12 +130,12 @@ def induction_step(at: AppTest) -> tuple[list[tuple[str, int, int]], object]:
     *heads_table, losses = [d.value for d in at.dataframe]
     current = at.session_state["hp_history"].current
     if heads_table:
-        heads = [("decoder_self", int(l), int(h)) for l, h in zip(heads_table[0]["layer"], heads_table[0]["head"])]
+        heads = [("decoder_self", int(l), int(h)) for l, h in zip(heads_table[0]["Layer"], heads_table[0]["Head"])]
     else:
         assert any("no induction head" in i.value for i in at.info)
         heads = []
     assert sorted(current.removed()) == sorted(heads)                    # the prepared mask removes exactly them
-    assert list(losses["heads"]) == ["all heads", f"{len(heads)} induction heads removed"]
+    assert list(losses["Heads"]) == ["all heads", f"{len(heads)} induction heads removed"]
     url = params(at)
     assert url["step"] == "induction" and ("mask" in url) == bool(heads)
     assert dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(shown_link(at)).query)) == url
@@ -151,7 +161,7 @@ def test_the_induction_step_on_smollm2_finds_heads_whose_removal_stops_copying(m
     ok(at.radio(key="hp_w_tour_model").set_value("smollm2").run())
     heads, losses = induction_step(at)
     assert len(heads) >= 2 and all(17 <= l <= 23 for _, l, _ in heads), heads   # README: 8, in layers 17-23
-    first, second = losses["loss, first copy"], losses["loss, second copy"]
+    first, second = losses["Loss, first copy (nats)"], losses["Loss, second copy (nats)"]
     # the known answer (METHODS.md); measured 14.2 -> 3.1 nats with all heads, 14.2 -> 12.6 without them
     assert second[0] < first[0] - 5 and second[1] > second[0] + 5, losses
 
