@@ -21,7 +21,7 @@ Writes ``benchmarks/results/<model>.json`` (format ``headprune.llm_figures/1``, 
   interleaved rounds, medians and spread) at sequence lengths 128 and 512, with the FLOP ceiling and
   the verdict, for half the query heads removed as whole groups by group I_h (no K/V copies);
 - ``toggle``: the dashboard's update after a click on the head map: one masked evaluation of its
-  default subset (``app.core.state.DEFAULT_EVAL_LIMIT`` documents, batch ``app.jobs.cache.EVAL_BATCH``) plus the
+  default subset (``pruning_core.bench.budget.default_eval_size`` documents, batch ``app.jobs.cache.EVAL_BATCH``) plus the
   paired comparison with all heads, timed for several one-head masks (median, min, max);
 - ``uniform``: every shape a stock config can write (the same heads in every layer, groups even):
   whole key/value groups per layer by group I_h (``presets.uniform_by_group``) and ``k`` query heads
@@ -285,8 +285,10 @@ def speed_section(args, ranking, groups) -> list[dict]:
 def toggle_section(loaded, task, split: str, metric) -> dict:
     """The dashboard's live panel: one masked evaluation of its default subset + the paired comparison."""
     from app.jobs.cache import EVAL_BATCH
-    from app.core.state import DEFAULT_EVAL_LIMIT
-    dash = task.encode(loaded, split, limit=DEFAULT_EVAL_LIMIT, max_length=CONTEXT)
+    from pruning_core.bench import budget
+
+    size = budget.default_eval_size(budget.example_cost(loaded.model.config, "language_model", CONTEXT))
+    dash = task.encode(loaded, split, limit=size, max_length=CONTEXT)
     base = task.evaluate(loaded, dash, None, batch_size=EVAL_BATCH)
     toggles = []
     n_layers = len(loaded.layout.kinds[K])
@@ -297,7 +299,7 @@ def toggle_section(loaded, task, split: str, metric) -> dict:
         compare(metric, base, res, None)
         toggles.append(time.perf_counter() - t0)
     log(f"toggle: median {statistics.median(toggles):.2f} s")
-    return {"documents": DEFAULT_EVAL_LIMIT, "what": "one masked evaluation + paired comparison, a "
+    return {"documents": size, "what": "one masked evaluation + paired comparison, a "
             "one-head mask each time (a cache miss, as after a click)", "batch_size": EVAL_BATCH,
             "windows": dash.n_examples, "seconds": toggles, "median_s": statistics.median(toggles),
             "min_s": min(toggles), "max_s": max(toggles)}
