@@ -88,9 +88,13 @@ class TranslationTask(Task):
         # the decoder's positions bound the output: start token + new tokens <= max positions
         max_new = min(data.max_length, getattr(loaded.model.config, "max_position_embeddings", 1 << 20) - 1)
         inputs = batch.inputs
+        shortlist = self.shortlist_of(loaded, state.options)
         if state.options["beams"] == 1 and supports_greedy(loaded.model):
+            allowed = None if shortlist is None else shortlist.allowed(
+                inputs["input_ids"], inputs["attention_mask"], loaded.model.config.vocab_size)
+            state.extra["shortlist"] = None if shortlist is None else shortlist.describe()
             generated = greedy_decode(loaded.model, inputs["input_ids"], inputs["attention_mask"],
-                                      max_new_tokens=max_new,
+                                      max_new_tokens=max_new, allowed=allowed,
                                       encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None))
         else:
             generated = loaded.model.generate(
@@ -99,6 +103,14 @@ class TranslationTask(Task):
         texts = loaded.tokenizer.batch_decode(generated, skip_special_tokens=True)
         for j, text in zip(batch.index.tolist(), texts):
             state.predictions[j] = text.strip()
+
+    @staticmethod
+    def shortlist_of(loaded, options: dict):
+        """The vocabulary shortlist decoding uses: the model's (if it ships one) unless ``options["shortlist"]`` is
+        False; only greedy decoding uses one (beam search decodes over the whole vocabulary)."""
+        if options["beams"] != 1 or not options.get("shortlist", True):
+            return None
+        return getattr(loaded, "shortlist", None)
 
     def summarise(self, data, state: EvalState) -> EvalResult:
         """The task's metric of the decoded texts, and chrF beside it in ``extra`` (named in ``extra["beside"]``;
@@ -110,6 +122,8 @@ class TranslationTask(Task):
         extra = {metric.name: value, CHRF.name: CHRF.of(hyps, data.references, state.loss, state.loss_weight),
                  "beside": [CHRF.name],
                  "target_tokens": state.loss_weight, "beams": state.options["beams"],
+                 "decoding": {"method": "greedy" if state.options["beams"] == 1 else "beam search",
+                              "shortlist": state.extra.get("shortlist")},
                  "samples": [{"source": data.texts[j]["source"], "hypothesis": hyps[j],
                               "reference": data.references[j]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)
