@@ -110,6 +110,16 @@ def greedy_decode(model, input_ids: Tensor, attention_mask: Tensor, *, max_new_t
     return out
 
 
+def as_generate_output(model, rows: list[list[int]]) -> Tensor:
+    """``[B, 1 + longest]`` what ``generate`` returns for these tokens: the decoder start token first, rows that
+    stopped early padded with the pad id (so decoding the texts gives exactly what decoding its output gave)."""
+    start, _ = _specials(model)
+    pad = model.generation_config.pad_token_id
+    pad = model.config.pad_token_id if pad is None else pad
+    width = max(len(r) for r in rows) if rows else 0
+    return torch.tensor([[start] + r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
 def _output_layer(model, ids: Tensor | None) -> tuple[Tensor, Tensor]:
     """The output projection's weight ``[V, d]`` and bias ``[V]`` (float32), or only the rows ``ids``."""
     weight = model.lm_head.weight

@@ -7,7 +7,7 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling.greedy import greedy_decode, supports_greedy
+from pruning_core.modeling.greedy import as_generate_output, greedy_decode, supports_greedy
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import (
     IGNORE,
@@ -93,9 +93,9 @@ class TranslationTask(Task):
             allowed = None if shortlist is None else shortlist.allowed(
                 inputs["input_ids"], inputs["attention_mask"], loaded.model.config.vocab_size)
             state.extra["shortlist"] = None if shortlist is None else shortlist.describe()
-            generated = greedy_decode(loaded.model, inputs["input_ids"], inputs["attention_mask"],
-                                      max_new_tokens=max_new, allowed=allowed,
-                                      encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None))
+            generated = as_generate_output(loaded.model, greedy_decode(
+                loaded.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=max_new, allowed=allowed,
+                encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None)))
         else:
             generated = loaded.model.generate(
                 input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
