@@ -42,9 +42,10 @@ def marian_checksum(words: np.ndarray) -> int:
     return seed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Shortlist:
-    """A read shortlist: ``offsets`` ``[sources + 1]``, ``targets`` ``[entries]``, and where it came from."""
+    """A read shortlist: ``offsets`` ``[sources + 1]``, ``targets`` ``[entries]``, and where it came from
+    (compared by identity: one read per file, cached)."""
 
     path: str
     sha256: str
