@@ -172,6 +172,9 @@ def cmd_evaluate(args) -> None:
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams}
     if "decoding" in res.extra:
         settings["decoding"] = res.extra["decoding"]
+        if res.extra["decoding"].get("shortlist"):
+            print(f"  decoded over the model's vocabulary shortlist ({res.extra['decoding']['shortlist']['file']}, as "
+                  "deployed); --no-shortlist decodes over the whole vocabulary")
     write_result(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
                                               method="evaluate", settings=settings), mask))
 
