@@ -1,19 +1,21 @@
 """Live BLEU on the Bergamot student: the time from "remove one head" to a new BLEU, and Michel's reference points.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mt_live.py          # a few minutes on 2 busy CPU cores
+    .venv/bin/python benchmarks/mt_live.py          # a few minutes on 2 busy CPU cores; threads as the dashboard
 
 Needs ``headprune prepare --model bergamot-en-pt``. Steps:
 
-1. Encode the first ``--n`` verses of ``bible-en-pt`` ``test`` (John) once; decode them unpruned (batched greedy
-   ``generate``: the SSRU state and the cross-attention keys/values are cached across steps) -> baseline BLEU.
-2. ``--clicks`` times, remove one more encoder or cross head (a fixed cycle) and time what a click costs:
-   greedy decoding of the ``--n`` verses under the mask plus corpus BLEU (``bleu_seconds``), and the teacher-forced
-   loss alone (``loss_seconds``). Medians are reported with the load average before and after.
+1. Encode the first ``--n`` verses of ``bible-en-pt`` ``test`` (John) once; evaluate them unpruned with
+   ``Task.evaluate`` (what the dashboard and ``headprune evaluate`` run: the loss pass, greedy decoding step by step
+   over the model's vocabulary shortlist, BLEU and its interval) -> baseline BLEU; again over the whole vocabulary.
+2. ``--clicks`` times, remove one more encoder or cross head (a fixed cycle) and time what a click costs: the
+   whole evaluation (``bleu_seconds``, and ``bleu_cpu_seconds`` by ``time.process_time``), and the teacher-forced
+   loss alone (``loss_seconds``, ``loss_cpu_seconds``), with the 1-minute load average of each click. Medians are
+   reported with the load average before and after. Torch threads: the default, as the dashboard runs.
 3. I_h (the ``gradient`` scorer, per-layer l2-normalised) on the first ``--n-score`` verses of ``validation``
    (Mark); BLEU with its 95 % bootstrap interval unpruned, with the 50 % least important encoder heads removed
    (24 of 48), and with the 50 % least important cross heads removed (8 of 16).
 
-Writes ``benchmarks/results/mt_live.json`` (``headprune.mt_live/1``) and prints a summary.
+Writes ``benchmarks/results/mt_live.json`` (``headprune.mt_live/2``) and prints a summary.
 """
 from __future__ import annotations
 
@@ -27,34 +29,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets it
+
 import torch  # noqa: E402
 
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402
-from pruning_core.evaluation.metrics import corpus_bleu  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
 from pruning_core.core.storage import write_json  # noqa: E402
+from pruning_core.evaluation.significance import beside_intervals  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-FORMAT = "headprune.mt_live/1"
+FORMAT = "headprune.mt_live/2"
 
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _decode_bleu(lm, data, mask: HeadMask | None, batch_size: int) -> float:
-    """Greedy decoding of every example under ``mask`` and corpus BLEU: what a click on the head map waits for."""
-    hyps: dict[int, str] = {}
-    with torch.inference_mode(), apply_mask(lm, mask):
-        for batch in data.batches(batch_size):
-            out = lm.model.generate(input_ids=batch.inputs["input_ids"], attention_mask=batch.inputs["attention_mask"],
-                                    num_beams=1, do_sample=False, max_new_tokens=data.max_length)
-            for j, text in zip(batch.index.tolist(), lm.tokenizer.batch_decode(out, skip_special_tokens=True)):
-                hyps[j] = text.strip()
-    return corpus_bleu([hyps[j] for j in range(data.n_examples)], data.references)
+def _decode_bleu(task, lm, data, mask: HeadMask | None, batch_size: int, shortlist: bool = True) -> tuple[float, float]:
+    """What a click on the head map runs (``Task.evaluate``: loss pass, greedy decoding, BLEU and its interval):
+    its BLEU and its CPU seconds (``time.process_time``, less sensitive to others' load than wall time)."""
+    cpu = time.process_time()
+    result = task.evaluate(lm, data, mask, batch_size=batch_size, shortlist=shortlist)
+    return result.metric, time.process_time() - cpu
 
 
 def _loss(lm, task, data, mask: HeadMask | None, batch_size: int) -> float:
@@ -74,8 +74,10 @@ def _least(ranking, kind: str, fraction: float, layout) -> HeadMask:
 
 def _evaluate(task, lm, data, mask, batch_size: int) -> dict:
     r = task.evaluate(lm, data, mask, batch_size=batch_size)
+    chrf = beside_intervals(r, task.references(data)).get("chrf")
     return {"bleu": round(r.metric, 2), "bleu_interval": [round(x, 2) for x in r.interval] if r.interval else None,
-            "chrf": round(r.extra["chrf"], 2), "chrf_interval": r.extra["intervals"]["chrf"], "loss": round(r.loss, 4),
+            "chrf": round(r.extra["chrf"], 2), "chrf_interval": [round(x, 2) for x in chrf] if chrf else None,
+            "loss": round(r.loss, 4),
             "heads_kept": mask.n_kept if mask else lm.layout.total_heads}
 
 
@@ -94,7 +96,8 @@ def main() -> None:
     data = task.encode(lm, "test", args.n)
     load_before = _load()
     t0 = time.perf_counter()
-    base_bleu = _decode_bleu(lm, data, None, args.batch_size)
+    base_bleu, _ = _decode_bleu(task, lm, data, None, args.batch_size)
+    full_bleu, _ = _decode_bleu(task, lm, data, None, args.batch_size, shortlist=False)
     base_seconds = time.perf_counter() - t0
 
     cycle = [h for pair in zip([("encoder_self", l, h) for l in range(6) for h in range(8)],
@@ -102,13 +105,16 @@ def main() -> None:
     clicks = []
     for i in range(args.clicks):
         mask = HeadMask.from_removed(lm.layout, cycle[:i + 1])
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         loss = _loss(lm, task, data, mask, args.batch_size)
-        loss_seconds = time.perf_counter() - t
+        loss_seconds, loss_cpu = time.perf_counter() - t, time.process_time() - cpu
+        load = _load()
         t = time.perf_counter()
-        bleu = _decode_bleu(lm, data, mask, args.batch_size)
+        bleu, bleu_cpu = _decode_bleu(task, lm, data, mask, args.batch_size)
         clicks.append({"removed": [list(h) for h in cycle[:i + 1]], "bleu": round(bleu, 2), "loss": round(loss, 4),
-                       "bleu_seconds": round(time.perf_counter() - t, 3), "loss_seconds": round(loss_seconds, 3)})
+                       "bleu_seconds": round(time.perf_counter() - t, 3), "loss_seconds": round(loss_seconds, 3),
+                       "bleu_cpu_seconds": round(bleu_cpu, 3), "loss_cpu_seconds": round(loss_cpu, 3),
+                       "load_1min": load[0]})
     load_after_clicks = _load()
 
     scored = get_scorer("gradient").score(lm, task, ScoreConfig(split="validation", limit=args.n_score,
@@ -125,6 +131,11 @@ def main() -> None:
         "live": {"baseline_bleu": round(base_bleu, 2), "baseline_seconds": round(base_seconds, 3), "clicks": clicks,
                  "median_bleu_seconds": statistics.median(c["bleu_seconds"] for c in clicks),
                  "median_loss_seconds": statistics.median(c["loss_seconds"] for c in clicks),
+                 "median_bleu_cpu_seconds": statistics.median(c["bleu_cpu_seconds"] for c in clicks),
+                 "median_loss_cpu_seconds": statistics.median(c["loss_cpu_seconds"] for c in clicks),
+                 "baseline_bleu_whole_vocabulary": round(full_bleu, 2),
+                 "decoding": {"method": "greedy, step by step (Task.evaluate)",
+                              "shortlist": lm.shortlist.describe() if lm.shortlist is not None else None},
                  "load_before": load_before, "load_after": load_after_clicks},
         "reference_points": points, "scoring": {"method": "gradient (I_h)", "split": "validation",
                                                 "n_examples": args.n_score, "seconds": round(scored.seconds, 1)},

@@ -34,6 +34,9 @@ def add_commands(sub) -> None:
     mask_options(p, "a headprune.mask/1 file")
     checked(p, "--beams", type=int, default=1, check=positive_int,
             help="beam size for translation (1 = greedy); other tasks refuse values other than 1")
+    p.add_argument("--no-shortlist", action="store_true",
+                   help="greedy translation over the whole vocabulary, not the model's vocabulary shortlist "
+                        "(Bergamot models ship one and decode with it by default, as deployed; the dashboard too)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("score", help="importance score of every head")
@@ -158,7 +161,8 @@ def cmd_evaluate(args) -> None:
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
     data = task.encode(loaded, split, args.limit)
-    res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=progress_bars())
+    res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=progress_bars(),
+                        shortlist=not args.no_shortlist)
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
     metric = get_metric(res.metric_name)
     print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {_named(metric, res.metric, res.interval)}, "
@@ -166,6 +170,11 @@ def cmd_evaluate(args) -> None:
     for name, interval in beside_intervals(res, task.references(data)).items():     # e.g. chrF beside BLEU
         print(f"  {_named(get_metric(name), res.extra[name], interval)}")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams}
+    if "decoding" in res.extra:
+        settings["decoding"] = res.extra["decoding"]
+        if res.extra["decoding"].get("shortlist"):
+            print(f"  decoded over the model's vocabulary shortlist ({res.extra['decoding']['shortlist']['file']}, as "
+                  "deployed); --no-shortlist decodes over the whole vocabulary")
     write_result(args, res.to_json(provenance(loaded, task=task.name, split=split, n_examples=res.n_examples,
                                               method="evaluate", settings=settings), mask))
 

@@ -15,9 +15,12 @@ Values are stored as computed (accuracy 0.85, BLEU 27.3); ``scale`` only changes
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.registry import Registry
@@ -42,6 +45,10 @@ class Metric:
         metrics that are slow to compute).
     unbounded: True when values have no upper limit and span orders of magnitude as heads go
         (perplexity: 20 with all heads, 10^5 with half), so plots draw it on a log axis.
+    statistics, of_statistics: for a corpus metric that is a function of per-example counts summed over
+        the corpus (BLEU, chrF): ``statistics(hypotheses, references)`` -> int array ``[n, k]`` and
+        ``of_statistics(summed [k])`` -> the metric, equal to ``compute`` on those examples; a bootstrap
+        then sums resampled rows instead of re-tokenising every resample's texts. None: resample ``compute``.
     """
 
     name: str
@@ -56,6 +63,8 @@ class Metric:
     per_example: bool = False
     resamples: int = 1000
     unbounded: bool = False
+    statistics: Callable[[Sequence[str], Sequence[str]], "np.ndarray"] | None = None
+    of_statistics: Callable[["np.ndarray"], float] | None = None
 
     def of(self, predictions: Sequence, references: Sequence, loss_sum: float = 0.0, n_tokens: int = 0) -> float:
         """This metric of one evaluation run: from predictions and references, or from the loss."""
@@ -192,6 +201,28 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return float(sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score)
 
 
+@functools.cache
+def _sacrebleu_metric(name: str):
+    """One sacrebleu metric object with its defaults (what :func:`corpus_bleu` / :func:`corpus_chrf` use)."""
+    from sacrebleu.metrics import BLEU as SacreBLEU, CHRF as SacreCHRF
+
+    return {"bleu": SacreBLEU, "chrf": SacreCHRF}[name]()
+
+
+def _sentence_statistics(name: str) -> Callable[[Sequence[str], Sequence[str]], np.ndarray]:
+    """``[n, k]`` int64: each example's sacrebleu counts (n-gram matches and totals, lengths) for metric ``name``;
+    what sacrebleu's ``corpus_score`` sums before scoring."""
+    def statistics(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+        rows = _sacrebleu_metric(name)._extract_corpus_statistics(list(hypotheses), [list(references)])
+        return np.asarray(rows, dtype=np.int64).reshape(len(hypotheses), -1)
+    return statistics
+
+
+def _of_statistics(name: str) -> Callable[[np.ndarray], float]:
+    """The corpus score of summed :func:`_sentence_statistics` (sacrebleu's own formula)."""
+    return lambda summed: float(_sacrebleu_metric(name)._compute_score_from_stats([int(x) for x in summed]).score)
+
+
 def edit_distance(a: Sequence, b: Sequence) -> int:
     """Levenshtein distance between two sequences (insertions, deletions, substitutions cost 1)."""
     previous = list(range(len(b) + 1))
@@ -220,9 +251,13 @@ ACCURACY = register_metric(Metric("accuracy", "accuracy", True, accuracy, per_ex
 F1 = register_metric(Metric("f1", "F1", True, binary_f1), "binary F1 of the positive class (id 1)")
 MCC = register_metric(Metric("mcc", "MCC", True, matthews_corrcoef), "Matthews correlation coefficient")
 BLEU = register_metric(Metric("bleu", "BLEU", True, corpus_bleu, inputs="text", scale=1.0, fmt="{:.2f} BLEU",
-                              delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}", resamples=200), "corpus BLEU (sacrebleu)")
+                              delta_fmt="{:+.1f} BLEU", plain_fmt="{:.2f}", resamples=200,
+                              statistics=_sentence_statistics("bleu"), of_statistics=_of_statistics("bleu")),
+                       "corpus BLEU (sacrebleu)")
 CHRF = register_metric(Metric("chrf", "chrF", True, corpus_chrf, inputs="text", scale=1.0, fmt="{:.2f} chrF",
-                              delta_fmt="{:+.1f} chrF", plain_fmt="{:.2f}", resamples=200), "corpus chrF (sacrebleu)")
+                              delta_fmt="{:+.1f} chrF", plain_fmt="{:.2f}", resamples=200,
+                              statistics=_sentence_statistics("chrf"), of_statistics=_of_statistics("chrf")),
+                       "corpus chrF (sacrebleu)")
 WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200), "word error rate")
 PERPLEXITY = register_metric(Metric("perplexity", "perplexity", False, perplexity, inputs="loss", scale=1.0,
                                     fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}", unbounded=True),

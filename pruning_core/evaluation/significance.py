@@ -16,7 +16,7 @@ into statistics (:mod:`pruning_core.evaluation.stats`), never branching on a met
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,9 +85,8 @@ def evidence(metric: Metric, predictions: Sequence, references: Sequence | None,
             lambda idx: _loss_metric(metric, pairs, idx), n, resamples=metric.resamples, seed=seed, level=LEVEL)}
     if metric.inputs == "loss" or references is None or n == 0:
         return {"per_example": tuple(predictions), "interval": None}
-    interval = stats.bootstrap_interval(
-        lambda idx: metric.of(_subset(predictions, idx), _subset(references, idx)), n,
-        resamples=metric.resamples, seed=seed, level=LEVEL)
+    statistic = _resampled(metric, predictions, references)
+    interval = stats.bootstrap_interval(statistic, n, resamples=metric.resamples, seed=seed, level=LEVEL)
     return {"per_example": tuple(predictions), "interval": interval}
 
 
@@ -138,14 +137,21 @@ def compare(metric: Metric, base: EvalResult, other: EvalResult, references: Seq
     if metric.inputs == "loss" or references is None:
         return None
 
-    def diff(idx: np.ndarray) -> float:
-        refs = _subset(references, idx)
-        return metric.of(_subset(b, idx), refs) - metric.of(_subset(a, idx), refs)
-
     if list(a) == list(b):
         return Comparison(BOOTSTRAP, delta, 0.0, 0.0, 1.0, metric.resamples)
-    low, high, p = stats.paired_difference(diff, len(a), resamples=metric.resamples, seed=seed, level=LEVEL)
+    of_a, of_b = _resampled(metric, a, references), _resampled(metric, b, references)
+    low, high, p = stats.paired_difference(lambda idx: of_b(idx) - of_a(idx), len(a), resamples=metric.resamples,
+                                           seed=seed, level=LEVEL)
     return Comparison(BOOTSTRAP, delta, low, high, p, metric.resamples)
+
+
+def _resampled(metric: Metric, predictions: Sequence, references: Sequence) -> Callable[[np.ndarray], float]:
+    """``idx -> metric`` of the examples ``idx`` (with repeats): from summed per-example counts when the metric
+    has them (BLEU, chrF: the same value, without re-tokenising each resample), else computed on the texts."""
+    if metric.statistics is not None and metric.of_statistics is not None:
+        counts = metric.statistics(list(predictions), list(references))           # [n, k]
+        return lambda idx: metric.of_statistics(counts[idx].sum(0))
+    return lambda idx: metric.of(_subset(predictions, idx), _subset(references, idx))
 
 
 def p_text(p: float, test: str, metric: Metric) -> str:

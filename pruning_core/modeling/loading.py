@@ -25,6 +25,7 @@ from pruning_core.modeling.architectures import AttentionSite, adapter_for, find
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.core.heads import HeadLayout
 from pruning_core.modeling.pruning import CONFIG_KEY, STOCK_KEY, restructure_for_loading, stock_shape
+from pruning_core.modeling.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist
 from pruning_core.modeling.weight_files import check_weight_files, explain_mismatch
 from pruning_core.core.catalog import MANIFEST, headprune_home
 from pruning_core.core import catalog as zoo
@@ -59,6 +60,7 @@ class LoadedModel:
     weights_sha256: str
     sites: list[AttentionSite] = field(repr=False, default_factory=list)
     layout: HeadLayout = field(default_factory=lambda: HeadLayout({}))
+    shortlist: Shortlist | None = field(default=None, repr=False)   # a translation model's vocabulary shortlist
 
     @property
     def device(self) -> torch.device:
@@ -81,7 +83,8 @@ class LoadedModel:
         sites = find_sites(model)
         return LoadedModel(model=model, tokenizer=self.tokenizer, model_id=model_id or self.model_id,
                            source="memory", task_type=self.task_type, arch=self.arch,
-                           weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites))
+                           weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites),
+                           shortlist=self.shortlist)
 
     def to(self, device: str | torch.device) -> "LoadedModel":
         """A copy on ``device`` (the original is untouched)."""
@@ -240,9 +243,14 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
         safe, pickled = _weight_files(Path(where))
         weights_sha = _hash_files(safe or pickled)
     sites = find_sites(model)
+    shortlist = None
+    if source != "hub" and (Path(where) / SHORTLIST_FILE).is_file():
+        fix = f"run `headprune prepare --model {spec} --force`" if source in ("default", "prepared") else \
+            "copy the file again from where the model came"
+        shortlist = read_shortlist(Path(where) / SHORTLIST_FILE, fix)
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=spec if source != "local" else str(where),
                        source=source, task_type=adapter.task_type, arch=adapter.name,
-                       weights_sha256=weights_sha, sites=sites, layout=layout_of(sites))
+                       weights_sha256=weights_sha, sites=sites, layout=layout_of(sites), shortlist=shortlist)
 
 
 def _mismatch(auto_cls, config, folder: Path) -> str | None:

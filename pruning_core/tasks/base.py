@@ -173,9 +173,13 @@ class Task:
     # -- the evaluation loop (template method) ------------------------------------------------------
     def evaluate(self, loaded, data: EncodedData, mask: HeadMask | None = None, *, batch_size: int = 64,
                  beams: int = 1, progress: ProgressCallback | None = None,
-                 layer_cache: LayerInputCache | None = None) -> EvalResult:
+                 layer_cache: LayerInputCache | None = None, shortlist: bool = True) -> EvalResult:
         """The metric and mean loss of ``loaded`` under ``mask`` on ``data`` (``beams``: decoding only),
         with each example's summed loss, its weight and its prediction, all from one forward pass.
+
+        ``shortlist``: a translation model that ships a vocabulary shortlist (``loaded.shortlist``, Bergamot's) decodes
+        with it, as deployed (:mod:`pruning_core.modeling.shortlist`); False decodes over the whole vocabulary.
+        The loss always uses the whole vocabulary.
 
         ``layer_cache``: start each batch at the first layer whose heads differ from an evaluation already
         cached there (:mod:`pruning_core.modeling.layer_cache`; the same figures, less work). Only for a model that
@@ -189,7 +193,8 @@ class Task:
         self.check_beams(beams)
         start = time.perf_counter()
         n = data.n_examples
-        state = EvalState(predictions=[None] * n, losses=[0.0] * n, weights=[0] * n, options={"beams": beams})
+        state = EvalState(predictions=[None] * n, losses=[0.0] * n, weights=[0] * n, options={"beams": beams,
+                                                                                        "shortlist": shortlist})
         part = distributed.batch_part()
         rank, size = part if part is not None else (0, 1)
         batches, total = distributed.batches(data, batch_size, loaded.device)     # this rank's share

@@ -7,6 +7,7 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
+from pruning_core.modeling.greedy import as_generate_output, greedy_decode, supports_greedy
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import (
     IGNORE,
@@ -79,15 +80,37 @@ class TranslationTask(Task):
         return label_counts(batch.labels)
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
-        """Decode the batch (greedy when ``beams`` is 1) under the mask already in place."""
+        """Decode the batch (greedy when ``beams`` is 1) under the mask already in place.
+
+        Greedy decoding reuses the encoder output of the teacher-forced pass (``outputs``) and runs step by step
+        (:mod:`pruning_core.modeling.greedy`); beam search, and a model that decoder does not cover, use ``generate``.
+        """
         # the decoder's positions bound the output: start token + new tokens <= max positions
         max_new = min(data.max_length, getattr(loaded.model.config, "max_position_embeddings", 1 << 20) - 1)
-        generated = loaded.model.generate(
-            input_ids=batch.inputs["input_ids"], attention_mask=batch.inputs["attention_mask"],
-            num_beams=state.options["beams"], do_sample=False, max_new_tokens=max_new)
+        inputs = batch.inputs
+        shortlist = self.shortlist_of(loaded, state.options)
+        if state.options["beams"] == 1 and supports_greedy(loaded.model):
+            allowed = None if shortlist is None else shortlist.allowed(
+                inputs["input_ids"], inputs["attention_mask"], loaded.model.config.vocab_size)
+            state.extra["shortlist"] = None if shortlist is None else shortlist.describe()
+            generated = as_generate_output(loaded.model, greedy_decode(
+                loaded.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=max_new, allowed=allowed,
+                encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None)))
+        else:
+            generated = loaded.model.generate(
+                input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                num_beams=state.options["beams"], do_sample=False, max_new_tokens=max_new)
         texts = loaded.tokenizer.batch_decode(generated, skip_special_tokens=True)
         for j, text in zip(batch.index.tolist(), texts):
             state.predictions[j] = text.strip()
+
+    @staticmethod
+    def shortlist_of(loaded, options: dict):
+        """The vocabulary shortlist decoding uses: the model's (if it ships one) unless ``options["shortlist"]`` is
+        False; only greedy decoding uses one (beam search decodes over the whole vocabulary)."""
+        if options["beams"] != 1 or not options.get("shortlist", True):
+            return None
+        return getattr(loaded, "shortlist", None)
 
     def summarise(self, data, state: EvalState) -> EvalResult:
         """The task's metric of the decoded texts, and chrF beside it in ``extra`` (named in ``extra["beside"]``;
@@ -99,6 +122,8 @@ class TranslationTask(Task):
         extra = {metric.name: value, CHRF.name: CHRF.of(hyps, data.references, state.loss, state.loss_weight),
                  "beside": [CHRF.name],
                  "target_tokens": state.loss_weight, "beams": state.options["beams"],
+                 "decoding": {"method": "greedy" if state.options["beams"] == 1 else "beam search",
+                              "shortlist": state.extra.get("shortlist")},
                  "samples": [{"source": data.texts[j]["source"], "hypothesis": hyps[j],
                               "reference": data.references[j]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)

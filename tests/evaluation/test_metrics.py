@@ -107,3 +107,22 @@ def test_one_head_per_layer_search_keeps_the_lowest_perplexity(tmp_path):
             only[row.layer] = [1 if g == h else 0 for g in range(4)]
             values.append(task.evaluate(lm, task.data, HeadMask.from_lists({"encoder_self": only})).metric)
         assert row.kept_head == min(range(4), key=lambda h: values[h]) and row.metric == min(values)
+
+
+@pytest.mark.parametrize("name", ["bleu", "chrf"])
+def test_summed_sentence_counts_give_the_corpus_score_of_any_resample(name):
+    """BLEU and chrF from summed per-example counts (what a bootstrap resamples) equal sacrebleu on the texts."""
+    import random
+
+    import numpy as np
+
+    metric = get_metric(name)
+    rng = random.Random(0)
+    words = "the cat sat on a mat dog ran far away under blue sky".split()
+    refs = [" ".join(rng.choices(words, k=rng.randint(3, 12))) for _ in range(40)]
+    hyps = [" ".join(rng.choices(words, k=rng.randint(1, 12))) if i % 7 else "" for i in range(40)]
+    counts = metric.statistics(hyps, refs)
+    assert counts.shape[0] == 40
+    for _ in range(5):
+        idx = np.array([rng.randrange(40) for _ in range(40)])
+        assert metric.of_statistics(counts[idx].sum(0)) == metric.of([hyps[i] for i in idx], [refs[i] for i in idx])

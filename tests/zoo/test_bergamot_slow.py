@@ -60,3 +60,39 @@ def test_masked_equals_pruned_on_loss_and_text():
     assert torch.equal(masked_ids, pruned_ids)
     assert masked_loss.item() == pytest.approx(pruned_loss.item(), abs=1e-4)
     assert masked_loss.item() > dense_loss.item()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_step_by_step_greedy_decoding_gives_generates_tokens_on_16_verses(masked):
+    from pruning_core.modeling.greedy import greedy_decode
+    from pruning_core.tasks import get_task
+    lm = _loaded("bergamot-en-pt")
+    data = get_task("bible-en-pt").encode(lm, "test", 16)
+    batch = next(iter(data.batches(16)))
+    mask = HeadMask.from_removed(lm.layout, [("encoder_self", 0, 0), ("cross", 0, 0), ("cross", 1, 3)]) \
+        if masked else None
+    ids, attn = batch.inputs["input_ids"], batch.inputs["attention_mask"]
+    with torch.inference_mode(), apply_mask(lm, mask):
+        out = lm.model.generate(input_ids=ids, attention_mask=attn, num_beams=1, do_sample=False, max_new_tokens=127)
+        got = greedy_decode(lm.model, ids, attn, max_new_tokens=127)
+    expected = [row[1:].tolist() for row in out]
+    expected = [r[:r.index(0) + 1] if 0 in r else r for r in expected]
+    assert got == expected and len({len(r) for r in got}) > 1
+
+
+def test_the_shortlist_decodes_within_each_verses_allowed_ids():
+    from pruning_core.tasks import get_task
+    lm = _loaded("bergamot-en-pt")
+    if lm.shortlist is None:
+        pytest.skip("this bergamot-en-pt folder was prepared without the shortlist: "
+                    "run `headprune prepare --model bergamot-en-pt --force`")
+    task = get_task("bible-en-pt")
+    data = task.encode(lm, "test", 16)
+    with_list = task.evaluate(lm, data, None, batch_size=16)
+    without = task.evaluate(lm, data, None, batch_size=16, shortlist=False)
+    assert with_list.extra["decoding"]["shortlist"]["sha256"] == lm.shortlist.sha256
+    assert without.extra["decoding"]["shortlist"] is None
+    for j, text in enumerate(with_list.predictions):
+        source = data.features[j]["input_ids"]
+        allowed = set(lm.shortlist.row_ids(source, lm.model.config.vocab_size).tolist())
+        assert set(lm.tokenizer(text_target=text)["input_ids"]) <= allowed | {0}

@@ -1,0 +1,141 @@
+"""Greedy decoding of an encoder-decoder translation model, step by step: what a click on the head map waits for.
+
+The same tokens as ``model.generate(num_beams=1, do_sample=False, max_new_tokens=N)`` for the Bart/Marian family
+(``lm_head`` plus ``final_logits_bias``), with less work per click:
+
+- the encoder's output can be passed in (the teacher-forced forward that gave the loss already computed it);
+- each step feeds only the last token: the decoder's cache keeps each SSRU's state ``c_t`` (or a self-attention's
+  keys/values) and each cross-attention layer's keys/values, projected from the encoder output once;
+- a row that produced ``</s>`` leaves the batch (its cache rows, its encoder rows), so later steps run on the rows
+  still decoding.
+
+Head masks apply as in any forward pass: the decoder's modules are called, and their hooks gate the heads.
+
+``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.shortlist`): per row, the target ids it may
+produce; each step scores only the batch's union of them (``W[ids] h``, not the whole ``[vocab, d]`` matrix) and
+every row picks among its own. That is an approximation of full decoding (Marian's and Bergamot's deployed one), not
+the same tokens; without it the result is exact.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+# generation settings that change greedy tokens beyond </s> and the forced </s> at the last step: a model whose
+# generation config sets one of them decodes with ``generate`` (see :func:`supports_greedy`)
+_OTHER_PROCESSORS = ("min_length", "min_new_tokens", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+                     "bad_words_ids", "forced_bos_token_id", "suppress_tokens", "begin_suppress_tokens",
+                     "sequence_bias", "exponential_decay_length_penalty", "renormalize_logits")
+
+
+def supports_greedy(model) -> bool:
+    """Whether :func:`greedy_decode` gives ``model``'s greedy ``generate`` tokens: an encoder-decoder whose logits are
+    ``lm_head(h) + final_logits_bias`` (Bart, Marian, Marian-SSRU) and whose generation config asks for nothing but
+    ``</s>`` and the forced ``</s>``."""
+    gen = getattr(model, "generation_config", None)
+    if gen is None or not getattr(model.config, "is_encoder_decoder", False):
+        return False
+    if not all(hasattr(model, a) for a in ("lm_head", "final_logits_bias", "get_decoder", "get_encoder")):
+        return False
+    if getattr(gen, "repetition_penalty", 1.0) not in (None, 1.0):
+        return False
+    return not any(getattr(gen, name, None) for name in _OTHER_PROCESSORS)
+
+
+def _specials(model) -> tuple[int, int]:
+    gen = model.generation_config
+    start = gen.decoder_start_token_id if gen.decoder_start_token_id is not None else model.config.decoder_start_token_id
+    eos = gen.eos_token_id if gen.eos_token_id is not None else model.config.eos_token_id
+    eos = eos[0] if isinstance(eos, (list, tuple)) else eos
+    return int(start), int(eos)
+
+
+def _forced_eos(model) -> int | None:
+    forced = getattr(model.generation_config, "forced_eos_token_id", None)
+    forced = forced[0] if isinstance(forced, (list, tuple)) else forced
+    return None if forced is None else int(forced)
+
+
+def greedy_decode(model, input_ids: Tensor, attention_mask: Tensor, *, max_new_tokens: int,
+                  encoder_hidden: Tensor | None = None, allowed: "AllowedIds | None" = None) -> list[list[int]]:
+    """Greedy tokens of every row, each ending with ``</s>`` unless ``max_new_tokens`` ran out first.
+
+    Args:
+        model: a model :func:`supports_greedy` accepts, in eval mode (call under ``torch.inference_mode()`` and
+            the head mask, as any forward).
+        input_ids, attention_mask: ``[B, S]`` source ids and 1 = token, 0 = padding.
+        max_new_tokens: at most this many tokens per row; the last is ``</s>`` when the model forces it.
+        encoder_hidden: ``[B, S, d]`` the encoder's output for these inputs under the same mask, if already computed.
+        allowed: per row the target ids it may produce (a shortlist), or None for the whole vocabulary.
+    Returns:
+        per row, its tokens without the decoder start token.
+    """
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    start, eos = _specials(model)
+    forced = _forced_eos(model)
+    if encoder_hidden is None:
+        encoder_hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    decoder = model.get_decoder()
+    n = input_ids.shape[0]
+    out: list[list[int]] = [[] for _ in range(n)]
+    rows = torch.arange(n)                                   # live row -> original row
+    enc, enc_mask = encoder_hidden, attention_mask
+    ids, row_mask = (allowed.ids, allowed.row_mask) if allowed is not None else (None, None)
+    weight, bias = _output_layer(model, ids)                 # [V', d], [V']
+    cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    token = torch.full((n, 1), start, dtype=torch.long, device=input_ids.device)
+    for step in range(max_new_tokens):
+        hidden = decoder(input_ids=token, encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
+                         past_key_values=cache, use_cache=True).last_hidden_state[:, -1]           # [b, d]
+        if forced is not None and step == max_new_tokens - 1:
+            nxt = torch.full((hidden.shape[0],), forced, dtype=torch.long, device=hidden.device)
+        else:
+            logits = torch.nn.functional.linear(hidden, weight).float() + bias                 # [b, V']
+            if row_mask is not None:
+                logits = logits.masked_fill(~row_mask, float("-inf"))
+            nxt = logits.argmax(-1)
+            nxt = ids[nxt] if ids is not None else nxt
+        for r, t in zip(rows.tolist(), nxt.tolist()):
+            out[r].append(t)
+        live = nxt != eos
+        if not bool(live.any()):
+            break
+        if not bool(live.all()):                             # finished rows leave the batch
+            keep = live.nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            enc, enc_mask, rows, nxt = enc[keep], enc_mask[keep], rows[keep.cpu()], nxt[keep]
+            row_mask = row_mask[keep] if row_mask is not None else None
+        token = nxt.unsqueeze(1)
+    return out
+
+
+def as_generate_output(model, rows: list[list[int]]) -> Tensor:
+    """``[B, 1 + longest]`` what ``generate`` returns for these tokens: the decoder start token first, rows that
+    stopped early padded with the pad id (so decoding the texts gives exactly what decoding its output gave)."""
+    start, _ = _specials(model)
+    pad = model.generation_config.pad_token_id
+    pad = model.config.pad_token_id if pad is None else pad
+    width = max(len(r) for r in rows) if rows else 0
+    return torch.tensor([[start] + r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def _output_layer(model, ids: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The output projection's weight ``[V, d]`` and bias ``[V]`` (float32), or only the rows ``ids``."""
+    weight = model.lm_head.weight
+    bias = model.final_logits_bias.reshape(-1).float()
+    if model.lm_head.bias is not None:
+        bias = bias + model.lm_head.bias.float()
+    if ids is None:
+        return weight, bias
+    return weight.index_select(0, ids).contiguous(), bias.index_select(0, ids)
+
+
+class AllowedIds:
+    """Target ids each row of a batch may produce: ``ids`` ``[V']`` the batch's union (sorted), ``row_mask``
+    ``[B, V']`` True where row b may produce ``ids[v]``."""
+
+    def __init__(self, ids: Tensor, row_mask: Tensor) -> None:
+        if row_mask.shape[-1] != ids.shape[0]:
+            raise ValueError(f"row_mask has {row_mask.shape[-1]} columns for {ids.shape[0]} ids.")
+        self.ids, self.row_mask = ids, row_mask

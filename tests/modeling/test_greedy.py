@@ -1,0 +1,114 @@
+"""Step-by-step greedy decoding (pruning_core.modeling.greedy) gives exactly ``generate``'s greedy tokens on tiny
+random encoder-decoders, with and without head masks, when rows finish at different steps."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.greedy import AllowedIds, greedy_decode, supports_greedy
+from pruning_core.modeling.masking import apply_mask, installed_hook_count
+from tiny import tiny_inputs, tiny_loaded
+
+ARCHS = ["marian-ssru", "marian", "bart"]
+NEW = 12
+
+
+def _generate(lm, inputs) -> list[list[int]]:
+    """``generate``'s greedy tokens per row, without the start token, cut after the first </s>."""
+    out = lm.model.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], num_beams=1,
+                            do_sample=False, max_new_tokens=NEW)
+    eos = lm.model.generation_config.eos_token_id
+    rows = [row[1:].tolist() for row in out]
+    return [r[:r.index(eos) + 1] if eos in r else r for r in rows]
+
+
+def _generate_within(lm, inputs, allowed: torch.Tensor) -> list[list[int]]:
+    """``generate``'s greedy tokens when row b may only produce the ids where ``allowed[b]`` [B, V] is True."""
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class OnlyAllowed(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            return scores.masked_fill(~allowed, float("-inf"))
+
+    out = lm.model.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], num_beams=1,
+                            do_sample=False, max_new_tokens=NEW, logits_processor=LogitsProcessorList([OnlyAllowed()]))
+    eos = lm.model.generation_config.eos_token_id
+    rows = [row[1:].tolist() for row in out]
+    return [r[:r.index(eos) + 1] if eos in r else r for r in rows]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("masked", [False, True])
+def test_greedy_decoding_gives_generates_tokens(tmp_path, arch, masked):
+    lm = tiny_loaded(arch, tmp_path)
+    inputs = tiny_inputs(arch, batch=6, length=9)
+    mask = HeadMask.from_removed(lm.layout, [(k, 0, 1) for k in lm.layout.kinds] + [(k, 1, 3) for k in lm.layout.kinds])
+    mask = mask if masked else None
+    assert supports_greedy(lm.model)
+    with torch.inference_mode(), apply_mask(lm, mask):
+        expected = _generate(lm, inputs)
+        got = greedy_decode(lm.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=NEW)
+        encoded = lm.model.get_encoder()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        reused = greedy_decode(lm.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=NEW,
+                               encoder_hidden=encoded.last_hidden_state)
+    assert got == expected and reused == expected
+    assert installed_hook_count(lm.model) == 0
+
+
+@pytest.mark.parametrize("arch", ["marian-ssru", "marian"])      # the tiny BART decodes one token over and over
+@pytest.mark.parametrize("masked", [False, True])
+def test_rows_that_finish_early_leave_the_batch_and_the_others_keep_generates_tokens(tmp_path, arch, masked):
+    """A random tiny model decodes every row alike; a random half of the vocabulary per row (the shortlist path)
+    sends rows different ways, so they stop at different steps. ``generate`` gets the same rule as a logits
+    processor and gives the same tokens."""
+    lm = tiny_loaded(arch, tmp_path)
+    inputs = tiny_inputs(arch, batch=6, length=9)
+    vocab = lm.model.config.vocab_size
+    allowed = torch.rand(6, vocab, generator=torch.Generator().manual_seed(3)) < 0.5
+    never = lm.model.config.pad_token_id                    # first decode with an end no row may produce
+    allowed[:, never] = False
+    lm.model.generation_config.eos_token_id = lm.model.generation_config.forced_eos_token_id = never
+    with torch.inference_mode():
+        paths = _generate_within(lm, inputs, allowed)
+    # then end on the token whose first appearance differs most between the rows
+    eos = max(sorted({t for row in paths for t in row}),
+              key=lambda t: len({row.index(t) if t in row else NEW for row in paths}))
+    lm.model.generation_config.eos_token_id = lm.model.generation_config.forced_eos_token_id = eos
+    allowed[:, eos] = True
+    ids = allowed.any(0).nonzero().squeeze(1)
+    mask = HeadMask.from_removed(lm.layout, [(k, 0, 1) for k in lm.layout.kinds]) if masked else None
+    with torch.inference_mode(), apply_mask(lm, mask):
+        expected = _generate_within(lm, inputs, allowed)
+        got = greedy_decode(lm.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=NEW,
+                            allowed=AllowedIds(ids, allowed[:, ids]))
+    assert len({len(r) for r in got}) > 1 and any(r[-1] == eos for r in got[:-1])      # some left early
+    assert got == expected
+    for row, mine in zip(got, allowed):
+        assert set(row) <= set(mine.nonzero().squeeze(1).tolist())
+
+
+def test_allowed_ids_restrict_each_row_to_its_own(tmp_path):
+    lm = tiny_loaded("marian-ssru", tmp_path)
+    inputs = tiny_inputs("marian-ssru", batch=3, length=9)
+    ids = torch.tensor([6, 9, 10, 11, 12, 13])
+    rows = torch.tensor([[True, True, True, False, False, False],
+                         [True, False, False, True, True, False],
+                         [True, True, False, False, False, True]])
+    with torch.inference_mode():
+        got = greedy_decode(lm.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=NEW,
+                            allowed=AllowedIds(ids, rows))
+    for row, allowed in zip(got, rows):
+        assert set(row) <= set(ids[allowed].tolist())
+    everything = AllowedIds(torch.arange(lm.model.config.vocab_size), torch.ones(3, lm.model.config.vocab_size,
+                                                                                 dtype=torch.bool))
+    with torch.inference_mode():
+        assert greedy_decode(lm.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=NEW,
+                             allowed=everything) == \
+            greedy_decode(lm.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=NEW)
+
+
+def test_a_generation_config_with_other_rules_keeps_generate(tmp_path):
+    lm = tiny_loaded("marian", tmp_path)
+    lm.model.generation_config.no_repeat_ngram_size = 2
+    assert not supports_greedy(lm.model)
