@@ -258,7 +258,8 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
     direction = DIRECTIONS[name]
     entry = zoo.get(name)
     folder = entry.folder()
-    if entry.is_prepared() and not force:
+    current = (folder / SHORTLIST_FILE).is_file()        # a folder prepared before the shortlist came is rebuilt
+    if entry.is_prepared() and current and not force:
         manifest = json.loads((folder / zoo.MANIFEST).read_text())
         return BergamotReport(name, folder, True, time.perf_counter() - start,
                               manifest.get("check", {}).get("translation", ""), manifest)
