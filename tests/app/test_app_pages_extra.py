@@ -42,7 +42,7 @@ def test_attention_words_agree_with_what_is_drawn(app_for, tiny_bert_24):
     show how they attended in the full model; the probability sat in a metric's delta (an arrow badge,
     as if it were a change); an encoder's intro talks about its own special tokens."""
     at = ok(app_for(tiny_bert_24, ATTENTION, mask="e:7.f"))
-    intro = at.markdown[0].value
+    intro = " ".join(m.value for m in at.markdown)          # the first sentence, then "About this page"
     title = at.get("plotly_chart")[0].proto.spec
     assert "as they attended in the full model" in title and "as it attended in the full model" in intro
     assert "shows them empty" not in intro and "[CLS]" in intro

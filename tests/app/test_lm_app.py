@@ -82,7 +82,7 @@ def test_attention_page_draws_causal_maps(app):
     at = app("app_pages/attention.py")
     answers = list(predictions(at).values())
     assert len(answers) == 2 and answers[0].startswith("'")                        # the next token, quoted
-    intro = at.markdown[0].value                  # a decoder-only model's intro
+    intro = " ".join(m.value for m in at.markdown)     # a decoder-only model's intro (and "About this page")
     assert "[CLS]" not in intro and "decoder-only" in intro and "first token" in intro
     assert any("Causal attention" in c.value for c in at.caption)
     assert len(at.get("iframe")) + len(at.get("html")) >= 1                       # the bertviz views

@@ -45,7 +45,7 @@ def test_model_and_head_map_pages_show_wer_and_three_maps(app):
 def test_attention_page_speaks_the_sentence_and_maps_cross_attention_over_audio(app):
     at = ok(app.switch_page("app_pages/attention.py").run())
     assert "Prediction, all heads" in predictions(at)
-    intro = at.markdown[0].value                  # a speech model's intro
+    intro = " ".join(m.value for m in at.markdown)     # a speech model's intro (and "About this page")
     assert "[CLS]" not in intro and "audio frames" in intro
     kinds = next(b for b in at.selectbox if b.label == "Attention kind")
     assert len(kinds.options) == 3
