@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from app.core.selection import Selection
 from app.jobs import cache
 from app.headmap import latency as latency_ui
 from app.core import session_results
@@ -70,8 +71,8 @@ def test_the_bundle_records_the_split_the_scores_were_computed_on(tiny_bert_16, 
     monkeypatch.setattr(latency_ui, "measurement", lambda spec, mask, **kwargs: None)
     spec = str(tiny_bert_16.model)
     mask = HeadMask.full(cache.load(spec).layout).toggled("encoder_self", 0, 1)
-    analysis = share_ui.gather_analysis(spec, name, scorer, 8, mask, curve_scorers=[], with_ablation=False,
-                                        with_one_per_layer=False)
+    analysis = share_ui.gather_analysis(Selection(spec, name, 8), scorer, mask, curve_scorers=[],
+                                        with_ablation=False, with_one_per_layer=False)
     used = analysis.scores[scorer].provenance.get("split")
     assert analysis.provenance["settings"]["score_split"] == used
     assert used == recorded                                          # random scores read no data
