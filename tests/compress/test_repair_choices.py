@@ -15,6 +15,7 @@ from pruning_core.compress import repair_mask
 from pruning_core.compress.capture import capture_site, run_to_site
 from pruning_core.compress.least_squares import NormJacobian
 from scorer_cases import FAMILIES, case
+from tiers import heavy_beyond
 from tiny import logits_of, tiny_inputs, tiny_loaded
 
 
@@ -130,7 +131,7 @@ def _last_site_pruned(layout) -> HeadMask:
     return HeadMask.full(layout).toggled(kind, last, 0).toggled(kind, last, 1)
 
 
-@pytest.mark.parametrize("arch", FAMILIES)
+@pytest.mark.parametrize("arch", heavy_beyond(FAMILIES, fast={"bert", "gpt2", "marian"}))
 def test_loss_choice_records_the_loss_the_repaired_model_has(arch, tmp_path):
     """Only the last site is pruned: the loss chosen there is the repaired model's calibration loss (the
     resumed layers run the same float32 operations as a full pass), the smallest of the candidates', so

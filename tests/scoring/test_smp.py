@@ -213,6 +213,7 @@ def test_similarity_kl_zero_for_identical_and_scale_invariant():
 
 # -- training --------------------------------------------------------------------------------------
 
+@pytest.mark.heavy     # trains a tiny pruner (the module's `trained` fixture, about 11 s)
 def test_training_reduces_heldout_divergence(trained):
     loaded, strong, result = trained
     before, after = result.heldout_before, result.heldout_after
@@ -224,6 +225,7 @@ def test_training_reduces_heldout_divergence(trained):
     assert not any(p.requires_grad for p in loaded.model.parameters())
 
 
+@pytest.mark.heavy     # trains a tiny pruner (the module's `trained` fixture, about 11 s)
 def test_trained_pruner_keeps_the_strong_heads(trained, tmp_path):
     loaded, strong, result = trained
     task_file = write_csv(tmp_path / "t.csv")
@@ -248,6 +250,7 @@ def test_training_needs_a_frozen_supported_model(tmp_path):
 
 # -- save / load -----------------------------------------------------------------------------------
 
+@pytest.mark.heavy     # trains a tiny pruner (the module's `trained` fixture, about 11 s)
 def test_save_load_round_trip_gives_identical_scores(trained, tmp_path):
     loaded, _, result = trained
     folder = save_pruner(result.pruner_file, tmp_path / "pruner")
@@ -321,6 +324,7 @@ def test_wrong_model_family_is_refused(tmp_path):
 
 # -- transfer across layouts -----------------------------------------------------------------------
 
+@pytest.mark.heavy     # trains a tiny pruner (the module's `trained` fixture, about 11 s)
 def test_pruner_applies_across_layer_and_head_counts(trained, tmp_path):
     """Trained on a 2-layer x 4-head model, used on a 3 x 2 one: shapes follow the target model, and
     the pruner still finds its strong heads (the maps, not positions, carry the signal)."""
@@ -343,6 +347,7 @@ def test_pruner_applies_across_layer_and_head_counts(trained, tmp_path):
 
 # -- the scorer ------------------------------------------------------------------------------------
 
+@pytest.mark.heavy     # trains a tiny pruner (the module's `trained` fixture, about 11 s)
 def test_smp_scorer_on_a_tiny_file_task(trained, tmp_path, headprune_home, monkeypatch):
     from pruning_core.scoring import get_scorer
     from pruning_core.scoring.base import ScoreConfig
@@ -467,6 +472,7 @@ def _compare_setup(tmp_path: Path, trained) -> tuple[Path, Path, Path]:
     return model_dir, pruner_dir, write_csv(tmp_path / "task.csv", n=32)
 
 
+@pytest.mark.heavy     # trains a tiny pruner (the module's `trained` fixture, about 11 s)
 def test_compare_runs_every_condition_with_identical_settings(trained, tmp_path):
     from pruning_core.tasks.finetune import FinetuneConfig
     from pruning_core.scoring.smp.compare import (
