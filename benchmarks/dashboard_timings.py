@@ -12,15 +12,14 @@ Measures, on one dashboard server:
   each click waits until the server is idle (``settle``: what the page load started, such as the role
   scores or the first latency timing, has finished; the wait is recorded as ``settled_after_s``);
 - the server's CPU seconds per click until the metric is drawn, and until the server sent it (from the
-  live panel's timing log: without the latency timing that starts once the metric is sent and runs
-  while the browser draws), next to one forward pass over the same examples (``task.evaluate`` of a
+  live panel's metric records, which ``benchmarks/observer`` writes to a file: without the latency timing
+  that starts once the metric is sent and runs while the browser draws), next to one forward pass over the same examples (``task.evaluate`` of a
   one-head mask, in this process after one untimed pass, same run and conditions);
 - a class: 1 and ``--class-size`` (default 8) Chromium sessions, each clicking a different head at
   about the same moment: each session's metric and loss checked against the library's evaluation of
   the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric
-  drawn in each Chromium and click -> metric sent by the server (from the live panel's timing log,
-  ``HEADPRUNE_APP_TIMING_LOG``: without the drawing by 8 browsers that share the server's cores here,
-  where a class's browsers run on the students' machines), and the server's resident memory (VmRSS
+  drawn in each Chromium and click -> metric sent by the server (from the live panel's metric records:
+  without the drawing by 8 browsers that share the server's cores here, where a class's browsers run on the students' machines), and the server's resident memory (VmRSS
   before, VmHWM peak after); ``--class-rounds`` rounds (other heads each time), first with the Chromiums at
   the server's priority, then at niceness 19 (``--browser-niceness``): here the eight browsers' drawing
   takes as much CPU as the server's work, which on the students' own machines it would not take at all,
@@ -441,7 +440,8 @@ def browsers_cpu_s() -> float:
 
 def metrics_sent(log: Path, field: str = "sent") -> dict[str, float]:
     """When the server sent each mask's metric (``sent``: epoch seconds; ``cpu``: the server's CPU seconds
-    by then; the last time per mask), from the timing log the live panel writes (``app.headmap.panel.TIMING_LOG``)."""
+    by then; the last time per mask), from the records of ``app.headmap.panel.METRICS_LOG`` that
+    ``benchmarks/observer/sitecustomize.py`` writes to ``log``."""
     import json
 
     if not log.is_file():
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = Reference(args.model, args.task, args.limit)
     timing_log = log.with_name("dashboard_timings-sent.jsonl")        # when the server sent each metric
     timing_log.unlink(missing_ok=True)
-    env = {"HEADPRUNE_APP_TIMING_LOG": str(timing_log), "HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
+    env = {"PYTHONPATH": str(ROOT / "benchmarks" / "observer"), "HEADPRUNE_BENCH_METRICS_LOG": str(timing_log), "HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit)}
     runs, classes, random_class = [], [], None
     rows = list(next(iter(ref.loaded.layout.kinds.values())))      # heads per layer of the first grid

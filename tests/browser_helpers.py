@@ -133,7 +133,8 @@ class DashboardServer:
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+        first = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []       # e.g. a benchmark's observer
+        self.env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([*first, str(ROOT)])}
         self.log_path = log
         self.proc: subprocess.Popen | None = None
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 
 import json
-import os
+import logging
 import time
 
 import streamlit as st
@@ -54,7 +54,7 @@ ROW_GAP = "small"       # between map and panel, and between two metrics: the th
 #                         a 12-head map in a 1280 px window (sidebar open)
 WIDE_PX = 1250          # from this window width the panel sits beside the map: no strip needed
 STRIP_KEY = "hp_live_strip"
-TIMING_LOG = "HEADPRUNE_APP_TIMING_LOG"  # benchmarks: a file that gets one line per metric sent (mask, epoch s)
+METRICS_LOG = logging.getLogger("headprune.app.metrics")   # one INFO record per metric sent (no handler here)
 CHANGE_UPDATING = "change: updating…"   # the loss's delta until its paired change is computed
 POLL_S = 0.25           # while work runs, the fragment reruns this often (sooner when the work ends)
 LAST_SHOWN = "live_last_shown"          # session_results name: (heads kept, heads, metric text) last drawn
@@ -169,14 +169,11 @@ def _evaluation(sel: Selection, mask: HeadMask) -> Work:
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
-    """With ``HEADPRUNE_APP_TIMING_LOG`` set (benchmarks/dashboard_timings.py), append when the server sent
-    this mask's metric and the server's CPU seconds by then: the click -> metric time and CPU without the
-    browser's drawing (nor the latency timing that starts once the metric is sent)."""
-    path = os.environ.get(TIMING_LOG)
-    if path:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"mask": encode_mask(mask), "kept": mask.n_kept, "sent": time.time(),
-                                  "cpu": time.process_time()}) + "\n")      # the server's CPU seconds so far
+    """Log (:data:`METRICS_LOG`, INFO) that this mask's metric was sent, with the server's CPU seconds so far:
+    what an observer attaching a handler (benchmarks/dashboard_timings.py) needs for click -> metric sent."""
+    if METRICS_LOG.isEnabledFor(logging.INFO):
+        METRICS_LOG.info("metric sent %s", json.dumps({"mask": encode_mask(mask), "kept": mask.n_kept,
+                                                       "sent": time.time(), "cpu": time.process_time()}))
 
 
 def _panel_top(spec: str, mask: HeadMask, roles):

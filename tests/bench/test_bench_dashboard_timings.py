@@ -78,3 +78,29 @@ def test_a_click_is_timed_inside_the_page_until_the_new_metric_and_latency_show(
         # setTimeout fires no earlier than asked; a loaded machine may add tens of milliseconds
         assert 0.4 <= times["metric"] < 0.4 + 1.0
         assert 0.7 <= times["latency"] < 0.7 + 1.0 and times["latency"] > times["metric"]
+
+
+def test_the_panel_logs_each_metric_sent_and_the_observer_writes_it_as_a_json_line(tmp_path, caplog):
+    """The app writes no file: it logs a record; the benchmark's sitecustomize turns the records into lines."""
+    import json
+    import logging
+    import os
+    import subprocess
+
+    from app.headmap import panel
+    from pruning_core.core.heads import HeadLayout, HeadMask
+
+    mask = HeadMask.full(HeadLayout({"encoder_self": (2, 2)})).toggled("encoder_self", 1, 0)
+    with caplog.at_level(logging.INFO, logger=panel.METRICS_LOG.name):
+        panel._note_metric_sent(mask)
+    (record,) = caplog.records
+    logged = json.loads(record.getMessage().removeprefix("metric sent "))
+    assert logged["kept"] == 3 and {"mask", "sent", "cpu"} <= set(logged)
+
+    out = tmp_path / "sent.jsonl"
+    root = Path(bench.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "benchmarks" / "observer"), str(root)]),
+           "HEADPRUNE_BENCH_METRICS_LOG": str(out)}
+    subprocess.run([sys.executable, "-c", "import logging; logging.getLogger('headprune.app.metrics')"
+                    ".info('metric sent %s', '{\"mask\": \"e:1.f\", \"sent\": 1.5, \"cpu\": 2.5}')"], env=env, check=True)
+    assert bench.metrics_sent(out) == {"e:1.f": 1.5} and bench.metrics_sent(out, "cpu") == {"e:1.f": 2.5}
