@@ -166,6 +166,14 @@ class DashboardServer:
         self.log.close()
 
 
+@contextlib.contextmanager
+def tiny_dashboard(folder: Path, arch: str, eval_limit: int):
+    """A dashboard server on a tiny ``arch`` model built in ``folder`` (its own headprune home)."""
+    tiny = build_tiny_app(folder, arch)
+    with DashboardServer(app_env(tiny, folder / "home", eval_limit=eval_limit), folder / "server.log") as srv:
+        yield srv
+
+
 def chromium_path() -> str | None:
     """Debian's Chromium, if installed (``make browser`` installs it)."""
     for candidate in ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or ""):

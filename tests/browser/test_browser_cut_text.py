@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle
+from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle, tiny_dashboard
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -27,9 +27,7 @@ LABELS = ('[data-testid="stMain"] [data-testid="stWidgetLabel"] *, '
 
 @pytest.fixture(scope="module")
 def bert_server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cut-bert")
-    tiny = build_tiny_app(folder, "bert")
-    with DashboardServer(app_env(tiny, folder / "home", eval_limit=24), folder / "server.log") as srv:
+    with tiny_dashboard(tmp_path_factory.mktemp("cut-bert"), "bert", eval_limit=24) as srv:
         yield srv
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, wait_idle
+from browser_helpers import ARTIFACTS, wait_idle, tiny_dashboard
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -26,9 +26,7 @@ CUT = """() => {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("layout")
-    tiny = build_tiny_app(folder, "bert")
-    with DashboardServer(app_env(tiny, folder / "home", eval_limit=24), folder / "server.log") as srv:
+    with tiny_dashboard(tmp_path_factory.mktemp("layout"), "bert", eval_limit=24) as srv:
         yield srv
 
 
@@ -170,9 +168,7 @@ def test_model_picker_shows_which_models_are_not_prepared(server, browser):
 
 @pytest.fixture(scope="module")
 def bart_server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("layout-bart")
-    tiny = build_tiny_app(folder, "bart")
-    with DashboardServer(app_env(tiny, folder / "home", eval_limit=8), folder / "server.log") as srv:
+    with tiny_dashboard(tmp_path_factory.mktemp("layout-bart"), "bart", eval_limit=8) as srv:
         yield srv
 
 
