@@ -247,14 +247,14 @@ def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = No
         index = first + i if targets is None else point_index(rows, removed, *targets[i])
         point = head_points(page).nth(index)                     # a kept head: one fewer each time
         watch(page, kept - 1)
-        cpu0 = process_cpu_s(pid)
+        cpu0, clicked = process_cpu_s(pid), time.time()
         click_point(page, point)
         if targets is not None:
             removed.add(targets[i])
         wait_watched(page, "metric", 600)
         cpu1 = process_cpu_s(pid)
         mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get("mask")
-        sent = metrics_sent(timing_log, "cpu").get(mask) if timing_log else None
+        sent = metrics_sent(timing_log, "cpu", after=clicked).get(mask) if timing_log else None
         wait_watched(page, "latency", 600)
         times = watched(page)
         wait_idle(page, 600_000)
@@ -294,7 +294,7 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
     cpu = {"server": round(process_cpu_s(srv.proc.pid) - cpu0[0], 2), "browsers": round(browsers_cpu_s() - cpu0[1], 2)}
     waits = {i: watched(page)["metric"] for i, page in enumerate(pages)}
     load_after, memory_after = _load(), _server_memory(srv.proc.pid)
-    checks, sent = [], metrics_sent(timing_log)
+    checks, sent = [], metrics_sent(timing_log, after=min(clicked_at.values()))
     for i, page in enumerate(pages):
         text = page.locator(LIVE_STRIP).text_content()
         url = page.evaluate("location.href")
@@ -438,15 +438,20 @@ def browsers_cpu_s() -> float:
     return total
 
 
-def metrics_sent(log: Path, field: str = "sent") -> dict[str, float]:
-    """When the server sent each mask's metric (``sent``: epoch seconds; ``cpu``: the server's CPU seconds
-    by then; the last time per mask), from the records of ``app.headmap.panel.METRICS_LOG`` that
-    ``benchmarks/observer/sitecustomize.py`` writes to ``log``."""
+def metrics_sent(log: Path, field: str = "sent", after: float = 0.0) -> dict[str, float]:
+    """When the server first sent each mask's metric at or after epoch ``after`` (``sent``: epoch seconds;
+    ``cpu``: the server's CPU seconds by then), from the records of ``app.headmap.panel.METRICS_LOG`` that
+    ``benchmarks/observer/sitecustomize.py`` writes to ``log`` (each redraw of the panel sends the metric
+    again: the first send is the one a click waited for)."""
     import json
 
     if not log.is_file():
         return {}
-    return {row["mask"]: row[field] for row in map(json.loads, log.read_text().splitlines())}
+    first: dict[str, float] = {}
+    for row in map(json.loads, log.read_text().splitlines()):
+        if row["sent"] >= after:
+            first.setdefault(row["mask"], row[field])
+    return first
 
 
 def busy_loops(n: int) -> list[subprocess.Popen]:

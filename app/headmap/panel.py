@@ -10,8 +10,8 @@ after the metric, behind any evaluation another session waits for: :data:`app.jo
 
 The fragment never waits for work while a click could come (issue 31): a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
-is shown as far as it got (:meth:`app.jobs.work.Work.show` with ``wait=False``) and the run ends, to be run
-again a moment later (:func:`_poll`) or at once by the next click. A click during an evaluation or a
+is shown as far as it got (:meth:`app.jobs.work.Work.show` with ``wait=False``), then the run waits drawing
+nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes. A click during an evaluation or a
 latency timing thus applies to the mask at once; the work for the old mask is cancelled when the new
 mask's work starts under the same job name, and the panel marks which mask it is updating for. A full
 run of the page (its first load, AppTest) cannot rerun only the fragment: there it waits as before.
@@ -35,16 +35,15 @@ import logging
 import time
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app.jobs import cache, workload
 from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
-from app.core import mask as mask_state, session_results, state, ui, uncertainty
+from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
-from app.jobs.work import PENDING, Work
+from app.jobs.work import PENDING, Work, wait_for_change
 from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.share_link import encode_mask
@@ -56,7 +55,7 @@ WIDE_PX = 1250          # from this window width the panel sits beside the map: 
 STRIP_KEY = "hp_live_strip"
 METRICS_LOG = logging.getLogger("headprune.app.metrics")   # one INFO record per metric sent (no handler here)
 CHANGE_UPDATING = "change: updating…"   # the loss's delta until its paired change is computed
-POLL_S = 0.25           # while work runs, the fragment reruns this often (sooner when the work ends)
+REDRAW_S = 5.0          # while work runs, its progress is redrawn at most this often (at once when it ends)
 LAST_SHOWN = "live_last_shown"          # session_results name: (heads kept, heads, metric text) last drawn
 # the strip sticks under Streamlit's header (3.75rem) while the page scrolls; where the panel is
 # beside the map (wide windows) it is not drawn at all
@@ -77,6 +76,11 @@ def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = Non
     return f"{kept} · {metric} · loss **{loss}**"
 
 
+def _strip_done(mask: HeadMask, ev) -> str:
+    return strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} **{md_escape(uncertainty.shown(ev).value)}**",
+                      f"{ev.loss:.4f}")
+
+
 def show(sel: Selection, arch, ranking, score_name: str) -> None:
     """The map and the live panel of the session's current mask (a fragment: clicks rerun only this)."""
     _live(sel, arch, ranking, score_name)
@@ -88,14 +92,16 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
-    wait = not _fragment_rerun()        # a full run cannot rerun the fragment alone: it waits for the work
+    wait = not reruns.fragment_rerun()        # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
     latency_ui.drop_stale_timing(spec, mask)            # a timing of the previous mask would hold the CPU queue
-    _evaluation(sel, mask).begin()    # queued for the CPU now, while the map is drawn
+    evaluation = _evaluation(sel, mask)
+    evaluation.begin()                  # queued for the CPU now, while the map is drawn
+    known = evaluation.ready()          # a redraw: the metric is drawn at once, never marked "updating"
     st.html(STYLE)
     with st.container(key=STRIP_KEY):
         strip = st.empty()
-        strip.markdown(strip_text(mask))
+        strip.markdown(strip_text(mask) if known is None else _strip_done(mask, known))
     roles = role_ui.ready(spec, task_name)      # the session's role report when found (no work here)
     colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
     map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
@@ -104,18 +110,18 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with left:
         roles_slot, roles_wanted = _map_and_presets(arch, mask, ranking, score_name, roles)
     with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
-        metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles)
+        metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles, known is None)
     with metric_slot.container():
         note = st.empty()
-        note.caption(_updating_text(mask))
+        if known is None:
+            note.caption(_updating_text(mask))
         ev, loss_slot = _metric_and_loss(sel, mask, wait, pending)
         if ev is not PENDING:
             note.empty()
     if ev is None:
         strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
     elif ev is not PENDING:             # while it runs the strip keeps "updating for …"
-        strip.markdown(strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} "
-                                        f"**{md_escape(uncertainty.shown(ev).value)}**", f"{ev.loss:.4f}"))
+        strip.markdown(_strip_done(mask, ev))
         _note_metric_sent(mask)
     shown = ev if ev is not PENDING else None
     if shown is not None and not mask.is_full():
@@ -137,17 +143,11 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     _poll(pending + ([roles_job] if roles_job is not None else []))
 
 
-def _fragment_rerun() -> bool:
-    """Whether this run reruns the fragment alone (a click), not the whole page."""
-    ctx = get_script_run_ctx()
-    return ctx is not None and bool(ctx.fragment_ids_this_run)
-
-
 def _poll(pending: list[Work]) -> None:
-    """With work still running, end this run and run the fragment again once the first of it is done, or
-    after :data:`POLL_S` to redraw the progress: a click meanwhile is taken at the end of the wait."""
-    if pending:
-        pending[0].wait(POLL_S)
+    """With work still running, wait for it drawing nothing, and run the fragment again once a piece of it
+    is done (or its progress changed, at most every :data:`REDRAW_S`). A click meanwhile ends the wait at
+    once and its own rerun comes next: a session waiting for the CPU costs the CPU nothing."""
+    if pending and wait_for_change(pending, REDRAW_S, reruns.user_waiting):
         st.rerun(scope="fragment")
 
 
@@ -176,8 +176,9 @@ def _note_metric_sent(mask: HeadMask) -> None:
                                                        "sent": time.time(), "cpu": time.process_time()}))
 
 
-def _panel_top(spec: str, mask: HeadMask, roles):
-    """Heads kept, parameters and removed role heads of ``mask``; returns the metric, latency and history slots."""
+def _panel_top(spec: str, mask: HeadMask, roles, metric_pending: bool):
+    """Heads kept, parameters and removed role heads of ``mask``; returns the metric, latency and history
+    slots (the metric's marked "updating…" while ``metric_pending``)."""
     st.markdown("**Live panel**")
     changed = not mask.is_full()
     pruned_params, dense_params = cache.pruned_parameters(spec, mask)
@@ -188,7 +189,7 @@ def _panel_top(spec: str, mask: HeadMask, roles):
                **ui.delta_kwargs(f"{100 * (pruned_params - dense_params) / dense_params:+.1f} %" if changed else None,
                                  "inverse"))
     role_ui.summary_caption(roles, mask)
-    metric_slot = ui.updating("metric and loss")
+    metric_slot = ui.updating("metric and loss") if metric_pending else st.empty()
     speed_slot = ui.updating("latency") if changed else st.empty()
     st.markdown("**History** · click a point to go back to that step")
     return metric_slot, speed_slot, st.container()

@@ -38,6 +38,7 @@ MAX_JOBS = 24          # jobs a session keeps (finished ones are dropped oldest 
 GONE_AFTER_S = 20.0    # a session disconnected this long is gone (a page reload reconnects sooner)
 EXIT_WAIT_S = 30.0     # at interpreter exit, how long running jobs get to stop at a progress callback
 POLL_S = 0.1           # how often work waiting in the CPU queue reports (and so notices a cancel)
+QUEUED = "queued"      # the progress stage of work waiting in the CPU queue
 
 _running: set["Job"] = set()     # every board's running jobs, for :func:`stop_running` at exit
 _running_lock = threading.Lock()
@@ -228,7 +229,7 @@ class Gate:
             self._urgent_waiting += urgent
             try:
                 while self._busy or (not urgent and self._urgent_waiting):
-                    report(progress, "queued", 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
+                    report(progress, QUEUED, 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1
@@ -253,7 +254,7 @@ class Gate:
             self.waiting += 1
             try:
                 while self._busy or self._urgent_waiting:
-                    report(progress, "queued", 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
+                    report(progress, QUEUED, 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1

@@ -44,6 +44,7 @@ STARTS: tuple[str, ...] = ("auto", "button", "each_time")
 QUICK_S = 0.3          # jobs finishing within this show no progress bar (cache hits, small work)
 GLANCE_S = 0.05        # without waiting (``show(wait=False)``): how long a cache hit may take to count as done
 POLL_S = 0.15          # how often the progress bar is refreshed
+TICK_S = 0.05          # :func:`wait_for_change`: how often it looks at the jobs and the user
 
 
 class _Pending:
@@ -152,6 +153,34 @@ class Work:
         return None
 
 
+def wait_for_change(works: list[Work], redraw_s: float, interrupted: Callable[[], bool]) -> bool:
+    """Wait, drawing nothing, until one of ``works`` finishes, or (after ``redraw_s``) the progress of one
+    has moved on, or ``interrupted()``. Returns whether the page should draw again (at once when none of
+    them still runs); False when interrupted: the user's click or page change comes next.
+
+    A place in the CPU queue moving up is not progress worth a redraw: in a class, every waiting session
+    would redraw its page each time one evaluation ends, taking the CPU from the evaluations themselves."""
+    found = [f for f in (w._found() for w in works) if f is not None and f.running]
+    if not found:
+        return True
+    shown = [_progress_of(f) for f in found]
+    start = time.monotonic()
+    while not interrupted():
+        found[0].wait(TICK_S)
+        if any(not f.running for f in found):
+            return True
+        if time.monotonic() - start >= redraw_s and shown != [_progress_of(f) for f in found]:
+            return True
+    return False
+
+
+def _progress_of(job: jobs.Job) -> tuple | None:
+    """What the bar of ``job`` would show, None before its first report and while it waits in the CPU queue."""
+    if job.latest is None or job.latest.stage == jobs.QUEUED:
+        return None
+    return _describe(job.latest, job.label)
+
+
 def _follow(current: jobs.Job, job: str, label: str, progress: bool, wait: bool = True) -> bool:
     """Wait for ``current`` with a progress bar (and Cancel when the work reports ``progress``); nothing is
     drawn when it finishes within :data:`QUICK_S`. Without ``wait``: the bar drawn once, and False while
@@ -235,4 +264,4 @@ def _clear_cancelled(job: str) -> None:
     st.session_state[state.CANCELLED].discard(job)
 
 
-__all__ = ["Work", "Start", "STARTS", "PENDING", "start_button", "job_board"]
+__all__ = ["Work", "Start", "STARTS", "PENDING", "start_button", "job_board", "wait_for_change"]
