@@ -18,7 +18,7 @@ from pathlib import Path  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from app.core import state  # noqa: E402
-from app.jobs import pickers, workload  # noqa: E402
+from app.jobs import pickers, warm, workload  # noqa: E402
 from app.core.access import task_label  # noqa: E402
 from app.core.pages import PAGES  # noqa: E402
 from app.core.text import md_code  # noqa: E402
@@ -26,6 +26,15 @@ from app.core.text import md_code  # noqa: E402
 ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")
 state.init()
+
+
+@st.cache_resource(show_spinner=False)
+def _scores_ahead(spec: str, task_name: str):
+    """Once per server: the new sessions' model scored in the background when prepare did not (app.jobs.warm)."""
+    return warm.start(spec, task_name)
+
+
+_scores_ahead(*state.defaults())
 
 page = st.navigation([st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, url_path=p.url_path, default=(n == 0))
                       for n, p in enumerate(PAGES)])      # app.core.pages: the one page list

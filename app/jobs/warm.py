@@ -1,0 +1,97 @@
+"""Scores ready on arrival: the default scorer's importance of a prepared model's heads on its own task,
+computed before anyone opens the Head map and kept on disk for every session (``pruning_core.scoring.store``).
+
+``python -m app.jobs.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
+preparing); the dashboard's first run starts the same in the background (:func:`start`) for the model a
+new session opens on, when prepare ran without it. Only scoring that would start by itself on opening a
+page (:func:`app.jobs.workload.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import time
+
+from app.core.selection import Selection
+from app.core.state import DEFAULT_SCORER
+from app.jobs import cache, workload
+from pruning_core.core import catalog
+from pruning_core.core.errors import HeadpruneError
+
+log = logging.getLogger("headprune.app")
+
+
+def wanted(spec: str, task_name: str, scorer: str = DEFAULT_SCORER) -> Selection | None:
+    """The selection whose scores a new session's Head map would compute by itself, None when there is
+    nothing to do ahead (:func:`why_not`)."""
+    return None if why_not(spec, task_name, scorer) else _selection(spec, task_name)
+
+
+def why_not(spec: str, task_name: str, scorer: str = DEFAULT_SCORER) -> str:
+    """Why ``spec``'s scores are not computed ahead ("" when they should be)."""
+    if spec not in catalog.prepared_names():
+        return "not a prepared model"
+    sel = _selection(spec, task_name)
+    n, heads = workload.score_size(sel, scorer), cache.load(spec).layout.total_heads
+    if cache.scores_kept(spec, task_name, scorer, n):
+        return "kept already"
+    if workload.waits_for_click(spec, task_name, scorer, n, heads):
+        return (f"{workload.about(workload.scoring_seconds(spec, task_name, scorer, n, heads))} of scoring: "
+                "the Head map starts it on a click")
+    return ""
+
+
+def _selection(spec: str, task_name: str) -> Selection:
+    return Selection(spec, task_name, workload.default_eval_size(spec, task_name)[0])
+
+
+def warm(sel: Selection, scorer: str = DEFAULT_SCORER) -> None:
+    """Compute and keep ``scorer``'s scores of ``sel`` (what the Head map asks for)."""
+    cache.scores(sel.model, sel.task, scorer, workload.score_size(sel, scorer))
+
+
+def start(spec: str, task_name: str) -> threading.Thread | None:
+    """Warm ``spec`` on ``task_name`` in a background thread when :func:`wanted`; a failure is logged, never
+    shown (the Head map's own scoring then says what is wrong)."""
+    try:
+        sel = wanted(spec, task_name)
+    except HeadpruneError:
+        return None
+    if sel is None:
+        return None
+
+    def run() -> None:
+        try:
+            warm(sel)
+        except Exception as exc:  # noqa: BLE001 - the page that asks for the scores shows the error
+            log.warning("could not score %s ahead: %s", spec, exc)
+
+    thread = threading.Thread(target=run, name="headprune-warm", daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Score prepared models' heads ahead, for the dashboard.")
+    parser.add_argument("models", nargs="*", help="prepared models (default: every prepared model)")
+    args = parser.parse_args(argv)
+    logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)  # "No runtime found"
+    for spec in args.models or catalog.prepared_names():
+        if spec not in catalog.prepared_names():
+            print(f"{spec}: " + (f"not prepared yet: run `headprune prepare --model {spec}` first" if spec in
+                                 catalog.names() else f"no such model; the models are {', '.join(catalog.names())}")
+                  + ". Nothing scored.", file=sys.stderr)
+            return 2
+        t, task_name = time.monotonic(), catalog.get(spec).task
+        if why := why_not(spec, task_name):
+            print(f"{spec}: {DEFAULT_SCORER} scores not computed ahead: {why}")
+            continue
+        warm(_selection(spec, task_name))
+        print(f"{spec}: {DEFAULT_SCORER} scores on {task_name} kept for the dashboard in {time.monotonic() - t:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Scores ready on arrival (issue 30, item 1): :mod:`app.jobs.warm` computes what a new session's Head map
+would compute by itself, keeps it on disk, and leaves a long scoring to its button."""
+from __future__ import annotations
+
+import pytest
+
+from app.jobs import warm
+
+
+
+@pytest.fixture
+def prepared(tiny_bert, monkeypatch, tmp_path):
+    """The tiny BERT standing in for a prepared model, its scores kept under a fresh home."""
+    monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path))
+    monkeypatch.setattr(warm.catalog, "prepared_names", lambda: [str(tiny_bert.model)])
+    return str(tiny_bert.model), tiny_bert.task
+
+
+def test_scored_ahead_once_then_kept(prepared):
+    spec, task = prepared
+    assert warm.why_not(spec, task) == ""
+    thread = warm.start(spec, task)
+    thread.join(300)
+    assert not thread.is_alive()
+    assert warm.why_not(spec, task) == "kept already"
+    assert warm.start(spec, task) is None                  # a second server start computes nothing
+
+
+def test_a_long_scoring_keeps_its_button(prepared, monkeypatch):
+    spec, task = prepared
+    monkeypatch.setattr(warm.workload, "waits_for_click", lambda *a: True)
+    monkeypatch.setattr(warm.workload, "scoring_seconds", lambda *a: 58.0)
+    assert "the Head map starts it on a click" in warm.why_not(spec, task)
+    assert warm.start(spec, task) is None
+
+
+def test_only_prepared_models(tiny_bert, capsys):
+    assert warm.why_not(str(tiny_bert.model), tiny_bert.task) == "not a prepared model"
+    assert warm.main(["no-such-model"]) == 2
+    assert "no such model; the models are" in capsys.readouterr().err
