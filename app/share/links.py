@@ -98,7 +98,7 @@ def pruned_model_zip(loaded, mask: HeadMask, task_name: str, *, name: str | None
     pruned = prune_heads(loaded.model, mask)
     buffer = io.BytesIO()
     with tempfile.TemporaryDirectory(prefix="headprune-zip-") as tmp:
-        folder = save_pruned(pruned, loaded.tokenizer, Path(tmp) / name)
+        folder = save_pruned(pruned, loaded.tokenizer, Path(tmp) / name, shortlist=loaded.shortlist)
         (folder / "headprune_mask.json").write_text(
             json.dumps(mask_to_json(mask, str(loaded.model_id), provenance(loaded, method="prune")), indent=1) + "\n",
             encoding="utf-8")

@@ -109,7 +109,7 @@ def cmd_compress(args) -> None:
     report["evaluation"] = {"split": split, **summary_json(evaluations)}
     out = Path(args.out)
     with staged_folder(out) as tmp:
-        save_pruned(result.model, loaded.tokenizer, tmp)
+        save_pruned(result.model, loaded.tokenizer, tmp, shortlist=loaded.shortlist)
         write_json(tmp / REPORT_NAME, report)
     from pruning_core.modeling.pruning import loads_in
     _print(report, evaluations, split, out, loads_in(result.model, str(out), saved_now=True))

@@ -88,7 +88,7 @@ def cmd_prune(args) -> None:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise HeadpruneError(f"Output folder {str(out)!r} exists and is not empty; choose a new folder.")
-    save_pruned(pruned, loaded.tokenizer, out)
+    save_pruned(pruned, loaded.tokenizer, out, shortlist=loaded.shortlist)
     report = load_roles(args.roles_file, loaded.layout) if args.roles_file else None
     print(f"removed {mask.n_total - mask.n_kept}/{mask.n_total} heads{summary_of(report, mask)}; {change}; "
           f"saved to {out}")

@@ -13,6 +13,7 @@ import copy
 import hashlib
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -316,8 +317,10 @@ def _load_pruned(auto_cls, config, folder: Path, attn_implementation: str) -> nn
     return model
 
 
-def save_pruned(model: nn.Module, tokenizer, folder: str | Path, stock: bool = True) -> Path:
-    """Save a (pruned) model and its tokenizer so ``load_model(folder)`` restores it exactly.
+def save_pruned(model: nn.Module, tokenizer, folder: str | Path, stock: bool = True,
+                shortlist: Shortlist | None = None) -> Path:
+    """Save a (pruned) model and its tokenizer so ``load_model(folder)`` restores it exactly; ``shortlist``
+    (the source model's ``LoadedModel.shortlist``) is copied beside them, so the saved model decodes as it did.
 
     With ``stock`` (the default) and a shape a stock config can express (:func:`pruning.stock_shape`:
     every layer of a grouped-query decoder keeps the same heads), the saved config carries the pruned
@@ -339,4 +342,6 @@ def save_pruned(model: nn.Module, tokenizer, folder: str | Path, stock: bool = T
     finally:
         model.config = original
     tokenizer.save_pretrained(folder)
+    if shortlist is not None:
+        shutil.copyfile(shortlist.path, folder / SHORTLIST_FILE)
     return folder

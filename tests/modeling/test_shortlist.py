@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from pruning_core.core.errors import FormatError
-from pruning_core.modeling.shortlist import MAGIC, marian_checksum, read_shortlist
+from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.pruning import prune_heads
+from pruning_core.modeling.shortlist import MAGIC, SHORTLIST_FILE, marian_checksum, read_shortlist
+from tiny import tiny_loaded
 
 
 def write_shortlist(path, lists: list[list[int]], first_num: int = 4, best_num: int = 3) -> bytes:
@@ -56,3 +60,19 @@ def test_a_cut_or_altered_file_gives_one_clear_error(tmp_path, damage, why):
     with pytest.raises(FormatError, match=why) as err:
         read_shortlist(tmp_path / "bad.bin", "run `headprune prepare --model x --force`")
     assert "\n" not in str(err.value) and "bad.bin" in str(err.value) and "--force" in str(err.value)
+
+
+def test_a_pruned_model_keeps_its_shortlist(tmp_path):
+    """``save_pruned`` copies the source model's shortlist, so the pruned folder decodes as the source did."""
+    tiny = tiny_loaded("marian-ssru", tmp_path)
+    source = tmp_path / "source"
+    tiny.model.save_pretrained(source)
+    tiny.tokenizer.save_pretrained(source)
+    write_shortlist(source / SHORTLIST_FILE, LISTS)
+    loaded = load_model(str(source), device="cpu")
+    assert loaded.shortlist is not None
+    kind = next(iter(loaded.layout.kinds))
+    pruned = prune_heads(loaded.model, HeadMask.full(loaded.layout).toggled(kind, 0, 0))
+    out = save_pruned(pruned, loaded.tokenizer, tmp_path / "pruned", shortlist=loaded.shortlist)
+    again = load_model(str(out), device="cpu")
+    assert again.shortlist is not None and again.shortlist.sha256 == loaded.shortlist.sha256

@@ -269,7 +269,7 @@ def run_condition(spec: dict, progress: ProgressCallback | None = None) -> dict:
     data = task.encode(loaded, spec["eval_split"], max_length=max_length)
     res = task.evaluate(loaded, data, batch_size=spec.get("eval_batch_size", 64), progress=progress)
     if spec.get("save"):
-        save_pruned(loaded.model, loaded.tokenizer, spec["save"])
+        save_pruned(loaded.model, loaded.tokenizer, spec["save"], shortlist=loaded.shortlist)
     total = (mask.layout if mask is not None else loaded.layout).total_heads
     return {"metric_name": res.metric_name, "metric": res.metric, "loss": res.loss, "n_eval": res.n_examples,
             "heads_kept": loaded.layout.total_heads, "heads_total": total,
