@@ -160,6 +160,17 @@ def bind(key: str, value: Any) -> str:
 
 
 # -- tables and downloads ------------------------------------------------------------------------
+def table(frame, **kwargs) -> None:
+    """``st.dataframe`` of a result table: numbers of a thousand and more with thousands separators
+    (a perplexity of 61,925.01, not 61925.01); smaller ones as the table holds them."""
+    import pandas as pd
+
+    wide = {c: st.column_config.NumberColumn(format="localized") for c in frame.columns
+            if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+            and frame[c].abs().max() >= 1000}
+    st.dataframe(frame, hide_index=True, column_config={**wide, **kwargs.pop("column_config", {})}, **kwargs)
+
+
 def downloads(name: str, frame, data: dict, show_table: bool | str = True) -> None:
     """A sortable table plus CSV and headprune-JSON download buttons.
 
@@ -169,9 +180,9 @@ def downloads(name: str, frame, data: dict, show_table: bool | str = True) -> No
 
     if isinstance(show_table, str):
         with st.expander(show_table):
-            st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
+            table(frame, height=min(420, 38 + 35 * len(frame)))
     elif show_table:
-        st.dataframe(frame, hide_index=True, height=min(420, 38 + 35 * len(frame)))
+        table(frame, height=min(420, 38 + 35 * len(frame)))
     row = st.container(horizontal=True, wrap=True)     # buttons as wide as their labels, wrapping when narrow
     row.download_button("Download CSV", frame.to_csv(index=False).encode(), f"headprune-{name}.csv", "text/csv",
                        key=state.widget_key("download", f"{name}_csv"), icon=":material/download:")

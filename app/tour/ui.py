@@ -140,7 +140,7 @@ def _one_per_layer(ctx: Ctx) -> bool:
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
-    st.dataframe(tables.one_per_layer_frame(result), hide_index=True)
+    ui.table(tables.one_per_layer_frame(result))
     st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Every layer reduced to its "
                f"best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
                f"{ui.metric_text(result.metric_name, result.all_layers_metric)}; {result.n_examples} examples.")
