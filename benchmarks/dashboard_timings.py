@@ -280,7 +280,7 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
     own_peak = _reset_peak(srv.proc.pid)
     memory_before, load_before = _server_memory(srv.proc.pid), _load()
     kept = [_kept(p) for p in pages]
-    boxes = [head_points(page).nth(point_index(rows, set(), *target)).bounding_box()
+    boxes = [_in_view(head_points(page).nth(point_index(rows, set(), *target))).bounding_box()
              for page, target in zip(pages, targets)]
     for page, k in zip(pages, kept):
         watch(page, k - 1)
@@ -315,6 +315,12 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
         "cpu_s_to_last_metric": cpu, "server_memory_mib": {"rss_before": memory_before["VmRSS"], "peak_after": memory_after["VmHWM"],
                               "peak_is_this_scenarios": own_peak},
         "load_average_1min": {"before": load_before, "after": load_after}, "settled_after_s": waited}
+
+
+def _in_view(point):
+    """``point`` scrolled into the window (a tall map, SmolLM2's 30 layers, does not fit 768 px)."""
+    point.scroll_into_view_if_needed()
+    return point
 
 
 def random_moments(browser, srv, ref: Reference, sessions: int, per_session: int, span_s: float, rows: list[int],
@@ -537,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         first_click = spread_targets(rows, 1, FIRST)[0] if args.spread else (0, FIRST)  # the toggles' one-head mask
         picker = HeadPicker(rows, reserved={first_click} if args.toggles else set())
         for niceness in sorted(args.browser_niceness):           # raised only: see set_browsers_niceness
-            for sessions in sorted({1, args.class_size} - {0}):
+            for sessions in sorted({1, args.class_size}) if args.class_size else ():    # 0: no class at all
                 for r in range(args.class_rounds if sessions > 1 else 1):
                     classes.append(class_scenario(browser, srv, ref, picker.round(sessions), rows,
                                                   timing_log=timing_log, niceness=niceness))
