@@ -27,14 +27,7 @@ ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")
 state.init()
 
-
-@st.cache_resource(show_spinner=False)
-def _scores_ahead(spec: str, task_name: str):
-    """Once per server: the new sessions' model scored in the background when prepare did not (app.jobs.warm)."""
-    return warm.start(spec, task_name)
-
-
-_scores_ahead(*state.defaults())
+warm.start_once(*state.defaults())     # once per server: new sessions' model scored ahead if prepare did not
 
 page = st.navigation([st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, url_path=p.url_path, default=(n == 0))
                       for n, p in enumerate(PAGES)])      # app.core.pages: the one page list

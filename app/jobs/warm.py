@@ -2,8 +2,8 @@
 computed before anyone opens the Head map and kept on disk for every session (``pruning_core.scoring.store``).
 
 ``python -m app.jobs.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
-preparing); the dashboard's first run starts the same in the background (:func:`start`) for the model a
-new session opens on, when prepare ran without it. Only scoring that would start by itself on opening a
+preparing); the dashboard's first run starts the same in the background (:func:`start_once`) for the model
+a new session opens on, when prepare ran without it. Only scoring that would start by itself on opening a
 page (:func:`app.jobs.workload.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
 """
 from __future__ import annotations
@@ -71,6 +71,19 @@ def start(spec: str, task_name: str) -> threading.Thread | None:
     thread = threading.Thread(target=run, name="headprune-warm", daemon=True)
     thread.start()
     return thread
+
+
+_started: set[tuple[str, str]] = set()     # (model, task) warmed by this server process
+_started_lock = threading.Lock()
+
+
+def start_once(spec: str, task_name: str) -> threading.Thread | None:
+    """:func:`start`, once per server process for each (model, task): the dashboard calls it on every run."""
+    with _started_lock:
+        if (spec, task_name) in _started:
+            return None
+        _started.add((spec, task_name))
+    return start(spec, task_name)
 
 
 def main(argv: list[str] | None = None) -> int:

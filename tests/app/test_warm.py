@@ -26,6 +26,16 @@ def test_scored_ahead_once_then_kept(prepared):
     assert warm.start(spec, task) is None                  # a second server start computes nothing
 
 
+def test_the_dashboard_starts_it_once_per_server(prepared, monkeypatch):
+    spec, task = prepared
+    calls = []
+    monkeypatch.setattr(warm, "start", lambda *a: calls.append(a))
+    monkeypatch.setattr(warm, "_started", set())
+    for _ in range(3):                                     # three runs of dashboard.py
+        warm.start_once(spec, task)
+    assert calls == [(spec, task)]
+
+
 def test_a_long_scoring_keeps_its_button(prepared, monkeypatch):
     spec, task = prepared
     monkeypatch.setattr(warm.workload, "waits_for_click", lambda *a: True)
