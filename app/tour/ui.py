@@ -223,14 +223,6 @@ def _induction(ctx: Ctx) -> bool:
     else:
         st.info(f"No head of this model scores above {check.threshold:g}: it has no induction head, so the "
                 "prepared mask keeps every head.", icon=":material/info:")
-    st.dataframe(tour.copy_loss_rows(check), hide_index=True)
-    share = check.drop_removed_share
-    st.caption(f"Loss: mean next-token cross-entropy in nats (natural-log units: a loss of L means the model gave "
-               f"the right token probability e^−L, geometric mean) on tokens 2 to {check.all_heads.n} of each copy, "
-               f"{len(check.all_heads.first)} sequences of {check.all_heads.n} random tokens twice (not those used to "
-               f"find the heads: {md_escape(check.detection)}; [BOS] is the start token, R the random tokens)."
-               + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
-                  and check.heads else ""))
     run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
                (ctx.spec, tour.REPEATED, None, None if mask.is_full() else mask,
                 cache_attention.label_names(ctx.model.task)), progress=False).show()
@@ -243,6 +235,14 @@ def _induction(ctx: Ctx) -> bool:
     if layers:
         st.caption(f"Layers {', '.join(map(str, layers))}: those that hold an induction head (the other layers keep "
                    "every head).")
+    st.dataframe(tour.copy_loss_rows(check), hide_index=True)
+    share = check.drop_removed_share
+    st.caption(f"Loss: mean next-token cross-entropy in nats (natural-log units: a loss of L means the model gave "
+               f"the right token probability e^−L, geometric mean) on tokens 2 to {check.all_heads.n} of each copy, "
+               f"{len(check.all_heads.first)} sequences of {check.all_heads.n} random tokens twice (not those used to "
+               f"find the heads: {md_escape(check.detection)}; [BOS] is the start token, R the random tokens)."
+               + (f" Removing the induction heads takes away {100 * share:.0f} % of the drop." if share is not None
+                  and check.heads else ""))
     st.markdown("The repeated sentence for the Attention page:")
     st.code(tour.REPEATED, language=None, wrap_lines=True)
     return True
