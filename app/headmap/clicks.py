@@ -4,7 +4,8 @@ Undo, Redo), in order, and the server applies each logged edit once, in that ord
 Why a log (issue 31): a grid's click reaches Streamlit as the chart's *selection*, a value, and a value
 sent while the script still runs is replaced by the next one (Streamlit keeps the newest value of a
 widget until the run ends). Two quick clicks on one grid then arrive as one. So a small in-page
-component (``st.components.v2``, no iframe) listens to every grid's ``plotly_click`` and sends the whole
+component (``st.components.v2``, no iframe) listens to every press of the mouse on a grid (the square from
+its position on the figure's axes) and sends the whole
 list of clicks since the page loaded, ``{"page": token, "clicks": [[kind, layer, head], ...]}``: a newer
 value holds every older click, and :func:`_on_clicks` toggles the ones not applied yet, in order. The
 clicked square is faded at once in the page, until the map of the new mask is drawn.
@@ -33,7 +34,7 @@ _JS = """
 export default function (component) {
   const { setStateValue, data } = component;
   const log = window.__hpMapClicks || (window.__hpMapClicks = {
-    page: Date.now().toString(36) + Math.random().toString(36).slice(2), clicks: [], observer: null });
+    page: Date.now().toString(36) + Math.random().toString(36).slice(2), clicks: [] });
   log.send = setStateValue;        // the newest mount's (the component remounts when the page is left and reopened)
   log.prefix = data.prefix;        // "st-key-<grid key prefix>_"
   log.editPrefix = data.edit_prefix;    // "st-key-<edit button key prefix>_"
@@ -44,33 +45,34 @@ export default function (component) {
       if (d && d.x === head && d.y === layer) mark.style.opacity = "0.3";
     });
   };
-  // The head under the mouse, from its position: plotly's own point is the last one hovered, which a
-  // click right after a quick move (a few ms) has not updated yet.
-  const under = (gd, event) => {
-    const layout = gd._fullLayout, mouse = event && event.event;
-    if (!layout || !mouse || !layout.xaxis || !layout.yaxis) return null;
+  // The square under the mouse, from the press's position on the figure's axes (null outside the grid).
+  // Not plotly's own "plotly_click": plotly sends it only for a point the mouse has hovered, and a grid drawn
+  // anew under a still mouse (the map of the previous click's mask) has none. One listener on the document,
+  // at the press: a grid replaced between press and release, or not yet seen by the page, loses nothing.
+  const under = (gd, mouse) => {
+    const layout = gd._fullLayout;
+    if (!layout || !layout.xaxis || !layout.yaxis || !layout.xaxis.p2c) return null;
     const box = gd.getBoundingClientRect();
-    const head = Math.round(layout.xaxis.p2c(mouse.clientX - box.left - layout.xaxis._offset));
-    const layer = Math.round(layout.yaxis.p2c(mouse.clientY - box.top - layout.yaxis._offset));
-    return Number.isFinite(head) && Number.isFinite(layer) ? [layer, head] : null;
+    const x = mouse.clientX - box.left - layout.xaxis._offset, y = mouse.clientY - box.top - layout.yaxis._offset;
+    if (x < 0 || y < 0 || x > layout.xaxis._length || y > layout.yaxis._length) return null;
+    const head = Math.round(layout.xaxis.p2c(x)), layer = Math.round(layout.yaxis.p2c(y));
+    return Number.isFinite(head) && Number.isFinite(layer) && head >= 0 && layer >= 0 ? [layer, head] : null;
   };
-  const attach = () => {
-    document.querySelectorAll(`[class*="${log.prefix}"] .js-plotly-plot`).forEach((gd) => {
-      if (gd.__hpClicks || typeof gd.on !== "function") return;
-      gd.__hpClicks = true;
-      gd.on("plotly_click", (event) => {
-        const box = gd.closest(`[class*="${log.prefix}"]`);
-        const name = box && [...box.classList].find((c) => c.startsWith(log.prefix));
-        const kind = name && name.slice(log.prefix.length).replace(/_\\d+$/, "");
-        const point = ((event && event.points) || [])[0];
-        const head = under(gd, event) || (point && point.customdata);
-        if (!kind || !Array.isArray(head)) return;
-        log.clicks.push([kind, head[0], head[1]]);
-        fade(gd, head[0], head[1]);
-        report();
-      });
-    });
-  };
+  if (!log.grids) {
+    log.grids = true;
+    document.addEventListener("mousedown", (mouse) => {
+      if (mouse.button !== 0) return;
+      const gd = mouse.target && mouse.target.closest && mouse.target.closest(".js-plotly-plot");
+      const box = gd && gd.closest(`[class*="${log.prefix}"]`);
+      const name = box && [...box.classList].find((c) => c.startsWith(log.prefix));
+      const kind = name && name.slice(log.prefix.length).replace(/_\\d+$/, "");
+      const head = kind && under(gd, mouse);
+      if (!head) return;
+      log.clicks.push([kind, head[0], head[1]]);
+      fade(gd, head[0], head[1]);
+      report();
+    }, { capture: true });
+  }
   if (!log.buttons) {              // edit buttons pressed, logged in the same order as the clicks
     log.buttons = true;
     document.addEventListener("click", (event) => {
@@ -81,11 +83,6 @@ export default function (component) {
       log.clicks.push(["edit", name.slice(log.editPrefix.length)]);
       report();
     }, { capture: true });
-  }
-  attach();
-  if (!log.observer) {             // grids drawn later (a new mask, another model) are attached as they come
-    log.observer = new MutationObserver(attach);
-    log.observer.observe(document.body, { childList: true, subtree: true });
   }
   report();
 }
