@@ -11,8 +11,8 @@ after the metric, behind any evaluation another session waits for: :data:`app.jo
 The fragment never waits for work while a click could come (issue 31): a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
 is shown as far as it got (:meth:`app.jobs.work.Work.show` with ``wait=False``), then the run waits drawing
-nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes. A click during an evaluation or a
-latency timing thus applies to the mask at once; the work for the old mask is cancelled when the new
+nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
+A click during an evaluation or a latency timing thus applies to the mask at once; the work for the old mask is cancelled when the new
 mask's work starts under the same job name, and the panel marks which mask it is updating for. A full
 run of the page (its first load, AppTest) cannot rerun only the fragment: there it waits as before.
 
@@ -92,7 +92,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
-    wait = not reruns.fragment_rerun()        # a full run cannot rerun the fragment alone: it waits for the work
+    wait = not reruns.fragment_rerun()  # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
     latency_ui.drop_stale_timing(spec, mask)            # a timing of the previous mask would hold the CPU queue
     evaluation = _evaluation(sel, mask)
