@@ -261,11 +261,29 @@ def wait_live(page, kept: str, timeout_s: float = 120) -> str:
     drawn (no "updating…"); returns the strip's text. The strip is written in one piece after the
     panel's metric and loss, so it never shows a new count beside an old metric (its text is read
     also when CSS hides it on wide windows)."""
-    page.wait_for_function(
-        "([sel, kept]) => { const s = document.querySelector(sel);"
-        " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }",
-        arg=[LIVE_STRIP, kept], timeout=timeout_s * 1000, polling=POLL_MS)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            "([sel, kept]) => { const s = document.querySelector(sel);"
+            " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }",
+            arg=[LIVE_STRIP, kept], timeout=timeout_s * 1000, polling=POLL_MS)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the live strip never showed {kept!r} settled in {timeout_s} s: "
+                             f"{page_state(page)}") from None
     return page.locator(LIVE_STRIP).text_content()
+
+
+def page_state(page) -> str:
+    """What a failed wait saw: the live strip, the link, the page's click log, and a screenshot's path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / f"stuck-{time.strftime('%H%M%S')}-{random.randrange(10**6)}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    seen = page.evaluate(
+        "([sel]) => { const s = document.querySelector(sel); const log = window.__hpMapClicks;"
+        " return {strip: s && s.textContent, url: location.href, clicks: log && log.clicks,"
+        " running: !!document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')}; }", [LIVE_STRIP])
+    return f"{seen} (screenshot {shot})"
 
 
 def in_viewport(locator) -> bool:

@@ -5,8 +5,9 @@ Why a log (issue 31): a grid's click reaches Streamlit as the chart's *selection
 sent while the script still runs is replaced by the next one (Streamlit keeps the newest value of a
 widget until the run ends). Two quick clicks on one grid then arrive as one. So a small in-page
 component (``st.components.v2``, no iframe) listens to every press of the mouse on a grid (the square from
-its position on the figure's axes) and sends the whole
-list of clicks since the page loaded, ``{"page": token, "clicks": [[kind, layer, head], ...]}``: a newer
+its position on the figure's axes; a press on a grid still being drawn, the map of the previous click's
+mask, waits until it is laid out, and the edits after it wait their turn) and sends the whole list of
+clicks since the page loaded, ``{"page": token, "clicks": [[kind, layer, head], ...]}``: a newer
 value holds every older click, and :func:`_on_clicks` toggles the ones not applied yet, in order. The
 clicked square is faded at once in the page, until the map of the new mask is drawn.
 
@@ -38,39 +39,76 @@ export default function (component) {
   log.send = setStateValue;        // the newest mount's (the component remounts when the page is left and reopened)
   log.prefix = data.prefix;        // "st-key-<grid key prefix>_"
   log.editPrefix = data.edit_prefix;    // "st-key-<edit button key prefix>_"
-  const report = () => log.send("clicks", { page: log.page, clicks: log.clicks.slice() });
+  // The page's log holds head clicks [kind, layer, head], edits ["edit", name], and presses still waiting
+  // for their grid to be drawn ({kind, dx, dy, box, until}); what is sent stops at the first waiting press,
+  // so the server gets every edit in the order made.
+  const report = (always) => {
+    const waiting = log.clicks.findIndex((entry) => !Array.isArray(entry));
+    const ready = waiting < 0 ? log.clicks.length : waiting;
+    if (ready === log.sent && !always) return;
+    log.sent = ready;
+    log.send("clicks", { page: log.page, clicks: log.clicks.slice(0, ready) });
+  };
   const fade = (gd, layer, head) => {    // the clicked square changes at once (until the new map is drawn)
     gd.querySelectorAll("path.point").forEach((mark) => {
       const d = mark.__data__;
       if (d && d.x === head && d.y === layer) mark.style.opacity = "0.3";
     });
   };
-  // The square under the mouse, from the press's position on the figure's axes (null outside the grid).
-  // Not plotly's own "plotly_click": plotly sends it only for a point the mouse has hovered, and a grid drawn
-  // anew under a still mouse (the map of the previous click's mask) has none. One listener on the document,
-  // at the press: a grid replaced between press and release, or not yet seen by the page, loses nothing.
-  const under = (gd, mouse) => {
-    const layout = gd._fullLayout;
-    if (!layout || !layout.xaxis || !layout.yaxis || !layout.xaxis.p2c) return null;
-    const box = gd.getBoundingClientRect();
-    const x = mouse.clientX - box.left - layout.xaxis._offset, y = mouse.clientY - box.top - layout.yaxis._offset;
+  // The square at (x, y) on the screen, from the position on the figure's axes (null outside the grid).
+  const under = (gd, x, y) => {
+    const layout = gd._fullLayout, box = gd.getBoundingClientRect();
+    x -= box.left + layout.xaxis._offset;
+    y -= box.top + layout.yaxis._offset;
     if (x < 0 || y < 0 || x > layout.xaxis._length || y > layout.yaxis._length) return null;
     const head = Math.round(layout.xaxis.p2c(x)), layer = Math.round(layout.yaxis.p2c(y));
     return Number.isFinite(head) && Number.isFinite(layer) && head >= 0 && layer >= 0 ? [layer, head] : null;
   };
+  const drawn = (box) => {               // the grid's figure once plotly has laid it out, else null
+    const gd = box && box.isConnected && box.querySelector(".js-plotly-plot");
+    const layout = gd && gd._fullLayout;
+    return layout && layout.xaxis && layout.yaxis && layout.xaxis.p2c && layout.yaxis.p2c ? gd : null;
+  };
+  const gridOf = (element) => {          // the grid's container under an element, with its kind
+    const box = element && element.closest && element.closest(`[class*="${log.prefix}"]`);
+    const name = box && [...box.classList].find((c) => c.startsWith(log.prefix));
+    return name ? { box, kind: name.slice(log.prefix.length).replace(/_\\d+$/, "") } : null;
+  };
+  // Waiting presses become head clicks (or are dropped, outside the grid) once their grid is drawn: the
+  // map of a new mask is a new figure, and a press landing while it is laid out still counts.
+  const settle = () => {
+    for (let i = 0; i < log.clicks.length; i++) {
+      const entry = log.clicks[i];
+      if (Array.isArray(entry)) continue;
+      const box = entry.box.isConnected ? entry.box
+        : document.querySelector(`[class*="${log.prefix}${entry.kind}_"]`);
+      const gd = drawn(box);
+      if (!gd && performance.now() < entry.until) break;        // the edits after it wait their turn
+      const rect = box && box.getBoundingClientRect();
+      const head = gd && under(gd, rect.left + entry.dx, rect.top + entry.dy);
+      if (head) {
+        log.clicks[i] = [entry.kind, head[0], head[1]];
+        fade(gd, head[0], head[1]);
+      } else {
+        log.clicks.splice(i--, 1);
+      }
+    }
+    report();
+    clearTimeout(log.timer);
+    if (log.clicks.some((entry) => !Array.isArray(entry))) log.timer = setTimeout(settle, 25);
+  };
+  // One listener on the document, at the press (not plotly's "plotly_click": plotly sends it only for a point
+  // the mouse has hovered, and a grid drawn anew under a still mouse has none): a grid replaced between
+  // press and release, or not yet drawn, loses nothing.
   if (!log.grids) {
     log.grids = true;
     document.addEventListener("mousedown", (mouse) => {
-      if (mouse.button !== 0) return;
-      const gd = mouse.target && mouse.target.closest && mouse.target.closest(".js-plotly-plot");
-      const box = gd && gd.closest(`[class*="${log.prefix}"]`);
-      const name = box && [...box.classList].find((c) => c.startsWith(log.prefix));
-      const kind = name && name.slice(log.prefix.length).replace(/_\\d+$/, "");
-      const head = kind && under(gd, mouse);
-      if (!head) return;
-      log.clicks.push([kind, head[0], head[1]]);
-      fade(gd, head[0], head[1]);
-      report();
+      const grid = mouse.button === 0 && gridOf(mouse.target);
+      if (!grid) return;
+      const rect = grid.box.getBoundingClientRect();
+      log.clicks.push({ kind: grid.kind, box: grid.box, dx: mouse.clientX - rect.left, dy: mouse.clientY - rect.top,
+                        until: performance.now() + 5000 });
+      settle();
     }, { capture: true });
   }
   if (!log.buttons) {              // edit buttons pressed, logged in the same order as the clicks
@@ -84,7 +122,7 @@ export default function (component) {
       report();
     }, { capture: true });
   }
-  report();
+  report(true);
 }
 """
 _component = st.components.v2.component("headprune_map_clicks", js=_JS)

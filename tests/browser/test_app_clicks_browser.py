@@ -50,7 +50,8 @@ CASES = [
 SETTLED_S = 240         # a lost click leaves the count short for good: fail after this
 # Each test clicks its own heads (HEADS): a mask another test evaluated would be a cache hit, drawn before a
 # second click could land.
-HEADS = {"two": (1, 2), "latency": (3, 4), "five": (5, 6, 7, 8, 9), "preset": (10,), "undo": (11, 12)}
+HEADS = {"two": (1, 2), "latency": (3, 4), "five": (5, 6, 7, 8, 9), "preset": (10,), "undo": (11, 12),
+         "drawing": (13, 14)}
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
@@ -184,3 +185,22 @@ def test_undo_pressed_right_after_a_click(server, page, tmp_path):
     click(page, second)
     undo.click(no_wait_after=True)
     assert_settled_on(page, case, tmp_path, without(case, HEADS["undo"][0]))
+
+
+def test_a_click_on_a_grid_still_being_drawn(server, page, tmp_path):
+    """A press on a grid that plotly has not laid out yet (the map of the previous click's mask, being drawn:
+    up to 150 ms on a loaded machine) counts once it is, and the Undo pressed after it waits its turn."""
+    case = server.case
+    first, second = boxes(page, case, HEADS["drawing"])
+    undo = page.get_by_role("button", name="Undo")
+    click(page, first)
+    page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Undo')"
+                           " && !b.disabled)", polling=POLL_MS // 2)
+    page.evaluate("""() => {          // the grid looks not drawn yet for 400 ms
+      const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+      gd.classList.remove('js-plotly-plot');
+      setTimeout(() => gd.classList.add('js-plotly-plot'), 400);
+    }""")
+    click(page, second)
+    undo.click(no_wait_after=True)
+    assert_settled_on(page, case, tmp_path, without(case, HEADS["drawing"][0]))
