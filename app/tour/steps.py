@@ -10,7 +10,7 @@ is added. Pure: no Streamlit, no session state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pruning_core.modeling import presets
 from pruning_core.core import catalog as zoo
@@ -43,11 +43,15 @@ class TourModel:
 
 def tour_models(default_spec: str, default_task: str) -> tuple[TourModel, ...]:
     """The tour's models: the session default (the embedded MiniLM-L6 on movie-sentiment unless the
-    server was started on another) and SmolLM2 on its prepared task."""
+    server was started on another) and SmolLM2 on its prepared task; on a server started on SmolLM2,
+    SmolLM2 once (its default) and MiniLM-L6 beside it."""
+    lm = TourModel("smollm2", "SmolLM2-135M, a language model", LM_MODEL, zoo.get(LM_MODEL).task)
+    if default_spec == LM_MODEL:
+        return (TourModel("default", "MiniLM-L6, movie sentiment", zoo.DEFAULT, zoo.get(zoo.DEFAULT).task),
+                replace(lm, label=f"{lm.label} (this server's default)"))
     first = ("MiniLM-L6, movie sentiment (the default)" if default_spec == zoo.DEFAULT
              else f"{default_spec} (this server's default)")
-    return (TourModel("default", first, default_spec, default_task),
-            TourModel("smollm2", "SmolLM2-135M, a language model", LM_MODEL, zoo.get(LM_MODEL).task))
+    return TourModel("default", first, default_spec, default_task), lm
 
 
 @dataclass(frozen=True)

@@ -182,3 +182,13 @@ def test_the_speed_step_shows_only_a_timing_made_by_its_button(open_tour):
     assert at.session_state["hp_results"][latency_ui.RESULT][2]  # still stored for the Head map ...
     assert not [m for m in at.metric if m.label == "pruned vs dense"]   # ... but not shown as this step's answer
     assert "Measure again" not in " ".join(m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("default_spec", [zoo.DEFAULT, tour.LM_MODEL, "/some/folder"])
+def test_the_model_picker_lists_each_model_once(default_spec):
+    """A server started on SmolLM2 lists it once, as its default, with MiniLM-L6 beside it (it was listed twice)."""
+    models = tour.tour_models(default_spec, "movie-text" if default_spec == tour.LM_MODEL else "movie-sentiment")
+    assert [m.key for m in models] == ["default", "smollm2"]
+    assert len({m.spec for m in models}) == len(models) and len({m.label for m in models}) == len(models)
+    assert sum("default" in m.label for m in models) == 1
+    assert default_spec in {m.spec for m in models}
