@@ -9,7 +9,8 @@ Needs ``headprune prepare --model bergamot-en-pt``. Steps:
    over the model's vocabulary shortlist, BLEU and its interval) -> baseline BLEU; again over the whole vocabulary.
 2. ``--clicks`` times, remove one more encoder or cross head (a fixed cycle) and time what a click costs: the
    whole evaluation (``bleu_seconds``, and ``bleu_cpu_seconds`` by ``time.process_time``), and the teacher-forced
-   loss alone (``loss_seconds``, ``loss_cpu_seconds``), with the 1-minute load average of each click. Medians are
+   loss alone (``loss_seconds``, ``loss_cpu_seconds``; the output layer scores the target positions alone, as in
+   ``Task.evaluate``), with the 1-minute load average of each click. Medians are
    reported with the load average before and after. Torch threads: the default, as the dashboard runs.
 3. I_h (the ``gradient`` scorer, per-layer l2-normalised) on the first ``--n-score`` verses of ``validation``
    (Mark); BLEU with its 95 % bootstrap interval unpruned, with the 50 % least important encoder heads removed
@@ -61,7 +62,8 @@ def _loss(lm, task, data, mask: HeadMask | None, batch_size: int) -> float:
     total = weight = 0.0
     with torch.inference_mode(), apply_mask(lm, mask):
         for batch in data.batches(batch_size):
-            outputs = lm.model(**batch.inputs)
+            with task.logits_scope(lm, batch):          # as Task.evaluate: logits of the target positions alone
+                outputs = lm.model(**batch.inputs)
             total += float(task.example_losses(lm, batch, outputs).sum())
             weight += float(task.example_weights(batch).sum())
     return total / weight

@@ -15,6 +15,7 @@ sets) and the name of its headline metric (a :mod:`pruning_core.evaluation.metri
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -204,7 +205,8 @@ class Task:
             with torch.inference_mode(), apply_mask(loaded, mask), \
                     forward_for(loaded, data, mask, batch_size, layer_cache if part is None else None) as forward:
                 for i, batch in enumerate(batches):
-                    outputs = forward(i, batch)
+                    with self.logits_scope(loaded, batch):
+                        outputs = forward(i, batch)
                     rows = self.example_losses(loaded, batch, outputs).float()           # [B]
                     weights = self.example_weights(batch).tolist()                        # [B]
                     index = batch.index.tolist()
@@ -251,6 +253,11 @@ class Task:
     def example_losses(self, loaded, batch: EncodedBatch, outputs) -> Tensor:
         """``[B]``: each example's loss, summed over what it is scored on (itself, or its target tokens)."""
         raise NotImplementedError
+
+    def logits_scope(self, loaded, batch: EncodedBatch) -> contextlib.AbstractContextManager:
+        """Around :meth:`evaluate`'s forward pass of ``batch``: where a task narrows the logits its loss reads
+        (nothing by default)."""
+        return contextlib.nullcontext()
 
     def example_weights(self, batch: EncodedBatch) -> Tensor:
         """``[B]``: what each of :meth:`example_losses` sums over (1 per example by default)."""

@@ -32,6 +32,15 @@ def label_losses(logits: Tensor, labels: Tensor) -> Tensor:
     return loss.view(labels.shape).sum(-1)
 
 
+def packed_label_losses(logits: Tensor, labels: Tensor) -> Tensor:
+    """``[B]``: as :func:`label_losses`, for ``logits`` ``[N, V]`` of the target positions of ``labels`` ``[B, T]``
+    alone, row by row (:func:`pruning_core.modeling.packed_logits.only_at`)."""
+    keep = labels != IGNORE
+    loss = F.cross_entropy(logits.float(), labels[keep], reduction="none")
+    rows = keep.nonzero()[:, 0]
+    return loss.new_zeros(labels.shape[0]).index_add_(0, rows, loss)
+
+
 def label_counts(labels: Tensor) -> Tensor:
     """``[B]``: how many positions of ``labels`` ``[B, T]`` are targets (not -100)."""
     return (labels != IGNORE).sum(-1)

@@ -7,6 +7,7 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
+from pruning_core.modeling import packed_logits
 from pruning_core.modeling.greedy import as_generate_output, greedy_decode, supports_greedy
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import (
@@ -16,6 +17,7 @@ from pruning_core.tasks.batching import (
     collate_classification,
     label_counts,
     label_losses,
+    packed_label_losses,
     pad,
 )
 
@@ -73,8 +75,16 @@ class TranslationTask(Task):
                             n_examples=len(idx), index=torch.tensor(list(idx), dtype=torch.long))
 
     def example_losses(self, loaded, batch, outputs) -> Tensor:
-        """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's target tokens, summed."""
+        """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's target tokens, summed
+        (``[N, V]``: the target positions alone, under :meth:`logits_scope`)."""
+        if outputs.logits.dim() == 2:
+            return packed_label_losses(outputs.logits, batch.labels)
         return label_losses(outputs.logits, batch.labels)
+
+    def logits_scope(self, loaded, batch):
+        """The output head projects the target positions alone: the loss reads nothing else, and the padding
+        was about 40 % of the whole-vocabulary projection, most of a teacher-forced pass."""
+        return packed_logits.only_at(loaded.model, batch.labels != IGNORE)
 
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)

@@ -262,6 +262,35 @@ def test_translation_evaluate_with_bleu_and_mask(tmp_path, mt_file, arch):
     assert installed_hook_count(loaded.model) == 0
 
 
+@pytest.mark.parametrize("arch", heavy_beyond(["marian", "marian-ssru", "bart"], fast=["marian-ssru"]))
+def test_translation_loss_reads_the_target_positions_alone(tmp_path, mt_file, arch):
+    """The evaluation's output head projects the target positions alone (packed_logits): each example's loss
+    is the one the whole [B, T, V] logits give, and the hook is gone afterwards, even after an error."""
+    from pruning_core.modeling import packed_logits
+    from pruning_core.tasks.batching import label_losses
+
+    loaded = loaded_for(arch, tmp_path)
+    task = get_task(f"file:{mt_file}")
+    data = task.encode(loaded, "test")
+    res = task.evaluate(loaded, data, batch_size=8)
+    whole = [0.0] * data.n_examples
+    with torch.no_grad():
+        for b in data.batches(8):
+            for j, loss in zip(b.index.tolist(), label_losses(loaded.model(**b.inputs).logits, b.labels).tolist()):
+                whole[j] = loss
+            with task.logits_scope(loaded, b):
+                packed = loaded.model(**b.inputs).logits
+            assert packed.shape == (int((b.labels != -100).sum()), loaded.model.config.vocab_size)
+    assert res.example_losses == pytest.approx(whole, rel=1e-5)       # float32 sums in another order
+    head = loaded.model.get_output_embeddings()
+    assert not head._forward_pre_hooks
+    with pytest.raises(RuntimeError), packed_logits.only_at(loaded.model, b.labels != -100):
+        raise RuntimeError("mid-batch")
+    assert not head._forward_pre_hooks
+    with packed_logits.only_at(torch.nn.Linear(2, 2), b.labels != -100) as packing:
+        assert packing is False                                          # no output embeddings: logits whole
+
+
 def test_generation_runs_under_the_mask(tmp_path, mt_file, monkeypatch):
     """The mask acts inside decoding: with every cross head off, the cross out-projections see zeros."""
     from pruning_core.tasks import translation
