@@ -1,9 +1,8 @@
 """Logits only where a loss reads them: the output head projects the target positions of a batch, packed.
 
-A translation batch pads its targets to the longest one; the output projection over the whole vocabulary
-(32,001 words on the Bergamot students) is most of a teacher-forced pass, and about 40 % of it went to
-padding. Inside :func:`only_at`, a forward pre-hook on the model's output embeddings hands the head the
-hidden states of the kept positions alone, in order, so ``outputs.logits`` is ``[N, V]`` (N kept
+A translation batch pads its targets to the longest one, and the output projection over the whole vocabulary is
+most of a teacher-forced pass. Inside :func:`only_at`, a forward pre-hook on the model's output embeddings hands
+the head the hidden states of the kept positions alone, in order, so ``outputs.logits`` is ``[N, V]`` (N kept
 positions) instead of ``[B, T, V]``; the hook is removed on leaving, whatever happens.
 """
 from __future__ import annotations

@@ -82,8 +82,7 @@ class TranslationTask(Task):
         return label_losses(outputs.logits, batch.labels)
 
     def logits_scope(self, loaded, batch):
-        """The output head projects the target positions alone: the loss reads nothing else, and the padding
-        was about 40 % of the whole-vocabulary projection, most of a teacher-forced pass."""
+        """The output head projects the target positions alone: the loss reads nothing else."""
         return packed_logits.only_at(loaded.model, batch.labels != IGNORE)
 
     def example_weights(self, batch) -> Tensor:
