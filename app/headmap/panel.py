@@ -12,9 +12,10 @@ The fragment never waits for work while a click could come (issue 31): a click m
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
 is shown as far as it got (:meth:`app.jobs.work.Work.show` with ``wait=False``), then the run waits drawing
 nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
-A click during an evaluation or a latency timing thus applies to the mask at once; the work for the old mask is cancelled when the new
-mask's work starts under the same job name, and the panel marks which mask it is updating for. A full
-run of the page (its first load, AppTest) cannot rerun only the fragment: there it waits as before.
+A click during an evaluation or a latency timing thus applies to the mask at once; the work for the old
+mask is cancelled when the new mask's work starts under the same job name, and the panel marks which mask
+it is updating for. A full run of the page (its first load, AppTest) cannot rerun only the fragment: there
+it waits as before.
 
 Beside the map (1280 px wide windows and up) the panel shows heads kept, the metric and the loss
 without scrolling. On narrower windows the panel wraps below the map; a compact strip above the
