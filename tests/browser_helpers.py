@@ -199,8 +199,23 @@ def chromium_browser(path: str):
 TIMEOUT_MS = 90_000
 
 
+# The page's last presses, releases and clicks (what each landed on), for a failed wait to report.
+_RECORD_INPUT = """(() => {
+  const seen = window.__hpInput = [], t0 = performance.now();
+  const what = (e) => {
+    const t = e.target, b = t && t.closest && t.closest("button");
+    const button = b ? ` in button "${b.innerText.trim().slice(-12)}"${b.disabled ? " (disabled)" : ""}` : "";
+    return (t && t.tagName || "?") + button + (t && t.isConnected === false ? " (detached)" : "");
+  };
+  for (const kind of ["pointerdown", "pointerup", "click"])
+    addEventListener(kind, (e) => { seen.push(`${Math.round(performance.now() - t0)} ms ${kind} ${what(e)}`);
+                                    seen.splice(0, seen.length - 30); }, { capture: true });
+})();"""
+
+
 def new_page(browser, height: int = 1000):
     context = browser.new_context(viewport={"width": 1440, "height": height})
+    context.add_init_script(_RECORD_INPUT)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     return page
@@ -275,14 +290,16 @@ def wait_live(page, kept: str, timeout_s: float = 120) -> str:
 
 
 def page_state(page) -> str:
-    """What a failed wait saw: the live strip, the link, the page's click log, and a screenshot's path."""
+    """What a failed wait saw: the live strip, the link, the page's click log, its last presses and clicks,
+    and a screenshot's path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / f"stuck-{time.strftime('%H%M%S')}-{random.randrange(10**6)}.png"
     page.screenshot(path=str(shot), full_page=True)
     seen = page.evaluate(
         "([sel]) => { const s = document.querySelector(sel); const log = window.__hpMapClicks;"
         " return {strip: s && s.textContent, url: location.href, clicks: log && log.clicks,"
-        " running: !!document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')}; }", [LIVE_STRIP])
+        " running: !!document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]'), input: window.__hpInput};"
+        " }", [LIVE_STRIP])
     return f"{seen} (screenshot {shot})"
 
 

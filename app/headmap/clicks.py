@@ -13,8 +13,10 @@ clicked square is faded at once in the page, until the map of the new mask is dr
 
 The edit buttons (:func:`edit_button`) go through the same log: Streamlit delivers a button press and a
 map click that arrive during one run together, and calls their callbacks in the page's widget order, so
-"click a head, then Undo" could undo the click before it. The log keeps the order made; a button's own
-callback acts only before the page's log has reported (then the log skips that press).
+"click a head, then Undo" could undo the click before it. The log keeps the order made, and takes a button
+at the press of the mouse, as it does a head: a button that Streamlit redraws between press and release (the
+fragment's rerun after the click before) gets no "click" event. A button's own callback acts only before
+the page's log has reported (then the log skips that press).
 
 While this log reports (any browser with JavaScript), the grids are drawn without a selection
 (:func:`active`); before it first reports, and in ``AppTest`` (no JavaScript), a click comes as the
@@ -111,15 +113,27 @@ export default function (component) {
       settle();
     }, { capture: true });
   }
+  // Edit buttons count at the press too (a button Streamlit redraws between press and release gets no
+  // "click"); a click without a press (the keyboard: Enter, Space) counts at the click.
+  const editOf = (target) => {
+    const button = target && target.closest && target.closest("button");
+    const box = button && !button.disabled && button.closest(`[class*="${log.editPrefix}"]`);
+    const name = box && [...box.classList].find((c) => c.startsWith(log.editPrefix));
+    return name ? name.slice(log.editPrefix.length) : null;
+  };
+  const pressed = (name) => {
+    log.clicks.push(["edit", name]);
+    settle();
+  };
   if (!log.buttons) {              // edit buttons pressed, logged in the same order as the clicks
     log.buttons = true;
+    document.addEventListener("pointerdown", (press) => {
+      const name = press.button === 0 && editOf(press.target);
+      if (name) pressed(name);
+    }, { capture: true });
     document.addEventListener("click", (event) => {
-      const button = event.target && event.target.closest && event.target.closest("button");
-      const box = button && !button.disabled && button.closest(`[class*="${log.editPrefix}"]`);
-      const name = box && [...box.classList].find((c) => c.startsWith(log.editPrefix));
-      if (!name) return;
-      log.clicks.push(["edit", name.slice(log.editPrefix.length)]);
-      report();
+      const name = event.detail === 0 && editOf(event.target);
+      if (name) pressed(name);
     }, { capture: true });
   }
   report(true);

@@ -51,7 +51,7 @@ SETTLED_S = 240         # a lost click leaves the count short for good: fail aft
 # Each test clicks its own heads (HEADS): a mask another test evaluated would be a cache hit, drawn before a
 # second click could land.
 HEADS = {"two": (1, 2), "latency": (3, 4), "five": (5, 6, 7, 8, 9), "preset": (10,), "undo": (11, 12),
-         "drawing": (13, 14)}
+         "drawing": (13, 14), "redrawn": (15, 16)}
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
@@ -185,6 +185,26 @@ def test_undo_pressed_right_after_a_click(server, page, tmp_path):
     click(page, second)
     undo.click(no_wait_after=True)
     assert_settled_on(page, case, tmp_path, without(case, HEADS["undo"][0]))
+
+
+def test_undo_redrawn_between_press_and_release(server, page, tmp_path):
+    """Undo counts at the press: when Streamlit redraws the button between the press and the release (the
+    rerun of the click before it), the browser sends no click, and the press alone must count."""
+    case = server.case
+    first, second = boxes(page, case, HEADS["redrawn"])
+    click(page, first)
+    page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Undo')"
+                           " && !b.disabled)", polling=POLL_MS // 2)
+    click(page, second)
+    undo = page.get_by_role("button", name="Undo")
+    undo.scroll_into_view_if_needed()
+    box = undo.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    undo.evaluate("b => { const parent = b.parentNode, next = b.nextSibling;"      # Streamlit redraws it
+                  " b.remove(); parent.insertBefore(b, next); }")
+    page.mouse.up()
+    assert_settled_on(page, case, tmp_path, without(case, HEADS["redrawn"][0]))
 
 
 def test_a_click_on_a_grid_still_being_drawn(server, page, tmp_path):
