@@ -105,48 +105,65 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     return fig
 
 
-def kinds_figure(result) -> go.Figure:
+def kinds_figure(result, borrowed: Sequence = ()) -> go.Figure:
     """Michel et al. §5: the metric against the share of ONE kind's heads removed (``KindSensitivity``),
     one colour per kind; solid with 95 % intervals: least important first; dashed: mean of the random
-    orders, with their range."""
-    from pruning_core.core.heads import KIND_LABELS
+    orders, with their range. ``borrowed``: (run, kinds) pairs from other models
+    (:func:`pruning_core.evaluation.kinds.borrow`), each drawn in a panel of its own, titled with its model."""
+    from plotly.subplots import make_subplots
 
-    metric_name = result.metric_name
-    k = get_metric(metric_name).scale
-    fig = go.Figure()
-    for i, kind in enumerate(result.heads):
-        colour = PALETTE[i % len(PALETTE)]
-        best = sorted((p for p in result.points if p.kind == kind and p.method == "importance"), key=lambda p: p.fraction)
-        xs = [0.0] + [100 * p.fraction for p in best]
-        lows = [result.base_low] + [p.low for p in best]
-        highs = [result.base_high] + [p.high for p in best]
-        ys = [result.base_metric] + [p.metric for p in best]
-        bars = None if None in lows else dict(type="data", symmetric=False, thickness=1, width=3,
-                                             array=[k * (h - y) for h, y in zip(highs, ys)],
-                                             arrayminus=[k * (y - lo) for lo, y in zip(lows, ys)])
-        label = f"{KIND_LABELS[kind]} ({result.heads[kind]} heads)"
-        fig.add_trace(go.Scatter(x=xs, y=[k * y for y in ys], error_y=bars, mode="lines+markers", name=label,
-                                 line=dict(color=colour, width=2), marker=dict(symbol=SYMBOLS[i], size=8),
-                                 hovertemplate=f"{label}, least important first<br>%{{x:.0f}} % of its heads removed"
-                                               f"<br>%{{y:.2f}}<extra></extra>"))
-        shares = sorted({p.fraction for p in result.points if p.kind == kind and p.method == "random"})
-        if shares:
-            rnd = [[p.metric for p in result.points if p.kind == kind and p.method == "random" and p.fraction == f]
-                   for f in shares]
-            rx = [0.0] + [100 * f for f in shares]
-            mean = [result.base_metric] + [sum(v) / len(v) for v in rnd]
-            low, high = [result.base_metric] + [min(v) for v in rnd], [result.base_metric] + [max(v) for v in rnd]
-            fig.add_trace(go.Scatter(x=rx + rx[::-1], y=[k * v for v in high] + [k * v for v in low[::-1]],
-                                     fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0),
-                                     hoverinfo="skip", showlegend=False))
-            fig.add_trace(go.Scatter(x=rx, y=[k * v for v in mean], mode="lines", name=f"{KIND_LABELS[kind]}, random",
-                                     line=dict(color=colour, width=1.5, dash="dash"),
-                                     hovertemplate=f"{KIND_LABELS[kind]}, random order (mean)<br>%{{x:.0f}} % removed"
-                                                   f"<br>%{{y:.2f}}<extra></extra>"))
-    fig.update_layout(height=420, margin=dict(l=60, r=10, t=20, b=50),
-                      xaxis=dict(title="share of that kind's heads removed (%)", range=[-2, 102]),
-                      yaxis=metric_axis(metric_name), legend=dict(orientation="h", y=-0.2))
+    from pruning_core.evaluation.kinds import source_label
+
+    panels = [(result, tuple(result.heads))] + [(run, tuple(kinds)) for run, kinds in borrowed]
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.12,
+                        subplot_titles=[source_label(run) if borrowed else "" for run, _ in panels],
+                        column_widths=[max(1, len(kinds)) for _, kinds in panels])
+    for col, (run, kinds) in enumerate(panels, start=1):
+        for kind in kinds:
+            _kind_traces(fig, run, kind, col, borrowed=col > 1)
+        fig.update_yaxes(metric_axis(run.metric_name), row=1, col=col)
+        fig.update_xaxes(title="share of that kind's heads removed (%)", range=[-2, 102], row=1, col=col)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(height=420, margin=dict(l=60, r=10, t=40 if borrowed else 20, b=50),
+                      legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+def _kind_traces(fig: go.Figure, result, kind: str, col: int, borrowed: bool) -> None:
+    """One kind's line (least important first, with intervals) and its random orders' mean and range."""
+    from pruning_core.core.heads import KINDS
+
+    k = get_metric(result.metric_name).scale
+    colour, symbol = PALETTE[KINDS.index(kind)], SYMBOLS[KINDS.index(kind)]
+    model = f", {result.provenance.get('model', 'another model')}" if borrowed else ""
+    best = sorted((p for p in result.points if p.kind == kind and p.method == "importance"), key=lambda p: p.fraction)
+    xs = [0.0] + [100 * p.fraction for p in best]
+    lows = [result.base_low] + [p.low for p in best]
+    highs = [result.base_high] + [p.high for p in best]
+    ys = [result.base_metric] + [p.metric for p in best]
+    bars = None if None in lows else dict(type="data", symmetric=False, thickness=1, width=3,
+                                         array=[k * (h - y) for h, y in zip(highs, ys)],
+                                         arrayminus=[k * (y - lo) for lo, y in zip(lows, ys)])
+    label = f"{KIND_LABELS[kind]} ({result.heads[kind]} heads{model})"
+    fig.add_trace(go.Scatter(x=xs, y=[k * y for y in ys], error_y=bars, mode="lines+markers", name=label,
+                             line=dict(color=colour, width=2), marker=dict(symbol=symbol, size=8),
+                             hovertemplate=f"{label}, least important first<br>%{{x:.0f}} % of its heads removed"
+                                           f"<br>%{{y:.2f}}<extra></extra>"), row=1, col=col)
+    shares = sorted({p.fraction for p in result.points if p.kind == kind and p.method == "random"})
+    if not shares:
+        return
+    rnd = [[p.metric for p in result.points if p.kind == kind and p.method == "random" and p.fraction == f]
+           for f in shares]
+    rx = [0.0] + [100 * f for f in shares]
+    mean = [result.base_metric] + [sum(v) / len(v) for v in rnd]
+    low, high = [result.base_metric] + [min(v) for v in rnd], [result.base_metric] + [max(v) for v in rnd]
+    fig.add_trace(go.Scatter(x=rx + rx[::-1], y=[k * v for v in high] + [k * v for v in low[::-1]],
+                             fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0),
+                             hoverinfo="skip", showlegend=False), row=1, col=col)
+    fig.add_trace(go.Scatter(x=rx, y=[k * v for v in mean], mode="lines", name=f"{KIND_LABELS[kind]}, random{model}",
+                             line=dict(color=colour, width=1.5, dash="dash"),
+                             hovertemplate=f"{KIND_LABELS[kind]}, random order (mean)<br>%{{x:.0f}} % removed"
+                                           f"<br>%{{y:.2f}}<extra></extra>"), row=1, col=col)
 
 
 def _error_bars(points: Sequence, k: float) -> dict | None:

@@ -3,16 +3,22 @@ from __future__ import annotations
 
 import streamlit as st
 
+import json
+from pathlib import Path
+
 from app.core import state, ui
 from app.core.selection import Selection
-from app.core.text import md_code
+from app.core.text import md_code, md_escape
 from app.curves import cache as cache_curves, figures, tables
 from app.jobs import workload
 from app.jobs.work import Work
+from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS
-from pruning_core.evaluation.kinds import FRACTIONS, missing_note
+from pruning_core.evaluation.kinds import FRACTIONS, KindSensitivity, borrow, missing_note, source_label
 
 SEEDS = 3
+# saved `headprune kinds` runs a model that lacks a kind can borrow it from (docs/MODELS.md says how each was made)
+REFERENCE_RUNS = Path(__file__).resolve().parents[2] / "assets" / "reference"
 
 
 def show(sel: Selection, arch) -> None:
@@ -34,10 +40,36 @@ def show(sel: Selection, arch) -> None:
                   start="button").show()
     if result is None:
         return
-    st.plotly_chart(figures.kinds_figure(result), key="kinds_figure",
-                    alt="Metric against the share of one attention kind's heads removed, one colour per kind")
-    worst = result.most_sensitive("importance")
-    st.caption(f"Most sensitive here: **{KIND_LABELS[worst]}** (largest mean worsening over the three shares, "
-               f"least important first). Error bars: 95 % intervals over the {result.n_examples} examples; dashed: "
-               f"the mean of {SEEDS} random orders, shaded their range.")
-    ui.downloads("kinds", tables.kinds_frame(result), result.to_json())
+    shown = st.container()                  # the figure above, the upload that may add to it below
+    borrowed = _borrowed(result)
+    with shown:
+        st.plotly_chart(figures.kinds_figure(result, borrowed), key="kinds_figure",
+                        alt="Metric against the share of one attention kind's heads removed, one colour per kind")
+        worst = result.most_sensitive("importance")
+        st.caption(f"Most sensitive here: **{KIND_LABELS[worst]}** (largest mean worsening over the three shares, "
+                   f"least important first). Error bars: 95 % intervals over the {result.n_examples} examples; "
+                   f"dashed: the mean of {SEEDS} random orders, shaded their range.")
+        for run, kinds in borrowed:
+            st.caption(f"{' and '.join(KIND_LABELS[k].capitalize() for k in kinds)}: borrowed from "
+                       f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric: "
+                       "compare how steeply each kind falls, not the values.")
+        ui.downloads("kinds", tables.kinds_frame(result), result.to_json())
+
+
+def _borrowed(result: KindSensitivity) -> tuple:
+    """The kinds this model lacks, from a saved run of another model: the bundled ones or one uploaded here."""
+    if not result.missing:
+        return ()
+    names = " and ".join(KIND_LABELS[k] for k in result.missing)
+    runs = [KindSensitivity.from_json(json.loads(p.read_text())) for p in sorted(REFERENCE_RUNS.glob("kinds-*.json"))]
+    upload = st.file_uploader(f"Borrow {names} from another model's saved `headprune kinds` result (JSON)",
+                              type=["json"], key=state.widget_key("curves", "kinds_borrow"),
+                              help="Write one with `headprune kinds MODEL --task TASK --out FILE.json`. Without one, "
+                                   "the runs bundled with headprune (assets/reference/) are used.")
+    if upload is not None:
+        try:
+            runs.insert(0, KindSensitivity.from_json(json.loads(upload.getvalue())))
+        except (ValueError, KeyError, TypeError, HeadpruneError) as exc:
+            st.error(f"{md_escape(upload.name)} is not a saved `headprune kinds` result ({md_escape(exc)}). Write one "
+                     "with `headprune kinds MODEL --task TASK --out FILE.json`.")
+    return borrow(result, runs)[1:]

@@ -101,6 +101,10 @@ def add_commands(sub) -> None:
     p.add_argument("--method", default="gradient", help="the scorer that orders heads (default: gradient, I_h)")
     p.add_argument("--fractions", default="0.1,0.25,0.5", help="shares of each kind's heads to remove")
     p.add_argument("--seeds", type=int, default=3, help="random orders per share, beside the scorer's (default 3)")
+    p.add_argument("--kinds", default=None, help="measure only these kinds, separated by commas (e.g. decoder_self)")
+    p.add_argument("--borrow", action="append", default=[], metavar="JSON",
+                   help="another model's saved `headprune kinds` result: the kinds this model lacks are read from it "
+                        "(repeatable; each is shown with the model, task and metric it comes from)")
     score_options(p)
     p.set_defaults(func=cmd_kinds)
 
@@ -347,33 +351,59 @@ def _fractions(text: str) -> tuple[float, ...]:
 
 def cmd_kinds(args) -> None:
     from pruning_core.core.heads import KIND_LABELS
-    from pruning_core.evaluation.kinds import kind_sensitivity, missing_note
+    from pruning_core.evaluation.kinds import borrow, kind_sensitivity, missing_note, source_label
     from pruning_core.scoring import get_scorer
     fractions = _fractions(args.fractions)
     if args.seeds < 0:
         raise UsageError(f"--seeds must be 0 or more, got {args.seeds}.")
+    borrowed = [_kinds_file(path) for path in args.borrow]
     task, split = task_and_split(args)
     loaded = load_from_args(args)
     require_heads(loaded, "remove heads of one kind")
     config = score_config(args, score_split(args, task), args.score_limit)
     scores = get_scorer(args.method).score(loaded, task, config, progress=progress_bars())
     data = task.encode(loaded, split, args.limit)
+    kinds = None if args.kinds is None else [k.strip() for k in args.kinds.split(",") if k.strip()]
     result = kind_sensitivity(loaded, task, data, scores.ranking_scores, fractions=fractions, seeds=args.seeds,
-                              batch_size=args.batch_size, progress=progress_bars())
+                              batch_size=args.batch_size, kinds=kinds, progress=progress_bars())
     name = result.metric_name
     print(f"{name} on {split} ({result.n_examples} examples), all heads: {fmt(name, result.base_metric)}; "
           f"heads of one kind removed by {args.method} (least important first) and at random "
           f"({args.seeds} seeds):")
-    for kind, count in result.heads.items():
-        for share in fractions:
+    _print_kinds(result, result.heads)
+    if note := missing_note(result.missing):
+        print(f"  {note}")
+    for run, taken in borrow(result, borrowed)[1:]:
+        print(f"borrowed from {source_label(run)} (all heads: {fmt(run.metric_name, run.base_metric)}):")
+        _print_kinds(run, taken)
+    if len(result.heads) > 1:
+        print(f"most sensitive: {KIND_LABELS[result.most_sensitive('importance')]} (by {args.method})"
+              + (f", {KIND_LABELS[result.most_sensitive('random')]} (random)" if args.seeds else ""))
+    write_result(args, result.to_json())
+
+
+def _print_kinds(result, kinds) -> None:
+    """One line per kind and share removed: the metric by the scorer's order, its interval, the random orders'."""
+    from pruning_core.core.heads import KIND_LABELS
+    name = result.metric_name
+    for kind in kinds:
+        for share in sorted({p.fraction for p in result.points if p.kind == kind}):
             rows = [p for p in result.points if p.kind == kind and p.fraction == share]
             best = next(p for p in rows if p.method == "importance")
             rnd = [fmt(name, p.metric) for p in rows if p.method == "random"]
             interval = f" [{fmt(name, best.low)}, {fmt(name, best.high)}]" if best.low is not None else ""
-            print(f"  {KIND_LABELS[kind]:34s} {best.heads_removed:3d} of {count:3d} removed: "
+            print(f"  {KIND_LABELS[kind]:34s} {best.heads_removed:3d} of {result.heads[kind]:3d} removed: "
                   f"{fmt(name, best.metric)}{interval}" + (f"; random {', '.join(rnd)}" if rnd else ""))
-    if note := missing_note(result.missing):
-        print(f"  {note}")
-    print(f"most sensitive: {KIND_LABELS[result.most_sensitive('importance')]} (by {args.method})"
-          + (f", {KIND_LABELS[result.most_sensitive('random')]} (random)" if args.seeds else ""))
-    write_result(args, result.to_json())
+
+
+def _kinds_file(path: str):
+    """A saved ``headprune kinds`` result (UsageError naming the file and the fix when it is not one)."""
+    import json
+    from pathlib import Path
+
+    from pruning_core.evaluation.kinds import KindSensitivity
+    try:
+        return KindSensitivity.from_json(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, KeyError, TypeError, HeadpruneError) as exc:
+        raise UsageError(f"--borrow {path}: not a saved `headprune kinds` result ({exc}). Write one with "
+                         "`headprune kinds MODEL --task TASK --out FILE.json`.") from None

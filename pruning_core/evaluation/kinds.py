@@ -3,7 +3,8 @@
 Remove a share of ONE kind's heads (``encoder_self``, ``decoder_self`` or ``cross``), the least
 important first or at random, keep every head of the other kinds, and measure the metric. A kind the
 model has no heads of (an encoder has no cross-attention; the Bergamot students' decoder has an SSRU
-instead of self-attention) is listed in ``missing``, never measured as an empty row.
+instead of self-attention) is listed in ``missing``, never measured as an empty row. :func:`borrow` fills
+such a kind from another model's run, for a figure that says which model each kind comes from.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class KindSensitivity:
     base_low: float | None
     base_high: float | None
     n_examples: int
-    heads: dict                     # kind -> number of heads the model has of it
+    heads: dict                     # kind measured -> number of heads the model has of it
     missing: tuple[str, ...]        # kinds of ``KINDS`` the model has no head of
     points: tuple[KindPoint, ...]
     provenance: dict = field(default_factory=dict)
@@ -84,12 +85,13 @@ def missing_note(missing: Sequence[str]) -> str:
 
 
 def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequence[float] = FRACTIONS,
-                     seeds: int = 3, batch_size: int = 64,
+                     seeds: int = 3, batch_size: int = 64, kinds: Sequence[str] | None = None,
                      progress: ProgressCallback | None = None) -> KindSensitivity:
     """Remove ``fractions`` of each kind's heads, by ``ranking`` (least important first) and in ``seeds``
     random orders, the other kinds untouched; evaluate ``task`` on ``data`` under each mask.
 
     ``ranking``: the scores that order heads (e.g. a ScoreResult's ``ranking_scores``, larger = more important).
+    ``kinds``: measure only these kinds (default: every kind the model has).
     """
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise HeadpruneError(f"Shares of a kind's heads to remove must lie in (0, 1], e.g. 0.1,0.25,0.5; got {list(fractions)}.")
@@ -98,6 +100,11 @@ def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequ
     layout = loaded.layout
     heads = {k: sum(rows) for k, rows in layout.kinds.items() if sum(rows) > 0}
     missing = tuple(k for k in KINDS if k not in heads)
+    if kinds is not None:
+        if unknown := [k for k in kinds if k not in heads]:
+            raise HeadpruneError(f"This model has no {', '.join(map(repr, unknown))} heads to remove; its kinds are "
+                                 f"{', '.join(heads)}. Choose among those.")
+        heads = {k: n for k, n in heads.items() if k in kinds}
     order = ranking.ranked(seed=0)                                       # least important first
     plans = []
     for kind in heads:
@@ -114,8 +121,29 @@ def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequ
         points.append(KindPoint(kind, fraction, n, method, seed, res.metric, res.loss, low, high))
         report(progress, "kinds", i + 1, len(plans), f"{KIND_LABELS[kind]}: {n} heads removed ({method})")
     base_low, base_high = base.interval if base.interval is not None else (None, None)
-    settings = {"fractions": list(fractions), "seeds": seeds, "eval_split": data.split, "eval_n": data.n_examples}
+    settings = {"fractions": list(fractions), "seeds": seeds, "eval_split": data.split, "eval_n": data.n_examples,
+                "kinds": list(heads)}
     return KindSensitivity(base.metric_name, base.metric, base_low, base_high, data.n_examples, heads, missing,
                            tuple(points), provenance(loaded, task=task.name, split=data.split,
                                                      n_examples=data.n_examples, method="michel-kinds",
                                                      settings=settings))
+
+
+def borrow(own: KindSensitivity,
+           others: Sequence[KindSensitivity]) -> tuple[tuple[KindSensitivity, tuple[str, ...]], ...]:
+    """``own`` with each kind it lacks taken from the first of ``others`` that measured it: (run, kinds taken
+    from it) pairs, ``own`` first. Each run keeps its own model, task and metric (they are not comparable
+    across runs: a figure draws each on its own axis)."""
+    taken = {id(own): (own, list(own.heads))}
+    for kind in own.missing:
+        source = next((o for o in others if kind in o.heads), None)
+        if source is not None:
+            taken.setdefault(id(source), (source, []))[1].append(kind)
+    return tuple((run, tuple(kinds)) for run, kinds in taken.values())
+
+
+def source_label(run: KindSensitivity) -> str:
+    """Which model, task and metric a run measured, e.g. "whisper-base on movie-speech, WER, 10 examples"."""
+    prov = run.provenance
+    model, task = prov.get("model", "another model"), prov.get("task")
+    return f"{model}{f' on {task}' if task else ''}, {get_metric(run.metric_name).label}, {run.n_examples} examples"

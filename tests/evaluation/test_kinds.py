@@ -9,7 +9,7 @@ import pytest
 from pruning_core.cli.main import main
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
-from pruning_core.evaluation.kinds import KindSensitivity, kind_sensitivity, missing_note
+from pruning_core.evaluation.kinds import KindSensitivity, borrow, kind_sensitivity, missing_note, source_label
 from tiny import make_bert_tokenizer, random_words_csv, tiny_model
 
 
@@ -82,9 +82,62 @@ def test_cli_kinds_on_an_encoder(tmp_path, monkeypatch, capsys):
     assert main(["kinds", "tiny", "--task", "file:tiny.csv", "--score-split", "test", "--fractions", "0.5",
                  "--seeds", "1", "--out", "k.json"]) == 0
     out = capsys.readouterr().out
-    assert "most sensitive: encoder self-attention" in out
+    assert "most sensitive" not in out                                   # one kind: nothing to compare
     assert "This model has no decoder self-attention and encoder-decoder (cross) attention heads" in out
     result = KindSensitivity.from_json(json.loads((tmp_path / "k.json").read_text()))
     assert result.missing == ("decoder_self", "cross") and len(result.points) == 2
     assert main(["kinds", "tiny", "--task", "file:tiny.csv", "--score-split", "test", "--fractions", "half"]) == 2
     assert "--fractions takes shares separated by commas" in capsys.readouterr().err
+
+
+def test_only_the_chosen_kinds_are_measured_and_an_absent_one_is_refused():
+    loaded = _loaded({"encoder_self": [4, 4], "cross": [4, 4]})
+    task, data = KeptShareTask(), SimpleNamespace(split="test", n_examples=10)
+    result = kind_sensitivity(loaded, task, data, _ranking(loaded._layout), fractions=(0.5,), seeds=1, kinds=["cross"])
+    assert result.heads == {"cross": 8} and result.missing == ("decoder_self",)
+    assert {p.kind for p in result.points} == {"cross"} and len(task.masks) == 1 + 2
+    with pytest.raises(HeadpruneError, match="no 'decoder_self' heads to remove; its kinds are encoder_self, cross"):
+        kind_sensitivity(loaded, task, data, _ranking(loaded._layout), kinds=["decoder_self"])
+
+
+class _WerTask(KeptShareTask):
+    """A WER of 0.2 whatever the mask: a stand-in for another model's run, on another metric."""
+
+    def evaluate(self, loaded, data, mask, batch_size=64):
+        return SimpleNamespace(metric=0.2, loss=1.0, interval=None, metric_name="wer")
+
+
+def _run(kinds: dict, model: str, task=None, measure=None) -> KindSensitivity:
+    loaded = _loaded(kinds)
+    loaded.model_id = model
+    return kind_sensitivity(loaded, task or KeptShareTask(), SimpleNamespace(split="test", n_examples=4),
+                            _ranking(loaded._layout), fractions=(0.5,), seeds=0, kinds=measure)
+
+
+def test_a_missing_kind_is_borrowed_from_the_first_run_that_measured_it():
+    own = _run({"encoder_self": [2], "cross": [2]}, "student")                  # no decoder self-attention
+    encoder_only = _run({"encoder_self": [2]}, "encoder", _WerTask())
+    speech = _run({"encoder_self": [2], "decoder_self": [2], "cross": [2]}, "speech", _WerTask(), ["decoder_self"])
+    pairs = borrow(own, [encoder_only, speech, _run({"decoder_self": [2]}, "later", _WerTask())])
+    assert pairs == ((own, ("encoder_self", "cross")), (speech, ("decoder_self",)))
+    assert borrow(own, [encoder_only]) == ((own, ("encoder_self", "cross")),)      # nothing to fill: own alone
+    assert source_label(speech) == "speech on kept-share, WER, 4 examples"
+
+
+def test_cli_kinds_borrows_a_saved_run_and_refuses_a_wrong_file_before_any_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path / "home"))
+    tiny_model("bert").save_pretrained(tmp_path / "tiny")
+    make_bert_tokenizer(tmp_path / "tiny")
+    random_words_csv(tmp_path / "tiny.csv", rows=16, words_per_row=6)
+    speech = _run({"encoder_self": [2], "decoder_self": [2], "cross": [2]}, "speech", _WerTask(), ["decoder_self"])
+    (tmp_path / "speech.json").write_text(json.dumps(speech.to_json()))
+    (tmp_path / "curve.json").write_text(json.dumps({"format": "headprune.curve/1"}))
+    assert main(["kinds", "tiny", "--task", "file:tiny.csv", "--score-split", "test", "--fractions", "0.5",
+                 "--seeds", "0", "--borrow", "speech.json"]) == 0
+    out = capsys.readouterr().out
+    assert "borrowed from speech on kept-share, WER, 4 examples (all heads: " in out
+    assert out.count("decoder self-attention") >= 2 and "1 of   2 removed" in out
+    assert main(["kinds", "tiny", "--task", "file:tiny.csv", "--borrow", "curve.json"]) == 2
+    err = capsys.readouterr().err
+    assert "--borrow curve.json: not a saved `headprune kinds` result" in err and "--out FILE.json" in err
