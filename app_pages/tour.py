@@ -14,10 +14,11 @@ default model on 2 CPU cores, several for SmolLM2); after that every session get
 server's cache at once, so a teacher clicks through the tour once before class. A step replaces your
 mask (the Head map's **Undo** brings yours back).""")
 
-model = tour_ui.model_picker(tour.tour_models(*state.defaults()))
+models = tour.tour_models(*state.defaults())
+model = tour_ui.model_picker(models)
 current = tour.step(state.tour_step())
 state.set_tour_step(current.name)
 index = tour.STEPS.index(current)
 st.subheader(f"Step {index + 1} of {len(tour.STEPS)} · {current.title}")
-tour_ui.show_step(current, model)
+tour_ui.show_step(current, model, models)
 tour_ui.navigation(current)

@@ -6,13 +6,12 @@ import streamlit as st
 from app.core import state, ui
 from app.core.selection import Selection
 from app.core.text import md_code
-from app.curves import cache as cache_curves, figures, tables
-from app.jobs import workload
-from app.jobs.work import Work
+from app.curves import figures, tables
+from app.jobs import factories
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.kinds import FRACTIONS, missing_note
 
-SEEDS = 3
+SEEDS = factories.KIND_SEEDS
 
 
 def show(sel: Selection, arch) -> None:
@@ -28,10 +27,8 @@ def show(sel: Selection, arch) -> None:
     st.caption(f"Remove 10, 25 and 50 % of ONE kind's heads, the least important first by {md_code(scorer)} and in "
                f"{SEEDS} random orders, the other kinds untouched (Michel et al. 2019, §5): {runs} evaluations of "
                f"{sel.eval_size} examples. " + missing_note(missing))
-    result = Work(f"kinds_{scorer}", f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
-                  cache_curves.kind_sensitivity,
-                  (sel, scorer, workload.score_size(sel, scorer), FRACTIONS, SEEDS),
-                  start="button").show()
+    result = factories.kinds(sel, scorer, f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
+                             FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return
     st.plotly_chart(figures.kinds_figure(result), key="kinds_figure",

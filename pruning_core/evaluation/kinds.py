@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.heads import KIND_LABELS, KINDS, HeadMask, HeadScores
+from pruning_core.core.heads import KIND_LABELS, KINDS, HeadId, HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import check_format, provenance
@@ -81,6 +81,13 @@ def missing_note(missing: Sequence[str]) -> str:
         return ""
     names = " and ".join(KIND_LABELS[k] for k in missing)
     return f"This model has no {names} heads, so {'that kind is' if len(missing) == 1 else 'those kinds are'} not measured."
+
+
+def least_important_of_kind(ranking: HeadScores, kind: str, fraction: float) -> list[HeadId]:
+    """round(``fraction`` × ``kind``'s heads) of ``kind``'s heads, the least important first by ``ranking``
+    (larger = more important; ties broken by seed 0): the heads :func:`kind_sensitivity` removes at that share."""
+    of_kind = [h for h in ranking.ranked(seed=0) if h[0] == kind]
+    return of_kind[:round(fraction * len(of_kind))]
 
 
 def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequence[float] = FRACTIONS,
