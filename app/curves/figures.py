@@ -143,8 +143,9 @@ def kinds_figure(result) -> go.Figure:
                                      line=dict(color=colour, width=1.5, dash="dash"),
                                      hovertemplate=f"{KIND_LABELS[kind]}, random order (mean)<br>%{{x:.0f}} % removed"
                                                    f"<br>%{{y:.2f}}<extra></extra>"))
+    widest = 100 * max((p.fraction for p in result.points), default=1.0)     # the axis ends at the largest share
     fig.update_layout(height=420, margin=dict(l=60, r=10, t=20, b=50),
-                      xaxis=dict(title="share of that kind's heads removed (%)", range=[-2, 102]),
+                      xaxis=dict(title="share of that kind's heads removed (%)", range=[-0.02 * widest, 1.02 * widest]),
                       yaxis=metric_axis(metric_name), legend=dict(orientation="h", y=-0.2))
     return fig
 

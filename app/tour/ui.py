@@ -182,15 +182,15 @@ def _translation(ctx: Ctx) -> bool:
     st.plotly_chart(charts.kinds_figure(result), key="tour_kinds",
                     alt="Metric against the share of one attention kind's heads removed, one colour per kind")
     by_importance, at_random = result.most_sensitive("importance"), result.most_sensitive("random")
-    absent = " ".join(f"Its decoder has no {KIND_LABELS[k]}: {why}." for k, why in ctx.arch.absent_kinds.items()
-                      if k in result.missing)
+    why = "; ".join(w for k, w in ctx.arch.absent_kinds.items() if k in result.missing)   # e.g. an SSRU decoder
+    missing = missing_note(result.missing)
     st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Most sensitive, least "
                f"important first: **{KIND_LABELS[by_importance]}**; in random order: **{KIND_LABELS[at_random]}** "
                f"(the largest mean worsening over the shares {', '.join(f'{100 * f:g} %' for f in FRACTIONS)}). "
                f"The prepared mask removes {mask.n_total - mask.n_kept} of {result.heads.get('cross', 0)} "
                f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
                f"mean of {factories.KIND_SEEDS} random orders, shaded their range. "
-               + " ".join(filter(None, (missing_note(result.missing), absent))))
+               + (f"{missing[:-1]}: {why}." if missing and why else missing))
     return True
 
 

@@ -216,7 +216,7 @@ def translation_step(at: AppTest) -> HeadMask:
     assert any(c.key == "tour_kinds" for c in at.get("plotly_chart"))
     caption = " ".join(c.value for c in at.caption)
     assert "Most sensitive, least important first:" in caption
-    assert missing_note(("decoder_self",)) in caption and "SSRU" in caption      # the decoder's recurrence, named
+    assert f"{missing_note(('decoder_self',))[:-1]}: its decoder runs an SSRU" in caption   # the recurrence, named
     assert any(step.click in m.value for m in at.markdown) and len(at.get("page_link")) == 1
     url = params(at)
     assert url["step"] == "translation" and "mask" in url
