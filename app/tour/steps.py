@@ -1,4 +1,4 @@
-"""The guided tour for a class: its steps as data, its two models, and the masks each step prepares.
+"""The guided tour for a class: its steps as data, its three models, and the masks each step prepares.
 
 A step is one entry of :data:`STEPS`: a title, one paragraph, the one thing to click, the page that
 click opens and the tour models it runs on. What a step computes and draws is
@@ -85,10 +85,9 @@ STEPS: tuple[TourStep, ...] = (
         "One?*). Each cell below is the change of the metric when that head alone is removed; cells marked "
         "n.s. are not significant. The prepared mask removes the head whose removal costs the most.",
         "Open the **Head map** and click any other head: the metric in the live panel barely moves.",
-        "head_map", models=("default",),
-        not_on="Removing each head in turn is one evaluation per head: SmolLM2 has 270 heads, about 8 minutes on 2 "
-               "CPU cores; the translation model's 64 heads are 64 BLEU evaluations, each translating every "
-               "example. The next step ranks the heads by importance instead."),
+        "head_map", models=("default", "translation"),
+        not_on="SmolLM2 has 270 heads: removing each in turn is 270 evaluations, about 8 minutes on 2 CPU cores. "
+               "The next step ranks them by importance instead."),
     TourStep(
         "one-per-layer", "One head per layer",
         "Michel et al. went further: reduce a layer to a single head, its most important one. The table shows "

@@ -133,7 +133,7 @@ def _one_head(ctx: Ctx) -> bool:
     st.plotly_chart(charts.ablation_figure(table), key="tour_ablation",
                     alt="Change of the metric when each head alone is removed, per layer and head")
     st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric)}. The costliest single head, "
-               f"layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
+               f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
                f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
                f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
     return True
@@ -275,6 +275,6 @@ def _induction(ctx: Ctx) -> bool:
 
 
 VIEWS: dict[str, Callable[[Ctx], bool]] = {
-    "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "attention": _attention,
-    "induction": _induction, "speed": _speed, "translation": _translation,
+    "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "translation": _translation,
+    "attention": _attention, "induction": _induction, "speed": _speed,
 }

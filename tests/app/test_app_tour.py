@@ -120,8 +120,8 @@ def test_smollm2_steps_say_why_they_do_not_run(open_tour):
     ok(at.radio(key="hp_w_tour_model").set_value("smollm2").run())
     assert at.session_state["hp_model"] == "smollm2" and at.session_state["hp_task"] == "movie-text"
     step_one = tour.runs_on(tour.STEPS[0], tour.tour_models(*state.defaults()))   # the picker's models
-    assert "tiny" in step_one and " and " not in step_one           # the server's default (the tiny BERT) alone
-    assert any(i.value.startswith(step_one) for i in at.info)          # step 1 runs on the default only
+    assert "tiny" in step_one and "Bergamot" in step_one and "SmolLM2" not in step_one   # the tiny BERT, Bergamot
+    assert any(i.value.startswith(step_one) for i in at.info)          # step 1 does not run on SmolLM2
     ok(next(b for b in at.button if b.label.startswith("Next:")).click().run())
     assert any("not prepared" in w.value for w in at.warning)           # an empty HEADPRUNE_HOME
     assert shown_link(at)                                                # the link and buttons still show
