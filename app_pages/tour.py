@@ -10,14 +10,15 @@ with st.expander("How the tour works"):
 Each step has one paragraph, a prepared state (model, task and mask, computed here and made this
 session's), **one thing to click**, and a **link**: project the step, and students who open the link
 see the same state. The first visit to a step computes it (a progress bar: about a minute for the
-default model on 2 CPU cores, several for SmolLM2); after that every session gets it from the
-server's cache at once, so a teacher clicks through the tour once before class. A step replaces your
-mask (the Head map's **Undo** brings yours back).""")
+default model on 2 CPU cores, several for SmolLM2 or the translation model); after that every session
+gets it from the server's cache at once, so a teacher clicks through the tour once before class. A
+step replaces your mask (the Head map's **Undo** brings yours back).""")
 
-model = tour_ui.model_picker(tour.tour_models(*state.defaults()))
+models = tour.tour_models(*state.defaults())
+model = tour_ui.model_picker(models)
 current = tour.step(state.tour_step())
 state.set_tour_step(current.name)
 index = tour.STEPS.index(current)
 st.subheader(f"Step {index + 1} of {len(tour.STEPS)} · {current.title}")
-tour_ui.show_step(current, model)
+tour_ui.show_step(current, model, models)
 tour_ui.navigation(current)

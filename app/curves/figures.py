@@ -122,7 +122,9 @@ def kinds_figure(result, borrowed: Sequence = ()) -> go.Figure:
         for kind in kinds:
             _kind_traces(fig, run, kind, col, borrowed=col > 1)
         fig.update_yaxes(metric_axis(run.metric_name), row=1, col=col)
-        fig.update_xaxes(title="share of that kind's heads removed (%)", range=[-2, 102], row=1, col=col)
+        widest = 100 * max((p.fraction for p in run.points), default=1.0)     # the axis ends at the largest share
+        fig.update_xaxes(title="share of that kind's heads removed (%)", range=[-0.02 * widest, 1.02 * widest],
+                         row=1, col=col)
     fig.update_annotations(font_size=12)
     fig.update_layout(height=420, margin=dict(l=60, r=10, t=40 if borrowed else 20, b=50),
                       legend=dict(orientation="h", y=-0.2))

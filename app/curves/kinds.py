@@ -1,22 +1,21 @@
 """The Curves page's "Attention kinds" tab: Michel et al. §5, which kind of attention the task needs most."""
 from __future__ import annotations
 
-import streamlit as st
-
 import json
 from pathlib import Path
+
+import streamlit as st
 
 from app.core import state, ui
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
-from app.curves import cache as cache_curves, figures, tables
-from app.jobs import workload
-from app.jobs.work import Work
+from app.curves import figures, tables
+from app.jobs import factories
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.kinds import FRACTIONS, KindSensitivity, borrow, missing_note, source_label
 
-SEEDS = 3
+SEEDS = factories.KIND_SEEDS
 # saved `headprune kinds` runs a model that lacks a kind can borrow it from (docs/MODELS.md says how each was made)
 REFERENCE_RUNS = Path(__file__).resolve().parents[2] / "assets" / "reference"
 
@@ -34,10 +33,8 @@ def show(sel: Selection, arch) -> None:
     st.caption(f"Remove 10, 25 and 50 % of ONE kind's heads, the least important first by {md_code(scorer)} and in "
                f"{SEEDS} random orders, the other kinds untouched (Michel et al. 2019, §5): {runs} evaluations of "
                f"{sel.eval_size} examples. " + missing_note(missing))
-    result = Work(f"kinds_{scorer}", f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
-                  cache_curves.kind_sensitivity,
-                  (sel, scorer, workload.score_size(sel, scorer), FRACTIONS, SEEDS),
-                  start="button").show()
+    result = factories.kinds(sel, scorer, f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
+                             FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return
     shown = st.container()                  # the figure above, the upload that may add to it below
@@ -49,11 +46,21 @@ def show(sel: Selection, arch) -> None:
         st.caption(f"Most sensitive here: **{KIND_LABELS[worst]}** (largest mean worsening over the three shares, "
                    f"least important first). Error bars: 95 % intervals over the {result.n_examples} examples; "
                    f"dashed: the mean of {SEEDS} random orders, shaded their range.")
-        for run, kinds in borrowed:
-            st.caption(f"{' and '.join(KIND_LABELS[k].capitalize() for k in kinds)}: borrowed from "
-                       f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric: "
-                       "compare how steeply each kind falls, not the values.")
+        borrowed_caption(borrowed)
         ui.downloads("kinds", tables.kinds_frame(result), result.to_json())
+
+
+def bundled_runs() -> list[KindSensitivity]:
+    """The saved runs shipped in ``assets/reference/`` that a model lacking a kind borrows it from."""
+    return [KindSensitivity.from_json(json.loads(p.read_text())) for p in sorted(REFERENCE_RUNS.glob("kinds-*.json"))]
+
+
+def borrowed_caption(borrowed) -> None:
+    """Which kinds of the figure come from which other model (one caption per run borrowed from)."""
+    for run, kinds in borrowed:
+        st.caption(f"{' and '.join(KIND_LABELS[k].capitalize() for k in kinds)}: borrowed from "
+                   f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric: "
+                   "compare how steeply each kind falls, not the values.")
 
 
 def _borrowed(result: KindSensitivity) -> tuple:
@@ -61,7 +68,7 @@ def _borrowed(result: KindSensitivity) -> tuple:
     if not result.missing:
         return ()
     names = " and ".join(KIND_LABELS[k] for k in result.missing)
-    runs = [KindSensitivity.from_json(json.loads(p.read_text())) for p in sorted(REFERENCE_RUNS.glob("kinds-*.json"))]
+    runs = bundled_runs()
     upload = st.file_uploader(f"Borrow {names} from another model's saved `headprune kinds` result (JSON)",
                               type=["json"], key=state.widget_key("curves", "kinds_borrow"),
                               help="Write one with `headprune kinds MODEL --task TASK --out FILE.json`. Without one, "

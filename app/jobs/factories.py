@@ -14,8 +14,10 @@ from app.core.selection import Selection
 from app.curves import cache as cache_curves
 from app.jobs import cache, workload
 from app.jobs.work import Start, Work
+from pruning_core.evaluation.kinds import FRACTIONS
 
 CURVE_STEP = 0.1        # share of heads removed per curve step, unless a page lets the user choose
+KIND_SEEDS = 3          # random orders per share in the attention-kinds comparison
 
 
 def scores(sel: Selection, scorer: str, heads: int, start: Start | None = None) -> Work:
@@ -49,4 +51,12 @@ def one_per_layer(sel: Selection, scorer: str | None, label: str = "One head per
     return Work(f"one_{scorer}", label, cache_curves.one_per_layer, (sel, scorer, n), start=start)
 
 
-__all__ = ["CURVE_STEP", "scores", "curve", "ablation", "one_per_layer"]
+def kinds(sel: Selection, scorer: str, label: str, fractions: tuple[float, ...] = FRACTIONS,
+          seeds: int = KIND_SEEDS, start: Start = "auto") -> Work:
+    """Michel et al. §5, a share of one attention kind's heads removed at a time, by ``scorer`` and in ``seeds``
+    random orders (:func:`app.curves.cache.kind_sensitivity`)."""
+    return Work(f"kinds_{scorer}", label, cache_curves.kind_sensitivity,
+                (sel, scorer, workload.score_size(sel, scorer), fractions, seeds), start=start)
+
+
+__all__ = ["CURVE_STEP", "KIND_SEEDS", "scores", "curve", "ablation", "one_per_layer", "kinds"]

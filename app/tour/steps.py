@@ -1,4 +1,4 @@
-"""The guided tour for a class: its steps as data, its two models, and the masks each step prepares.
+"""The guided tour for a class: its steps as data, its three models, and the masks each step prepares.
 
 A step is one entry of :data:`STEPS`: a title, one paragraph, the one thing to click, the page that
 click opens and the tour models it runs on. What a step computes and draws is
@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from pruning_core.modeling import presets
 from pruning_core.core import catalog as zoo
+from pruning_core.evaluation import kinds
 from pruning_core.evaluation.experiments import AblationResult, OnePerLayerResult
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.evaluation.metrics import get_metric
@@ -21,37 +22,47 @@ from pruning_core.evaluation.results import ScoreResult
 from pruning_core.analysis.roles import InductionCheck
 from pruning_core.core.share_link import build_link
 
+from app.core.text import md_escape
 from app.share.links import link_base
 
 SCORER = "gradient"          # the importance every step ranks heads by (one backward pass, no search)
-PRUNED_SHARE = 0.5           # steps 3, 4 and 6 remove this share of the heads, least important first
+PRUNED_SHARE = 0.5           # the curve, attention and speed steps remove this share of the heads (the
+                             # translation step: of the cross-attention heads), least important first
 CURVE_STEP = 0.1             # the pruning curve's step, the Curves page's default (so its cache entry is shared)
 CURVE_SCORERS = ("gradient", "random")
 SENTENCE = "The plot was dull, but the acting was really great."     # the Attention page's own default
 LM_MODEL = "smollm2"
+MT_MODEL = "bergamot-en-pt"
 REPEATED = ("Quiet violet engines hum beneath seven paper lanterns near the harbour. "
             "Quiet violet engines hum beneath seven paper lanterns near the harbour.")   # the induction step's sentence
 
 
 @dataclass(frozen=True)
 class TourModel:
-    key: str            # "default" | "smollm2": the tour's name for it
+    key: str            # "default" | "smollm2" | "translation": the tour's name for it
     label: str          # what the model picker shows
     spec: str           # the model spec the session switches to
     task: str           # the task it is evaluated on
 
 
+LM = TourModel("smollm2", "SmolLM2-135M, a language model", LM_MODEL, zoo.get(LM_MODEL).task)
+TRANSLATION = TourModel("translation", "Bergamot tiny, English→Portuguese translation", MT_MODEL,
+                        zoo.get(MT_MODEL).task)       # encoder self- and cross-attention, no decoder self-attention
+
+
 def tour_models(default_spec: str, default_task: str) -> tuple[TourModel, ...]:
     """The tour's models: the session default (the embedded MiniLM-L6 on movie-sentiment unless the
-    server was started on another) and SmolLM2 on its prepared task; on a server started on SmolLM2,
-    SmolLM2 once (its default) and MiniLM-L6 beside it."""
-    lm = TourModel("smollm2", "SmolLM2-135M, a language model", LM_MODEL, zoo.get(LM_MODEL).task)
-    if default_spec == LM_MODEL:
+    server was started on another), SmolLM2 and the Bergamot translation student, each on its prepared
+    task. A server started on SmolLM2 or on the translation model lists it once, as its default, with
+    MiniLM-L6 first."""
+    others = (LM, TRANSLATION)
+    if default_spec in {m.spec for m in others}:
         return (TourModel("default", "MiniLM-L6, movie sentiment", zoo.DEFAULT, zoo.get(zoo.DEFAULT).task),
-                replace(lm, label=f"{lm.label} (this server's default)"))
+                *(replace(m, label=f"{m.label} (this server's default)") if m.spec == default_spec else m
+                  for m in others))
     first = ("MiniLM-L6, movie sentiment (the default)" if default_spec == zoo.DEFAULT
              else f"{default_spec} (this server's default)")
-    return TourModel("default", first, default_spec, default_task), lm
+    return (TourModel("default", first, default_spec, default_task), *others)
 
 
 @dataclass(frozen=True)
@@ -61,9 +72,9 @@ class TourStep:
     paragraph: str             # Markdown: what the class looks at, and why
     click: str                 # Markdown: the one thing to click
     page: str                  # url_path of the page the click opens (app.core.pages)
-    models: tuple[str, ...] = ("default", "smollm2")     # TourModel keys the step runs on
+    models: tuple[str, ...] = ("default", "smollm2", "translation")     # TourModel keys the step runs on
     task_types: tuple[str, ...] = ()                      # the model task types it needs (() = any)
-    not_on: str = ""           # Markdown: why it does not run on the other model (or on another task type)
+    not_on: str = ""           # Markdown: why it does not run on the other models (or on another task type)
 
 
 STEPS: tuple[TourStep, ...] = (
@@ -74,7 +85,7 @@ STEPS: tuple[TourStep, ...] = (
         "One?*). Each cell below is the change of the metric when that head alone is removed; cells marked "
         "n.s. are not significant. The prepared mask removes the head whose removal costs the most.",
         "Open the **Head map** and click any other head: the metric in the live panel barely moves.",
-        "head_map", models=("default",),
+        "head_map", models=("default", "translation"),
         not_on="SmolLM2 has 270 heads: removing each in turn is 270 evaluations, about 8 minutes on 2 CPU cores. "
                "The next step ranks them by importance instead."),
     TourStep(
@@ -94,13 +105,34 @@ STEPS: tuple[TourStep, ...] = (
         "are they?",
         "curves"),
     TourStep(
+        "translation", "Which attention does translation need most?",
+        "A translation model has two kinds of attention: **encoder self-attention**, the English words reading "
+        "each other, and **cross-attention**, each Portuguese word being written reading the English sentence. "
+        "Michel et al. (§5) removed a share of ONE kind's heads at a time and found cross-attention the most "
+        "sensitive. Here too: removed at random (dashed), a few cross-attention heads break the translation; "
+        "removed least important first (solid), half of them go at little cost, because gradient importance "
+        "finds the few heads that link each Portuguese word to its English words. This tiny distilled student "
+        "(Mozilla's Bergamot) is scored by BLEU on Bible verses: low in absolute terms, the drops are what "
+        "matter. Its decoder has no self-attention (a recurrence instead), so the right-hand panel borrows that "
+        "kind from Whisper-base, a speech model scored by word error rate. The prepared mask: half of the "
+        "cross-attention heads removed, least important first, every encoder head kept.",
+        "Open the **Head map**, remove a few more cross-attention heads (or restore some) and watch BLEU in the "
+        "live panel: each click translates the evaluation examples again (about 2.5 s).",
+        "head_map", models=("translation",),
+        not_on="The tour's other models have one kind of attention each (MiniLM-L6 encoder self-attention, "
+               "SmolLM2 decoder self-attention): there is no other kind to compare. Pick the translation model "
+               "above."),
+    TourStep(
         "attention", "What the removed heads attended to",
         "Every head's attention on one sentence, the heads the prepared mask keeps on the left and the half "
         "it removes on the right (each square: rows are the tokens that read, columns the tokens read from). "
         "Do the removed heads look different from the kept ones: do more of them look only at the first "
         "token, or spread their attention evenly over the sentence?",
         "Open the **Attention** page, tab **bertviz: head view**, and switch between *all heads* and *pruned*.",
-        "attention"),
+        "attention", models=("default", "smollm2"),
+        not_on="The translation model has two kinds of attention over two sentences (the English source and its "
+               "Portuguese translation), and this step draws one kind on one sentence. The **Attention** page "
+               "shows its maps."),
     TourStep(
         "induction", "An induction head found and removed",
         "Feed a language model a sequence of random tokens twice: it cannot guess the first copy, but from the "
@@ -115,7 +147,8 @@ STEPS: tuple[TourStep, ...] = (
         "attention", task_types=("language_model",),
         not_on="The default MiniLM-L6 is an encoder classifier: every token sees the whole sentence at once and "
                "it never predicts a next token, so there is no second copy to predict and no causal "
-               "self-attention for an induction head. Pick SmolLM2 above."),
+               "self-attention for an induction head. The translation model's decoder has no self-attention at "
+               "all (an SSRU recurrence instead). Pick SmolLM2 above."),
     TourStep(
         "speed", "The speed a pruned model gains",
         "Masking a head gives the pruned model's answers but saves no time: the head is still computed. "
@@ -126,6 +159,13 @@ STEPS: tuple[TourStep, ...] = (
         "Press **Time dense vs pruned**; then open the **Speed** page for a sweep over batch sizes.",
         "speed"),
 )
+
+
+def runs_on(current: TourStep, models: tuple[TourModel, ...]) -> str:
+    """The sentence that names the models ``current`` runs on, by their picker labels."""
+    names = [f"**{md_escape(m.label)}**" for m in models if m.key in current.models]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"This step runs on {listed}."
 
 
 def step(name: str | None) -> TourStep:
@@ -167,6 +207,13 @@ def best_head_per_layer(result: OnePerLayerResult, layout: HeadLayout) -> HeadMa
 def half_removed(scores: ScoreResult) -> HeadMask:
     """:data:`PRUNED_SHARE` of the heads removed, lowest importance first (over all layers)."""
     return presets.remove_least_important(scores.ranking_scores, PRUNED_SHARE)
+
+
+def half_cross_removed(scores: ScoreResult) -> HeadMask:
+    """:data:`PRUNED_SHARE` of the cross-attention heads removed, lowest importance first, every other head
+    kept: the heads the Attention kinds comparison removes at that share."""
+    ranking = scores.ranking_scores
+    return HeadMask.from_removed(ranking.layout, kinds.least_important_of_kind(ranking, "cross", PRUNED_SHARE))
 
 
 # -- the induction step's tables -------------------------------------------------------------------

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import streamlit as st
 
 from pruning_core import bench
-from pruning_core.core.heads import HeadMask
+from pruning_core.core.heads import KIND_LABELS, HeadMask
+from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
 
 from app.attention import figures as attention, cache as cache_attention
 from app.jobs import cache, factories, pickers
-from app.curves import figures as charts, tables
+from app.curves import figures as charts, kinds as kinds_tab, tables
 from app.roles import cache as cache_roles
 from app.headmap import latency as latency_ui
 from app.core import mask as mask_state, state, ui
@@ -64,18 +65,21 @@ def model_picker(models: tuple[tour.TourModel, ...]) -> tour.TourModel:
     return chosen
 
 
-def show_step(step: tour.TourStep, model: tour.TourModel) -> None:
-    """The step's paragraph, its prepared state and figure, and the one thing to click."""
+def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.TourModel, ...]) -> None:
+    """The step's paragraph, its prepared state and figure, and the one thing to click; on a model it does
+    not run on, why not (``models``: the picker's, named in that message)."""
     st.markdown(step.paragraph)
-    if model.key not in step.models:
-        st.info(f"This step runs on the default model only. {step.not_on}", icon=":material/info:")
-        return
+    runs_here = model.key in step.models
+    if not runs_here:
+        st.info(f"{tour.runs_on(step, models)} {step.not_on}", icon=":material/info:")
     arch = pickers.load_architecture(model.spec)
     if arch is None:
         return
-    if step.task_types and arch.task_type not in step.task_types:
-        mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
+    if runs_here and step.task_types and arch.task_type not in step.task_types:
         st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
+        runs_here = False
+    if not runs_here:
+        mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
         return
     ctx = Ctx(model, pickers.selection(), arch)       # the model picker made the tour model the session's
     if not VIEWS[step.name](ctx):
@@ -129,7 +133,7 @@ def _one_head(ctx: Ctx) -> bool:
     st.plotly_chart(charts.ablation_figure(table), key="tour_ablation",
                     alt="Change of the metric when each head alone is removed, per layer and head")
     st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric)}. The costliest single head, "
-               f"layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
+               f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
                f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
                f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
     return True
@@ -165,6 +169,30 @@ def _curve(ctx: Ctx) -> bool:
     first = curves[tour.CURVE_SCORERS[0]]
     st.caption(f"Each point: the metric on the first {first.n_examples} evaluation examples, with its 95 % "
                "interval; the band is the range over the random seeds.")
+    return True
+
+
+def _translation(ctx: Ctx) -> bool:
+    scores = _scores(ctx)
+    result = factories.kinds(ctx.sel, tour.SCORER, "Attention kinds: a share of one kind's heads removed at a "
+                             "time").show()                           # the Curves page's Attention kinds job
+    if scores is None or result is None:
+        return False
+    mask = _prepare(tour.half_cross_removed(scores), "half the cross-attention heads removed (gradient)")
+    borrowed = borrow(result, kinds_tab.bundled_runs())[1:]        # Michel's third kind, from another model
+    st.plotly_chart(charts.kinds_figure(result, borrowed), key="tour_kinds",
+                    alt="Metric against the share of one attention kind's heads removed, one colour per kind")
+    by_importance, at_random = result.most_sensitive("importance"), result.most_sensitive("random")
+    why = "; ".join(w for k, w in ctx.arch.absent_kinds.items() if k in result.missing)   # e.g. an SSRU decoder
+    missing = missing_note(result.missing)
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Most sensitive, least "
+               f"important first: **{KIND_LABELS[by_importance]}**; in random order: **{KIND_LABELS[at_random]}** "
+               f"(the largest mean worsening over the shares {', '.join(f'{100 * f:g} %' for f in FRACTIONS)}). "
+               f"The prepared mask removes {mask.n_total - mask.n_kept} of {result.heads.get('cross', 0)} "
+               f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
+               f"mean of {factories.KIND_SEEDS} random orders, shaded their range. "
+               + (f"{missing[:-1]}: {why}." if missing and why else missing))
+    kinds_tab.borrowed_caption(borrowed)
     return True
 
 
@@ -249,6 +277,6 @@ def _induction(ctx: Ctx) -> bool:
 
 
 VIEWS: dict[str, Callable[[Ctx], bool]] = {
-    "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "attention": _attention,
-    "induction": _induction, "speed": _speed,
+    "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "translation": _translation,
+    "attention": _attention, "induction": _induction, "speed": _speed,
 }

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.heads import KIND_LABELS, KINDS, HeadMask, HeadScores
+from pruning_core.core.heads import KIND_LABELS, KINDS, HeadId, HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import check_format, provenance
@@ -84,6 +84,13 @@ def missing_note(missing: Sequence[str]) -> str:
     return f"This model has no {names} heads, so {'that kind is' if len(missing) == 1 else 'those kinds are'} not measured."
 
 
+def least_important_of_kind(ranking: HeadScores, kind: str, fraction: float) -> list[HeadId]:
+    """round(``fraction`` × ``kind``'s heads) of ``kind``'s heads, the least important first by ``ranking``
+    (larger = more important; ties broken by seed 0): the heads :func:`kind_sensitivity` removes at that share."""
+    of_kind = [h for h in ranking.ranked(seed=0) if h[0] == kind]
+    return of_kind[:round(fraction * len(of_kind))]
+
+
 def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequence[float] = FRACTIONS,
                      seeds: int = 3, batch_size: int = 64, kinds: Sequence[str] | None = None,
                      progress: ProgressCallback | None = None) -> KindSensitivity:
@@ -105,13 +112,13 @@ def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequ
             raise HeadpruneError(f"This model has no {', '.join(map(repr, unknown))} heads to remove; its kinds are "
                                  f"{', '.join(heads)}. Choose among those.")
         heads = {k: n for k, n in heads.items() if k in kinds}
-    order = ranking.ranked(seed=0)                                       # least important first
     plans = []
     for kind in heads:
-        of_kind = [h for h in order if h[0] == kind]
+        of_kind = least_important_of_kind(ranking, kind, 1.0)
         for fraction in fractions:
-            n = round(fraction * len(of_kind))
-            plans.append((kind, fraction, n, "importance", None, of_kind[:n]))
+            least = least_important_of_kind(ranking, kind, fraction)
+            n = len(least)
+            plans.append((kind, fraction, n, "importance", None, least))
             plans += [(kind, fraction, n, "random", s, random.Random(s).sample(of_kind, n)) for s in range(seeds)]
     base = task.evaluate(loaded, data, None, batch_size=batch_size)
     points = []

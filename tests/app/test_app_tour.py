@@ -5,15 +5,20 @@ induction step on a tiny random Llama (its structure: random weights have no rea
 slow, on the prepared SmolLM2 (its known answer: removing the heads takes the second copy's drop away)."""
 from __future__ import annotations
 
+import json
 import urllib.parse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.core import state
 from app.tour import steps as tour
 from browser_helpers import ROOT, TinyApp, app_env, build_tiny_app, ok
 from pruning_core.core import catalog as zoo
+from pruning_core.core.heads import HeadMask
+from pruning_core.evaluation.kinds import missing_note
 
 TIMEOUT = 180
 TOUR = "app_pages/tour.py"
@@ -63,9 +68,9 @@ def test_every_step_renders_with_its_mask_and_its_link_opens_it(open_tour):
     for n, step in enumerate(tour.STEPS):
         assert heading(at) == f"Step {n + 1} of {len(tour.STEPS)} · {step.title}"
         assert step.paragraph[:40] in " ".join(m.value for m in at.markdown)
-        if step.task_types and "classification" not in step.task_types:     # the induction step: an LM only
-            assert any(step.not_on in i.value for i in at.info), f"{step.name}: no reason shown"
-            assert not at.get("page_link") and not any("Now click" in m.value for m in at.markdown)
+        if "default" not in step.models or (step.task_types and "classification" not in step.task_types):
+            assert any(step.not_on in i.value for i in at.info), f"{step.name}: no reason shown"   # translation,
+            assert not at.get("page_link") and not any("Now click" in m.value for m in at.markdown)  # induction
         else:
             assert any(step.click in m.value for m in at.markdown), f"{step.name}: the one thing to click is missing"
             assert len(at.get("page_link")) == 1
@@ -81,10 +86,10 @@ def test_every_step_renders_with_its_mask_and_its_link_opens_it(open_tour):
             ok(next(b for b in at.button if b.label.startswith("Next:")).click().run())
     assert not [b for b in at.button if b.label.startswith("Next:")]           # the last step has no next
     # the prepared masks: the costliest head alone (7 of 8), one head per layer (2 of 8), then half (4 of 8);
-    # the induction step, which does not run on a classifier, leaves the mask before it
+    # the translation and induction steps, which do not run on a classifier, leave the mask before them
     kept = [bin(int(m.split(":")[1].replace(".", ""), 16)).count("1") for m in seen]
-    assert kept == [7, 2, 4, 4, 4, 4], seen
-    assert [s.name for s in tour.STEPS][4] == "induction"
+    assert kept == [7, 2, 4, 4, 4, 4, 4], seen
+    assert [s.name for s in tour.STEPS][3::2] == ["translation", "induction"]
 
 
 def test_the_one_per_layer_table_speaks_to_a_reader(open_tour):
@@ -115,7 +120,9 @@ def test_smollm2_steps_say_why_they_do_not_run(open_tour):
     at = open_tour()
     ok(at.radio(key="hp_w_tour_model").set_value("smollm2").run())
     assert at.session_state["hp_model"] == "smollm2" and at.session_state["hp_task"] == "movie-text"
-    assert any("default model only" in i.value for i in at.info)       # step 1 runs on the default only
+    step_one = tour.runs_on(tour.STEPS[0], tour.tour_models(*state.defaults()))   # the picker's models
+    assert "tiny" in step_one and "Bergamot" in step_one and "SmolLM2" not in step_one   # the tiny BERT, Bergamot
+    assert any(i.value.startswith(step_one) for i in at.info)          # step 1 does not run on SmolLM2
     ok(next(b for b in at.button if b.label.startswith("Next:")).click().run())
     assert any("not prepared" in w.value for w in at.warning)           # an empty HEADPRUNE_HOME
     assert shown_link(at)                                                # the link and buttons still show
@@ -184,11 +191,96 @@ def test_the_speed_step_shows_only_a_timing_made_by_its_button(open_tour):
     assert "Measure again" not in " ".join(m.value for m in at.markdown)
 
 
-@pytest.mark.parametrize("default_spec", [zoo.DEFAULT, tour.LM_MODEL, "/some/folder"])
+@pytest.mark.parametrize("default_spec", [zoo.DEFAULT, tour.LM_MODEL, tour.MT_MODEL, "/some/folder"])
 def test_the_model_picker_lists_each_model_once(default_spec):
-    """A server started on SmolLM2 lists it once, as its default, with MiniLM-L6 beside it (it was listed twice)."""
-    models = tour.tour_models(default_spec, "movie-text" if default_spec == tour.LM_MODEL else "movie-sentiment")
-    assert [m.key for m in models] == ["default", "smollm2"]
+    """A server started on SmolLM2 or on the translation model lists it once, as its default, with MiniLM-L6
+    beside it (SmolLM2 was listed twice)."""
+    models = tour.tour_models(default_spec, zoo.get(default_spec).task if default_spec in zoo.names()
+                              else "movie-sentiment")
+    assert [m.key for m in models] == ["default", "smollm2", "translation"]
     assert len({m.spec for m in models}) == len(models) and len({m.label for m in models}) == len(models)
     assert sum("default" in m.label for m in models) == 1
     assert default_spec in {m.spec for m in models}
+
+
+# -- the translation step --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_ssru(tmp_path_factory):
+    return build_tiny_app(tmp_path_factory.mktemp("app-tour-ssru"), "marian-ssru", n_examples=8)
+
+
+def translation_step(at: AppTest) -> HeadMask:
+    """The translation step as shown: its figure, caption and click; returns the prepared mask."""
+    step = tour.step("translation")
+    assert heading(at) == f"Step {tour.STEPS.index(step) + 1} of {len(tour.STEPS)} · {step.title}"
+    assert not at.info and not at.warning, [i.value for i in at.info] + [w.value for w in at.warning]
+    figure = json.loads(next(c for c in at.get("plotly_chart") if c.key == "tour_kinds").proto.spec)
+    names = {t.get("name") for t in figure["data"]}
+    assert "decoder self-attention (48 heads, whisper-base)" in names, names     # Michel's third kind, borrowed
+    caption = " ".join(c.value for c in at.caption)
+    assert "Decoder self-attention: borrowed from whisper" in caption
+    assert "Most sensitive, least important first:" in caption
+    assert f"{missing_note(('decoder_self',))[:-1]}: its decoder runs an SSRU" in caption   # the recurrence, named
+    assert any(step.click in m.value for m in at.markdown) and len(at.get("page_link")) == 1
+    url = params(at)
+    assert url["step"] == "translation" and "mask" in url
+    assert dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(shown_link(at)).query)) == url
+    return at.session_state["hp_history"].current
+
+
+def test_the_translation_step_on_a_tiny_ssru_translation_model(monkeypatch, tmp_path, tiny, tiny_ssru):
+    """A tiny Marian with an SSRU decoder stands in for the Bergamot student (``tour.TRANSLATION``); the
+    server's default is the tiny BERT, so the translation model is picked in the model picker."""
+    monkeypatch.setattr(tour, "TRANSLATION", replace(tour.TRANSLATION, spec=str(tiny_ssru.model), task=tiny_ssru.task))
+    start = opener(monkeypatch, tiny, tmp_path / "hp-home")
+    at = start({"step": "translation"})
+    assert any(tour.step("translation").not_on in i.value for i in at.info)     # not on the BERT
+    ok(at.radio(key="hp_w_tour_model").set_value("translation").run())
+    mask = translation_step(at)
+    removed = mask.removed()
+    cross = sum(mask.layout.kinds["cross"])
+    assert {k for k, _, _ in removed} == {"cross"} and len(removed) == round(tour.PRUNED_SHARE * cross), removed
+    monkeypatch.delenv("HEADPRUNE_APP_EVAL_LIMIT")     # the picker chose the model's own size, as a new session does
+    fresh = start(params(at))                                             # a student opens the link
+    assert heading(fresh) == heading(at) and params(fresh) == params(at)
+    assert translation_step(fresh) == mask
+    assert fresh.radio(key="hp_w_tour_model").value == "translation"
+
+
+def test_the_translation_step_says_how_to_prepare_the_model(open_tour):
+    at = open_tour({"step": "translation"})                       # an empty HEADPRUNE_HOME: nothing prepared
+    ok(at.radio(key="hp_w_tour_model").set_value("translation").run())
+    assert any(zoo.get(tour.MT_MODEL).command() in w.value for w in at.warning), [w.value for w in at.warning]
+    assert shown_link(at) and not at.get("page_link")
+
+
+@pytest.mark.slow
+def test_the_translation_step_on_bergamot(monkeypatch, tiny):
+    """The real student (12 evaluation examples): removed at random, cross-attention hurts translation most."""
+    if not zoo.get(tour.MT_MODEL).is_prepared():
+        pytest.skip(f"{tour.MT_MODEL} is not prepared: run `{zoo.get(tour.MT_MODEL).command()}`")
+    start = opener(monkeypatch, tiny, zoo.headprune_home())
+    at = start({"step": "translation"})
+    ok(at.radio(key="hp_w_tour_model").set_value("translation").run())
+    mask = translation_step(at)
+    assert len(mask.removed()) == 8 and {k for k, _, _ in mask.removed()} == {"cross"}     # 8 of 16 cross heads
+    assert "in random order: **encoder-decoder (cross) attention**" in " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.heavy
+def test_every_step_on_a_tiny_translation_model_runs_or_says_why(monkeypatch, tmp_path, tiny_ssru):
+    """The steps the translation model is listed for render on a seq2seq model with two head kinds; the
+    others say why not (naming the models they run on, or the task type the induction step needs)."""
+    monkeypatch.setattr(tour, "TRANSLATION", replace(tour.TRANSLATION, spec=str(tiny_ssru.model), task=tiny_ssru.task))
+    at = opener(monkeypatch, tiny_ssru, tmp_path / "hp-home")({"step": tour.STEPS[0].name})
+    assert at.radio(key="hp_w_tour_model").value == "translation"      # the server's default, listed once
+    for step in tour.STEPS:
+        if "translation" in step.models and not step.task_types:
+            assert any(step.click in m.value for m in at.markdown), f"{step.name}: the one thing to click is missing"
+            assert not at.info, [i.value for i in at.info]
+        else:
+            why = "This step needs a language model." if step.task_types else "This step runs on **"
+            assert any(i.value.startswith(why) and step.not_on in i.value for i in at.info), step.name
+            assert not at.get("page_link")
+        if step is not tour.STEPS[-1]:
+            ok(next(b for b in at.button if b.label.startswith("Next:")).click().run())

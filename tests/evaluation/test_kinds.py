@@ -9,7 +9,8 @@ import pytest
 from pruning_core.cli.main import main
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
-from pruning_core.evaluation.kinds import KindSensitivity, borrow, kind_sensitivity, missing_note, source_label
+from pruning_core.evaluation.kinds import (KindSensitivity, borrow, kind_sensitivity, least_important_of_kind,
+                                           missing_note, source_label)
 from tiny import make_bert_tokenizer, random_words_csv, tiny_model
 
 
@@ -58,6 +59,16 @@ def test_each_kind_is_cut_alone_and_the_sensitive_one_is_found():
     least = [p for p in result.points if p.kind == "cross" and p.fraction == 0.25 and p.method == "importance"][0]
     assert least.heads_removed == 2
     assert KindSensitivity.from_json(json.loads(json.dumps(result.to_json()))) == result
+
+
+def test_least_important_of_kind_names_the_heads_the_importance_points_remove():
+    loaded = _loaded({"encoder_self": [4, 4], "cross": [4, 4]})
+    ranking, task = _ranking(loaded._layout), KeptShareTask()
+    kind_sensitivity(loaded, task, SimpleNamespace(split="test", n_examples=10), ranking, fractions=(0.5,), seeds=0)
+    cross_half = task.masks[2]                                           # base, encoder_self 0.5, cross 0.5
+    least = least_important_of_kind(ranking, "cross", 0.5)
+    assert sorted(least) == sorted(cross_half.removed())
+    assert least == [("cross", 0, 0), ("cross", 0, 1), ("cross", 0, 2), ("cross", 0, 3)]   # the lowest scores first
 
 
 def test_a_missing_kind_is_said_in_words():
