@@ -86,7 +86,7 @@ def measure(url: str, model_key: str, repeats: int, first_timeout_s: float) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=["default", "smollm2"], default="default")
+    parser.add_argument("--model", choices=["default", "smollm2", "translation"], default="default")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--first-timeout", type=float, default=1800, help="seconds a step's first visit may take")
     parser.add_argument("--out", type=Path)
