@@ -69,7 +69,7 @@ def _borrowed(result: KindSensitivity) -> tuple:
         return ()
     names = " and ".join(KIND_LABELS[k] for k in result.missing)
     runs = bundled_runs()
-    upload = st.file_uploader(f"Borrow {names} from another model's saved `headprune kinds` result (JSON)",
+    upload = st.file_uploader(f"Borrow {names} from another model's saved run of the kinds comparison (JSON)",
                               type=["json"], key=state.widget_key("curves", "kinds_borrow"),
                               help="Write one with `headprune kinds MODEL --task TASK --out FILE.json`. Without one, "
                                    "the runs bundled with headprune (assets/reference/) are used.")
@@ -77,6 +77,6 @@ def _borrowed(result: KindSensitivity) -> tuple:
         try:
             runs.insert(0, KindSensitivity.from_json(json.loads(upload.getvalue())))
         except (ValueError, KeyError, TypeError, HeadpruneError) as exc:
-            st.error(f"{md_escape(upload.name)} is not a saved `headprune kinds` result ({md_escape(exc)}). Write one "
-                     "with `headprune kinds MODEL --task TASK --out FILE.json`.")
+            st.error(f"{md_escape(upload.name)} is not a saved run of the kinds comparison ({md_escape(exc)}). Write "
+                     "one with `headprune kinds MODEL --task TASK --out FILE.json`.")
     return borrow(result, runs)[1:]
