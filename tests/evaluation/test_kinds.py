@@ -84,12 +84,19 @@ def test_bad_shares_are_refused_with_an_example():
                          _ranking(loaded._layout), fractions=(0.0, 2.0))
 
 
-def test_cli_kinds_on_an_encoder(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def tiny_cli(tmp_path, monkeypatch):
+    """The working folder holds a tiny BERT (``tiny``) and its text file (``tiny.csv``); returns the folder."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path / "home"))
     tiny_model("bert").save_pretrained(tmp_path / "tiny")
     make_bert_tokenizer(tmp_path / "tiny")
     random_words_csv(tmp_path / "tiny.csv", rows=16, words_per_row=6)
+    return tmp_path
+
+
+def test_cli_kinds_on_an_encoder(tiny_cli, capsys):
+    tmp_path = tiny_cli
     assert main(["kinds", "tiny", "--task", "file:tiny.csv", "--score-split", "test", "--fractions", "0.5",
                  "--seeds", "1", "--out", "k.json"]) == 0
     out = capsys.readouterr().out
@@ -135,12 +142,8 @@ def test_a_missing_kind_is_borrowed_from_the_first_run_that_measured_it():
     assert source_label(speech) == "speech on kept-share, WER, 4 examples"
 
 
-def test_cli_kinds_borrows_a_saved_run_and_refuses_a_wrong_file_before_any_work(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path / "home"))
-    tiny_model("bert").save_pretrained(tmp_path / "tiny")
-    make_bert_tokenizer(tmp_path / "tiny")
-    random_words_csv(tmp_path / "tiny.csv", rows=16, words_per_row=6)
+def test_cli_kinds_borrows_a_saved_run_and_refuses_a_wrong_file_before_any_work(tiny_cli, capsys):
+    tmp_path = tiny_cli
     speech = _run({"encoder_self": [2], "decoder_self": [2], "cross": [2]}, "speech", _WerTask(), ["decoder_self"])
     (tmp_path / "speech.json").write_text(json.dumps(speech.to_json()))
     (tmp_path / "curve.json").write_text(json.dumps({"format": "headprune.curve/1"}))
