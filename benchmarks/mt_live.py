@@ -1,27 +1,31 @@
 """Live BLEU on the Bergamot student: the time from "remove one head" to a new BLEU, and Michel's reference points.
 
-    .venv/bin/python benchmarks/mt_live.py          # a few minutes on 2 busy CPU cores; threads as the dashboard
+    .venv/bin/python benchmarks/mt_live.py          # about 10 minutes on 2 CPU cores; threads as the dashboard
 
 Needs ``headprune prepare --model bergamot-en-pt``. Steps:
 
 1. Encode the first ``--n`` verses of ``bible-en-pt`` ``test`` (John) once; evaluate them unpruned with
    ``Task.evaluate`` (what the dashboard and ``headprune evaluate`` run: the loss pass, greedy decoding step by step
    over the model's vocabulary shortlist, BLEU and its interval) -> baseline BLEU; again over the whole vocabulary.
-2. ``--clicks`` times, remove one more encoder or cross head (a fixed cycle) and time what a click costs: the
-   whole evaluation (``bleu_seconds``, and ``bleu_cpu_seconds`` by ``time.process_time``), and the teacher-forced
-   loss alone (``loss_seconds``, ``loss_cpu_seconds``; the output layer scores the target positions alone, as in
-   ``Task.evaluate``), with the 1-minute load average of each click. Medians are
-   reported with the load average before and after. Torch threads: the default, as the dashboard runs.
+2. Clicks, each evaluated as the dashboard evaluates it: ``Task.evaluate`` with a layer-input cache of the dashboard's
+   budget (:mod:`pruning_core.modeling.layer_cache`), warmed by the unpruned evaluation as a session's arrival warms
+   it. ``single``: every head of the map removed alone from the full model (a session's first click), in a seeded
+   random order; ``sequence``: ``--clicks`` heads removed one after another in a seeded random order. Each click
+   records the whole evaluation's wall and CPU seconds (``bleu_seconds``, ``bleu_cpu_seconds`` by
+   ``time.process_time``) and, on a second cache warmed alike, the teacher-forced loss pass alone (``loss_seconds``;
+   the output layer scores the target positions alone, as in ``Task.evaluate``), with the 1-minute load average.
+   Medians per set and per attention kind, with the load average before and after.
 3. I_h (the ``gradient`` scorer, per-layer l2-normalised) on the first ``--n-score`` verses of ``validation``
    (Mark); BLEU with its 95 % bootstrap interval unpruned, with the 50 % least important encoder heads removed
    (24 of 48), and with the 50 % least important cross heads removed (8 of 16).
 
-Writes ``benchmarks/results/mt_live.json`` (``headprune.mt_live/2``) and prints a summary.
+Writes ``benchmarks/results/mt_live.json`` (``headprune.mt_live/3``) and prints a summary.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
@@ -35,6 +39,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets 
 import torch  # noqa: E402
 
 from pruning_core.core.heads import HeadMask  # noqa: E402
+from pruning_core.bench.budget import layer_cache_budget  # noqa: E402
+from pruning_core.modeling.layer_cache import LayerInputCache, forward_for  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
 from pruning_core.core.storage import write_json  # noqa: E402
@@ -43,30 +49,58 @@ from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-FORMAT = "headprune.mt_live/2"
+FORMAT = "headprune.mt_live/3"
 
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _decode_bleu(task, lm, data, mask: HeadMask | None, batch_size: int, shortlist: bool = True) -> tuple[float, float]:
+def _decode_bleu(task, lm, data, mask: HeadMask | None, batch_size: int, shortlist: bool = True,
+                 cache: LayerInputCache | None = None) -> tuple[float, float]:
     """What a click on the head map runs (``Task.evaluate``: loss pass, greedy decoding, BLEU and its interval):
     its BLEU and its CPU seconds (``time.process_time``, less sensitive to others' load than wall time)."""
     cpu = time.process_time()
-    result = task.evaluate(lm, data, mask, batch_size=batch_size, shortlist=shortlist)
+    result = task.evaluate(lm, data, mask, batch_size=batch_size, shortlist=shortlist, layer_cache=cache)
     return result.metric, time.process_time() - cpu
 
 
-def _loss(lm, task, data, mask: HeadMask | None, batch_size: int) -> float:
+def _loss(lm, task, data, mask: HeadMask | None, batch_size: int, cache: LayerInputCache) -> float:
+    """The teacher-forced pass of ``Task.evaluate`` alone (the same cache use): the mean loss."""
     total = weight = 0.0
-    with torch.inference_mode(), apply_mask(lm, mask):
-        for batch in data.batches(batch_size):
+    with torch.inference_mode(), apply_mask(lm, mask), forward_for(lm, data, mask, batch_size, cache) as forward:
+        for i, batch in enumerate(data.batches(batch_size)):
             with task.logits_scope(lm, batch):          # as Task.evaluate: logits of the target positions alone
-                outputs = lm.model(**batch.inputs)
+                outputs = forward(i, batch)
             total += float(task.example_losses(lm, batch, outputs).sum())
             weight += float(task.example_weights(batch).sum())
     return total / weight
+
+
+def _click(task, lm, data, removed: list, batch_size: int, caches: tuple[LayerInputCache, LayerInputCache]) -> dict:
+    """One click: the evaluation's seconds on the first cache, the loss pass alone on the second."""
+    mask = HeadMask.from_removed(lm.layout, removed)
+    t, cpu = time.perf_counter(), time.process_time()
+    loss = _loss(lm, task, data, mask, batch_size, caches[1])
+    loss_seconds, loss_cpu = time.perf_counter() - t, time.process_time() - cpu
+    load = _load()
+    t = time.perf_counter()
+    bleu, bleu_cpu = _decode_bleu(task, lm, data, mask, batch_size, cache=caches[0])
+    return {"removed": [list(h) for h in removed], "bleu": round(bleu, 2), "loss": round(loss, 4),
+            "bleu_seconds": round(time.perf_counter() - t, 3), "loss_seconds": round(loss_seconds, 3),
+            "bleu_cpu_seconds": round(bleu_cpu, 3), "loss_cpu_seconds": round(loss_cpu, 3), "load_1min": load[0]}
+
+
+def _medians(clicks: list[dict]) -> dict:
+    out = {f"median_{k}": round(statistics.median(c[k] for c in clicks), 3)
+           for k in ("bleu_seconds", "loss_seconds", "bleu_cpu_seconds", "loss_cpu_seconds")}
+    out["n_clicks"] = len(clicks)
+    return out
+
+
+def _by_kind(clicks: list[dict]) -> dict:
+    kinds = sorted({c["removed"][-1][0] for c in clicks})
+    return {k: _medians([c for c in clicks if c["removed"][-1][0] == k]) for k in kinds}
 
 
 def _least(ranking, kind: str, fraction: float, layout) -> HeadMask:
@@ -88,7 +122,8 @@ def main() -> None:
     parser.add_argument("--model", default="bergamot-en-pt")
     parser.add_argument("--task", default="bible-en-pt")
     parser.add_argument("--n", type=int, default=128)
-    parser.add_argument("--clicks", type=int, default=5)
+    parser.add_argument("--clicks", type=int, default=12, help="heads removed one after another")
+    parser.add_argument("--seed", type=int, default=0, help="the order of the clicks")
     parser.add_argument("--n-score", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
@@ -102,21 +137,13 @@ def main() -> None:
     full_bleu, _ = _decode_bleu(task, lm, data, None, args.batch_size, shortlist=False)
     base_seconds = time.perf_counter() - t0
 
-    cycle = [h for pair in zip([("encoder_self", l, h) for l in range(6) for h in range(8)],
-                               [("cross", l, h) for h in range(8) for l in range(2)]) for h in pair]
-    clicks = []
-    for i in range(args.clicks):
-        mask = HeadMask.from_removed(lm.layout, cycle[:i + 1])
-        t, cpu = time.perf_counter(), time.process_time()
-        loss = _loss(lm, task, data, mask, args.batch_size)
-        loss_seconds, loss_cpu = time.perf_counter() - t, time.process_time() - cpu
-        load = _load()
-        t = time.perf_counter()
-        bleu, bleu_cpu = _decode_bleu(task, lm, data, mask, args.batch_size)
-        clicks.append({"removed": [list(h) for h in cycle[:i + 1]], "bleu": round(bleu, 2), "loss": round(loss, 4),
-                       "bleu_seconds": round(time.perf_counter() - t, 3), "loss_seconds": round(loss_seconds, 3),
-                       "bleu_cpu_seconds": round(bleu_cpu, 3), "loss_cpu_seconds": round(loss_cpu, 3),
-                       "load_1min": load[0]})
+    heads = list(lm.layout.heads())
+    random.Random(args.seed).shuffle(heads)
+    caches = (LayerInputCache(layer_cache_budget()), LayerInputCache(layer_cache_budget()))
+    for cache in caches:                                 # a session's arrival: the unpruned evaluation
+        _decode_bleu(task, lm, data, None, args.batch_size, cache=cache)
+    single = [_click(task, lm, data, [h], args.batch_size, caches) for h in heads]
+    sequence = [_click(task, lm, data, heads[:i + 1], args.batch_size, caches) for i in range(args.clicks)]
     load_after_clicks = _load()
 
     scored = get_scorer("gradient").score(lm, task, ScoreConfig(split="validation", limit=args.n_score,
@@ -130,14 +157,14 @@ def main() -> None:
     result = {
         "format": FORMAT, "model": args.model, "task": args.task, "split": "test", "n_examples": data.n_examples,
         "torch_threads": torch.get_num_threads(), "batch_size": args.batch_size,
-        "live": {"baseline_bleu": round(base_bleu, 2), "baseline_seconds": round(base_seconds, 3), "clicks": clicks,
-                 "median_bleu_seconds": statistics.median(c["bleu_seconds"] for c in clicks),
-                 "median_loss_seconds": statistics.median(c["loss_seconds"] for c in clicks),
-                 "median_bleu_cpu_seconds": statistics.median(c["bleu_cpu_seconds"] for c in clicks),
-                 "median_loss_cpu_seconds": statistics.median(c["loss_cpu_seconds"] for c in clicks),
+        "live": {"baseline_bleu": round(base_bleu, 2), "baseline_seconds": round(base_seconds, 3),
+                 "layer_cache_budget_bytes": layer_cache_budget(), "seed": args.seed,
+                 "single": {**_medians(single), "by_kind": _by_kind(single), "clicks": single},
+                 "sequence": {**_medians(sequence), "clicks": sequence},
                  "baseline_bleu_whole_vocabulary": round(full_bleu, 2),
                  "decoding": {"method": "greedy, step by step (Task.evaluate)",
                               "shortlist": lm.shortlist.describe() if lm.shortlist is not None else None},
+                 "omp": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")},
                  "load_before": load_before, "load_after": load_after_clicks},
         "reference_points": points, "scoring": {"method": "gradient (I_h)", "split": "validation",
                                                 "n_examples": args.n_score, "seconds": round(scored.seconds, 1)},
@@ -147,8 +174,13 @@ def main() -> None:
     write_json(RESULTS / "mt_live.json", result)
     live = result["live"]
     print(f"{args.model} on {data.n_examples} verses of {args.task} test: baseline BLEU {live['baseline_bleu']} "
-          f"({live['baseline_seconds']:.2f} s); a click: new BLEU in {live['median_bleu_seconds']:.2f} s median, "
-          f"new loss in {live['median_loss_seconds']:.2f} s (load {load_before} -> {load_after_clicks})")
+          f"({live['baseline_seconds']:.2f} s; load {load_before} -> {load_after_clicks})")
+    for name in ("single", "sequence"):
+        part = live[name]
+        print(f"  {name:8s} {part['n_clicks']:3d} clicks: new BLEU in {part['median_bleu_seconds']:.2f} s median, "
+              f"the loss pass alone {part['median_loss_seconds']:.2f} s")
+    for kind, part in live["single"]["by_kind"].items():
+        print(f"    {kind:14s} {part['n_clicks']:3d} clicks: BLEU in {part['median_bleu_seconds']:.2f} s median")
     for name, p in points.items():
         print(f"  {name:30s} BLEU {p['bleu']:6.2f} {p['bleu_interval']}  chrF {p['chrf']:6.2f}  loss {p['loss']:.4f}  "
               f"heads {p['heads_kept']}")

@@ -5,7 +5,8 @@ The same tokens as ``model.generate(num_beams=1, do_sample=False, max_new_tokens
 
 - the encoder's output can be passed in (the teacher-forced forward that gave the loss already computed it);
 - each step feeds only the last token: the decoder's cache keeps each SSRU's state ``c_t`` (or a self-attention's
-  keys/values) and each cross-attention layer's keys/values, projected from the encoder output once;
+  keys/values) and each cross-attention layer's keys/values, projected from the encoder output once; a family
+  whose adapter has lean steps (Marian-SSRU) runs them without transformers' cache bookkeeping;
 - a row that produced ``</s>`` leaves the batch (its cache rows, its encoder rows), so later steps run on the rows
   still decoding.
 
@@ -70,30 +71,25 @@ def greedy_decode(model, input_ids: Tensor, attention_mask: Tensor, *, max_new_t
     Returns:
         per row, its tokens without the decoder start token.
     """
-    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-
     start, eos = _specials(model)
     forced = _forced_eos(model)
     if encoder_hidden is None:
         encoder_hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    decoder = model.get_decoder()
+    steps = decoder_steps(model, encoder_hidden, attention_mask)
     n = input_ids.shape[0]
     out: list[list[int]] = [[] for _ in range(n)]
     rows = torch.arange(n)                                   # live row -> original row
-    enc, enc_mask = encoder_hidden, attention_mask
-    ids, row_mask = (allowed.ids, allowed.row_mask) if allowed is not None else (None, None)
+    ids, blocked = (allowed.ids, ~allowed.row_mask) if allowed is not None else (None, None)
     weight, bias = _output_layer(model, ids)                 # [V', d], [V']
-    cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
-    token = torch.full((n, 1), start, dtype=torch.long, device=input_ids.device)
+    token = torch.full((n,), start, dtype=torch.long, device=input_ids.device)
     for step in range(max_new_tokens):
-        hidden = decoder(input_ids=token, encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
-                         past_key_values=cache, use_cache=True).last_hidden_state[:, -1]           # [b, d]
+        hidden = steps.step(token)                                                             # [b, d]
         if forced is not None and step == max_new_tokens - 1:
             nxt = torch.full((hidden.shape[0],), forced, dtype=torch.long, device=hidden.device)
         else:
             logits = torch.nn.functional.linear(hidden, weight).float() + bias                 # [b, V']
-            if row_mask is not None:
-                logits = logits.masked_fill(~row_mask, float("-inf"))
+            if blocked is not None:
+                logits.masked_fill_(blocked, float("-inf"))
             nxt = logits.argmax(-1)
             nxt = ids[nxt] if ids is not None else nxt
         for r, t in zip(rows.tolist(), nxt.tolist()):
@@ -103,11 +99,45 @@ def greedy_decode(model, input_ids: Tensor, attention_mask: Tensor, *, max_new_t
             break
         if not bool(live.all()):                             # finished rows leave the batch
             keep = live.nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
-            enc, enc_mask, rows, nxt = enc[keep], enc_mask[keep], rows[keep.cpu()], nxt[keep]
-            row_mask = row_mask[keep] if row_mask is not None else None
-        token = nxt.unsqueeze(1)
+            steps.keep(keep)
+            rows, nxt = rows[keep.cpu()], nxt[keep]
+            blocked = blocked[keep] if blocked is not None else None
+        token = nxt
     return out
+
+
+class CachedSteps:
+    """Decoder steps through the model's own decoder and transformers' key/value cache (any family
+    :func:`supports_greedy` accepts): each step feeds the last token; the cache holds the self-attention's
+    keys/values (an SSRU's state) and the cross-attention's, projected from the encoder output once."""
+
+    def __init__(self, model, encoder_hidden: Tensor, encoder_mask: Tensor) -> None:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        self.decoder = model.get_decoder()
+        self.enc, self.enc_mask = encoder_hidden, encoder_mask
+        self.cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+
+    def step(self, token: Tensor) -> Tensor:
+        """``[b]`` each live row's last token -> ``[b, d]`` the decoder's last hidden state."""
+        return self.decoder(input_ids=token.unsqueeze(1), encoder_hidden_states=self.enc,
+                            encoder_attention_mask=self.enc_mask, past_key_values=self.cache,
+                            use_cache=True).last_hidden_state[:, -1]
+
+    def keep(self, rows: Tensor) -> None:
+        """Only the live rows ``rows`` (indices into the current batch) go on."""
+        self.cache.batch_select_indices(rows)
+        self.enc, self.enc_mask = self.enc[rows], self.enc_mask[rows]
+
+
+def decoder_steps(model, encoder_hidden: Tensor, encoder_mask: Tensor):
+    """The family's own lean steps where its adapter has them (the same operations without transformers'
+    cache bookkeeping: :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.decoder_steps`), else
+    :class:`CachedSteps`."""
+    from pruning_core.modeling.architectures import adapter_for
+
+    lean = adapter_for(model).decoder_steps(model, encoder_hidden, encoder_mask)
+    return lean if lean is not None else CachedSteps(model, encoder_hidden, encoder_mask)
 
 
 def as_generate_output(model, rows: list[list[int]]) -> Tensor:

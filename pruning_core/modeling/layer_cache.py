@@ -10,10 +10,12 @@ starts each batch at the first changed layer from its cached input, so a click i
 Exact: the resumed batch runs the same layer modules on the same tensors, with the extra arguments the
 model's own loop passed them (recorded from a full pass), then the head the adapter describes
 (:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`); the layer-cache tests
-check equal metric, losses and predictions for every family that supports it. Families without a
-:class:`~pruning_core.modeling.architectures.LayerStack` (decoders, encoder-decoders, speech), a model in
-training mode, a data-parallel rank's share and a key/value cache run the whole model, as without a
-cache. A cached model must not change while cached; its entries go when the model is collected.
+check equal metric, losses and predictions for every family that supports it. An encoder-decoder
+(Marian, BART: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way, and
+a change in its decoder's heads alone starts after the encoder, from the cached encoder output. Families
+without either (decoders, speech), a model in training mode, a data-parallel rank's share and a key/value
+cache run the whole model, as without a cache. A cached model must not change while cached; its entries go
+when the model is collected.
 
 Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently
 used first, except that the inputs entered with all earlier heads kept go last: every session starts
@@ -32,15 +34,16 @@ from typing import Any
 
 import torch
 
-from pruning_core.modeling.architectures import LayerStack, adapter_for
+from pruning_core.modeling.architectures import EncoderStack, LayerStack, adapter_for
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import shared_hooks
 
 Forward = Callable[[int, Any], Any]     # (batch number, EncodedBatch) -> model outputs with ``.logits``
 _PLAIN = (type(None), bool, int, float, str, torch.Tensor, torch.dtype, torch.device)
 
-# id(layer module) -> (layer index, the current batch's recorded (args, kwargs) per layer)
-_RECORDING: ContextVar[dict[int, tuple[int, list]] | None] = ContextVar("headprune_layer_inputs", default=None)
+# id(layer module) -> (layer index, the current batch's recorded (args, kwargs) per layer); ("output", id(last
+# encoder layer)) -> (number of layers, the same list): that layer's output
+_RECORDING: ContextVar[dict[Hashable, tuple[int, list]] | None] = ContextVar("headprune_layer_inputs", default=None)
 
 
 def _record_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
@@ -162,7 +165,7 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
     starts at the deepest layer whose input for this mask's first rows is cached, and on success stores
     the inputs it computed. Without ``cache``, or for a model it cannot resume: ``model(**inputs)``."""
     model = loaded.model
-    stack = adapter_for(model).layer_stack(model) if cache is not None and not model.training else None
+    stack = _stack(model) if cache is not None and not model.training else None
     if stack is None:
         yield _plain_forward(loaded)
         return
@@ -170,11 +173,11 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
     base = (id(model), loaded.weights_sha256, data.task.name, data.split, data.n_examples, data.fingerprint,
             batch_size, str(loaded.device))
     layout_rows = (mask or HeadMask.full(loaded.layout)).kinds[stack.kind]       # one 0/1 row per layer
-    n = len(stack.layers)
+    starts = _starts(stack)
     context = cache.get((base, "context"))              # per batch: per layer, its (args, kwargs) after the hidden state
     start, inputs = 0, None
     if context is not None:
-        for layer in range(n - 1, -1, -1):
+        for layer in range(starts - 1, -1, -1):
             inputs = cache.get((base, layer, layout_rows[:layer]))
             if inputs is not None:
                 start = layer
@@ -188,29 +191,55 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
             return                         # a layer not called once with the hidden state first, or an argument with state
         context = [[(args[1:], kwargs) for args, kwargs in batch] for batch in recorded]
         cache.put((base, "context"), context, _nbytes(context), keep=True)
-        computed = {layer: [batch[layer][0][0] for batch in recorded] for layer in range(n)}
+        computed = {layer: [batch[layer][0][0] for batch in recorded] for layer in range(starts)}
         cache.counted(resumed=False)
     else:
-        from transformers.modeling_outputs import SequenceClassifierOutput
-
-        def resume(i: int, batch) -> SequenceClassifierOutput:
-            logits = run_from_layer(stack, start, inputs[i], context[i], computed, batch.n_examples)
-            return SequenceClassifierOutput(logits=logits)
-        yield resume
+        yield lambda i, batch: _resume(stack, start, inputs[i], context[i], computed, batch)
         cache.counted(resumed=True)
     for layer, hidden in computed.items():      # the inputs every session's first click resumes from: kept longest
         cache.put((base, layer, layout_rows[:layer]), hidden, _nbytes(hidden),
                   keep=all(all(row) for row in layout_rows[:layer]))
 
 
+def _stack(model: torch.nn.Module) -> LayerStack | EncoderStack | None:
+    adapter = adapter_for(model)
+    return adapter.layer_stack(model) or adapter.encoder_stack(model)
+
+
+def _starts(stack: LayerStack | EncoderStack) -> int:
+    """How many places a pass can start from: each layer, and for an encoder-decoder also after the last
+    encoder layer (a change in the decoder's heads runs the decoder alone)."""
+    return len(stack.layers) + isinstance(stack, EncoderStack)
+
+
+def _resume(stack: LayerStack | EncoderStack, start: int, hidden: torch.Tensor, calls: list, computed: dict, batch):
+    """The model's outputs for ``batch`` from layer ``start`` on, given that layer's input ``hidden``."""
+    if isinstance(stack, EncoderStack):
+        out = run_layers(stack, start, hidden, calls, computed, batch.n_examples)
+        if start < len(stack.layers):
+            computed.setdefault(len(stack.layers), []).append(out)
+        return stack.finish(out, batch.inputs)
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    return SequenceClassifierOutput(logits=run_from_layer(stack, start, hidden, calls, computed, batch.n_examples))
+
+
 @contextlib.contextmanager
-def recording_layer_calls(model: torch.nn.Module, stack: LayerStack) -> Iterator[Callable[[int, Any, list], Any]]:
-    """Full passes that also record each layer's call (hidden state first) for the current batch."""
-    install = lambda: [layer.register_forward_pre_hook(_record_hook, with_kwargs=True) for layer in stack.layers]
+def recording_layer_calls(model: torch.nn.Module, stack: LayerStack | EncoderStack) -> Iterator[Callable[[int, Any, list], Any]]:
+    """Full passes that also record each layer's call (hidden state first) for the current batch; for an
+    encoder-decoder also the last encoder layer's output, as one more call ``((output,), {})``."""
+    last = stack.layers[-1] if isinstance(stack, EncoderStack) else None
+
+    def install() -> list:
+        handles = [layer.register_forward_pre_hook(_record_hook, with_kwargs=True) for layer in stack.layers]
+        return handles + ([last.register_forward_hook(_record_output_hook)] if last is not None else [])
 
     def run(i: int, batch, recorded: list) -> Any:
-        calls: list = [None] * len(stack.layers)
-        token = _RECORDING.set({id(layer): (j, calls) for j, layer in enumerate(stack.layers)})
+        calls: list = [None] * _starts(stack)
+        active = {id(layer): (j, calls) for j, layer in enumerate(stack.layers)}
+        if last is not None:
+            active[("output", id(last))] = (len(stack.layers), calls)
+        token = _RECORDING.set(active)
         try:
             outputs = model(**batch.inputs)
         finally:
@@ -222,10 +251,17 @@ def recording_layer_calls(model: torch.nn.Module, stack: LayerStack) -> Iterator
         yield run
 
 
-def run_from_layer(stack: LayerStack, start: int, hidden: torch.Tensor, calls: list, computed: dict,
-                   n_examples: int) -> torch.Tensor:
-    """The logits ``[B, classes]`` of layers ``start ..`` and the head on one batch whose input to layer
-    ``start`` is ``hidden`` ``[B, T, H]``; the inputs of the later layers go into ``computed``."""
+def _record_output_hook(module: torch.nn.Module, args: tuple, output: Any) -> None:
+    active = _RECORDING.get()
+    if active is not None and ("output", id(module)) in active:
+        index, calls = active[("output", id(module))]
+        calls[index] = ((output[0] if isinstance(output, tuple) else output,), {})
+
+
+def run_layers(stack: LayerStack | EncoderStack, start: int, hidden: torch.Tensor, calls: list, computed: dict,
+               n_examples: int) -> torch.Tensor:
+    """The last layer's output ``[B, T, H]`` of layers ``start ..`` on one batch whose input to layer ``start`` is
+    ``hidden``; the inputs of the later layers go into ``computed``."""
     if hidden.shape[0] != n_examples:
         raise RuntimeError(f"cached layer input of {hidden.shape[0]} examples for a batch of {n_examples}")
     for layer in range(start, len(stack.layers)):
@@ -234,4 +270,11 @@ def run_from_layer(stack: LayerStack, start: int, hidden: torch.Tensor, calls: l
         args, kwargs = calls[layer]
         out = stack.layers[layer](hidden, *args, **kwargs)
         hidden = out[0] if isinstance(out, tuple) else out          # [B, T, H]
-    return stack.head(hidden)
+    return hidden
+
+
+def run_from_layer(stack: LayerStack, start: int, hidden: torch.Tensor, calls: list, computed: dict,
+                   n_examples: int) -> torch.Tensor:
+    """The logits ``[B, classes]`` of layers ``start ..`` and the head on one batch whose input to layer
+    ``start`` is ``hidden`` ``[B, T, H]``; the inputs of the later layers go into ``computed``."""
+    return stack.head(run_layers(stack, start, hidden, calls, computed, n_examples))

@@ -1,12 +1,14 @@
 """Step-by-step greedy decoding (pruning_core.modeling.greedy) gives exactly ``generate``'s greedy tokens on tiny
-random encoder-decoders, with and without head masks, when rows finish at different steps."""
+random encoder-decoders, with and without head masks, when rows finish at different steps; the Marian-SSRU's lean
+steps follow its decoder with the cache."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.greedy import AllowedIds, greedy_decode, supports_greedy
+from pruning_core.modeling.architectures.marian_ssru import SSRUDecoderSteps
+from pruning_core.modeling.greedy import AllowedIds, CachedSteps, decoder_steps, greedy_decode, supports_greedy
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from tiny import tiny_inputs, tiny_loaded
 
@@ -112,3 +114,40 @@ def test_a_generation_config_with_other_rules_keeps_generate(tmp_path):
     lm = tiny_loaded("marian", tmp_path)
     lm.model.generation_config.no_repeat_ngram_size = 2
     assert not supports_greedy(lm.model)
+
+
+def test_marian_ssru_decodes_with_lean_steps_that_follow_its_cached_decoder(tmp_path):
+    """The Marian-SSRU student decodes with its own lean steps (no transformers cache); step by step, and after a
+    row leaves, they give the hidden states of the model's decoder with its cache. The same operations in the same
+    order: only float32 rounding may differ (a ``[b, d]`` input may take another matrix kernel than ``[b, 1, d]``),
+    so the default float32 tolerance of ``assert_close``."""
+    lm = tiny_loaded("marian-ssru", tmp_path)
+    inputs = tiny_inputs("marian-ssru", batch=4, length=9)
+    mask = HeadMask.from_removed(lm.layout, [("cross", 0, 1), ("cross", 1, 3), ("encoder_self", 0, 2)])
+    with torch.inference_mode(), apply_mask(lm, mask):
+        encoded = lm.model.get_encoder()(input_ids=inputs["input_ids"],
+                                         attention_mask=inputs["attention_mask"]).last_hidden_state
+        lean = decoder_steps(lm.model, encoded, inputs["attention_mask"])
+        cached = CachedSteps(lm.model, encoded, inputs["attention_mask"])
+        assert isinstance(lean, SSRUDecoderSteps)
+        token = torch.full((4,), lm.model.config.decoder_start_token_id)
+        for step in range(6):
+            mine, theirs = lean.step(token), cached.step(token)
+            torch.testing.assert_close(mine, theirs)
+            token = torch.randint(9, 30, (mine.shape[0],), generator=torch.Generator().manual_seed(step))
+            if step == 2:                                # rows 0 and 2 leave
+                keep = torch.tensor([1, 3])
+                lean.keep(keep)
+                cached.keep(keep)
+                token = token[keep]
+    assert installed_hook_count(lm.model) == 0
+
+
+@pytest.mark.parametrize("arch,attn", [("marian", "eager"), ("marian-ssru", "sdpa")])
+def test_other_decoders_decode_through_the_models_own_decoder(tmp_path, arch, attn):
+    lm = tiny_loaded(arch, tmp_path, attn_implementation=attn)
+    inputs = tiny_inputs(arch, batch=2, length=5)
+    with torch.inference_mode():
+        encoded = lm.model.get_encoder()(input_ids=inputs["input_ids"],
+                                         attention_mask=inputs["attention_mask"]).last_hidden_state
+        assert isinstance(decoder_steps(lm.model, encoded, inputs["attention_mask"]), CachedSteps)

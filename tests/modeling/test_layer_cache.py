@@ -81,10 +81,16 @@ def test_resumed_evaluation_equals_the_full_masked_pass(arch, attn, tmp_path):
     loaded = three_layer_model(arch, tmp_path, attn)
     task, data = sentiment_data(loaded, tmp_path)
     assert max(data.lengths) > min(data.lengths)                  # padded batches
+    assert_resumed_equals_full(loaded, task, data, masks(loaded.layout))
+
+
+def assert_resumed_equals_full(loaded, task, data, clicks: list[tuple[str, HeadMask | None]]) -> None:
+    """Each click evaluated with one shared cache equals the full masked pass; the first pass fills the cache and
+    every later one resumes; no hook stays and the model is unchanged."""
     cache = LayerInputCache(max_bytes=64 * 2**20)
     before = weights_hash_of_module(loaded.model)
     dense_losses = None
-    for name, mask in masks(loaded.layout):
+    for name, mask in clicks:
         resumed = task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
         full = task.evaluate(loaded, data, mask, batch_size=BATCH)
         # Exact (tolerance 0): the resumed batch runs the same float32 operations on the same tensors in the
@@ -96,7 +102,7 @@ def test_resumed_evaluation_equals_the_full_masked_pass(arch, attn, tmp_path):
         dense_losses = dense_losses or full.example_losses
         if mask is not None and not mask.is_full():
             assert full.example_losses != dense_losses, name      # the mask matters: a wrong start would show
-    assert (cache.full, cache.resumed) == (1, len(masks(loaded.layout)) - 1)
+    assert (cache.full, cache.resumed) == (1, len(clicks) - 1)
     assert installed_hook_count(loaded.model) == 0
     assert weights_hash_of_module(loaded.model) == before          # the shared model is never changed
 
@@ -230,3 +236,83 @@ def test_length_sorted_batches_change_each_loss_only_by_rounding(tmp_path):
     assert data.padding_fraction(BATCH) < data.padding_fraction(BATCH, sort_by_length=False)
     assert batched.predictions == alone.predictions and batched.metric == alone.metric
     assert batched.example_losses == pytest.approx(alone.example_losses, rel=1e-5, abs=1e-6)
+
+
+# encoder-decoders whose encoder resumes (EncoderStack): a change in the decoder's heads starts after the encoder
+SEQ2SEQ = ["marian-ssru", "marian", "bart"]
+
+
+def translation_data(loaded: LoadedModel, tmp_path, n: int = 19):
+    """``n`` source/target pairs of 1 to 9 words (padded batches on both sides)."""
+    rng = random.Random(1)
+    words = lambda: " ".join(rng.choice(VOCAB[9:]) for _ in range(rng.randint(1, 9)))   # noqa: E731
+    path = tmp_path / "mt.jsonl"
+    path.write_text("".join(json.dumps({"source": words(), "target": words()}) + "\n" for _ in range(n)))
+    task = tasks.get_task(f"file:{path}")
+    return task, task.encode(loaded, "test", max_length=12)
+
+
+def seq2seq_model(arch: str, tmp_path) -> LoadedModel:
+    """A tiny ``arch`` encoder-decoder with 2 encoder layers, weights drawn wide enough that a head matters."""
+    loaded = tiny_loaded(arch, tmp_path)
+    if len(loaded.tokenizer) < len(VOCAB):
+        loaded.tokenizer = tokenizer_for(tmp_path)
+    with torch.no_grad():
+        for module in loaded.model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(0.0, 0.4, generator=torch.Generator().manual_seed(module.weight.numel()))
+    loaded.weights_sha256 = weights_hash_of_module(loaded.model)
+    return loaded
+
+
+def seq2seq_masks(layout) -> list[tuple[str, HeadMask | None]]:
+    full = HeadMask.full(layout)
+    other = [k for k in layout.kinds if k != "encoder_self"]
+    last_enc = len(layout.kinds["encoder_self"]) - 1
+    decoder_only = full.toggled(other[0], 0, 1)
+    return [("dense", None), ("decoder head", decoder_only), ("two decoder heads", decoder_only.toggled(other[-1], 1, 2)),
+            ("last encoder layer", full.toggled("encoder_self", last_enc, 0)),
+            ("first encoder layer", full.toggled("encoder_self", 0, 3)),
+            ("encoder and decoder", full.toggled("encoder_self", 0, 3).toggled(other[0], 1, 0)),
+            ("dense again", full)]
+
+
+@pytest.mark.parametrize("arch", SEQ2SEQ)
+def test_resumed_translation_equals_the_full_masked_pass(arch, tmp_path):
+    """Losses, decoded texts and BLEU of a resumed encoder-decoder equal the full masked pass bitwise, as for the
+    classifiers above (the same modules on the same tensors in the same order)."""
+    loaded = seq2seq_model(arch, tmp_path)
+    task, data = translation_data(loaded, tmp_path)
+    assert_resumed_equals_full(loaded, task, data, seq2seq_masks(loaded.layout))
+
+
+def test_a_decoder_change_runs_no_encoder_layer_and_an_encoder_change_only_those_after_it(tmp_path):
+    loaded = seq2seq_model("marian-ssru", tmp_path)
+    task, data = translation_data(loaded, tmp_path)
+    stack = adapter_for(loaded.model).encoder_stack(loaded.model)
+    n = len(stack.layers)
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    calls = [0] * n
+    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, layer in enumerate(stack.layers)]
+    batches = data.n_batches(BATCH)
+    full = HeadMask.full(loaded.layout)
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+        assert calls == [batches] * n
+        for mask, expected in [(full.toggled("cross", 1, 2), [0] * n),
+                               (full.toggled("encoder_self", n - 1, 1), [0] * (n - 1) + [batches]),
+                               (full.toggled("encoder_self", n - 1, 1).toggled("cross", 0, 0), [0] * n),
+                               (full.toggled("encoder_self", 0, 1), [batches] * n)]:
+            calls[:] = [0] * n
+            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+            assert calls == expected, mask
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_speech_and_other_encoder_decoders_run_the_whole_model(tmp_path):
+    for arch in ALL_ARCHS:
+        model = tiny_loaded(arch, tmp_path).model
+        assert (adapter_for(model).encoder_stack(model) is not None) == (arch in SEQ2SEQ), arch

@@ -20,6 +20,7 @@ from pruning_core.modeling.architectures.base import (
     ArchitectureAdapter,
     AttentionSite,
     EmptyAttention,
+    EncoderStack,
     FeedForward,
     FlopDims,
     LayerStack,
@@ -57,6 +58,6 @@ def layout_for(model: nn.Module) -> HeadLayout:
 
 
 __all__ = ["ARCHITECTURES", "ArchitectureAdapter", "AttentionSite", "EmptyAttention", "FeedForward", "FlopDims",
-           "LayerStack", "SharedKVLinear", "StackDims", "StockShape",
+           "EncoderStack", "LayerStack", "SharedKVLinear", "StackDims", "StockShape",
            "adapter_for", "find_sites", "keep_inputs", "keep_outputs", "kv_groups", "kv_groups_of", "kv_index", "kv_plan",
            "layout_for", "layout_of", "register", "supported_model_types"]

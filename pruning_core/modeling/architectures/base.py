@@ -108,6 +108,23 @@ class LayerStack:
 
 
 @dataclass(frozen=True)
+class EncoderStack:
+    """An encoder-decoder's encoder as a stack of layers that can be run from any layer on
+    (:mod:`pruning_core.modeling.layer_cache`), and what follows it.
+
+    ``layers``: as :class:`LayerStack`'s, of attention kind ``encoder_self``: layer ``i``'s input depends only on
+    that kind's mask rows ``0 .. i-1``, the last layer's output on all of them (a change of another kind starts
+    there). ``finish(hidden, inputs)``: the model's outputs (``logits``, ``encoder_last_hidden_state``) from the last
+    encoder layer's output ``[B, S, d]`` and the batch's inputs: the decoder and the output head, the same
+    modules in the same order as the model's forward.
+    """
+
+    layers: Sequence[nn.Module]
+    finish: Callable[[torch.Tensor, Mapping[str, torch.Tensor]], object]
+    kind: str = "encoder_self"
+
+
+@dataclass(frozen=True)
 class FeedForward:
     """The feed-forward block after an attention site: ``norm(out(act(...)) + x)`` with ``x`` the input of
     ``residual`` (its first positional argument); ``out`` is the second projection (nn.Linear), whose input is
@@ -377,6 +394,20 @@ class ArchitectureAdapter:
         (or this model class) does not say how its output head reads the last layer: evaluation then runs
         the whole model every time. Default: None; a family that overrides it is listed in
         ``tests/test_layer_cache.py`` (recomputed == full pass)."""
+        return None
+
+    def encoder_stack(self, model: nn.Module) -> EncoderStack | None:
+        """An encoder-decoder's encoder layers and what follows them, for :mod:`pruning_core.modeling.layer_cache`;
+        None (the default): evaluation runs the whole model. A family that overrides it is listed in
+        ``tests/modeling/test_layer_cache.py`` (recomputed == full pass)."""
+        return None
+
+    # -- greedy decoding -------------------------------------------------------------------------------
+    def decoder_steps(self, model: nn.Module, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor):
+        """Lean greedy decoding steps of ``model``'s decoder over ``encoder_hidden`` ``[B, S, d]`` (an object
+        with ``step(token [b]) -> hidden [b, d]`` and ``keep(rows)``, as
+        :class:`pruning_core.modeling.greedy.CachedSteps`), giving the same tokens as the model's decoder with
+        its cache; None (the default): :mod:`pruning_core.modeling.greedy` runs the model's decoder."""
         return None
 
     # -- where the residual joins --------------------------------------------------------------------

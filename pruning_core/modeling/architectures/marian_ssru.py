@@ -105,6 +105,67 @@ class MarianSSRUMTModel(MarianMTModel):
         self.post_init()
 
 
+class SSRUDecoderSteps:
+    """Greedy steps of a :class:`MarianSSRUMTModel` decoder without transformers' cache: per layer the SSRU state
+    ``c_t`` ``[b, d]`` and the cross-attention's keys (stored transposed) and values, projected once.
+
+    The same modules and operations, in the same order, as the decoder's forward with a cache (eager attention,
+    every layer's cross-attention a ``MarianAttention``): the same tokens (``tests/modeling/test_greedy.py``),
+    with a fraction of the per-step bookkeeping. Head gates apply through the output projections' hooks.
+    """
+
+    def __init__(self, model: MarianMTModel, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor) -> None:
+        self.decoder = decoder = model.get_decoder()
+        b, s, d = encoder_hidden.shape
+        blocked = encoder_mask[:, None, None, :] == 0                                     # [B, 1, 1, S]
+        self.mask_bias = torch.zeros(blocked.shape, dtype=encoder_hidden.dtype, device=encoder_hidden.device) \
+            .masked_fill(blocked, torch.finfo(encoder_hidden.dtype).min)
+        self.keys_t, self.values = [], []
+        for layer in decoder.layers:
+            attn = layer.encoder_attn
+            shape = (b, s, -1, attn.head_dim)
+            self.keys_t.append(attn.k_proj(encoder_hidden).view(shape).permute(0, 2, 3, 1).contiguous())  # [B,H,hd,S]
+            self.values.append(attn.v_proj(encoder_hidden).view(shape).transpose(1, 2))                    # [B,H,S,hd]
+        self.states = [encoder_hidden.new_zeros(b, d) for _ in decoder.layers]
+        self.position = 0
+
+    @staticmethod
+    def applies(model: nn.Module) -> bool:
+        """Whether these steps reproduce ``model``'s decoder: eager attention, no layer's cross-attention pruned
+        away (an :class:`~pruning_core.modeling.architectures.base.EmptyAttention` keeps the model's decoder)."""
+        from transformers.models.marian.modeling_marian import MarianAttention
+
+        layers = model.get_decoder().layers
+        return (model.config._attn_implementation == "eager" and not model.training
+                and all(isinstance(layer.self_attn, SSRU) and type(layer.encoder_attn) is MarianAttention
+                        for layer in layers))
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        """``[b]`` each live row's last token -> ``[b, d]`` the decoder's output for it."""
+        dec = self.decoder
+        x = dec.embed_tokens(token) * dec.embed_scale + dec.embed_positions.weight[self.position]     # [b, d]
+        self.position += 1
+        for i, layer in enumerate(dec.layers):
+            ssru = layer.self_attn
+            forget = torch.sigmoid(ssru.forget_proj(x))
+            self.states[i] = forget * self.states[i] + (1 - forget) * ssru.input_proj(x)
+            x = layer.self_attn_layer_norm(x + torch.relu(self.states[i]))
+            attn = layer.encoder_attn
+            query = attn.q_proj(x).view(x.shape[0], 1, -1, attn.head_dim).transpose(1, 2)             # [b, H, 1, hd]
+            weights = torch.softmax(torch.matmul(query, self.keys_t[i]) * attn.scaling + self.mask_bias, dim=-1)
+            heads = torch.matmul(weights, self.values[i]).transpose(1, 2).reshape(x.shape[0], 1, -1)  # [b, 1, H*hd]
+            x = layer.encoder_attn_layer_norm(x + attn.out_proj(heads)[:, 0])
+            x = layer.final_layer_norm(x + layer.fc2(layer.activation_fn(layer.fc1(x))))
+        return x
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Only the live rows ``rows`` go on."""
+        self.keys_t = [k[rows] for k in self.keys_t]
+        self.values = [v[rows] for v in self.values]
+        self.states = [c[rows] for c in self.states]
+        self.mask_bias = self.mask_bias[rows]
+
+
 AutoConfig.register(MODEL_TYPE, MarianSSRUConfig)
 AutoModelForSeq2SeqLM.register(MarianSSRUConfig, MarianSSRUMTModel)
 
@@ -122,6 +183,10 @@ class MarianSSRUAdapter(Seq2SeqAdapter):
         sites = [_site("encoder_self", i, layer, "self_attn") for i, layer in enumerate(base.encoder.layers)]
         return sites + [_site("cross", i, layer, "encoder_attn") for i, layer in enumerate(base.decoder.layers)]
 
+    def decoder_steps(self, model: nn.Module, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor):
+        """:class:`SSRUDecoderSteps` where they reproduce the model's decoder, else None (its decoder)."""
+        return SSRUDecoderSteps(model, encoder_hidden, encoder_mask) if SSRUDecoderSteps.applies(model) else None
+
     def flop_dims(self, config) -> FlopDims:
         dims = super().flop_dims(config)
         return FlopDims(hidden=dims.hidden, stacks=dims.stacks,
@@ -132,4 +197,5 @@ class MarianSSRUAdapter(Seq2SeqAdapter):
 
 register(MarianSSRUAdapter())
 
-__all__ = ["MODEL_TYPE", "NO_DECODER_SELF", "MarianSSRUAdapter", "MarianSSRUConfig", "MarianSSRUMTModel", "SSRU"]
+__all__ = ["MODEL_TYPE", "NO_DECODER_SELF", "MarianSSRUAdapter", "MarianSSRUConfig", "MarianSSRUMTModel", "SSRU",
+           "SSRUDecoderSteps"]

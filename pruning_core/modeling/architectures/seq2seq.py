@@ -10,11 +10,16 @@ from torch import nn
 from pruning_core.modeling.architectures.base import (
     ArchitectureAdapter,
     AttentionSite,
+    EncoderStack,
     FlopDims,
     StackDims,
     heads_of,
 )
 from pruning_core.modeling.architectures.registry import register
+
+
+# model classes whose forward runs the encoder, then the decoder on its output (Whisper's own adapter: not these)
+_RESUMABLE = ("MarianMTModel", "MarianSSRUMTModel", "BartForConditionalGeneration")
 
 
 def _site(kind: str, layer: int, parent: nn.Module, attr: str) -> AttentionSite:
@@ -43,6 +48,18 @@ class Seq2SeqAdapter(ArchitectureAdapter):
         """Post-LN (BART, Marian): self-attention adds the layer's input; cross-attention adds the hidden
         state after self-attention (and its LayerNorm), which is the cross-attention's own input."""
         return site.container if site.kind == "cross" else site.parent
+
+    def encoder_stack(self, model: nn.Module) -> EncoderStack | None:
+        """Marian's and BART's encoders end with their last layer (no final norm); the decoder and output head
+        follow, given the encoder's output as ``encoder_outputs``."""
+        if type(model).__name__ not in _RESUMABLE or getattr(model.model.encoder, "layer_norm", None) is not None:
+            return None
+        from transformers.modeling_outputs import BaseModelOutput
+
+        def finish(hidden, inputs):
+            rest = {k: v for k, v in inputs.items() if k != "input_ids"}
+            return model(encoder_outputs=BaseModelOutput(last_hidden_state=hidden), **rest)
+        return EncoderStack(tuple(model.model.encoder.layers), finish)
 
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_heads = heads
