@@ -43,8 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from browser_helpers import (LIVE_STRIP, POLL_MS, DashboardServer, chromium_browser, chromium_path,  # noqa: E402
-                             click_point, head_points, process_cpu_s, square_center, wait_idle, wait_live)
+from browser_helpers import (_RECORD_INPUT, LIVE_STRIP, POLL_MS, DashboardServer, chromium_browser,  # noqa: E402
+                             chromium_path, click_point, head_points, page_state, process_cpu_s, square_center,
+                             wait_idle, wait_live)
 
 from pruning_core.core.share_link import decode_mask  # noqa: E402
 
@@ -178,7 +179,9 @@ class Reference:
 
 def open_head_map(browser, url: str, width: int = 1366, height: int = 768, before=None):
     """A new page on the Head map, once its live panel is drawn; ``before(page)`` runs before it loads."""
-    page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_init_script(_RECORD_INPUT)           # its last presses and clicks, for a lost click's report
+    page = context.new_page()
     page.set_default_timeout(600_000)
     if before is not None:
         before(page)
@@ -337,12 +340,15 @@ def random_moments(browser, srv, ref: Reference, sessions: int, per_session: int
     heads = [[picker.take(layer) for layer in rng.sample(range(len(rows)), per_session)] for _ in pages]
     events = sorted((rng.uniform(0, span_s), i, target) for i, targets in enumerate(heads) for target in targets)
     load_before, started = _load(), time.perf_counter()
-    late = []
+    late, where = [], {i: [] for i in range(len(pages))}
     for at, i, (layer, head) in events:
         time.sleep(max(0.0, at - (time.perf_counter() - started)))
         late.append(time.perf_counter() - started - at)             # behind schedule (earlier clicks took time)
         x, y = square_center(pages[i], layer, head)
         pages[i].mouse.click(x, y)
+        where[i].append({"head": [layer, head], "at_s": round(time.perf_counter() - started, 3),
+                         "point": [round(x, 1), round(y, 1)], "then": [round(v, 1) for v in square_center(
+                             pages[i], layer, head)]})
     clicked_s = time.perf_counter() - started
     checks = []
     total = ref.loaded.layout.total_heads
@@ -359,7 +365,9 @@ def random_moments(browser, srv, ref: Reference, sessions: int, per_session: int
         wanted = set(map(tuple, heads[i]))
         metric, loss = ref.shown(url)
         text = page.locator(LIVE_STRIP).text_content()
-        checks.append({"session": i, "clicked": sorted(wanted), "lost": len(wanted - removed),
+        lost = len(wanted - removed)
+        checks.append({"session": i, "clicked": sorted(wanted), "lost": lost, "clicks": where[i],
+                       "page": page_state(page) if lost or removed - wanted else None,
                        "unexpected": len(removed - wanted), "settled_after_last_click_s": round(
                            time.perf_counter() - waited, 2), "shown": text, "library_metric": metric,
                        "library_loss": loss, "correct": f" {metric} · loss {loss}" in " ".join(text.split())})
