@@ -1,6 +1,6 @@
 """Live BLEU on the Bergamot student: the time from "remove one head" to a new BLEU, and Michel's reference points.
 
-    .venv/bin/python benchmarks/mt_live.py          # about 10 minutes on 2 CPU cores; threads as the dashboard
+    .venv/bin/python benchmarks/mt_live.py          # about 5 minutes on 2 quiet CPU cores; threads as the dashboard
 
 Needs ``headprune prepare --model bergamot-en-pt``. Steps:
 

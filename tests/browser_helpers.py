@@ -273,9 +273,10 @@ POLL_MS = 100      # how often a wait checks the page: Playwright's default ("ra
 
 def wait_live(page, kept: str, timeout_s: float = 120) -> str:
     """Wait until the Head map's live loop shows ``kept`` heads (e.g. "7 / 8") with its metric and loss
-    drawn (no "updating…"); returns the strip's text. The strip is written in one piece after the
-    panel's metric and loss, so it never shows a new count beside an old metric (its text is read
-    also when CSS hides it on wide windows)."""
+    drawn (no "updating…"); returns the strip's text. The strip is written in one piece, so it never shows
+    a new count beside an old metric (its text is read also when CSS hides it on wide windows). It is
+    written after the panel's metric and loss, except when the mask's figures were already known: then
+    the run draws the strip first and the panel a moment later."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
