@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from pruning_core.modeling.architectures import adapter_for
+
 # generation settings that change greedy tokens beyond </s> and the forced </s> at the last step: a model whose
 # generation config sets one of them decodes with ``generate`` (see :func:`supports_greedy`)
 _OTHER_PROCESSORS = ("min_length", "min_new_tokens", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
@@ -134,8 +136,6 @@ def decoder_steps(model, encoder_hidden: Tensor, encoder_mask: Tensor):
     """The family's own lean steps where its adapter has them (the same operations without transformers'
     cache bookkeeping: :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.decoder_steps`), else
     :class:`CachedSteps`."""
-    from pruning_core.modeling.architectures import adapter_for
-
     lean = adapter_for(model).decoder_steps(model, encoder_hidden, encoder_mask)
     return lean if lean is not None else CachedSteps(model, encoder_hidden, encoder_mask)
 
