@@ -70,9 +70,8 @@ def _loss(lm, task, data, mask: HeadMask | None, batch_size: int, cache: LayerIn
     total = weight = 0.0
     with torch.inference_mode(), apply_mask(lm, mask), forward_for(lm, data, mask, batch_size, cache) as forward:
         for i, batch in enumerate(data.batches(batch_size)):
-            with task.logits_scope(lm, batch):          # as Task.evaluate: logits of the target positions alone
-                outputs = forward(i, batch)
-            total += float(task.example_losses(lm, batch, outputs).sum())
+            _, rows = task.forward_losses(lm, batch, lambda: forward(i, batch))     # as Task.evaluate
+            total += float(rows.sum())
             weight += float(task.example_weights(batch).sum())
     return total / weight
 

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from pruning_core.modeling.architectures import adapter_for
+from pruning_core.modeling.packed_logits import output_layer, projection
 
 # generation settings that change greedy tokens beyond </s> and the forced </s> at the last step: a model whose
 # generation config sets one of them decodes with ``generate`` (see :func:`supports_greedy`)
@@ -38,7 +39,7 @@ def supports_greedy(model) -> bool:
     gen = getattr(model, "generation_config", None)
     if gen is None or not getattr(model.config, "is_encoder_decoder", False):
         return False
-    if not all(hasattr(model, a) for a in ("lm_head", "final_logits_bias", "get_decoder", "get_encoder")):
+    if output_layer(model) is None or not all(hasattr(model, a) for a in ("get_decoder", "get_encoder")):
         return False
     if getattr(gen, "repetition_penalty", 1.0) not in (None, 1.0):
         return False
@@ -82,14 +83,14 @@ def greedy_decode(model, input_ids: Tensor, attention_mask: Tensor, *, max_new_t
     out: list[list[int]] = [[] for _ in range(n)]
     rows = torch.arange(n)                                   # live row -> original row
     ids, blocked = (allowed.ids, ~allowed.row_mask) if allowed is not None else (None, None)
-    weight, bias = _output_layer(model, ids)                 # [V', d], [V']
+    project = projection(*_output_layer(model, ids), encoder_hidden)        # hidden [b, d] -> logits [b, V']
     token = torch.full((n,), start, dtype=torch.long, device=input_ids.device)
     for step in range(max_new_tokens):
         hidden = steps.step(token)                                                             # [b, d]
         if forced is not None and step == max_new_tokens - 1:
             nxt = torch.full((hidden.shape[0],), forced, dtype=torch.long, device=hidden.device)
         else:
-            logits = torch.nn.functional.linear(hidden, weight).float() + bias                 # [b, V']
+            logits = project(hidden)                                                           # [b, V']
             if blocked is not None:
                 logits.masked_fill_(blocked, float("-inf"))
             nxt = logits.argmax(-1)
@@ -152,10 +153,7 @@ def as_generate_output(model, rows: list[list[int]]) -> Tensor:
 
 def _output_layer(model, ids: Tensor | None) -> tuple[Tensor, Tensor]:
     """The output projection's weight ``[V, d]`` and bias ``[V]`` (float32), or only the rows ``ids``."""
-    weight = model.lm_head.weight
-    bias = model.final_logits_bias.reshape(-1).float()
-    if model.lm_head.bias is not None:
-        bias = bias + model.lm_head.bias.float()
+    weight, bias = output_layer(model)
     if ids is None:
         return weight, bias
     return weight.index_select(0, ids).contiguous(), bias.index_select(0, ids)

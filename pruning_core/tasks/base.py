@@ -15,7 +15,6 @@ sets) and the name of its headline metric (a :mod:`pruning_core.evaluation.metri
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import time
@@ -205,9 +204,8 @@ class Task:
             with torch.inference_mode(), apply_mask(loaded, mask), \
                     forward_for(loaded, data, mask, batch_size, layer_cache if part is None else None) as forward:
                 for i, batch in enumerate(batches):
-                    with self.logits_scope(loaded, batch):
-                        outputs = forward(i, batch)
-                    rows = self.example_losses(loaded, batch, outputs).float()           # [B]
+                    outputs, rows = self.forward_losses(loaded, batch, lambda: forward(i, batch))
+                    rows = rows.float()                                                   # [B]
                     weights = self.example_weights(batch).tolist()                        # [B]
                     index = batch.index.tolist()
                     for j, loss, weight in zip(index, rows.tolist(), weights):
@@ -218,9 +216,7 @@ class Task:
                     report(progress, "evaluate", i + 1, total, self.name)
             if part is not None:
                 self._gather(state, mine, batch_losses)
-        for b in sorted(batch_losses):                          # the single-process order
-            state.loss += batch_losses[b][0]
-            state.loss_weight += batch_losses[b][1]
+        state.loss, state.loss_weight = _summed(batch_losses)
         return self._finish(data, state, start)
 
     def _gather(self, state: EvalState, mine: list[int], batch_losses: dict[int, tuple[float, int]]) -> None:
@@ -254,10 +250,12 @@ class Task:
         """``[B]``: each example's loss, summed over what it is scored on (itself, or its target tokens)."""
         raise NotImplementedError
 
-    def logits_scope(self, loaded, batch: EncodedBatch) -> contextlib.AbstractContextManager:
-        """Around :meth:`evaluate`'s forward pass of ``batch``: where a task narrows the logits its loss reads
-        (nothing by default)."""
-        return contextlib.nullcontext()
+    def forward_losses(self, loaded, batch: EncodedBatch, run: Callable[[], Any]) -> tuple[Any, Tensor]:
+        """The model's outputs on ``batch`` (``run()``: the forward pass :meth:`evaluate` chose) and ``[B]`` each
+        example's loss (:meth:`example_losses`); a task whose loss reads less than the whole logits narrows
+        the output head here."""
+        outputs = run()
+        return outputs, self.example_losses(loaded, batch, outputs)
 
     def example_weights(self, batch: EncodedBatch) -> Tensor:
         """``[B]``: what each of :meth:`example_losses` sums over (1 per example by default)."""
@@ -278,6 +276,16 @@ class Task:
     def summarise(self, data: EncodedData, state: EvalState) -> EvalResult:
         """The :class:`EvalResult` of the predictions gathered in ``state``."""
         raise NotImplementedError
+
+
+def _summed(batch_losses: dict[int, tuple[float, int]]) -> tuple[float, int]:
+    """The loss and weight of ``batch_losses`` (global batch index -> (loss sum, weight)) added in batch order: the
+    single-process order, whatever order the batches ran in."""
+    loss, weight = 0.0, 0
+    for b in sorted(batch_losses):
+        loss += batch_losses[b][0]
+        weight += batch_losses[b][1]
+    return loss, weight
 
 
 SCORE_SPLIT = "train"      # heads are scored on training data and measured on held-out data (Michel et al.)

@@ -36,9 +36,13 @@ def packed_label_losses(logits: Tensor, labels: Tensor) -> Tensor:
     """``[B]``: as :func:`label_losses`, for ``logits`` ``[N, V]`` of the target positions of ``labels`` ``[B, T]``
     alone, row by row (:func:`pruning_core.modeling.packed_logits.only_at`)."""
     keep = labels != IGNORE
-    loss = F.cross_entropy(logits.float(), labels[keep], reduction="none")
+    return row_sums(F.cross_entropy(logits.float(), labels[keep], reduction="none"), keep)
+
+
+def row_sums(values: Tensor, keep: Tensor) -> Tensor:
+    """``[B]``: ``values`` ``[N]``, one per True of ``keep`` ``[B, T]`` (row by row, in order), summed per row."""
     rows = keep.nonzero()[:, 0]
-    return loss.new_zeros(labels.shape[0]).index_add_(0, rows, loss)
+    return values.new_zeros(keep.shape[0]).index_add_(0, rows, values)
 
 
 def label_counts(labels: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ from pruning_core.tasks.batching import (
     label_losses,
     packed_label_losses,
     pad,
+    row_sums,
 )
 
 
@@ -76,14 +77,26 @@ class TranslationTask(Task):
 
     def example_losses(self, loaded, batch, outputs) -> Tensor:
         """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's target tokens, summed
-        (``[N, V]``: the target positions alone, under :meth:`logits_scope`)."""
+        (``[N, V]``: the target positions alone, as :func:`pruning_core.modeling.packed_logits.only_at` gives them)."""
         if outputs.logits.dim() == 2:
             return packed_label_losses(outputs.logits, batch.labels)
         return label_losses(outputs.logits, batch.labels)
 
-    def logits_scope(self, loaded, batch):
-        """The output head projects the target positions alone: the loss reads nothing else."""
-        return packed_logits.only_at(loaded.model, batch.labels != IGNORE)
+    def forward_losses(self, loaded, batch, run):
+        """The output head scores the target positions alone, the loss reads nothing else: a chunk of positions at
+        a time for a model whose output layer is known (:func:`pruning_core.modeling.packed_logits.output_layer`),
+        else as packed ``[N, V]`` logits."""
+        keep = batch.labels != IGNORE
+        layer = packed_logits.output_layer(loaded.model)
+        if layer is not None:
+            with packed_logits.hidden_at(loaded.model, keep) as kept:
+                outputs = run()
+            if kept is not None and kept.hidden is not None:
+                return outputs, row_sums(packed_logits.target_losses(*layer, kept.hidden, batch.labels[keep]), keep)
+            return outputs, self.example_losses(loaded, batch, outputs)     # the head never saw this batch whole
+        with packed_logits.only_at(loaded.model, keep):
+            outputs = run()
+        return outputs, self.example_losses(loaded, batch, outputs)
 
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)

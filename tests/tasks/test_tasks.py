@@ -264,31 +264,46 @@ def test_translation_evaluate_with_bleu_and_mask(tmp_path, mt_file, arch):
 
 @pytest.mark.parametrize("arch", heavy_beyond(["marian", "marian-ssru", "bart"], fast=["marian-ssru"]))
 def test_translation_loss_reads_the_target_positions_alone(tmp_path, mt_file, arch):
-    """The evaluation's output head projects the target positions alone (packed_logits): each example's loss
-    is the one the whole [B, T, V] logits give, and the hook is gone afterwards, even after an error."""
+    """The evaluation's loss reads the target positions alone: in chunks of the output layer (hidden_at,
+    target_losses), or as packed [N, V] logits (only_at); each example's loss is the one the whole [B, T, V]
+    logits give, and the hooks are gone afterwards, even after an error."""
     from pruning_core.modeling import packed_logits
-    from pruning_core.tasks.batching import label_losses
+    from pruning_core.tasks.batching import label_losses, packed_label_losses
 
     loaded = loaded_for(arch, tmp_path)
     task = get_task(f"file:{mt_file}")
     data = task.encode(loaded, "test")
     res = task.evaluate(loaded, data, batch_size=8)
-    whole = [0.0] * data.n_examples
+    whole, packed_rows, chunked = ([0.0] * data.n_examples for _ in range(3))
+    layer = packed_logits.output_layer(loaded.model)
+    assert layer is not None
     with torch.no_grad():
         for b in data.batches(8):
-            for j, loss in zip(b.index.tolist(), label_losses(loaded.model(**b.inputs).logits, b.labels).tolist()):
-                whole[j] = loss
-            with task.logits_scope(loaded, b):
+            keep = b.labels != -100
+            with packed_logits.only_at(loaded.model, keep):
                 packed = loaded.model(**b.inputs).logits
-            assert packed.shape == (int((b.labels != -100).sum()), loaded.model.config.vocab_size)
-    assert res.example_losses == pytest.approx(whole, rel=1e-5)       # float32 sums in another order
+            assert packed.shape == (int(keep.sum()), loaded.model.config.vocab_size)
+            with packed_logits.hidden_at(loaded.model, keep) as kept:
+                assert loaded.model(**b.inputs).logits.shape[1] == 0            # the head scored no position
+            rows = packed_logits.target_losses(*layer, kept.hidden, b.labels[keep], chunk=3)   # chunks of 3 positions
+            for j, w, p, c in zip(b.index.tolist(), label_losses(loaded.model(**b.inputs).logits, b.labels).tolist(),
+                                  packed_label_losses(packed, b.labels).tolist(),
+                                  task.forward_losses(loaded, b, lambda: loaded.model(**b.inputs))[1].tolist()):
+                whole[j], packed_rows[j], chunked[j] = w, p, c
+            assert packed_logits.target_losses(*layer, kept.hidden, b.labels[keep]).tolist() == pytest.approx(
+                rows.tolist(), rel=1e-5)
+    for found in (res.example_losses, packed_rows, chunked):
+        assert found == pytest.approx(whole, rel=1e-5)       # float32 sums in another order
     head = loaded.model.get_output_embeddings()
     assert not head._forward_pre_hooks
-    with pytest.raises(RuntimeError), packed_logits.only_at(loaded.model, b.labels != -100):
-        raise RuntimeError("mid-batch")
-    assert not head._forward_pre_hooks
-    with packed_logits.only_at(torch.nn.Linear(2, 2), b.labels != -100) as packing:
+    for scope in (packed_logits.only_at, packed_logits.hidden_at):
+        with pytest.raises(RuntimeError), scope(loaded.model, keep):
+            raise RuntimeError("mid-batch")
+        assert not head._forward_pre_hooks
+    with packed_logits.only_at(torch.nn.Linear(2, 2), keep) as packing:
         assert packing is False                                          # no output embeddings: logits whole
+    with packed_logits.hidden_at(torch.nn.Linear(2, 2), keep) as kept:
+        assert kept is None
 
 
 def test_generation_runs_under_the_mask(tmp_path, mt_file, monkeypatch):
@@ -359,3 +374,4 @@ def test_task_types_and_names_are_registries():
         tasks.register_task("sst2", "again", lambda: None)
     with pytest.raises(DataError, match="Unknown task type 'regression'"):
         tasks.TASK_TYPES.get("regression")
+
