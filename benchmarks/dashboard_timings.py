@@ -20,7 +20,8 @@ Measures, on one dashboard server:
   the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric
   drawn in each Chromium and click -> metric sent by the server (from the live panel's metric records:
   without the drawing by 8 browsers that share the server's cores here, where a class's browsers run on the students' machines), and the server's resident memory (VmRSS
-  before, VmHWM peak after); ``--class-rounds`` rounds (other heads each time), first with the Chromiums at
+  before, VmHWM peak after); ``--class-rounds`` rounds of the class and ``--single-rounds`` of the lone session
+  (default 5: the ratio's divisor is a median, not one click), other heads each time, first with the Chromiums at
   the server's priority, then at niceness 19 (``--browser-niceness``): here the eight browsers' drawing
   takes as much CPU as the server's work, which on the students' own machines it would not take at all,
   so the two bracket what a class sees; ``class_pooled`` gives the median over every round's sessions.
@@ -59,11 +60,13 @@ UPDATING_LATENCY = "latency: updating"
 # "latency: updating" left). The benchmark's own waiting then adds nothing: neither its polling interval
 # nor the frames a page draws while Playwright polls it on every animation frame.
 WATCH = """([sel, kept, latency]) => {
-  const w = window.__hp_click = {click: null, metric: null, latency: null};
+  const w = window.__hp_click = {click: null, loss: null, metric: null, latency: null};
   document.addEventListener('mousedown', () => { if (w.click === null) w.click = performance.now(); }, {capture: true});
   const check = () => {
     if (w.click === null) return;
     const s = document.querySelector(sel);
+    if (w.loss === null && s && s.textContent.includes(kept) && /loss \d/.test(s.textContent))
+      w.loss = performance.now();
     if (w.metric === null && s && s.textContent.includes(kept) && !s.textContent.includes('updating'))
       w.metric = performance.now();
     if (w.metric !== null && w.latency === null && !document.body.textContent.includes(latency))
@@ -102,10 +105,11 @@ def wait_watched(page, what: str, timeout_s: float = 900, polling_ms: int = POLL
 
 
 def watched(page) -> dict[str, float | None]:
-    """Seconds from the watched click to the metric drawn and to the latency drawn (None: not seen)."""
+    """Seconds from the watched click to the loss drawn (before the metric when a translation decodes), to the
+    metric drawn and to the latency drawn (None: not seen)."""
     w = page.evaluate("() => window.__hp_click")
     return {k: None if w is None or w["click"] is None or w[k] is None else round((w[k] - w["click"]) / 1000, 3)
-            for k in ("metric", "latency")}
+            for k in ("loss", "metric", "latency")}
 
 
 def settle(pid: int, idle_cpu_s: float = 0.05, window_s: float = 1.0, limit_s: float = 120.0,
@@ -261,7 +265,7 @@ def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = No
         wait_watched(page, "latency", 600)
         times = watched(page)
         wait_idle(page, 600_000)
-        out.append({"layer": targets[i][0] if targets else None, "to_metric_s": times["metric"],
+        out.append({"layer": targets[i][0] if targets else None, "to_loss_s": times["loss"], "to_metric_s": times["metric"],
                     "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
                     "server_cpu_to_metric_sent_s": round(sent - cpu0, 3) if sent is not None else None,
                     "to_latency_s": times["latency"],
@@ -484,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class-rounds", type=int, default=3,
                         help="rounds of the class scenario per niceness, each with other heads (their layers, "
                              "and so the work a click takes, differ)")
+    parser.add_argument("--single-rounds", type=int, default=5,
+                        help="clicks of the lone session, one per round (the class's ratio divides by their median)")
     parser.add_argument("--browser-niceness", type=lambda v: [int(x) for x in v.split(",")], default=[0, 19],
                         help="the Chromiums' niceness in the class scenario, comma-separated (default 0,19: as "
                              "the server, then yielding to it as browsers on other machines would)")
@@ -533,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
                                  else "as found (no extra load from this script)"),
                    "load_average_1min_before": before, "one_forward_pass": forward, "toggles": toggles,
                    "click_to_metric_s": _spread([c["to_metric_s"] for c in toggles]),
+                   "click_to_loss_s": _spread(losses) if (losses := [c["to_loss_s"] for c in toggles
+                                                                     if c["to_loss_s"] is not None]) else None,
                    "click_to_latency_s": _spread([c["to_latency_s"] for c in toggles]),
                    "server_cpu_to_metric_s": _spread([c["server_cpu_to_metric_s"] for c in toggles])}
             sent = [c["server_cpu_to_metric_sent_s"] for c in toggles if c["server_cpu_to_metric_sent_s"] is not None]
@@ -542,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
             run["cpu_to_metric_sent_over_one_forward_pass"] = round(
                 run["server_cpu_to_metric_sent_s"]["median"] / forward["cpu_s"]["median"], 2) if sent else None
             runs.append(run)
-            print(f"{run['condition']}: click -> metric {run['click_to_metric_s']}, click -> latency "
+            print(f"{run['condition']}: click -> loss {run['click_to_loss_s']}, click -> metric "
+                  f"{run['click_to_metric_s']}, click -> latency "
                   f"{run['click_to_latency_s']}, server CPU to metric {run['server_cpu_to_metric_s']} (to the metric sent: "
                   f"{run['server_cpu_to_metric_sent_s']}) vs one "
                   f"forward pass {forward['cpu_s']} CPU s ({forward['wall_s']} wall s); load {before} -> {_load()}",
@@ -552,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         picker = HeadPicker(rows, reserved={first_click} if args.toggles else set())
         for niceness in sorted(args.browser_niceness):           # raised only: see set_browsers_niceness
             for sessions in sorted({1, args.class_size}) if args.class_size else ():    # 0: no class at all
-                for r in range(args.class_rounds if sessions > 1 else 1):
+                for r in range(args.class_rounds if sessions > 1 else args.single_rounds):
                     classes.append(class_scenario(browser, srv, ref, picker.round(sessions), rows,
                                                   timing_log=timing_log, niceness=niceness))
                     c = classes[-1]
@@ -569,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{random_class['heads_wrongly_removed']} heads wrongly removed, all metrics correct "
                   f"{random_class['all_correct']}", flush=True)
     settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
-                "class_rounds": args.class_rounds, "browser_niceness": args.browser_niceness,
+                "class_rounds": args.class_rounds, "single_rounds": args.single_rounds, "browser_niceness": args.browser_niceness,
                 "clicks": "one head per layer, last layer first" if args.spread else "the first kept heads (layer 0)",
                 "window": "1366x768 Chromium (headless)"}
     result = {"format": BENCH_FORMAT, "kind": "dashboard_timings", "model": args.model, "task": args.task,

@@ -4,7 +4,8 @@ A click on a head (or a preset, Undo/Redo, a point of the history) reruns this f
 the page: the title, the pickers, the scoring and the sidebar stay as they are. Per click, in
 order: the mask changes (the widget callback, before the rerun) → the map, heads kept and the
 parameter count of the new mask are drawn at once, with the metric, loss and latency marked
-"updating…" → the metric and loss as soon as the one evaluation of the new mask is done → the
+"updating…" → the metric and loss as soon as the one evaluation of the new mask is done (a translation's
+loss first, while it decodes: ``Task.loss_first``, the job's ``partial``) → the
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
 after the metric, behind any evaluation another session waits for: :data:`app.jobs.board.GATE`).
 
@@ -30,10 +31,10 @@ finished role report (no work); the roles job itself is looked after last, so a 
 from __future__ import annotations
 
 import functools
-
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -117,8 +118,12 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         if known is None:
             note.caption(_updating_text(mask))
         ev, loss_slot = _metric_and_loss(sel, mask, wait, pending)
+        early = None
         if ev is not PENDING:
             note.empty()
+        else:                           # a translation's loss comes before its metric: drawn here once known
+            early = EarlyLoss(sel, mask, _evaluation(sel, mask), note, strip)
+            early.draw()
     if ev is None:
         strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
     elif ev is not PENDING:             # while it runs the strip keeps "updating for …"
@@ -130,7 +135,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with right:
         _repair(sel, mask, ev, wait, pending)
     with history_slot:
-        headmap_ui.show_history(shown.metric_name if shown is not None else "accuracy")
+        headmap_ui.show_history(shown.metric_name if shown is not None else cache.task(sel.task).metric_name)
     if ev is not PENDING:               # timed after the metric: it does not compete with the evaluation
         with speed_slot.container():
             note = st.empty()
@@ -141,15 +146,45 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
             else:
                 pending.append(timing)
     roles_job = role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles, wait)  # last: holds up nothing
-    _poll(pending + ([roles_job] if roles_job is not None else []))
+    _poll(pending + ([roles_job] if roles_job is not None else []), early)
 
 
-def _poll(pending: list[Work]) -> None:
+def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:
     """With work still running, wait for it drawing nothing, and run the fragment again once a piece of it
     is done (or its progress changed, at most every :data:`REDRAW_S`). A click meanwhile ends the wait at
-    once and its own rerun comes next: a session waiting for the CPU costs the CPU nothing."""
-    if pending and wait_for_change(pending, REDRAW_S, reruns.user_waiting):
-        st.rerun(scope="fragment")
+    once and its own rerun comes next: a session waiting for the CPU costs the CPU nothing. The evaluation's
+    early loss is drawn in place, without a rerun (which would redraw the map while the metric is computed)."""
+    while pending and wait_for_change(pending, REDRAW_S, reruns.user_waiting):
+        if early is None or not early.draw():
+            st.rerun(scope="fragment")
+
+
+@dataclass
+class EarlyLoss:
+    """Where the loss of ``mask`` is drawn while its metric is still computed (``Task.loss_first``: a translation
+    decodes after its loss pass; the evaluation reports the loss as its job's ``partial``). One line of text in
+    the panel and the strip: drawing metric widgets there cost the decoding about 0.4 s of a 2-core machine's
+    CPU (the browser's layout), a line nothing measurable (benchmarks/dashboard_timings.py on the student)."""
+
+    sel: Selection
+    mask: HeadMask
+    work: Work                  # the evaluation of ``mask``
+    note: object                # the panel's "updating…" line (an st.empty)
+    strip: object               # the strip above the map (narrow windows)
+    shown: float | None = None
+
+    def draw(self) -> bool:
+        """Draw the evaluation's loss if it is new and the metric still to come; returns whether it drew."""
+        loss = self.work.partial()
+        if loss is None or loss == self.shown or not self.work.running():
+            return False
+        self.shown = loss
+        label = ui.metric_label(cache.task(self.sel.task).metric_name)
+        self.note.markdown(f"loss **{loss:.4f}** for {self.mask.n_kept} / {self.mask.n_total} heads · "
+                           f"{md_escape(label)}: :material/hourglass_top: decoding…")
+        self.strip.markdown(strip_text(self.mask, f"{md_escape(label)}: :material/hourglass_top: updating (decoding)…",
+                                       f"{loss:.4f}"))
+        return True
 
 
 def _updating_text(mask: HeadMask) -> str:

@@ -78,6 +78,7 @@ class Job:
     label: str                         # what the user sees, e.g. "Pruning curve (gradient)"
     cancel: threading.Event = field(default_factory=threading.Event)
     latest: ProgressEvent | None = None
+    partial: Any = None                # the latest ``partial`` the work reported (an evaluation's loss before its metric)
     result: Any = None
     error: BaseException | None = None
     started: float = field(default_factory=time.time)
@@ -100,6 +101,8 @@ class Job:
 
     def _callback(self, event: ProgressEvent) -> None:
         self.latest = event
+        if event.partial is not None:
+            self.partial = event.partial
         if not self.cancel.is_set() and self.alive is not None and not self.alive():
             self.cancel.set()                          # nobody is left to see the result
         if self.cancel.is_set():

@@ -102,6 +102,12 @@ class Work:
         found = self._found()
         return found.result if found is not None and not found.running and found.error is None else None
 
+    def partial(self) -> Any | None:
+        """What this call's job reported before its result (its progress's last ``partial``: an evaluation's loss
+        while it decodes); None when there is none or no such job."""
+        found = self._found()
+        return found.partial if found is not None else None
+
     def begin(self) -> None:
         """Start the work now if :meth:`show` would start it by itself (not ``"button"``, not cancelled, not
         there already), drawing nothing: a page queues work before it draws what comes first, and
@@ -154,8 +160,8 @@ class Work:
 
 
 def wait_for_change(works: list[Work], redraw_s: float, interrupted: Callable[[], bool]) -> bool:
-    """Wait, drawing nothing, until one of ``works`` finishes, or (after ``redraw_s``) the progress of one
-    has moved on, or ``interrupted()``. Returns whether the page should draw again (at once when none of
+    """Wait, drawing nothing, until one of ``works`` finishes or reports a partial result, or (after ``redraw_s``)
+    the progress of one has moved on, or ``interrupted()``. Returns whether the page should draw again (at once when none of
     them still runs); False when interrupted: the user's click or page change comes next.
 
     A place in the CPU queue moving up is not progress worth a redraw: in a class, every waiting session
@@ -164,10 +170,11 @@ def wait_for_change(works: list[Work], redraw_s: float, interrupted: Callable[[]
     if not found:
         return True
     shown = [_progress_of(f) for f in found]
+    partials = [f.partial for f in found]
     start = time.monotonic()
     while not interrupted():
         found[0].wait(TICK_S)
-        if any(not f.running for f in found):
+        if any(not f.running for f in found) or [f.partial for f in found] != partials:
             return True
         if time.monotonic() - start >= redraw_s and shown != [_progress_of(f) for f in found]:
             return True

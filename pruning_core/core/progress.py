@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class ProgressEvent:
     done: int             # units finished so far
     total: int | None     # units in all, None when unknown
     message: str = ""     # a short human-readable note
+    partial: Any = None   # a result known before the work ends (an evaluation's mean loss before its decoding)
 
     @property
     def fraction(self) -> float | None:
@@ -29,10 +31,10 @@ ProgressCallback = Callable[[ProgressEvent], None]
 
 
 def report(progress: ProgressCallback | None, stage: str, done: int, total: int | None,
-           message: str = "") -> None:
+           message: str = "", partial: Any = None) -> None:
     """Call ``progress`` if one was given. Any exception it raises (Cancelled) propagates."""
     if progress is not None:
-        progress(ProgressEvent(stage, done, total, message))
+        progress(ProgressEvent(stage, done, total, message, partial))
 
 
 # tqdm's own rate divides by the time since the bar was drawn, so a step answered from a cache

@@ -81,6 +81,8 @@ class Task:
     task_type: str = ""
     default_metric: str = ""
     beam_search: bool = False         # whether evaluate decodes text, so that beams > 1 means something
+    loss_first: bool = False          # evaluate: every batch's loss first (reported as progress's ``partial``), then
+    #                                   the predictions: a page shows the loss while a slow decoding runs
 
     def __init__(self, name: str, loader: Loader, *, splits: Sequence[str], default_split: str,
                  metric_name: str | None = None, label_names: Sequence[str] | None = None,
@@ -203,6 +205,8 @@ class Task:
         with distributed.guard(f"evaluate {self.name}"):
             with torch.inference_mode(), apply_mask(loaded, mask), \
                     forward_for(loaded, data, mask, batch_size, layer_cache if part is None else None) as forward:
+                later: list = []           # loss_first: (batch, what its prediction reads), once every loss is known
+                steps = total * (2 if self.loss_first else 1)
                 for i, batch in enumerate(batches):
                     outputs, rows = self.forward_losses(loaded, batch, lambda: forward(i, batch))
                     rows = rows.float()                                                   # [B]
@@ -211,9 +215,19 @@ class Task:
                     for j, loss, weight in zip(index, rows.tolist(), weights):
                         state.losses[j], state.weights[j] = loss, int(weight)
                     batch_losses[rank + i * size] = (float(rows.sum()), int(sum(weights)))
-                    self.predict_batch(loaded, data, batch, outputs, state)
+                    if self.loss_first:
+                        later.append((batch, self.prediction_inputs(outputs)))
+                    else:
+                        self.predict_batch(loaded, data, batch, outputs, state)
                     mine += index
-                    report(progress, "evaluate", i + 1, total, self.name)
+                    report(progress, "evaluate", i + 1, steps, self.name)
+                if later:
+                    loss, weight = _summed(batch_losses)
+                    report(progress, "evaluate", total, steps, self.name,
+                           partial=loss / weight if part is None and weight else None)
+                for k, (batch, kept) in enumerate(later):
+                    self.predict_batch(loaded, data, batch, kept, state)
+                    report(progress, "evaluate", total + k + 1, steps, self.name)
             if part is not None:
                 self._gather(state, mine, batch_losses)
         state.loss, state.loss_weight = _summed(batch_losses)
@@ -249,6 +263,10 @@ class Task:
     def example_losses(self, loaded, batch: EncodedBatch, outputs) -> Tensor:
         """``[B]``: each example's loss, summed over what it is scored on (itself, or its target tokens)."""
         raise NotImplementedError
+
+    def prediction_inputs(self, outputs) -> Any:
+        """What :meth:`predict_batch` reads of a batch's ``outputs``, kept until every loss is known (``loss_first``)."""
+        return outputs
 
     def forward_losses(self, loaded, batch: EncodedBatch, run: Callable[[], Any]) -> tuple[Any, Tensor]:
         """The model's outputs on ``batch`` (``run()``: the forward pass :meth:`evaluate` chose) and ``[B]`` each

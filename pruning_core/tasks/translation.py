@@ -1,6 +1,8 @@
 """Sequence-to-sequence translation: teacher-forced loss per target token, BLEU of decoded outputs."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 from torch import Tensor
 
@@ -30,6 +32,7 @@ class TranslationTask(Task):
     task_type = "translation"
     default_metric = BLEU.name
     beam_search = True
+    loss_first = True
 
     def _specials(self, loaded) -> dict:
         cfg = loaded.model.config
@@ -100,6 +103,10 @@ class TranslationTask(Task):
 
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)
+
+    def prediction_inputs(self, outputs):
+        """Decoding reads the encoder's output of the teacher-forced pass, nothing else (not its logits)."""
+        return SimpleNamespace(encoder_last_hidden_state=getattr(outputs, "encoder_last_hidden_state", None))
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         """Decode the batch (greedy when ``beams`` is 1) under the mask already in place.

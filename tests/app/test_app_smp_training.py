@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from streamlit.testing.v1 import AppTest
 
 from browser_helpers import ROOT, app_env
+from pruning_core.core.progress import ProgressEvent
 from pruning_core.scoring.smp import default_pruner
 
 TIMEOUT = 120
@@ -23,7 +24,7 @@ def test_smp_without_a_pruner_offers_training_and_runs_it(tiny_bert, monkeypatch
 
     def fake_train_and_save(progress=None, **kwargs):
         calls.append(kwargs)
-        progress and progress(SimpleNamespace(stage="smp:train", done=1, total=2, message="", fraction=0.5))
+        progress and progress(ProgressEvent("smp:train", 1, 2))
         folder = home / "smp" / "pruner"
         folder.mkdir(parents=True)
         (folder / "pruner.json").write_text("{}")

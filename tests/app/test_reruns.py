@@ -101,3 +101,26 @@ def test_a_place_in_the_cpu_queue_is_not_redrawn():
     t = time.monotonic()
     assert wait_for_change([work], redraw_s=0.01, interrupted=lambda: False)
     assert time.monotonic() - t >= 0.6 and not work.job.running         # only the end redraws
+
+
+def test_a_partial_result_ends_the_wait_at_once_and_stays_on_the_job():
+    """A translation's loss, reported before its decoding, is drawn without waiting for the redraw interval."""
+    gate, ready = threading.Event(), threading.Event()
+
+    def fn(_progress):
+        _progress(ProgressEvent("evaluate", 2, 4))
+        ready.wait(30)
+        _progress(ProgressEvent("evaluate", 2, 4, partial=1.25))
+        _progress(ProgressEvent("evaluate", 3, 4))               # a later event without one keeps the partial
+        gate.wait(30)
+
+    work = started(fn)
+    threading.Timer(0.3, ready.set).start()
+    t = time.monotonic()
+    assert wait_for_change([work], redraw_s=60, interrupted=lambda: False)
+    assert time.monotonic() - t < 10 and work.job.running
+    deadline = time.monotonic() + 10
+    while work.job.latest.done != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert work.job.partial == 1.25
+    gate.set()

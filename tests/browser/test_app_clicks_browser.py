@@ -1,6 +1,6 @@
 """Every click counts: heads clicked, a preset pressed and Undo pressed while the Head map's live panel is still
-updating are applied, in order, and the panel ends on the metric of the mask on screen, on the default, SmolLM2
-and Whisper-base.
+updating are applied, in order, and the panel ends on the metric of the mask on screen, on the default, SmolLM2,
+Whisper-base and the Bergamot translation student (whose loss is drawn before its BLEU).
 
 Drives ``streamlit run dashboard.py`` on each prepared model in Debian's Chromium. Each test ends with the
 session's link carrying exactly the mask the clicks made, and the panel showing what ``python -m pruning_core
@@ -31,6 +31,7 @@ class Case:
     task: str
     limit: int              # the dashboard's evaluation size for this model: long enough to click into
     layout: HeadLayout      # the model's heads; the tests click heads of the first grid's first layers
+    loss_first: bool = False  # the loss is drawn while the metric is still computed (a translation decodes)
 
     @property
     def kind(self) -> str:
@@ -46,12 +47,24 @@ CASES = [
     Case("smollm2", "movie-text", 16, HeadLayout({"decoder_self": (9,) * 30})),
     Case("whisper-base", "movie-speech", 8,
          HeadLayout({"encoder_self": (8,) * 6, "decoder_self": (8,) * 6, "cross": (8,) * 6})),
+    Case("bergamot-en-pt", "bible-en-pt", 128, HeadLayout({"encoder_self": (8,) * 6, "cross": (8,) * 2}),
+         loss_first=True),
 ]
 SETTLED_S = 240         # a lost click leaves the count short for good: fail after this
 # Each test clicks its own heads (HEADS): a mask another test evaluated would be a cache hit, drawn before a
 # second click could land.
 HEADS = {"two": (1, 2), "latency": (3, 4), "five": (5, 6, 7, 8, 9), "preset": (10,), "undo": (11, 12),
-         "drawing": (13, 14), "redrawn": (15, 16)}
+         "drawing": (13, 14), "redrawn": (15, 16), "early": (17,)}
+# Whether the strip ever showed the new count with a loss while its metric was still updating.
+EARLY_WATCH = """([sel, kept]) => {
+  window.__hpEarly = null;
+  const observer = new MutationObserver(() => {
+    const s = document.querySelector(sel);
+    if (s && s.textContent.includes(kept) && s.textContent.includes('updating') && /loss \\d/.test(s.textContent)) {
+      window.__hpEarly = s.textContent; observer.disconnect(); }
+  });
+  observer.observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
@@ -224,3 +237,18 @@ def test_a_click_on_a_grid_still_being_drawn(server, page, tmp_path):
     click(page, second)
     undo.click(no_wait_after=True)
     assert_settled_on(page, case, tmp_path, without(case, HEADS["drawing"][0]))
+
+
+def test_a_translation_draws_its_loss_before_its_bleu(server, page, tmp_path):
+    """The student's click shows the new loss while its BLEU is still decoding (``Task.loss_first``), then settles
+    on both, as the command line computes them."""
+    case = server.case
+    if not case.loss_first:
+        pytest.skip(f"{case.model}'s metric and loss come from one pass, drawn together")
+    (box,) = boxes(page, case, HEADS["early"])
+    page.evaluate(EARLY_WATCH, [LIVE_STRIP, one_fewer(case)])
+    click(page, box)
+    assert_settled_on(page, case, tmp_path, without(case, *HEADS["early"]))
+    early = page.evaluate("() => window.__hpEarly")
+    assert early is not None, "the loss never showed before the BLEU"
+    assert "decoding" in early

@@ -375,3 +375,23 @@ def test_task_types_and_names_are_registries():
     with pytest.raises(DataError, match="Unknown task type 'regression'"):
         tasks.TASK_TYPES.get("regression")
 
+
+def test_translation_reports_its_loss_before_decoding(tmp_path, mt_file, monkeypatch):
+    """loss_first: every batch's loss, then the decoding; the mean loss goes out as progress's partial before the
+    first batch is decoded, equal to the result's loss (the same sums in the same order)."""
+    from pruning_core.tasks.translation import TranslationTask
+
+    loaded = loaded_for("marian-ssru", tmp_path)
+    task = get_task(f"file:{mt_file}")
+    data = task.encode(loaded, "test")
+    seen: list = []
+    decode = TranslationTask.predict_batch
+    monkeypatch.setattr(TranslationTask, "predict_batch",
+                        lambda self, *a: (seen.append("decode"), decode(self, *a))[1])
+    res = task.evaluate(loaded, data, batch_size=4, progress=lambda e: seen.append(e))
+    partials = [i for i, e in enumerate(seen) if e != "decode" and e.partial is not None]
+    assert len(partials) == 1 and seen.count("decode") >= 2
+    assert partials[0] < seen.index("decode")
+    assert seen[partials[0]].partial == res.loss
+    steps = [e for e in seen if e != "decode"]
+    assert [e.done for e in steps] == sorted(e.done for e in steps) and steps[-1].done == steps[-1].total
