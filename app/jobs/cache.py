@@ -221,11 +221,16 @@ def data(sel: Selection):
 @st.cache_data(show_spinner=False, max_entries=32)
 def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
     """One example's cost for ``spec`` on ``task_name``: text lengths measured on the first
-    :data:`budget.MAX_EVAL_SIZE` examples; a speech model's audio is fixed-length (not encoded here)."""
+    :data:`budget.MAX_EVAL_SIZE` examples (a translation's source and target apart: their sum is its length bucket's
+    sort key); a speech model's audio is fixed-length (not encoded here)."""
     loaded = load(spec)
     if bench.audio_frames(loaded.model.config) is not None:
         return budget.example_cost(loaded, loaded.task_type)
     encoded = data(Selection(spec, task_name, budget.MAX_EVAL_SIZE))
+    pairs = [(len(f["input_ids"]), len(f["labels"])) for f in encoded.features or () if "labels" in f]
+    if pairs and getattr(loaded.model.config, "is_encoder_decoder", False):      # a translation: source and target
+        return budget.example_cost(loaded, loaded.task_type, math.ceil(statistics.mean(p[0] for p in pairs)),
+                                   decoder_tokens=math.ceil(statistics.mean(p[1] for p in pairs)))
     mean_length = statistics.mean(encoded.lengths or [encoded.max_length])
     return budget.example_cost(loaded, loaded.task_type, math.ceil(mean_length))
 

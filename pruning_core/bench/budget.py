@@ -75,12 +75,13 @@ class ExampleCost:
         return passes * n * self.macs / rate
 
 
-def example_cost(model_or_config, task_type: str, tokens: int = 128) -> ExampleCost:
+def example_cost(model_or_config, task_type: str, tokens: int = 128, decoder_tokens: int | None = None) -> ExampleCost:
     """The cost of one example of ``task_type`` for the model (a ``LoadedModel``, a model or a config).
 
     ``tokens``: text tokens per example (the mean of the real data when known, else the maximum
     length); a language model's example is a window of that many tokens; a speech model reads its
-    fixed audio frames and writes :data:`SPEECH_TEXT_TOKENS` text tokens.
+    fixed audio frames and writes :data:`SPEECH_TEXT_TOKENS` text tokens. ``decoder_tokens``: an
+    encoder-decoder's target tokens when known (a translation's), else ``tokens``.
     """
     from pruning_core.modeling.architectures import adapter_for
     from pruning_core.bench import audio_frames, flop_ceiling
@@ -90,7 +91,8 @@ def example_cost(model_or_config, task_type: str, tokens: int = 128) -> ExampleC
     dims = adapter_for(config).flop_dims(config)
     frames = audio_frames(config)
     enc = frames if frames is not None else max(1, int(tokens))
-    dec = (SPEECH_TEXT_TOKENS if frames is not None else max(1, int(tokens))) if dims.is_encoder_decoder else None
+    text = tokens if decoder_tokens is None else decoder_tokens
+    dec = (SPEECH_TEXT_TOKENS if frames is not None else max(1, int(text))) if dims.is_encoder_decoder else None
     macs = flop_ceiling(config, None, enc, decoder_len=dec).total_macs
     length = {"encoder": enc, "decoder": dec if dec is not None else enc}
     floats = 0

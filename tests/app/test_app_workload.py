@@ -3,11 +3,15 @@ model of each family in bounded memory; speech and language models never start g
 themselves; evaluation sizes, scoring batches and the memory budget follow the model's cost."""
 from __future__ import annotations
 
+import math
 import resource
+import statistics
 
 import pytest
 
 from app.core.pages import URL_PATHS
+from app.core.selection import Selection
+from app.jobs import cache
 import transformers as tf
 from streamlit.testing.v1 import AppTest
 
@@ -113,3 +117,24 @@ def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
     assert workload.score_size(Selection("whisper", "t", 150), "gradient") == 150    # never below the evaluation size
     assert workload.score_size(Selection("whisper", "t", 2), "random") == workload.SCORE_SIZE   # seeded: not cut
     assert workload.score_size(Selection("whisper", "t", 2), "ablation") == 2
+
+
+# Bergamot's student as a stock Marian config (it counts a decoder self-attention the SSRU student lacks)
+BERGAMOT = dict(d_model=256, encoder_layers=6, decoder_layers=2, encoder_attention_heads=8, decoder_attention_heads=8,
+                encoder_ffn_dim=1536, decoder_ffn_dim=1536, vocab_size=32001)
+
+
+def test_a_translation_costs_its_source_in_the_encoder_and_its_target_in_the_decoder(tmp_path):
+    """28 source and 28 target tokens a verse: 128 verses a click; counting their sum (56) in both stacks, as the
+    length buckets' sort key would, halves that."""
+    split = budget.example_cost(tf.MarianConfig(**BERGAMOT), "translation", 28, decoder_tokens=28)
+    summed = budget.example_cost(tf.MarianConfig(**BERGAMOT), "translation", 56)
+    assert (split.tokens, split.decoder_tokens) == (28, 28)
+    assert (budget.default_eval_size(split), budget.default_eval_size(summed)) == (128, 64)
+
+    tiny = build_tiny_app(tmp_path, "marian-ssru", n_examples=8)
+    cost = cache.example_cost(str(tiny.model), tiny.task)
+    feats = cache.data(Selection(str(tiny.model), tiny.task, budget.MAX_EVAL_SIZE)).features
+    source = math.ceil(statistics.mean(len(f["input_ids"]) for f in feats))
+    target = math.ceil(statistics.mean(len(f["labels"]) for f in feats))
+    assert (cost.tokens, cost.decoder_tokens) == (source, target)
