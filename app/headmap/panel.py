@@ -46,6 +46,7 @@ from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.jobs.work import PENDING, Work, wait_for_change
+from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.share_link import encode_mask
@@ -135,7 +136,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with right:
         _repair(sel, mask, ev, wait, pending)
     with history_slot:
-        headmap_ui.show_history(shown.metric_name if shown is not None else cache.task(sel.task).metric_name)
+        headmap_ui.show_history(shown.metric_name if shown is not None else _task_metric(sel))
     if ev is not PENDING:               # timed after the metric: it does not compete with the evaluation
         with speed_slot.container():
             note = st.empty()
@@ -179,12 +180,20 @@ class EarlyLoss:
         if loss is None or loss == self.shown or not self.work.running():
             return False
         self.shown = loss
-        label = ui.metric_label(cache.task(self.sel.task).metric_name)
+        label = ui.metric_label(_task_metric(self.sel))
         self.note.markdown(f"loss **{loss:.4f}** for {self.mask.n_kept} / {self.mask.n_total} heads · "
                            f"{md_escape(label)}: :material/hourglass_top: decoding…")
         self.strip.markdown(strip_text(self.mask, f"{md_escape(label)}: :material/hourglass_top: updating (decoding)…",
                                        f"{loss:.4f}"))
         return True
+
+
+def _task_metric(sel: Selection) -> str:
+    """The name of the task's metric; "accuracy" for a task that cannot be read (the page says why above)."""
+    try:
+        return cache.task(sel.task).metric_name
+    except HeadpruneError:
+        return "accuracy"
 
 
 def _updating_text(mask: HeadMask) -> str:

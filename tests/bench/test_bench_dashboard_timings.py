@@ -55,15 +55,17 @@ PAGE = f"""<html><head><script>
 document.addEventListener('DOMContentLoaded', () => document.getElementById('b').addEventListener('mousedown', () => {{
   const s = document.querySelector('{LIVE_STRIP}'), lat = document.getElementById('lat');
   s.textContent = 'Heads kept 71 / 72 · metric and loss: updating…'; lat.textContent = 'latency: updating…';
-  setTimeout(() => {{ s.textContent = 'Heads kept 71 / 72 · accuracy 88 % · loss 0.31'; }}, 400);
+  setTimeout(() => {{ s.textContent = 'Heads kept 71 / 72 · BLEU: updating (decoding)… · loss 0.31'; }}, 200);
+  setTimeout(() => {{ s.textContent = 'Heads kept 71 / 72 · BLEU 28 · loss 0.31'; }}, 400);
   setTimeout(() => {{ lat.textContent = 'latency 2 ms'; }}, 700);
 }}));
 </script></head><body><button id="b" style="width:200px;height:50px">head</button>
-<div class="{LIVE_STRIP[1:]}">Heads kept 72 / 72 · accuracy 89 % · loss 0.3</div><p id="lat">latency 1 ms</p>
+<div class="{LIVE_STRIP[1:]}">Heads kept 72 / 72 · BLEU 29 · loss 0.3</div><p id="lat">latency 1 ms</p>
 </body></html>"""
 
 
-def test_a_click_is_timed_inside_the_page_until_the_new_metric_and_latency_show():
+def test_a_click_is_timed_inside_the_page_until_the_new_loss_metric_and_latency_show():
+    """A translation's loss shows before its BLEU (the strip still says "updating"): each is timed when it shows."""
     path = chromium_path()
     if path is None:
         pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
@@ -71,11 +73,12 @@ def test_a_click_is_timed_inside_the_page_until_the_new_metric_and_latency_show(
         page = browser.new_page()
         page.set_content(PAGE)
         bench.watch(page, 71)
-        assert bench.watched(page) == {"metric": None, "latency": None}      # nothing clicked yet
+        assert bench.watched(page) == {"loss": None, "metric": None, "latency": None}      # nothing clicked yet
         page.click("#b")
         page.wait_for_function("() => window.__hp_click.latency !== null", timeout=10_000)
         times = bench.watched(page)
         # setTimeout fires no earlier than asked; a loaded machine may add tens of milliseconds
+        assert 0.2 <= times["loss"] < 0.2 + 1.0 and times["metric"] > times["loss"]
         assert 0.4 <= times["metric"] < 0.4 + 1.0
         assert 0.7 <= times["latency"] < 0.7 + 1.0 and times["latency"] > times["metric"]
 
