@@ -9,7 +9,7 @@ most of a teacher-forced pass. Two ways to spend it on the target positions alon
   (:func:`output_layer`: Bart, Marian, Marian-SSRU): the head is handed no position at all; the kept hidden states are
   kept instead, and their losses computed a chunk of positions at a time. No ``[N, V]`` tensor is ever made: on
   Bergamot's student (32,001 words, about 4,500 target positions) the model's own path makes three of 576 MB
-  (logits, logits plus bias, log-probabilities), fresh pages each, while a chunk's fit in the allocator's heap.
+  (logits, logits plus bias, log-probabilities), fresh pages each, while a chunk fits in the allocator's heap.
 
 The hooks are removed on leaving, whatever happens.
 """
