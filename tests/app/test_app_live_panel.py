@@ -15,7 +15,7 @@ from streamlit.testing.v1.element_tree import parse_tree_from_messages
 
 from app.speed import figures as speed
 from app.core import ui
-from app.jobs.work import Work
+from app.runtime.work import Work
 from browser_helpers import ok
 from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
 from test_app_pages import button, click_head, metric
@@ -166,7 +166,7 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
     import threading
     import time as time_
 
-    from app.jobs.board import Gate
+    from app.runtime.board import Gate
     from pruning_core.core.errors import Cancelled
 
     gate, order, inside, most = Gate(), [], [0], [0]
@@ -206,7 +206,7 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
 
 
 def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert_24, monkeypatch):
-    from app.jobs import cache
+    from app.model import cache
     from pruning_core.modeling import pruning
     from pruning_core.modeling.loading import weights_hash_of_module
 
@@ -230,7 +230,8 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
     evaluation) runs between two timing rounds, not after the whole timing."""
     import threading
 
-    from app.jobs import board, cache
+    from app.runtime import board
+    from app.model import cache
     from pruning_core.bench import timing
 
     monkeypatch.setattr(board, "GATE", board.Gate())
@@ -258,7 +259,7 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
 
 
 def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert_24, monkeypatch):
-    from app.jobs import cache
+    from app.model import cache
 
     at = ok(app_for(tiny_bert_24, HEAD_MAP))
     for layer, head in ((0, 0), (0, 1)):

@@ -15,13 +15,13 @@ features share (models, tasks, data, evaluation, scores) and the Head map's live
   moment and machine load. Pages keep them per session and show when and under what load.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
-keeps them out of the cache key. Run long calls through :class:`app.jobs.work.Work`, which supplies
+keeps them out of the cache key. Run long calls through :class:`app.runtime.work.Work`, which supplies
 that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
 cached functions (a cached function must not draw, or its cache hits would replay the drawing).
 
 The evaluation of a mask is built here as a job too (:func:`evaluation`, :func:`dense_evaluation`), beside
 the cached call it runs: a Head map click goes from the panel to this module, which calls the library's
-``Task.evaluate`` (the job board only runs it). The other long jobs: :mod:`app.jobs.factories`.
+``Task.evaluate`` (the job board only runs it). The other long jobs: :mod:`app.curves.jobs`.
 """
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from app.core.selection import Selection
-from app.jobs import board
-from app.jobs.work import Work
+from app.runtime import board
+from app.runtime.work import Work
 from app.core.access import DataAccess, data_access_from
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
@@ -392,7 +392,7 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
     measured now: the two variants the panel shows, interleaved in the same call, several rounds,
     the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
-    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.jobs.board.GATE`).
+    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.runtime.board.GATE`).
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
