@@ -14,7 +14,7 @@ import streamlit as st
 from pruning_core.bench import FULL_MASK_TEXT, MASKED_TEXT, speed_verdict
 from pruning_core.core.heads import HeadMask
 
-from app.model import cache
+from app.headmap import cache as cache_headmap
 from app.core import session_results, state, ui
 from app.speed import figures as speed
 from app.runtime.work import PENDING, Work, job_board
@@ -65,7 +65,7 @@ def drop_stale_timing(spec: str, mask: HeadMask) -> None:
 
 
 def _timing(spec: str, mask: HeadMask) -> Work:
-    return Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask), start="each_time")
+    return Work("latency", "Timing dense vs pruned, interleaved", cache_headmap.latency, (spec, mask), start="each_time")
 
 
 def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False, wait: bool = True):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.model import cache, workload
-from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
+from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
 from app.core.access import task_label
@@ -326,7 +326,7 @@ def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list
     and without least-squares repair of the kept heads, computed behind other sessions' clicks."""
     if not st.toggle("repair", key=state.widget_key("headmap", "repair"),
                      help="Tune one scale per kept head so each pruned layer reproduces the unpruned layer's "
-                          f"output (Kwon et al. 2022), on {cache.REPAIR_CALIBRATION} score-split examples; the "
+                          f"output (Kwon et al. 2022), on {cache_headmap.REPAIR_CALIBRATION} score-split examples; the "
                           "scales fold into the output projection, so the pruned model keeps its size."):
         return
     if ev is PENDING:
@@ -334,7 +334,7 @@ def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list
     if ev is None or mask.is_full():
         st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
         return
-    work = Work("repair", "Repairing this mask", cache.repaired_evaluation, (sel, mask))
+    work = Work("repair", "Repairing this mask", cache_headmap.repaired_evaluation, (sel, mask))
     fixed = work.show(wait)
     if fixed is PENDING:
         pending.append(work)

@@ -24,7 +24,7 @@ from app.curves import jobs as curve_jobs
 from app.sidebar import pickers
 from app.curves import figures as charts, kinds as kinds_tab, tables
 from app.roles import cache as cache_roles
-from app.headmap import latency as latency_ui
+from app.headmap import cache as cache_headmap, latency as latency_ui
 from app.core import mask as mask_state, state, ui
 from app.core.selection import Selection
 from app.tour import steps as tour
@@ -221,7 +221,7 @@ def _speed(ctx: Ctx) -> bool:
     if mask is None:
         return False
     pruned, dense = cache.pruned_parameters(ctx.spec, mask)
-    ceiling = bench.flop_ceiling(cache.load(ctx.spec), mask, cache.LATENCY_SEQ_LEN)
+    ceiling = bench.flop_ceiling(cache.load(ctx.spec), mask, cache_headmap.LATENCY_SEQ_LEN)
     st.markdown(f"The prepared mask keeps **{mask.n_kept} of {mask.n_total} heads**: the pruned model has "
                 f"**{ui.count_text(pruned)} parameters** (dense {ui.count_text(dense)}, "
                 f"{100 * (1 - pruned / dense):.1f} % fewer). It removes {100 * ceiling.removed_fraction:.1f} % of the "
