@@ -110,6 +110,35 @@ def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
     assert folder_cycles({"headmap": {"roles", "core"}, "roles": {"headmap"}, "core": set()}) == [("headmap", "roles")]
 
 
+# A Head-map click's way to ``Task.evaluate``, as (importer, imported) hops between app modules; docs/DESIGN.md
+# lists these modules and counts them.
+CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/mask"), ("core/mask", "core/mask_history"),
+              ("headmap/panel", "model/cache"), ("model/cache", "runtime/work"), ("runtime/work", "runtime/board")]
+
+
+def modules_imported_by(module: str) -> set[str]:
+    """The app modules (``folder/name``) that ``app/<module>.py`` imports by name."""
+    out = set()
+    for node in ast.walk(ast.parse((ROOT / "app" / f"{module}.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("app."):
+            parts = node.module.split(".")[1:]
+            out |= {"/".join([*parts, a.name]) for a in node.names} if len(parts) == 1 else {"/".join(parts)}
+    return {m for m in out if (ROOT / "app" / f"{m}.py").is_file()}
+
+
+def test_design_counts_the_modules_a_click_crosses():
+    text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    start = text.index("**A head-map click** crosses")
+    para = text[start:text.index("\n\n", text.index("\n1. ", start))]
+    count = int(re.search(r"crosses (\d+) app modules", para).group(1))
+    listed = re.findall(r"^\d+\. `app/([a-z_]+/[a-z_]+)\.py`", para, flags=re.M)
+    on_path = {m for hop in CLICK_HOPS for m in hop}
+    assert count == len(listed) == len(on_path) and set(listed) == on_path, (count, listed, sorted(on_path))
+    missing = [hop for hop in CLICK_HOPS if hop[1] not in modules_imported_by(hop[0])]
+    assert not missing, missing
+    assert "task(sel.task).evaluate(" in (ROOT / "app" / "model" / "cache.py").read_text(encoding="utf-8")
+
+
 def _calls_to(tree: ast.AST, names: set[str]) -> int:
     return sum(isinstance(n, ast.Attribute) and n.attr in names for n in ast.walk(tree))
 
