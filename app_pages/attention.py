@@ -2,12 +2,13 @@
 import streamlit as st
 
 from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
-from app.jobs import cache, pickers
+from app.model import cache
+from app.sidebar import pickers
 from app.core import mask as mask_state, state, ui
 from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.text import md_code
-from app.jobs.work import Work
+from app.runtime.work import Work
 
 spec, task_name = state.model_spec(), state.task_spec()
 intro = st.container()          # the title on top, its text known once the model (its family) is

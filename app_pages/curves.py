@@ -1,11 +1,13 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app.jobs import cache, factories, pickers, workload
+from app.model import cache, workload
+from app.curves import jobs as curve_jobs
+from app.sidebar import pickers
 from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view, tables
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.core.text import md_code, md_escape
-from app.jobs.work import Work, start_button
+from app.runtime.work import Work, start_button
 from pruning_core.evaluation.metrics import get_metric
 
 ui.page_intro("Curves", """
@@ -34,7 +36,7 @@ with c[3]:
     sel = pickers.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [factories.curve(sel, name, step, rescore, start="button") for name in chosen]
+calls = [curve_jobs.curve(sel, name, step, rescore, start="button") for name in chosen]
 waiting = {name: workload.curve_seconds(sel, name, workload.score_size(sel, name), step, rescore, arch.total_heads,
                                         cache_curves.curve_seeds(name))
            for name, call in zip(chosen, calls) if not call.started()}
@@ -80,7 +82,7 @@ if curves:
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
 with ablation_tab:                     # a button that says the cost, not a switch: it runs once per click
     secs = workload.ablation_seconds(sel, arch.total_heads)
-    table = factories.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
+    table = curve_jobs.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
                                f"examples, {workload.about(secs)} on 2 CPU cores)", start="button").show()
     if table is not None:
         st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
@@ -97,7 +99,7 @@ with one_tab:
     n_score = workload.score_size(sel, by) if by else None
     layers = sum(1 for rows in arch.layout.kinds.values() for n in rows if n > 0)
     secs = workload.one_per_layer_seconds(sel, arch.total_heads, layers, by, n_score)
-    table = factories.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
+    table = curve_jobs.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
                                     start="button").show()
     if table is not None:
         st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "

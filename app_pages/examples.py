@@ -1,11 +1,12 @@
 """Per example: which answers the current mask changes, confusion matrices, accuracy / F1 / MCC."""
 import streamlit as st
 
-from app.jobs import cache, pickers
+from app.model import cache
+from app.sidebar import pickers
 from app.attention import cache as cache_attention
 from app.core import mask as mask_state, state, ui
 from app.examples import tables as view
-from app.jobs.work import Work
+from app.runtime.work import Work
 
 ui.page_intro("Per example", """
 What the current mask (from the Head map) does **example by example**: the examples whose answer

@@ -1,7 +1,8 @@
 """Head map: click heads to remove or restore them; the metric, size and speed follow."""
 import streamlit as st
 
-from app.jobs import factories, pickers
+from app.model import jobs
+from app.sidebar import pickers
 from app.headmap import panel as live_panel
 from app.core import mask as mask_state, state, ui
 
@@ -23,6 +24,6 @@ with c2:
 mask_state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 
-result = factories.scores(sel, scorer, arch.layout.total_heads).show()   # slow ones wait for a click
+result = jobs.scores(sel, scorer, arch.layout.total_heads).show()   # slow ones wait for a click
 ranking = result.ranking_scores if result is not None else None
 live_panel.show(sel, arch, ranking, scorer)     # a fragment: a click reruns only the map and panel

@@ -1,11 +1,12 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app.jobs import cache, pickers
+from app.model import cache
+from app.sidebar import pickers
 from app.core import state, ui, uncertainty, welcome
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
-from app.jobs.work import Work
+from app.runtime.work import Work
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.core import catalog as zoo
 

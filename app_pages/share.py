@@ -1,7 +1,8 @@
 """Share: the analysis as JSON and as an offline HTML report, a link, the pruned model; load one back."""
 import streamlit as st
 
-from app.jobs import cache, pickers
+from app.model import cache
+from app.sidebar import pickers
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.share import report, links as share, ui as share_ui
 from app.share.analysis import read_shared_file

@@ -2,9 +2,9 @@
 import streamlit as st
 
 from app.speed import cache as cache_speed, figures as speed
-from app.jobs import pickers
+from app.sidebar import pickers
 from app.core import mask as mask_state, session_results, state, ui
-from app.jobs.work import Work
+from app.runtime.work import Work
 from pruning_core.bench import MASKED_TEXT
 
 ui.page_intro("Speed", """

@@ -42,7 +42,7 @@ class Sizes:
     repeats: int = 10                      # timed rounds per latency point, at least ...
     min_seconds: float = 0.5               # ... and at least this many timed seconds (both variants)
     eval_examples: int = 128
-    eval_batch: int = 64                   # app.jobs.cache.EVAL_BATCH
+    eval_batch: int = 64                   # app.model.cache.EVAL_BATCH
     eval_repeats: int = 5
     precision_examples: int = 64
     precision_batch: int = 8

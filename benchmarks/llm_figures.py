@@ -21,7 +21,7 @@ Writes ``benchmarks/results/<model>.json`` (format ``headprune.llm_figures/1``, 
   interleaved rounds, medians and spread) at sequence lengths 128 and 512, with the FLOP ceiling and
   the verdict, for half the query heads removed as whole groups by group I_h (no K/V copies);
 - ``toggle``: the dashboard's update after a click on the head map: one masked evaluation of its
-  default subset (``pruning_core.bench.budget.default_eval_size`` documents, batch ``app.jobs.cache.EVAL_BATCH``) plus the
+  default subset (``pruning_core.bench.budget.default_eval_size`` documents, batch ``app.model.cache.EVAL_BATCH``) plus the
   paired comparison with all heads, timed for several one-head masks (median, min, max);
 - ``uniform``: every shape a stock config can write (the same heads in every layer, groups even):
   whole key/value groups per layer by group I_h (``presets.uniform_by_group``) and ``k`` query heads
@@ -284,7 +284,7 @@ def speed_section(args, ranking, groups) -> list[dict]:
 
 def toggle_section(loaded, task, split: str, metric) -> dict:
     """The dashboard's live panel: one masked evaluation of its default subset + the paired comparison."""
-    from app.jobs.cache import EVAL_BATCH
+    from app.model.cache import EVAL_BATCH
     from pruning_core.bench import budget
 
     size = budget.default_eval_size(budget.example_cost(loaded.model.config, "language_model", CONTEXT))

@@ -1,5 +1,6 @@
-"""The dashboard's layers: the pure modules of ``app`` import no Streamlit, and the page scripts
-live outside Streamlit's auto-discovered ``pages/`` folder (no private Streamlit API needed)."""
+"""The dashboard's layers: the app's folders sit on floors and import only their own floor and the ones below
+(function-level imports included), with no cycle between folders; the pure modules of ``app`` import no Streamlit,
+and the page scripts live outside Streamlit's auto-discovered ``pages/`` folder (no private Streamlit API needed)."""
 from __future__ import annotations
 
 import ast
@@ -11,7 +12,18 @@ import pytest
 
 from browser_helpers import ROOT
 
-PURE = ["app", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
+# The app's folders, lowest first; a module may import its own floor and the ones below (docs/DESIGN.md).
+FLOORS = [
+    {"__init__", "core"},                  # conventions: session state, the mask, text, widgets, the page list
+    {"runtime"},                           # long work: Work and the job board; no feature
+    {"model"},                             # the shared cached calls, the scores job, sizing, the warm-up
+    {"headmap", "curves", "attention", "roles", "speed", "examples", "smp", "sidebar"},    # features
+    {"share"},                             # the analysis bundle, links, report: reads the features' results
+    {"tour"},                              # walks through every page
+]
+FLOOR_OF = {name: i for i, names in enumerate(FLOORS) for name in names}
+
+PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
         "app.headmap.figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
         "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
         "app.core.mask_history", "app.roles.probe",
@@ -27,18 +39,119 @@ def test_pure_app_modules_do_not_import_streamlit():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def app_imports(source: str, package: list[str]) -> list[tuple[str, int]]:
+    """The ``app`` folders a module of ``package`` imports, anywhere in ``source`` (top level or in functions),
+    with line numbers."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            dotted = ".".join(base + ([node.module] if node.module else []))
+            names = [f"{dotted}.{a.name}" for a in node.names] if dotted == "app" else [dotted]
+        else:
+            continue
+        out += [(n.split(".")[1], node.lineno) for n in names if n.startswith("app.")]
+    return out
+
+
+def folder_of(path) -> str:
+    return path.relative_to(ROOT / "app").with_suffix("").parts[0]
+
+
+def imports_of(path) -> list[tuple[str, int]]:
+    return app_imports(path.read_text(encoding="utf-8"), list(path.relative_to(ROOT).parent.parts))
+
+
+def folder_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in ROOT.joinpath("app").rglob("*.py"):
+        me = folder_of(path)
+        graph.setdefault(me, set()).update(t for t, _ in imports_of(path) if t != me)
+    return graph
+
+
+def folder_cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The folders that reach themselves through others' imports, one sorted list per cycle found."""
+    reach = {v: set() for v in graph}
+    for v in graph:
+        todo = list(graph[v])
+        while todo:
+            w = todo.pop()
+            if w not in reach[v]:
+                reach[v].add(w)
+                todo += graph.get(w, ())
+    return sorted({tuple(sorted(w for w in reach[v] if v in reach.get(w, ()))) for v in graph if v in reach[v]})
+
+
+def test_every_app_folder_is_on_a_floor():
+    folders = {folder_of(p) for p in ROOT.joinpath("app").rglob("*.py")}
+    assert folders <= set(FLOOR_OF), f"add {sorted(folders - set(FLOOR_OF))} to FLOORS in this test"
+
+
+def test_app_imports_point_down():
+    bad = []
+    for path in ROOT.joinpath("app").rglob("*.py"):
+        me = folder_of(path)
+        for target, line in imports_of(path):
+            if FLOOR_OF.get(target, len(FLOORS)) > FLOOR_OF[me]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} ({me}) imports app.{target} from a higher floor")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_app_folders_have_no_import_cycle():
+    assert folder_cycles(folder_graph()) == []
+
+
+def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
+    probe = "import os\ndef f():\n    from app.headmap import panel\n    from ..model import cache\n"
+    assert app_imports(probe, ["app", "core"]) == [("headmap", 3), ("model", 4)]
+    assert folder_cycles({"headmap": {"roles", "core"}, "roles": {"headmap"}, "core": set()}) == [("headmap", "roles")]
+
+
+# A Head-map click's way to ``Task.evaluate``, as (importer, imported) hops between app modules; docs/DESIGN.md
+# lists these modules and counts them.
+CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/mask"), ("core/mask", "core/mask_history"),
+              ("headmap/panel", "model/cache"), ("model/cache", "runtime/work"), ("runtime/work", "runtime/board")]
+
+
+def modules_imported_by(module: str) -> set[str]:
+    """The app modules (``folder/name``) that ``app/<module>.py`` imports by name."""
+    out = set()
+    for node in ast.walk(ast.parse((ROOT / "app" / f"{module}.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("app."):
+            parts = node.module.split(".")[1:]
+            out |= {"/".join([*parts, a.name]) for a in node.names} if len(parts) == 1 else {"/".join(parts)}
+    return {m for m in out if (ROOT / "app" / f"{m}.py").is_file()}
+
+
+def test_design_counts_the_modules_a_click_crosses():
+    text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    start = text.index("**A head-map click** crosses")
+    para = text[start:text.index("\n\n", text.index("\n1. ", start))]
+    count = int(re.search(r"crosses (\d+) app modules", para).group(1))
+    listed = re.findall(r"^\d+\. `app/([a-z_]+/[a-z_]+)\.py`", para, flags=re.M)
+    on_path = {m for hop in CLICK_HOPS for m in hop}
+    assert count == len(listed) == len(on_path) and set(listed) == on_path, (count, listed, sorted(on_path))
+    missing = [hop for hop in CLICK_HOPS if hop[1] not in modules_imported_by(hop[0])]
+    assert not missing, missing
+    assert "task(sel.task).evaluate(" in (ROOT / "app" / "model" / "cache.py").read_text(encoding="utf-8")
+
+
 def _calls_to(tree: ast.AST, names: set[str]) -> int:
     return sum(isinstance(n, ast.Attribute) and n.attr in names for n in ast.walk(tree))
 
 
 def test_every_streamlit_cache_lives_in_app_cache():
-    """Cached calls live in the shared app/jobs/cache.py and each feature's own app/<feature>/cache.py, nowhere else."""
+    """Cached calls live in the model floor's app/model/cache.py and each feature's own app/<feature>/cache.py,
+    nowhere else."""
     found = {}
     for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
         count = _calls_to(ast.parse(path.read_text(encoding="utf-8")), {"cache_data", "cache_resource"})
         if count:
             found[path.relative_to(ROOT).as_posix()] = count
-    assert "app/jobs/cache.py" in found, found
+    assert "app/model/cache.py" in found, found
     assert all(re.fullmatch(r"app/[a-z]+/cache\.py", name) for name in found), found
 
 

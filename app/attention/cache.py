@@ -1,11 +1,11 @@
 """Cached calls of the Attention page (and the Tour's attention step): eager attention maps of the shared
-model under a mask, and their bertviz views. The rules of :mod:`app.jobs.cache` hold."""
+model under a mask, and their bertviz views. The rules of :mod:`app.model.cache` hold."""
 from __future__ import annotations
 
 import streamlit as st
 
 from app.attention import figures as attention
-from app.jobs.cache import load, task
+from app.model.cache import load, task
 from pruning_core.analysis import attention_maps
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask

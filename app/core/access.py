@@ -11,7 +11,7 @@ resolved server path. Paths are resolved (symlinks, ``..``) before the check, so
 lead out of an allowed folder.
 
 Pure: no Streamlit. The dashboard reads the environment and the server address in one place,
-:func:`app.jobs.cache.data_access`.
+:func:`app.model.cache.data_access`.
 """
 from __future__ import annotations
 

@@ -2,14 +2,14 @@
 
 Every cached call and every long job takes a :class:`Selection` instead of loose ``(spec, task_name, limit)``
 arguments, so it is the key of the cross-session cache (``st.cache_data`` hashes its fields) and of the
-session's jobs. The session's selection comes from :func:`app.jobs.pickers.selection`.
+session's jobs. The session's selection comes from :func:`app.sidebar.pickers.selection`.
 
 "How many examples", one name per idea in the app:
 
 - ``eval_size``: examples evaluated, the first N of the task's evaluation split (this value's field).
 - ``default_eval_size``: a model's own evaluation size when the user chose none (a click in about 5 s;
-  :func:`app.jobs.workload.default_eval_size`).
-- ``score_size``: examples a scorer reads on the score split (:func:`app.jobs.workload.score_size`).
+  :func:`app.model.workload.default_eval_size`).
+- ``score_size``: examples a scorer reads on the score split (:func:`app.model.workload.score_size`).
 
 Pure: no Streamlit.
 """

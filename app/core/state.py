@@ -2,9 +2,9 @@
 
 Pages never touch ``st.session_state`` or ``st.query_params`` directly. This module names every
 session-state key and reads and writes the URL; the feature modules that own a key's logic read it
-through the names below (the mask history: :mod:`app.core.mask`; jobs: :mod:`app.jobs.work`; notices:
+through the names below (the mask history: :mod:`app.core.mask`; jobs: :mod:`app.runtime.work`; notices:
 :mod:`app.core.notices`; kept results: :mod:`app.core.session_results`). One browser tab is one session; the
-model cached by ``app.jobs.cache`` is shared by all sessions, while everything here (the mask especially)
+model cached by ``app.model.cache`` is shared by all sessions, while everything here (the mask especially)
 is per session.
 
 Session-state keys
@@ -21,16 +21,16 @@ key                    type                 meaning (URL query parameter, if mir
 ``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
 ``hp_qp_read``         bool                 the URL's query parameters were read into this session
 ``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
-``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves (:mod:`app.jobs.work`)
-``hp_jobs``            app.jobs.board.JobBoard    this session's long work, running on while the user is on other
-                                            pages (:func:`app.jobs.work.job_board`)
+``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves (:mod:`app.runtime.work`)
+``hp_jobs``            app.runtime.board.JobBoard    this session's long work, running on while the user is on other
+                                            pages (:func:`app.runtime.work.job_board`)
 ``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run (:mod:`app.core.notices`)
 ``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
                                             (the last speed sweep "bench", a loaded "analysis";
                                             :mod:`app.core.session_results`)
 ``hp_tour_step``       str | None           the Tour page's step, by name (``step``, in the URL only on that page)
 ``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
-                                            (``hp_w_job_*``: run/cancel buttons of :class:`app.jobs.work.Work`)
+                                            (``hp_w_job_*``: run/cancel buttons of :class:`app.runtime.work.Work`)
 =====================  ===================  =====================================================
 
 Public functions
@@ -38,7 +38,7 @@ Public functions
 - :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
 - :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
   :func:`scorer_name` / :func:`set_scorer`, :func:`eval_size` / :func:`set_eval_size` (the
-  session's whole selection: :func:`app.jobs.pickers.selection`).
+  session's whole selection: :func:`app.sidebar.pickers.selection`).
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
   :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
   :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
@@ -47,7 +47,7 @@ Public functions
 
 Defaults come from the environment when set (used by tests and the browser e2e test):
 ``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
-``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.jobs.workload.default_eval_size``, which
+``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.model.workload.default_eval_size``, which
 keeps a click near 5 s on 2 cores; choosing another model goes back to its size).
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ DEFAULT_MODEL = "default"
 DEFAULT_TASK = "movie-sentiment"
 DEFAULT_SCORER = "gradient"
 # The largest evaluation size a user may ask for. Without a choice each model evaluates its own size
-# (app.jobs.workload.default_eval_size: half of a 5 s click for the forward pass on 2 cores).
+# (app.model.workload.default_eval_size: half of a 5 s click for the forward pass on 2 cores).
 MAX_EVAL_SIZE = 100_000
 
 def widget_key(page: str, name: str) -> str:
@@ -227,7 +227,7 @@ def set_scorer(name: str) -> None:
 
 
 def eval_size() -> int | None:
-    """The evaluation size the user chose, or None for the model's own (:func:`app.jobs.pickers.selection`
+    """The evaluation size the user chose, or None for the model's own (:func:`app.sidebar.pickers.selection`
     resolves it)."""
     init()
     return st.session_state[EVAL_SIZE]

@@ -1,7 +1,7 @@
 """Shared widgets: page intro and notices, error display, "updating…" placeholders, metric rows, tables
-and downloads. The pickers that read cached calls live in :mod:`app.jobs.pickers`.
+and downloads. The pickers that read cached calls live in :mod:`app.sidebar.pickers`.
 
-Anything slow in :mod:`app.jobs.cache` is called through :class:`app.jobs.work.Work` (progress bar, Cancel,
+Anything slow in :mod:`app.model.cache` is called through :class:`app.runtime.work.Work` (progress bar, Cancel,
 when it starts).
 """
 from __future__ import annotations

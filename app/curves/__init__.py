@@ -1,1 +1,1 @@
-"""Pruning curves, ablation tables and training-dynamics figures."""
+"""Pruning curves, ablation tables and training-dynamics figures, with their cached calls and jobs."""

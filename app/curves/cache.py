@@ -1,11 +1,11 @@
 """Cached calls of the Curves page (and the Tour and Share, which show its results): pruning curves per
-scorer, the single-head ablation table, one head per layer. The rules of :mod:`app.jobs.cache` hold."""
+scorer, the single-head ablation table, one head per layer. The rules of :mod:`app.model.cache` hold."""
 from __future__ import annotations
 
 import streamlit as st
 
 from app.core.selection import Selection
-from app.jobs.cache import EVAL_BATCH, data, load, score_split_of, scores, task
+from app.model.cache import EVAL_BATCH, data, load, score_split_of, scores, task
 from pruning_core.evaluation import experiments, kinds
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info

@@ -10,12 +10,12 @@ from app.core import state, ui
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.curves import figures, tables
-from app.jobs import factories
+from app.curves import jobs as curve_jobs
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.kinds import FRACTIONS, KindSensitivity, borrow, missing_note, source_label
 
-SEEDS = factories.KIND_SEEDS
+SEEDS = curve_jobs.KIND_SEEDS
 # saved `headprune kinds` runs a model that lacks a kind can borrow it from (docs/MODELS.md says how each was made)
 REFERENCE_RUNS = Path(__file__).resolve().parents[2] / "assets" / "reference"
 
@@ -33,7 +33,7 @@ def show(sel: Selection, arch) -> None:
     st.caption(f"Remove 10, 25 and 50 % of ONE kind's heads, the least important first by {md_code(scorer)} and in "
                f"{SEEDS} random orders, the other kinds untouched (Michel et al. 2019, §5): {runs} evaluations of "
                f"{sel.eval_size} examples. " + missing_note(missing))
-    result = factories.kinds(sel, scorer, f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
+    result = curve_jobs.kinds(sel, scorer, f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
                              FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return

@@ -20,6 +20,8 @@ from pruning_core.core.heads import KIND_LABELS, HeadMask, HeadScores
 from pruning_core.analysis.roles import RoleReport, get_role
 from pruning_core.analysis.roles.report import STRONGEST_RULE
 
+from app.core.colouring import IMPORTANCE, STRONGEST
+
 COLORSCALE = "Cividis"
 REMOVED_COLOR = "#8c8c8c"
 CELL_PX = 26                     # marker pitch in pixels (smaller for many heads, see cell_px)
@@ -29,7 +31,6 @@ COLORBAR_PX = 70                 # the score colour bar and its title
 TITLE_CHAR_PX = 8                # a generous width of one character of the 14 px title
 TITLE_LINE_PX = 20               # one line of the title
 LEGEND_PX = 26                   # the kept/removed legend, on its own line under the title
-IMPORTANCE, STRONGEST = "importance", "strongest"     # colourings besides one role's name
 ROLE_SCALE = "Viridis"           # one role's score (kept apart from importance's cividis)
 DETECTED_LINE = dict(width=3.5, color="#000000")     # the frame of a head that has the coloured role
 NO_ROLE_COLOR = "#e4e4e4"        # strongest role: a kept head without any role

@@ -14,10 +14,10 @@ import streamlit as st
 from pruning_core.bench import FULL_MASK_TEXT, MASKED_TEXT, speed_verdict
 from pruning_core.core.heads import HeadMask
 
-from app.jobs import cache
+from app.headmap import cache as cache_headmap
 from app.core import session_results, state, ui
 from app.speed import figures as speed
-from app.jobs.work import PENDING, Work, job_board
+from app.runtime.work import PENDING, Work, job_board
 
 RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
 KEEP = 16                   # measurements remembered per session
@@ -39,7 +39,7 @@ def full_mask_note() -> None:
 
 def latency_panel(spec: str, mask: HeadMask, wait: bool = True):
     """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it;
-    returns the timing's :class:`app.jobs.work.Work` while it runs and ``wait`` is False, else None."""
+    returns the timing's :class:`app.runtime.work.Work` while it runs and ``wait`` is False, else None."""
     if mask.is_full():
         full_mask_note()
         return None
@@ -65,13 +65,13 @@ def drop_stale_timing(spec: str, mask: HeadMask) -> None:
 
 
 def _timing(spec: str, mask: HeadMask) -> Work:
-    return Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask), start="each_time")
+    return Work("latency", "Timing dense vs pruned, interleaved", cache_headmap.latency, (spec, mask), start="each_time")
 
 
 def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False, wait: bool = True):
     """This session's latency measurement of ``mask`` (a ``BenchResult``); when there is none (or
     ``again``, or a timing of it not shown yet) and ``measure``, time it now with a progress bar. None if
-    absent, failed or cancelled; :data:`app.jobs.work.PENDING` while it runs and ``wait`` is False."""
+    absent, failed or cancelled; :data:`app.runtime.work.PENDING` while it runs and ``wait`` is False."""
     store: dict = dict(session_results.get_result(RESULT) or {})
     timing = _timing(spec, mask)
     result = None if again or timing.started() else store.get(mask_key(mask))     # started: not handed out yet

@@ -7,11 +7,11 @@ parameter count of the new mask are drawn at once, with the metric, loss and lat
 "updating…" → the metric and loss as soon as the one evaluation of the new mask is done (a translation's
 loss first, while it decodes: ``Task.loss_first``, the job's ``partial``) → the
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
-after the metric, behind any evaluation another session waits for: :data:`app.jobs.board.GATE`).
+after the metric, behind any evaluation another session waits for: :data:`app.runtime.board.GATE`).
 
 The fragment never waits for work while a click could come (issue 31): a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
-is shown as far as it got (:meth:`app.jobs.work.Work.show` with ``wait=False``), then the run waits drawing
+is shown as far as it got (:meth:`app.runtime.work.Work.show` with ``wait=False``), then the run waits drawing
 nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
 A click during an evaluation or a latency timing thus applies to the mask at once; the work for the old
 mask is cancelled when the new mask's work starts under the same job name, and the panel marks which mask
@@ -38,14 +38,14 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.jobs import cache, workload
-from app.headmap import figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
+from app.model import cache, workload
+from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
-from app.jobs.work import PENDING, Work, wait_for_change
+from app.runtime.work import PENDING, Work, wait_for_change
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.metrics import get_metric
@@ -208,7 +208,7 @@ def _updating_text(mask: HeadMask) -> str:
 def _evaluation(sel: Selection, mask: HeadMask) -> Work:
     """The one evaluation of ``mask`` behind a click. The fragment begins it before anything is drawn and
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
-    (:data:`app.jobs.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
+    (:data:`app.runtime.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
     return cache.evaluation(sel, mask, "Evaluating this mask")
 
@@ -289,7 +289,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
 def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending: list | None = None):
     """The metric (with its change against all heads) and the loss of ``mask``, drawn as soon as its one
     evaluation is done; returns (EvalResult, the loss's slot), (None, None) when it failed, or
-    (:data:`app.jobs.work.PENDING`, None) while it runs and ``wait`` is False (the work put in ``pending``)."""
+    (:data:`app.runtime.work.PENDING`, None) while it runs and ``wait`` is False (the work put in ``pending``)."""
     changed = not mask.is_full()
     works = [_evaluation(sel, mask), cache.dense_evaluation(sel)]
     ev, dense = (w.show(wait) for w in works)
@@ -326,7 +326,7 @@ def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list
     and without least-squares repair of the kept heads, computed behind other sessions' clicks."""
     if not st.toggle("repair", key=state.widget_key("headmap", "repair"),
                      help="Tune one scale per kept head so each pruned layer reproduces the unpruned layer's "
-                          f"output (Kwon et al. 2022), on {cache.REPAIR_CALIBRATION} score-split examples; the "
+                          f"output (Kwon et al. 2022), on {cache_headmap.REPAIR_CALIBRATION} score-split examples; the "
                           "scales fold into the output projection, so the pruned model keeps its size."):
         return
     if ev is PENDING:
@@ -334,7 +334,7 @@ def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list
     if ev is None or mask.is_full():
         st.caption("Nothing removed: nothing to repair." if ev is not None else "No metric to repair.")
         return
-    work = Work("repair", "Repairing this mask", cache.repaired_evaluation, (sel, mask))
+    work = Work("repair", "Repairing this mask", cache_headmap.repaired_evaluation, (sel, mask))
     fixed = work.show(wait)
     if fixed is PENDING:
         pending.append(work)

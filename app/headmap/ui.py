@@ -12,7 +12,8 @@ import streamlit as st
 from app.curves import figures as charts
 from app.headmap import clicks as map_clicks
 from app.core import mask as mask_state, session_results, state
-from app.headmap.figures import IMPORTANCE, figure
+from app.core.colouring import IMPORTANCE
+from app.headmap.figures import figure
 from app.core.text import md_escape
 from pruning_core.modeling import presets
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores

@@ -1,11 +1,11 @@
 """Cached calls of the head-role feature (Head map colouring, Attention page probe, the Tour's induction
 step): role scores computed once per model, weights, task, roles and seed for every session, on the shared
-model (only read; the role library runs plain eager forward passes). The rules of :mod:`app.jobs.cache` hold."""
+model (only read; the role library runs plain eager forward passes). The rules of :mod:`app.model.cache` hold."""
 from __future__ import annotations
 
 import streamlit as st
 
-from app.jobs.cache import load, task
+from app.model.cache import load, task
 from app.roles.probe import ProbeView, probe_view
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.analysis.roles import InductionCheck, RoleReport, compute_roles, induction_check, role_names

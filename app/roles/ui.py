@@ -2,8 +2,8 @@
 mask's role summary, and the Attention page's role probe.
 
 The role report is :func:`app.roles.cache.roles` (``st.cache_data``: one computation per model, weights, task
-and seed for every session), run as this session's job :data:`JOB` (:class:`app.jobs.work.Work`): it starts
-by itself only when it is cheap (:func:`app.jobs.workload.roles_wait_for_click`), else on a click with its
+and seed for every session), run as this session's job :data:`JOB` (:class:`app.runtime.work.Work`): it starts
+by itself only when it is cheap (:func:`app.model.workload.roles_wait_for_click`), else on a click with its
 time estimate, with progress and Cancel. The Head map's fragment draws the map with the report it has
 (:func:`ready`: no work), and :func:`show_roles_job` at the end of the fragment reruns it once a report arrives.
 """
@@ -19,10 +19,10 @@ from pruning_core.analysis.roles.report import STRONGEST_RULE
 from app.attention import figures as attention
 from app.roles import cache as cache_roles
 from app.core import state, ui
-from app.jobs import workload
-from app.headmap.figures import IMPORTANCE, STRONGEST
+from app.model import workload
+from app.core.colouring import IMPORTANCE, STRONGEST
 from app.core.text import md_escape
-from app.jobs.work import PENDING, Work
+from app.runtime.work import PENDING, Work
 
 JOB = "roles"
 
@@ -41,7 +41,7 @@ def show_roles_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleRep
                    wait: bool = True) -> Work | None:
     """In ``slot``: the roles job when ``wanted`` (its button with the time estimate, or its progress); once
     its report is there and the map was ``drawn`` without one, rerun so the map shows it. Returns the job
-    while it runs and ``wait`` is False (:meth:`app.jobs.work.Work.show`), else None."""
+    while it runs and ``wait`` is False (:meth:`app.runtime.work.Work.show`), else None."""
     if not wanted:
         return None
     job = Work(JOB, workload.roles_label(spec), cache_roles.roles, (spec, task_name),

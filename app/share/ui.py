@@ -7,36 +7,37 @@ from __future__ import annotations
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 
-from app.jobs import cache, factories
+from app.model import cache, jobs
+from app.curves import jobs as curve_jobs
 from app.headmap import latency as latency_ui
 from app.core import notices, session_results, state
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.share.analysis import Analysis, analysis_provenance
-from app.jobs.work import job_board
+from app.runtime.work import job_board
 
 
 def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorers: list[str], with_ablation: bool,
                     with_one_per_layer: bool) -> Analysis:
-    """The session's analysis, from the same jobs the other pages start (:mod:`app.jobs.factories`: instant
+    """The session's analysis, from the same jobs the other pages start (:mod:`app.curves.jobs`: instant
     when they ran already; otherwise computed here with a progress bar). Missing parts are left out."""
     spec, task_name = sel.model, sel.task
     loaded = cache.load(spec)
     scores = {}
     for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
-        result = factories.scores(sel, name, loaded.layout.total_heads).show()
+        result = jobs.scores(sel, name, loaded.layout.total_heads).show()
         if result is not None:
             scores[name] = result
     curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
-        result = factories.curve(sel, name).show()
+        result = curve_jobs.curve(sel, name).show()
         if result is not None:
             curves[name] = result
     evaluation = cache.evaluation(sel, mask).show()
     dense = cache.dense_evaluation(sel).show()
-    ablation = factories.ablation(sel).show() if with_ablation else None
-    one = factories.one_per_layer(sel, scorer).show() if with_one_per_layer else None
+    ablation = curve_jobs.ablation(sel).show() if with_ablation else None
+    one = curve_jobs.one_per_layer(sel, scorer).show() if with_one_per_layer else None
     bench = session_results.get_result("bench")          # the Speed page's sweep, else the Head map's probe
     if bench is None or bench.mask != mask:
         bench = latency_ui.measurement(spec, mask)
@@ -47,7 +48,7 @@ def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorer
         provenance=analysis_provenance(
             loaded, task_name, {"eval_limit": sel.eval_size, "scorer": scorer,
                                 "score_split": _score_split(scores.get(scorer)),
-                                "score_seed": 0, "curve_step": factories.CURVE_STEP, "curve_rescore": False,
+                                "score_seed": 0, "curve_step": curve_jobs.CURVE_STEP, "curve_rescore": False,
                                 "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
             split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
             if (evaluation or dense) is not None else sel.eval_size))

@@ -12,7 +12,7 @@ import threading
 import streamlit as st
 
 from app.core.text import md_escape
-from app.jobs.work import Work
+from app.runtime.work import Work
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.scoring.smp import default_pruner

@@ -1,8 +1,8 @@
 """The Speed page's sweep: dense vs masked vs physically pruned at several batch sizes, measured on every call
-(never cached: a timing belongs to its moment and machine load). The rules of :mod:`app.jobs.cache` hold."""
+(never cached: a timing belongs to its moment and machine load). The rules of :mod:`app.model.cache` hold."""
 from __future__ import annotations
 
-from app.jobs.cache import load
+from app.model.cache import load
 from pruning_core import bench
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask

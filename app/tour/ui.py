@@ -19,14 +19,16 @@ from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
 
 from app.attention import figures as attention, cache as cache_attention
-from app.jobs import cache, factories, pickers
+from app.model import cache, jobs
+from app.curves import jobs as curve_jobs
+from app.sidebar import pickers
 from app.curves import figures as charts, kinds as kinds_tab, tables
 from app.roles import cache as cache_roles
-from app.headmap import latency as latency_ui
+from app.headmap import cache as cache_headmap, latency as latency_ui
 from app.core import mask as mask_state, state, ui
 from app.core.selection import Selection
 from app.tour import steps as tour
-from app.jobs.work import Work
+from app.runtime.work import Work
 from app.core.pages import PAGES
 from app.core.text import md_code, md_escape
 
@@ -40,7 +42,7 @@ class Ctx:
 
     model: tour.TourModel
     sel: Selection        # the tour model, its task and the session's evaluation size
-    arch: object          # app.jobs.cache.ArchSummary
+    arch: object          # app.model.cache.ArchSummary
 
     @property
     def spec(self) -> str:
@@ -114,7 +116,7 @@ def _prepare(mask: HeadMask, label: str) -> HeadMask:
 
 def _scores(ctx: Ctx):
     """Gradient scores, the Head map's job; a step starts it by itself."""
-    return factories.scores(ctx.sel, tour.SCORER, ctx.arch.layout.total_heads, start="auto").show()
+    return jobs.scores(ctx.sel, tour.SCORER, ctx.arch.layout.total_heads, start="auto").show()
 
 
 def _half_removed(ctx: Ctx) -> HeadMask | None:
@@ -123,7 +125,7 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    table = factories.ablation(ctx.sel).show()
+    table = curve_jobs.ablation(ctx.sel).show()
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
@@ -140,7 +142,7 @@ def _one_head(ctx: Ctx) -> bool:
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
-    result = factories.one_per_layer(ctx.sel, tour.SCORER).show()          # the Curves page's job
+    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER).show()          # the Curves page's job
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
@@ -155,7 +157,7 @@ def _curve(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     curves = {}
     for name in tour.CURVE_SCORERS:                     # the Curves page's jobs: its page shows them at once
-        found = factories.curve(ctx.sel, name, tour.CURVE_STEP).show()
+        found = curve_jobs.curve(ctx.sel, name, tour.CURVE_STEP).show()
         if found is not None:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):
@@ -174,7 +176,7 @@ def _curve(ctx: Ctx) -> bool:
 
 def _translation(ctx: Ctx) -> bool:
     scores = _scores(ctx)
-    result = factories.kinds(ctx.sel, tour.SCORER, "Attention kinds: a share of one kind's heads removed at a "
+    result = curve_jobs.kinds(ctx.sel, tour.SCORER, "Attention kinds: a share of one kind's heads removed at a "
                              "time").show()                           # the Curves page's Attention kinds job
     if scores is None or result is None:
         return False
@@ -190,7 +192,7 @@ def _translation(ctx: Ctx) -> bool:
                f"(the largest mean worsening over the shares {', '.join(f'{100 * f:g} %' for f in FRACTIONS)}). "
                f"The prepared mask removes {mask.n_total - mask.n_kept} of {result.heads.get('cross', 0)} "
                f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
-               f"mean of {factories.KIND_SEEDS} random orders, shaded their range. "
+               f"mean of {curve_jobs.KIND_SEEDS} random orders, shaded their range. "
                + (f"{missing[:-1]}: {why}." if missing and why else missing))
     kinds_tab.borrowed_caption(borrowed)
     return True
@@ -219,7 +221,7 @@ def _speed(ctx: Ctx) -> bool:
     if mask is None:
         return False
     pruned, dense = cache.pruned_parameters(ctx.spec, mask)
-    ceiling = bench.flop_ceiling(cache.load(ctx.spec), mask, cache.LATENCY_SEQ_LEN)
+    ceiling = bench.flop_ceiling(cache.load(ctx.spec), mask, cache_headmap.LATENCY_SEQ_LEN)
     st.markdown(f"The prepared mask keeps **{mask.n_kept} of {mask.n_total} heads**: the pruned model has "
                 f"**{ui.count_text(pruned)} parameters** (dense {ui.count_text(dense)}, "
                 f"{100 * (1 - pruned / dense):.1f} % fewer). It removes {100 * ceiling.removed_fraction:.1f} % of the "

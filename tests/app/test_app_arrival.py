@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from app.jobs import workload
+from app.model import workload
 from browser_helpers import ROOT, app_env, ok
 from pruning_core.scoring import store as score_store
 from pruning_core.scoring import gradient as gradient_scoring
@@ -63,7 +63,7 @@ def test_disabled_presets_say_why_and_what_enables_them(tiny_bert, tmp_path, mon
 
 
 def test_a_prepared_models_short_scoring_starts_by_itself(monkeypatch):
-    from app.jobs import cache
+    from app.model import cache
     monkeypatch.setattr(cache, "scores_kept", lambda *a, **k: False)
     monkeypatch.setattr(cache, "load", lambda spec: type("Loaded", (), {"task_type": "classification"})())
     monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 15.0)     # the default's gradient scoring

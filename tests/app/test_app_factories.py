@@ -8,13 +8,15 @@ import ast
 import pytest
 
 from app.core.selection import Selection
-from app.jobs import board, cache, factories, work
+from app.runtime import board, work
+from app.model import cache, jobs, workload
+from app.curves import jobs as curve_jobs
 from browser_helpers import ROOT, build_tiny_app, ok, open_app
 from pruning_core.core.heads import HeadMask
 
 # the cached calls that are long jobs, and the only modules that may wrap them in a Work
 LONG_CALLS = {"scores", "curve", "ablation", "one_per_layer", "evaluate"}
-FACTORY_MODULES = {"app/jobs/factories.py", "app/jobs/cache.py"}
+FACTORY_MODULES = {"app/model/jobs.py", "app/curves/jobs.py", "app/model/cache.py"}
 EVAL_SIZE = 12
 
 
@@ -44,7 +46,7 @@ def test_only_the_factories_build_a_long_job():
         name = path.relative_to(ROOT).as_posix()
         if name not in FACTORY_MODULES and (lines := spelled_long_jobs(path.read_text(encoding="utf-8"))):
             found[name] = lines
-    assert not found, f"build these through app.jobs.factories (or cache.evaluation): {found}"
+    assert not found, f"build these through app.curves.jobs (or cache.evaluation): {found}"
 
 
 def test_the_checker_sees_a_long_job_spelled_at_a_call_site():
@@ -111,15 +113,15 @@ def test_a_drifted_argument_is_another_call_under_the_same_job_name(tiny):
     """A job is named by what it is; its identity holds every argument: another evaluation size makes another
     identity under the same name, so the new request replaces the old job (never a second job beside it)."""
     sel = Selection(str(tiny.model), tiny.task, EVAL_SIZE)
-    other = Selection(sel.model, sel.task, 2 * factories.workload.SCORE_SIZE)    # scored on more examples too
+    other = Selection(sel.model, sel.task, 2 * workload.SCORE_SIZE)    # scored on more examples too
     heads = cache.architecture(sel.model).total_heads
-    for make in (lambda s: factories.scores(s, "gradient", heads), lambda s: factories.curve(s, "gradient"),
-                 factories.ablation, lambda s: factories.one_per_layer(s, "gradient"), cache.dense_evaluation):
+    for make in (lambda s: jobs.scores(s, "gradient", heads), lambda s: curve_jobs.curve(s, "gradient"),
+                 curve_jobs.ablation, lambda s: curve_jobs.one_per_layer(s, "gradient"), cache.dense_evaluation):
         a, b, again = make(sel), make(other), make(Selection(sel.model, sel.task, EVAL_SIZE))
         assert a.job == b.job and a._ident() != b._ident() and a._ident() == again._ident()
     assert board.identity(cache.evaluate, (sel, None), {}) == cache.dense_evaluation(sel)._ident()
-    label_only = factories.ablation(sel, "Another label", start="button")
-    assert (label_only.job, label_only._ident()) == (factories.ablation(sel).job, factories.ablation(sel)._ident())
+    label_only = curve_jobs.ablation(sel, "Another label", start="button")
+    assert (label_only.job, label_only._ident()) == (curve_jobs.ablation(sel).job, curve_jobs.ablation(sel)._ident())
 
 
 def test_a_selection_is_a_frozen_hashable_key():

@@ -1,4 +1,4 @@
-"""Long work per session that survives page changes: :mod:`app.jobs.board`, :class:`app.jobs.work.Work`
+"""Long work per session that survives page changes: :mod:`app.runtime.board`, :class:`app.runtime.work.Work`
 and the Curves page, which starts work only on a button.
 
 The board is tested without Streamlit; ``Work.show`` is interrupted the way Streamlit interrupts a
@@ -14,7 +14,7 @@ import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from streamlit.testing.v1 import AppTest
 
-from app.jobs import board as jobs
+from app.runtime import board as jobs
 from browser_helpers import ROOT, ok
 from pruning_core.core.errors import Cancelled
 from pruning_core.core.progress import ProgressEvent
@@ -82,7 +82,7 @@ def test_the_board_keeps_running_jobs_and_drops_the_oldest_finished_beyond_its_s
 def test_leaving_the_page_while_a_job_runs_does_not_cancel_it(monkeypatch):
     """Streamlit stops a page's script when the user goes to another page; the job goes on, and the
     next visit gets its result without starting it again."""
-    from app.jobs import work
+    from app.runtime import work
 
     board = jobs.JobBoard()                            # bare mode has no session state: one board
     monkeypatch.setattr(work, "job_board", lambda: board)
@@ -107,7 +107,7 @@ def test_leaving_the_page_while_a_job_runs_does_not_cancel_it(monkeypatch):
 
 
 def queued(gate: threading.Event, _progress=None):
-    """Work that waits its turn, reporting the same "queued" event until ``gate`` is set (app.jobs.board.Gate)."""
+    """Work that waits its turn, reporting the same "queued" event until ``gate`` is set (app.runtime.board.Gate)."""
     while not gate.is_set():
         if _progress is not None:
             _progress(ProgressEvent("queued", 0, None, "3 in line for the CPU"))
@@ -118,7 +118,7 @@ def queued(gate: threading.Event, _progress=None):
 def test_a_waiting_job_sends_its_progress_only_when_it_changes(monkeypatch):
     """A class of sessions queued for the CPU: each poll of an unchanged bar would be one more message to
     every waiting browser (which redraws the page for each)."""
-    from app.jobs import work
+    from app.runtime import work
 
     board = jobs.JobBoard()
     monkeypatch.setattr(work, "job_board", lambda: board)
@@ -242,7 +242,7 @@ def test_the_share_bundle_includes_every_curve_the_session_computed(app_for, tin
 
 EXIT_SCRIPT = """
 import sys, time
-from app.jobs import board as jobs
+from app.runtime import board as jobs
 
 def work(marker, _progress):
     try:

@@ -15,7 +15,7 @@ from streamlit.testing.v1.element_tree import parse_tree_from_messages
 
 from app.speed import figures as speed
 from app.core import ui
-from app.jobs.work import Work
+from app.runtime.work import Work
 from browser_helpers import ok
 from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
 from test_app_pages import button, click_head, metric
@@ -166,7 +166,7 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
     import threading
     import time as time_
 
-    from app.jobs.board import Gate
+    from app.runtime.board import Gate
     from pruning_core.core.errors import Cancelled
 
     gate, order, inside, most = Gate(), [], [0], [0]
@@ -206,11 +206,12 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
 
 
 def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert_24, monkeypatch):
-    from app.jobs import cache
+    from app.headmap import cache as cache_headmap
+    from app.model import cache
     from pruning_core.modeling import pruning
     from pruning_core.modeling.loading import weights_hash_of_module
 
-    monkeypatch.setattr(cache, "LATENCY_ROUNDS", 2)
+    monkeypatch.setattr(cache_headmap, "LATENCY_ROUNDS", 2)
     made = []
     original = pruning.prune_heads
     monkeypatch.setattr(pruning, "prune_heads", lambda model, mask: made.append(mask) or original(model, mask))
@@ -218,11 +219,11 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     shared = cache.load(spec)
     before = weights_hash_of_module(shared.model)
     mask = half_mask(shared.layout, seed=2)
-    first, second = cache.latency(spec, mask), cache.latency(spec, mask)
+    first, second = cache_headmap.latency(spec, mask), cache_headmap.latency(spec, mask)
     assert made == [mask]                                         # one copy for both timings
     assert first.variants == second.variants == ("dense", "pruned")   # the two variants the panel shows
     assert weights_hash_of_module(shared.model) == before          # the shared model untouched
-    cache.pruned_model.clear()
+    cache_headmap.pruned_model.clear()
 
 
 def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, monkeypatch):
@@ -230,11 +231,13 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
     evaluation) runs between two timing rounds, not after the whole timing."""
     import threading
 
-    from app.jobs import board, cache
+    from app.runtime import board
+    from app.headmap import cache as cache_headmap
+    from app.model import cache
     from pruning_core.bench import timing
 
     monkeypatch.setattr(board, "GATE", board.Gate())
-    monkeypatch.setattr(cache, "LATENCY_ROUNDS", 40)
+    monkeypatch.setattr(cache_headmap, "LATENCY_ROUNDS", 40)
     spec = str(tiny_bert_24.model)
     mask = half_mask(cache.load(spec).layout, seed=3)
     order, started = [], threading.Event()
@@ -246,7 +249,7 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
         return original(progress, stage, done, total, message)
 
     monkeypatch.setattr(timing, "report", noting)
-    worker = threading.Thread(target=lambda: cache.latency(spec, mask))
+    worker = threading.Thread(target=lambda: cache_headmap.latency(spec, mask))
     worker.start()
     assert started.wait(60)
     with board.GATE.hold(urgent=True):
@@ -254,11 +257,11 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
     worker.join(120)
     rounds = [o for o in order if o.startswith("round")]
     assert len(rounds) >= 40 and order.index("click") < order.index(rounds[-1])   # not after every round
-    cache.pruned_model.clear()
+    cache_headmap.pruned_model.clear()
 
 
 def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert_24, monkeypatch):
-    from app.jobs import cache
+    from app.model import cache
 
     at = ok(app_for(tiny_bert_24, HEAD_MAP))
     for layer, head in ((0, 0), (0, 1)):

@@ -1,4 +1,4 @@
-"""The dashboard's live panel per click, through ``app.jobs.cache``: the metric, its interval, the paired test,
+"""The dashboard's live panel per click, through ``app.model.cache``: the metric, its interval, the paired test,
 each example's loss and prediction come from ONE forward pass per mask (the cached evaluation), and the
 pruned model's parameter count is arithmetic (no pruned copy)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from app.core.selection import Selection
-from app.jobs import cache
+from app.model import cache
 from browser_helpers import build_tiny_app
 from pruning_core.modeling import pruning
 from pruning_core.core.heads import HeadMask

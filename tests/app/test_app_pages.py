@@ -252,7 +252,7 @@ def test_unsupported_architecture_and_too_large_models_are_refused_politely(app_
                                                                             monkeypatch):
     import shutil
 
-    import app.jobs.cache
+    import app.model.cache
 
     odd = tmp_path / "opt-like"
     odd.mkdir()
@@ -263,7 +263,7 @@ def test_unsupported_architecture_and_too_large_models_are_refused_politely(app_
     at = ok(app_for(tiny_bert))
     for folder, words in ((odd, "not supported"), (big, "memory")):
         if folder == big:
-            monkeypatch.setattr(app.jobs.cache, "MEMORY_HEADROOM", 1e-12)
+            monkeypatch.setattr(app.model.cache, "MEMORY_HEADROOM", 1e-12)
         at.radio(key="hp_w_model_source").set_value("local")
         at.text_input(key="hp_w_model_where").set_value(str(folder))
         next(b for b in at.button if b.label == "Use this model").click().run()
@@ -272,11 +272,11 @@ def test_unsupported_architecture_and_too_large_models_are_refused_politely(app_
 
 
 def test_concurrent_sessions_on_the_shared_model_get_their_own_numbers(tiny_bert):
-    """Two users at once on the one cached model (what two browser sessions do through app.jobs.cache):
+    """Two users at once on the one cached model (what two browser sessions do through app.model.cache):
     each evaluation sees exactly its own mask, and the shared model is left untouched."""
     import threading
 
-    from app.jobs import cache
+    from app.model import cache
     from pruning_core.core.share_link import decode_mask as mask_from_param
     from pruning_core.modeling.masking import installed_hook_count
 

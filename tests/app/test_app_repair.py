@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from app.jobs import board
-from app.jobs.work import Work
+from app.runtime import board
+from app.runtime.work import Work
 from browser_helpers import ok
 from test_app_pages import click_head, metric
 

@@ -1,4 +1,4 @@
-"""One description of a piece of work and when it starts (:class:`app.jobs.work.Work`): a page's slow call
+"""One description of a piece of work and when it starts (:class:`app.runtime.work.Work`): a page's slow call
 starts by itself once ("auto"), only on a button ("button"), or each time the page asks ("each_time", a
 timing whose result is handed out once). Each script below is one page run in AppTest; the work records
 every call in a file, so the tests count how often it really ran."""
@@ -18,7 +18,7 @@ def _page(log: str, start: str) -> None:
     """A page that shows one piece of work and what it returned."""
     import streamlit as st
 
-    from app.jobs.work import Work
+    from app.runtime.work import Work
 
     def measure(tag: str, _progress=None) -> str:
         with open(log, "a", encoding="utf-8") as f:
@@ -33,7 +33,7 @@ def _shared_button(log: str) -> None:
     """A page whose two pieces of work start on one shared button; each is shown only once started."""
     import streamlit as st
 
-    from app.jobs.work import Work, start_button
+    from app.runtime.work import Work, start_button
 
     def measure(tag: str, _progress=None) -> str:
         with open(log, "a", encoding="utf-8") as f:
@@ -99,7 +99,7 @@ def test_a_shared_start_button_starts_every_work_at_once_and_goes(tmp_path):
 
 
 def test_an_unknown_start_says_which_there_are():
-    from app.jobs.work import Work
+    from app.runtime.work import Work
 
     with pytest.raises(ValueError, match="auto, button, each_time.*'later'"):
         Work("measure", "Measuring", print, start="later")

@@ -11,7 +11,7 @@ import pytest
 
 from app.core.pages import URL_PATHS
 from app.core.selection import Selection
-from app.jobs import cache
+from app.model import cache
 import transformers as tf
 from streamlit.testing.v1 import AppTest
 
@@ -106,7 +106,7 @@ def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
     costly one (Whisper-base's utterances), never fewer than it evaluates; random and per-head
     scorers keep theirs."""
     from app.core.selection import Selection
-    from app.jobs import cache, workload
+    from app.model import cache, workload
 
     costs = {"cheap": budget.example_cost(tf.BertConfig(**MINILM), "classification", 27),
              "whisper": budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")}

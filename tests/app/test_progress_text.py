@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from app.jobs import work
+from app.runtime import work
 from app.core.progress_text import curve_label, describe, stage_text
 from fake_task import FakeTask
 from pruning_core.evaluation.experiments import pruning_curve

@@ -1,5 +1,5 @@
 """A waiting fragment notices the user at once and costs the CPU nothing (:mod:`app.core.reruns`,
-:func:`app.jobs.work.wait_for_change`): the class regression of issue 31 was eight sessions redrawing their
+:func:`app.runtime.work.wait_for_change`): the class regression of issue 31 was eight sessions redrawing their
 maps four times a second while their evaluations waited for the CPU."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
 
 from app.core import reruns
-from app.jobs import board as jobs
-from app.jobs.work import wait_for_change
+from app.runtime import board as jobs
+from app.runtime.work import wait_for_change
 from pruning_core.core.progress import ProgressEvent
 
 
@@ -29,7 +29,7 @@ def test_user_waiting_reads_the_pinned_streamlit_requests(monkeypatch):
 
 
 class Found:
-    """A stand-in for :class:`app.jobs.work.Work`: the session's job it finds."""
+    """A stand-in for :class:`app.runtime.work.Work`: the session's job it finds."""
 
     def __init__(self, job):
         self.job = job

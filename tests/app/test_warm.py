@@ -1,10 +1,10 @@
-"""Scores ready on arrival (issue 30, item 1): :mod:`app.jobs.warm` computes what a new session's Head map
+"""Scores ready on arrival (issue 30, item 1): :mod:`app.model.warm` computes what a new session's Head map
 would compute by itself, keeps it on disk, and leaves a long scoring to its button."""
 from __future__ import annotations
 
 import pytest
 
-from app.jobs import warm
+from app.model import warm
 
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from app.core import uncertainty
-from app.jobs import workload
+from app.model import workload
 from pruning_core.bench import budget
 from pruning_core.evaluation import stats
 from pruning_core.evaluation.metrics import get_metric

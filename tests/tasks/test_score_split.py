@@ -1,6 +1,6 @@
 """One policy for the split heads are scored on (``pruning_core.tasks.default_score_split``): train when the
 task has training examples of its own, else its evaluation split; used by the dashboard's Head map (its
-``app.jobs.cache.scores`` call) and recorded in the share bundle as the split the scores were computed on."""
+``app.model.cache.scores`` call) and recorded in the share bundle as the split the scores were computed on."""
 from __future__ import annotations
 
 import itertools
@@ -8,11 +8,11 @@ import itertools
 import pytest
 
 from app.core.selection import Selection
-from app.jobs import cache
+from app.model import cache
 from app.headmap import latency as latency_ui
 from app.core import session_results
 from app.share import ui as share_ui
-from app.jobs.work import Work
+from app.runtime.work import Work
 from browser_helpers import build_tiny_app
 from pruning_core.core.heads import HeadMask
 from pruning_core.scoring import ScoreConfig, get_scorer

@@ -1,10 +1,10 @@
 """Long work that belongs to one browser session and survives page changes.
 
-A :class:`JobBoard` lives in that session's ``st.session_state`` (:func:`app.jobs.work.job_board`), so
+A :class:`JobBoard` lives in that session's ``st.session_state`` (:func:`app.runtime.work.job_board`), so
 one session's jobs are never seen by another, and they go when the session goes. Each job runs
 ``fn(*args, **kwargs)`` in a worker thread that is *not* tied to a script run: when the user
 visits another page (Streamlit stops the page's script), the work keeps running, and when they
-come back :meth:`app.jobs.work.Work.show` finds the same job by its name and arguments and shows its
+come back :meth:`app.runtime.work.Work.show` finds the same job by its name and arguments and shows its
 progress, or its result, without starting again. Cancel, a newer request under the same name with
 other arguments, or the end of the browser session stops a job, at the work's next progress
 callback: a board made with ``alive`` (:func:`session_alive`: the Streamlit runtime still knows the

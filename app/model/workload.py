@@ -19,7 +19,7 @@ from pruning_core.scoring import scorer_info
 from pruning_core.evaluation.significance import too_few
 
 from app.core.selection import Selection
-from app.jobs import cache
+from app.model import cache
 
 CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
 AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this ...

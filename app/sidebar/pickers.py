@@ -1,6 +1,6 @@
 """The pickers every page shares: scorer, evaluation size, model and task, the session's
 :class:`app.core.selection.Selection`, and loading the model's architecture. They read the cached calls of
-:mod:`app.jobs.cache`; the plain widgets are :mod:`app.core.ui`."""
+:mod:`app.model.cache`; the plain widgets are :mod:`app.core.ui`."""
 from __future__ import annotations
 
 import streamlit as st
@@ -10,8 +10,8 @@ from app.core.access import hide_upload_paths, store_upload, task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.core.ui import bind
-from app.jobs import cache, workload
-from app.jobs.work import Work
+from app.model import cache, workload
+from app.runtime.work import Work
 from app.smp import training as smp_training
 from pruning_core.core import catalog as zoo
 from pruning_core.core.errors import HeadpruneError
@@ -45,7 +45,7 @@ def scorer_picker(page: str) -> str:
 
 def selection() -> Selection:
     """The session's selection: its model and task, and the evaluation size the user chose, else the model's
-    own (:func:`app.jobs.workload.default_eval_size`). Every page asks this one function."""
+    own (:func:`app.model.workload.default_eval_size`). Every page asks this one function."""
     spec, task_name = state.model_spec(), state.task_spec()
     return Selection(spec, task_name, state.eval_size() or workload.default_eval_size(spec, task_name)[0])
 

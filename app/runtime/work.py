@@ -14,7 +14,7 @@ progress, and **when it starts** (:data:`Start`):
                out once (the page keeps what it needs, e.g. in :mod:`app.core.session_results`)
 =============  ============================================================================================
 
-:meth:`Work.show` runs the call as one of the session's jobs (:mod:`app.jobs.board`) in a worker thread while
+:meth:`Work.show` runs the call as one of the session's jobs (:mod:`app.runtime.board`) in a worker thread while
 the page's script thread draws a progress bar fed by the pruning_core progress callback, with a Cancel
 button. Leaving the page does not stop the work: coming back shows its progress or result. Cancel sets
 a flag that the callback turns into ``pruning_core.core.errors.Cancelled``: the work unwinds cleanly
@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from app.jobs import board as jobs
+from app.runtime import board as jobs
 from app.core import progress_text, state
 from app.core.ui import show_error
 from pruning_core.core.errors import Cancelled
@@ -237,7 +237,7 @@ def _cancel(job: str) -> None:
 
 # -- this session's jobs ------------------------------------------------------------------------
 def job_board() -> jobs.JobBoard:
-    """This session's :class:`app.jobs.board.JobBoard` (long work that survives page changes)."""
+    """This session's :class:`app.runtime.board.JobBoard` (long work that survives page changes)."""
     board = st.session_state.get(state.JOBS)
     if board is None:
         board = st.session_state[state.JOBS] = jobs.JobBoard(alive=_session_alive())

@@ -1,33 +1,22 @@
-"""The long jobs pages share, each built by one function from a :class:`app.core.selection.Selection`.
+"""The Curves feature's long jobs, each built by one function from a :class:`app.core.selection.Selection`.
 
-The Head map, the Curves and Share pages and the Tour ask for the same scores, curves and tables: each page
-calls the factory here, so one job name and one set of arguments (the scoring size, the curve's seeds) are
-spelled once, and a page finds the job another page started, running or finished, instead of starting a
-second one. Only what a page shows may differ: its label and when the job starts (neither is part of the
-job's identity, :func:`app.jobs.board.identity`). The evaluation of a mask is built beside its cached call,
-:func:`app.jobs.cache.evaluation`.
+The Curves and Share pages and the Tour ask for the same curves and tables: each calls the function here, so one
+job name and one set of arguments (the scoring size, the curve's seeds) are spelled once, and a page finds the job
+another page started, running or finished, instead of starting a second one. Only what a page shows may differ:
+its label and when the job starts (neither is part of the job's identity, :func:`app.runtime.board.identity`).
+The shared scores job: :func:`app.model.jobs.scores`.
 """
 from __future__ import annotations
 
 from app.core import progress_text
 from app.core.selection import Selection
 from app.curves import cache as cache_curves
-from app.jobs import cache, workload
-from app.jobs.work import Start, Work
+from app.model import workload
+from app.runtime.work import Start, Work
 from pruning_core.evaluation.kinds import FRACTIONS
 
 CURVE_STEP = 0.1        # share of heads removed per curve step, unless a page lets the user choose
 KIND_SEEDS = 3          # random orders per share in the attention-kinds comparison
-
-
-def scores(sel: Selection, scorer: str, heads: int, start: Start | None = None) -> Work:
-    """Every head's importance by ``scorer`` (``heads``: how many, for the time estimate); by default it waits
-    for a click when :func:`app.jobs.workload.waits_for_click` says so."""
-    n = workload.score_size(sel, scorer)
-    if start is None:
-        start = "button" if workload.waits_for_click(sel.model, sel.task, scorer, n, heads) else "auto"
-    return Work(f"score_{scorer}", workload.scoring_label(sel.model, sel.task, scorer, n, heads), cache.scores,
-                (sel.model, sel.task, scorer, n), start=start)
 
 
 def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
@@ -59,4 +48,4 @@ def kinds(sel: Selection, scorer: str, label: str, fractions: tuple[float, ...] 
                 (sel, scorer, workload.score_size(sel, scorer), fractions, seeds), start=start)
 
 
-__all__ = ["CURVE_STEP", "KIND_SEEDS", "scores", "curve", "ablation", "one_per_layer", "kinds"]
+__all__ = ["CURVE_STEP", "KIND_SEEDS", "curve", "ablation", "one_per_layer", "kinds"]

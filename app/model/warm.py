@@ -1,10 +1,10 @@
 """Scores ready on arrival: the default scorer's importance of a prepared model's heads on its own task,
 computed before anyone opens the Head map and kept on disk for every session (``pruning_core.scoring.store``).
 
-``python -m app.jobs.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
+``python -m app.model.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
 preparing); the dashboard's first run starts the same in the background (:func:`start_once`) for the model
 a new session opens on, when prepare ran without it. Only scoring that would start by itself on opening a
-page (:func:`app.jobs.workload.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
+page (:func:`app.model.workload.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 
 from app.core.selection import Selection
 from app.core.state import DEFAULT_SCORER
-from app.jobs import cache, workload
+from app.model import cache, workload
 from pruning_core.core import catalog
 from pruning_core.core.errors import HeadpruneError
 

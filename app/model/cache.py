@@ -1,7 +1,7 @@
-"""Cached calls into pruning_core: with the feature modules ``app/cache_<feature>.py`` (curves, attention,
-speed, roles), the only modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the
-dashboard loads, scores, evaluates, times, prunes or runs attention maps. This module holds what several
-features share (models, tasks, data, evaluation, scores) and the Head map's live loop (repair, latency).
+"""The model floor's cached calls into pruning_core, shared by every feature: models, tasks, data, evaluation,
+scores. With each feature's own ``app/<feature>/cache.py`` (curves, attention, speed, roles, headmap), the only
+modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the dashboard loads, scores,
+evaluates, times, prunes or runs attention maps.
 
 - Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
   evaluation data, physically pruned copies. One instance serves every browser session and is
@@ -9,19 +9,19 @@ features share (models, tasks, data, evaluation, scores) and the Head map's live
   per-thread), pruning returns a copy.
 - Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
   their arguments: the :class:`app.core.selection.Selection` (model, task, evaluation size), mask and
-  settings. A cached function reads nothing but its arguments (and the other cached calls they name); settings such as the device
-  or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
-- Timings (:func:`latency`, :func:`app.speed.cache.speed_sweep`) are never cached: a latency belongs to its
-  moment and machine load. Pages keep them per session and show when and under what load.
+  settings. A cached function reads nothing but its arguments (and the other cached calls they name); settings
+  such as the device or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
+- Timings (:func:`app.headmap.cache.latency`, :func:`app.speed.cache.speed_sweep`) are never cached: a latency
+  belongs to its moment and machine load. Pages keep them per session and show when and under what load.
 
 Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
-keeps them out of the cache key. Run long calls through :class:`app.jobs.work.Work`, which supplies
+keeps them out of the cache key. Run long calls through :class:`app.runtime.work.Work`, which supplies
 that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
 cached functions (a cached function must not draw, or its cache hits would replay the drawing).
 
 The evaluation of a mask is built here as a job too (:func:`evaluation`, :func:`dense_evaluation`), beside
-the cached call it runs: a Head map click goes from the panel to this module, which calls the library's
-``Task.evaluate`` (the job board only runs it). The other long jobs: :mod:`app.jobs.factories`.
+the cached call it runs; the library's ``Task.evaluate`` is called here. The other long jobs:
+:mod:`app.model.jobs` (scores) and each feature's ``jobs.py``.
 """
 from __future__ import annotations
 
@@ -56,18 +56,12 @@ from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from app.core.selection import Selection
-from app.jobs import board
-from app.jobs.work import Work
+from app.runtime import board
+from app.runtime.work import Work
 from app.core.access import DataAccess, data_access_from
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
-LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
-LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
-LATENCY_WARMUP = 2
-LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
-PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 MEMORY_HEADROOM = 0.8    # refuse models whose weights exceed this share of available memory
-REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
 
 log = logging.getLogger("headprune.app")
 _SCORE_LOCKS: defaultdict = defaultdict(threading.Lock)   # (weights, ScoreKey) -> lock
@@ -281,20 +275,6 @@ def layer_inputs() -> LayerInputCache:
     return LayerInputCache(budget.layer_cache_budget())
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def repaired_evaluation(sel: Selection, mask: HeadMask, _progress: ProgressCallback | None = None) -> EvalResult:
-    """``mask``'s metric after least-squares repair (``pruning_core.compress``) tuned on the first
-    :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
-    from pruning_core.compress import evaluate_repaired  # the path `curve --repair` and the benchmarks take
-    with board.GATE.hold(urgent=False, progress=_progress, what="repair"):
-        loaded, found = load(sel.model), task(sel.task)
-        calibration = found.encode(loaded, score_split_of(sel.task), REPAIR_CALIBRATION)
-        fixed, _ = evaluate_repaired(loaded, found, data(sel), mask, calibration,
-                                     bias_compensation=True, batch_size=EVAL_BATCH,
-                                     progress=board.yielding(_progress, "repair"))
-        return fixed
-
-
 def references(sel: Selection) -> list | None:
     """The gold labels (or reference texts) of the evaluated examples, in order; None when the data has none."""
     found = task(sel.task).references(data(sel))
@@ -388,28 +368,3 @@ def scores_kept(spec: str, task_name: str, scorer: str, score_size: int | None, 
         key, loaded.weights_sha256).is_file()
 
 
-def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
-    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
-    measured now: the two variants the panel shows, interleaved in the same call, several rounds,
-    the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
-    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.jobs.board.GATE`).
-    Deliberately not cached: a timing belongs to its moment and machine load, so
-    :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
-    loaded = load(spec)
-    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
-    # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
-    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
-    with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
-        return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
-                               device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
-                               min_seconds=0.5, measure_memory=False,
-                               progress=board.yielding(_progress, "latency"),   # clicks go first, between rounds
-                               variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
-
-
-@st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)
-def pruned_model(spec: str, mask: HeadMask):
-    """The physically pruned copy of ``spec``'s model under ``mask`` (``pruning.prune_heads``: a new
-    model, the shared one untouched), made once per mask and shared read-only by every session's
-    timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
-    return pruning.prune_heads(load(spec).model, mask).eval()

@@ -1,0 +1,63 @@
+"""The Head map's cached calls: the live panel's latency probe, the pruned copies it times and the repaired
+metric. The rules of :mod:`app.model.cache` hold; a timing is never cached (it belongs to its moment and machine
+load), so :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
+from __future__ import annotations
+
+import streamlit as st
+
+from app.core.selection import Selection
+from app.model.cache import EVAL_BATCH, data, load, score_split_of, task
+from app.runtime import board
+from pruning_core import bench
+from pruning_core.core.heads import HeadMask
+from pruning_core.core.progress import ProgressCallback
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.modeling import pruning
+
+LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
+LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
+LATENCY_WARMUP = 2
+LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
+PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
+REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
+
+
+def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None):
+    """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
+    measured now: the two variants the panel shows, interleaved in the same call, several rounds,
+    the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
+    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.runtime.board.GATE`).
+    Deliberately not cached: a timing belongs to its moment and machine load, so
+    :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
+    loaded = load(spec)
+    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
+    # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
+    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
+    with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
+        return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+                               device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
+                               min_seconds=0.5, measure_memory=False,
+                               progress=board.yielding(_progress, "latency"),   # clicks go first, between rounds
+                               variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
+
+
+@st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)
+def pruned_model(spec: str, mask: HeadMask):
+    """The physically pruned copy of ``spec``'s model under ``mask`` (``pruning.prune_heads``: a new
+    model, the shared one untouched), made once per mask and shared read-only by every session's
+    timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
+    return pruning.prune_heads(load(spec).model, mask).eval()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def repaired_evaluation(sel: Selection, mask: HeadMask, _progress: ProgressCallback | None = None) -> EvalResult:
+    """``mask``'s metric after least-squares repair (``pruning_core.compress``) tuned on the first
+    :data:`REPAIR_CALIBRATION` score-split examples. Background work: clicks go first, also between layers."""
+    from pruning_core.compress import evaluate_repaired  # the path `curve --repair` and the benchmarks take
+    with board.GATE.hold(urgent=False, progress=_progress, what="repair"):
+        loaded, found = load(sel.model), task(sel.task)
+        calibration = found.encode(loaded, score_split_of(sel.task), REPAIR_CALIBRATION)
+        fixed, _ = evaluate_repaired(loaded, found, data(sel), mask, calibration,
+                                     bias_compensation=True, batch_size=EVAL_BATCH,
+                                     progress=board.yielding(_progress, "repair"))
+        return fixed

@@ -1,0 +1,1 @@
+"""The sidebar's pickers: the session's model, task, scorer and evaluation size."""
