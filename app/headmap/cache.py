@@ -1,6 +1,7 @@
-"""The Head map's cached calls: the live panel's latency probe, the pruned copies it times and the repaired
-metric. The rules of :mod:`app.model.cache` hold; a timing is never cached (it belongs to its moment and machine
-load), so :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
+"""The Head map's cached calls: the live panel's latency probe, the pruned copies it times, the latency estimate and
+the repaired metric. The rules of :mod:`app.model.cache` hold; a mask's timing is never cached (it belongs to its
+moment and machine load), so :mod:`app.headmap.latency` keeps it per session and shows when and under what load it
+was made. The estimate's timings are made once per model and server, and say when."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,6 +10,7 @@ from app.core.selection import Selection
 from app.model.cache import EVAL_BATCH, data, load, score_split_of, task
 from app.runtime import board
 from pruning_core import bench
+from pruning_core.bench.latency_model import LatencyModel, calibrate
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.results import EvalResult
@@ -30,15 +32,32 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
-    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
-    # a speech model reads all its audio frames (Whisper: 30 s), so one utterance is the probe
-    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
+    batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
-        return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=min(LATENCY_SEQ_LEN, max_pos),
+        return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=seq_len,
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                                min_seconds=0.5, measure_memory=False,
                                progress=board.yielding(_progress, "latency"),   # clicks go first, between rounds
                                variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
+
+
+def probe_shape(loaded) -> tuple[int, int]:
+    """The latency probe's (batch, tokens): a speech model reads all its audio frames (Whisper: 30 s), so one
+    utterance is the probe."""
+    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
+    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
+    return batch, min(LATENCY_SEQ_LEN, max_pos)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def latency_model(spec: str, _progress: ProgressCallback | None = None) -> LatencyModel:
+    """``spec``'s latency estimate on this server (:mod:`pruning_core.bench.latency_model`): the probe timed once,
+    dense and without each kind's heads, shared by every session (the panel says when it was timed). Background
+    work: clicks go first, also between its rounds."""
+    loaded = load(spec)
+    batch, seq_len = probe_shape(loaded)
+    with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
+        return calibrate(loaded, batch_size=batch, seq_len=seq_len, progress=board.yielding(_progress, "latency"))
 
 
 @st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)

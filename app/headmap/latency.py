@@ -2,11 +2,14 @@
 ``pruning_core.bench.speed_verdict``.
 
 Measurements are kept per session and per mask (never shared between sessions, never cached for
-the server), and every figure shown says when and under what load it was measured. A full mask
-is never timed or compared: it is the dense model.
+the server), and every figure shown says when and under what load it was measured. While a mask is
+timed, an estimate from the model's timings made once on this server (:mod:`pruning_core.bench.latency_model`)
+is shown, marked as one, until the measurement replaces it. A full mask is never timed or compared: it is the
+dense model.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import json
 
 import streamlit as st
@@ -37,21 +40,64 @@ def full_mask_note() -> None:
                "the physically pruned copy with the full model.")
 
 
-def latency_panel(spec: str, mask: HeadMask, wait: bool = True):
-    """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it;
-    returns the timing's :class:`app.runtime.work.Work` while it runs and ``wait`` is False, else None."""
+def latency_panel(spec: str, mask: HeadMask, wait: bool = True, note=None) -> list[Work]:
+    """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it, with the
+    estimate meanwhile; returns the work still running when ``wait`` is False (the timing, the estimate's
+    calibration). ``note``: the panel's "updating" line (an ``st.empty``), cleared once a figure is drawn."""
+    calibration = _calibration(spec)
+    calibration.begin()                 # once per model and server: queued behind the evaluation a click waits for
     if mask.is_full():
+        _clear(note)
         full_mask_note()
-        return None
+        return [] if calibration.ready() is not None or wait else [calibration]
     stored = measurement(spec, mask, measure=False)
     again = stored is not None and st.button(AGAIN_BUTTON, key=state.widget_key("headmap", "remeasure"),
                                              icon=":material/timer:")
     result = measurement(spec, mask, again=again, wait=wait)
     if result is PENDING:
-        return _timing(spec, mask)
+        model = calibration.ready()
+        if model is None:
+            return [_timing(spec, mask), calibration]
+        _clear(note)
+        show_estimate(model, mask)
+        return [_timing(spec, mask)]
+    _clear(note)
     if result is not None:
         show_latency(result)
-    return None
+    return []
+
+
+def _clear(note) -> None:
+    if note is not None:
+        note.empty()
+
+
+def _calibration(spec: str) -> Work:
+    return Work("latency_model", "Timing this model once for latency estimates", cache_headmap.latency_model,
+                (spec,))
+
+
+def show_estimate(model, mask: HeadMask, now: float | None = None) -> None:
+    """The estimated latency of ``mask``'s pruned model, marked as an estimate, while the mask itself is timed."""
+    pruned = model.estimate(mask)
+    m1 = m2 = ui.metric_row()
+    m1.metric("latency (pruned), estimate", f"≈ {1e3 * pruned:.1f} ms", "measuring this mask…", delta_color="off",
+              delta_arrow="off", width="content")
+    m2.metric("pruned vs dense, estimate", f"≈ {model.speedup(mask):.2f}x", delta_color="off", width="content")
+    st.caption(f"**Estimate** until this mask's own timing replaces it: dense {1e3 * model.dense_s:.1f} ms less each "
+               f"removed head's share of what its kind cost, from {estimate_source(model, now)}. "
+               f"{MASKED_SENTENCE}")
+
+
+def estimate_source(model, now: float | None = None) -> str:
+    """Where an estimate comes from: 'this model timed on this server at 12:01:05 UTC (3 min ago), dense and
+    without each kind's heads (batch 8 x 64 tokens, load 1.20)'."""
+    age = max(0, int((now if now is not None else _dt.datetime.now(_dt.timezone.utc).timestamp()) - model.measured_at))
+    ago = f"{age} s ago" if age < 120 else f"{age // 60} min ago" if age < 7200 else f"{age // 3600} h ago"
+    stamp = _dt.datetime.fromtimestamp(model.measured_at, _dt.timezone.utc)
+    load = "" if model.load is None else f", load {model.load:.2f}"
+    return (f"this model timed on this server at {stamp:%H:%M:%S} UTC ({ago}), dense and without each kind's heads "
+            f"(batch {model.batch_size} x {model.seq_len} tokens{load})")
 
 
 def drop_stale_timing(spec: str, mask: HeadMask) -> None:

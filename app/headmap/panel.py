@@ -141,11 +141,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         with speed_slot.container():
             note = st.empty()
             note.caption(ui.updating_text("latency"))
-            timing = latency_ui.latency_panel(spec, mask, wait)
-            if timing is None:
-                note.empty()
-            else:
-                pending.append(timing)
+            pending += latency_ui.latency_panel(spec, mask, wait, note)
     roles_job = role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles, wait)  # last: holds up nothing
     _poll(pending + ([roles_job] if roles_job is not None else []), early)
 

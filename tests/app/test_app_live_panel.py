@@ -278,3 +278,48 @@ def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert_
     import json
     ys = json.loads(history.proto.spec)["data"][0]["y"]
     assert len(ys) == 4 and None not in ys          # ... from the values the panel showed
+
+
+def _estimate_page():
+    from app.headmap import latency
+    from app.runtime.work import PENDING
+    from pruning_core.bench.latency_model import LatencyModel
+    from pruning_core.core.heads import HeadLayout, HeadMask
+
+    model = LatencyModel(dense_s=0.100, saving_s={"encoder_self": 0.040}, heads={"encoder_self": 8}, batch_size=8,
+                         seq_len=64, device="cpu", measured_at=1_000_000.0, load=1.5)
+
+    class Calibrated:
+        def begin(self):
+            pass
+
+        def ready(self):
+            return model
+
+    latency.measurement = lambda *args, **kwargs: PENDING         # this mask's own timing still runs
+    latency._calibration = lambda spec: Calibrated()
+    mask = HeadMask.full(HeadLayout({"encoder_self": (4, 4)})).toggled("encoder_self", 0, 1)
+    latency.latency_panel("tiny", mask, wait=False)
+
+
+def test_while_a_mask_is_timed_the_panel_shows_the_estimate_marked_as_one():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_estimate_page, default_timeout=60).run()
+    assert not at.exception, at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert shown == {"latency (pruned), estimate": "≈ 95.0 ms", "pruned vs dense, estimate": "≈ 1.05x"}, shown
+    caption = " ".join(c.value for c in at.caption)
+    assert "**Estimate** until this mask's own timing replaces it" in caption and "dense 100.0 ms" in caption
+    assert "load 1.50" in caption and "batch 8 x 64 tokens" in caption
+
+
+def test_an_estimate_says_when_and_how_its_timings_were_made():
+    from app.headmap.latency import estimate_source
+    from pruning_core.bench.latency_model import LatencyModel
+
+    model = LatencyModel(dense_s=0.2, saving_s={"decoder_self": 0.1}, heads={"decoder_self": 30}, batch_size=1,
+                         seq_len=64, device="cpu", measured_at=1_000_000.0)
+    text = estimate_source(model, now=1_000_000.0 + 180)
+    assert text == ("this model timed on this server at 13:46:40 UTC (3 min ago), dense and without each kind's heads "
+                    "(batch 1 x 64 tokens)")
