@@ -111,7 +111,10 @@ class LanguageModelTask(Task):
         attention_mask = (torch.arange(input_ids.shape[1])[None, :] < lens[:, None]).long()
         if device is not None:
             input_ids, labels, attention_mask = input_ids.to(device), labels.to(device), attention_mask.to(device)
-        return EncodedBatch(inputs={"input_ids": input_ids, "attention_mask": attention_mask}, labels=labels,
+        # use_cache=False: one pass over whole windows needs no key/value cache (which would only fill memory, and
+        # which the layer-input cache cannot reuse: pruning_core.modeling.layer_cache)
+        return EncodedBatch(inputs={"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False},
+                            labels=labels,
                             token_masks={"decoder_self": attention_mask}, n_examples=len(idx),
                             index=torch.tensor(list(idx), dtype=torch.long))
 
