@@ -410,6 +410,13 @@ class ArchitectureAdapter:
         ``tests/modeling/test_layer_cache.py`` (recomputed == full pass)."""
         return None
 
+    def logits_layer(self, model: nn.Module) -> nn.Module | None:
+        """The ``nn.Linear`` (``model``'s output embeddings) whose output is exactly its logits, nothing added or
+        capped after it, so that a loss can project the positions it reads alone
+        (:meth:`pruning_core.tasks.language_model.LanguageModelTask.forward_losses`); None (the default) where the
+        family does not say: the whole logits are computed."""
+        return None
+
     # -- greedy decoding -------------------------------------------------------------------------------
     def decoder_steps(self, model: nn.Module, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor):
         """Lean greedy decoding steps of ``model``'s decoder over ``encoder_hidden`` ``[B, S, d]`` (an object

@@ -68,6 +68,10 @@ class GPT2Adapter(ArchitectureAdapter):
         return LayerStack("decoder_self", tuple(model.transformer.h),
                           lambda h: model.lm_head(model.transformer.ln_f(h)), output=CausalLMOutputWithCrossAttentions)
 
+    def logits_layer(self, model: nn.Module) -> nn.Module | None:
+        """``GPT2LMHeadModel.lm_head``, whose output its forward returns as the logits."""
+        return model.lm_head if type(model).__name__ == "GPT2LMHeadModel" else None
+
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.n_head)
         d = int(config.n_embd)

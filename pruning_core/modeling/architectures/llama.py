@@ -108,6 +108,10 @@ class LlamaAdapter(ArchitectureAdapter):
         return LayerStack("decoder_self", tuple(model.model.layers), lambda h: model.lm_head(model.model.norm(h)),
                           output=CausalLMOutputWithPast)
 
+    def logits_layer(self, model: nn.Module) -> nn.Module | None:
+        """``lm_head`` of the causal LMs whose forward returns its output as the logits."""
+        return model.lm_head if type(model).__name__ in _CAUSAL_LMS else None
+
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)
         d = int(config.hidden_size)
