@@ -12,7 +12,7 @@ threads as the dashboard sets them):
    evaluation split.
 2. Evaluate with all heads, with the cache (a session's arrival: fills it; ``full_seconds``).
 3. For each repeat and each of ``--layers`` (default: five layers spread from the first to the last), remove head
-   ``--head`` of that layer alone (a session's first click there) and time ``Task.evaluate`` with the cache
+   ``--head`` (plus the repeat's number) of that layer alone (a session's first click there) and time ``Task.evaluate`` with the cache
    (``seconds``, CPU ``cpu_seconds``), then without it (``plain_seconds``: the whole model, as before the cache
    served this family), and check that both give the same metric and per-example losses (``equal``).
 
@@ -110,7 +110,8 @@ def main() -> None:
     clicks = []
     for repeat in range(args.repeats):
         for layer in layers:
-            mask = HeadMask.full(lm.layout).toggled(kind, layer, args.head)
+            head = (args.head + repeat) % len(lm.layout.kinds[kind][layer])     # a click not served already
+            mask = HeadMask.full(lm.layout).toggled(kind, layer, head)
             load = _load()
             t, cpu = time.perf_counter(), time.process_time()
             resumed = task.evaluate(lm, data, mask, batch_size=args.batch_size, layer_cache=cache)
@@ -118,7 +119,7 @@ def main() -> None:
             t = time.perf_counter()
             plain = task.evaluate(lm, data, mask, batch_size=args.batch_size)
             plain_seconds = time.perf_counter() - t
-            clicks.append({"repeat": repeat, "layer": layer, "head": args.head, "metric": resumed.metric,
+            clicks.append({"repeat": repeat, "layer": layer, "head": head, "metric": resumed.metric,
                            "seconds": round(seconds, 3), "cpu_seconds": round(cpu_seconds, 3),
                            "plain_seconds": round(plain_seconds, 3), "load_1min": load,
                            "equal": resumed.metric == plain.metric

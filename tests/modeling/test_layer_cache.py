@@ -397,3 +397,39 @@ def test_speech_and_other_encoder_decoders_run_the_whole_model(tmp_path):
     for arch in ALL_ARCHS:
         model = tiny_loaded(arch, tmp_path).model
         assert (adapter_for(model).encoder_stack(model) is not None) == (arch in SEQ2SEQ), arch
+
+
+@pytest.mark.parametrize("shape", [
+    # SmolLM2-135M: 30 layers, hidden 576; Qwen2.5-0.5B: 24 layers, hidden 896 (configs only, no weights)
+    dict(cls="LlamaConfig", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+         num_key_value_heads=3, vocab_size=49152),
+    dict(cls="Qwen2Config", hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+         num_key_value_heads=2, vocab_size=151936)])
+def test_the_budget_keeps_a_language_models_all_heads_inputs_with_room_for_clicks(shape):
+    """At the evaluation size the dashboard picks for each mean window length, the inputs of every layer of the
+    all-heads evaluation (kept longest: every first click resumes from them) take at most half the cache, so a
+    click's new inputs fit beside them."""
+    from pruning_core.bench import budget
+
+    fields = dict(shape)
+    config = getattr(transformers, fields.pop("cls"))(**fields)
+    for tokens in (16, 32, 64, 128):
+        cost = budget.example_cost(config, "language_model", tokens)
+        n = budget.default_eval_size(cost)
+        held = budget.layer_cache_bytes(cost, config.hidden_size, n, config.num_hidden_layers)
+        assert held <= budget.LAYER_CACHE_MAX / 2, (tokens, n, held)
+
+
+def test_the_budget_estimate_matches_a_language_models_cached_inputs(tmp_path):
+    """layer_cache_bytes (with its padding allowance) bounds what an all-heads evaluation of a decoder stores, its
+    recorded position embeddings and causal masks included."""
+    from pruning_core.bench import budget
+
+    loaded = three_layer_model("llama", tmp_path, "sdpa")
+    task, data = text_data(loaded, tmp_path)
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    mean = sum(data.lengths) / len(data.lengths)
+    cost = budget.example_cost(loaded.model.config, "language_model", round(mean))
+    assert len(cache) == 1 + LAYERS
+    assert 0 < cache.nbytes <= budget.layer_cache_bytes(cost, loaded.model.config.hidden_size, data.n_examples, LAYERS)
