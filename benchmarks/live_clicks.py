@@ -110,7 +110,7 @@ def main() -> None:
     clicks = []
     for repeat in range(args.repeats):
         for layer in layers:
-            head = (args.head + repeat) % len(lm.layout.kinds[kind][layer])     # a click not served already
+            head = (args.head + repeat) % lm.layout.kinds[kind][layer]     # a click not served already
             mask = HeadMask.full(lm.layout).toggled(kind, layer, head)
             load = _load()
             t, cpu = time.perf_counter(), time.process_time()
