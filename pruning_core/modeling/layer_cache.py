@@ -1,7 +1,8 @@
 """Evaluation that recomputes only from the first layer whose heads changed: cached layer inputs.
 
-In an encoder, the hidden state entering layer ``L`` depends only on the batch and on the mask rows of
-layers ``0 .. L-1``. A :class:`LayerInputCache` keeps those hidden states per evaluation batch, keyed by
+In an encoder (or a decoder-only language model's pass over whole windows), the hidden state entering
+layer ``L`` depends only on the batch and on the mask rows of layers ``0 .. L-1``. A
+:class:`LayerInputCache` keeps those hidden states per evaluation batch, keyed by
 (model instance and weights hash, task, split, examples, batch size, device, the mask rows before
 ``L``). :func:`forward_for` gives :meth:`pruning_core.tasks.Task.evaluate` a forward function that
 starts each batch at the first changed layer from its cached input, so a click in layer ``L`` of a
@@ -9,12 +10,14 @@ starts each batch at the first changed layer from its cached input, so a click i
 
 Exact: the resumed batch runs the same layer modules on the same tensors, with the extra arguments the
 model's own loop passed them (recorded from a full pass), then the head the adapter describes
-(:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`); the layer-cache tests
+(:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`: a classifier's head, or a language
+model's final norm and output head, its position embeddings and causal mask recorded too); the layer-cache tests
 check equal metric, losses and predictions for every family that supports it. An encoder-decoder
 (Marian, BART: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way, and
 a change in its decoder's heads alone starts after the encoder, from the cached encoder output. Families
-without either (decoders, speech), a model in training mode, a data-parallel rank's share and a key/value
-cache run the whole model, as without a cache. A cached model must not change while cached; its entries go
+without either (speech), a model in training mode, a data-parallel rank's share and a key/value
+cache (the language-model task passes ``use_cache=False``) run the whole model, as without a cache. A
+cached model must not change while cached; its entries go
 when the model is collected.
 
 Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently
@@ -214,14 +217,10 @@ def _starts(stack: LayerStack | EncoderStack) -> int:
 
 def _resume(stack: LayerStack | EncoderStack, start: int, hidden: torch.Tensor, calls: list, computed: dict, batch):
     """The model's outputs for ``batch`` from layer ``start`` on, given that layer's input ``hidden``."""
-    if isinstance(stack, EncoderStack):
-        out = run_layers(stack, start, hidden, calls, computed, batch.n_examples)
-        if start < len(stack.layers):
-            computed.setdefault(len(stack.layers), []).append(out)
-        return stack.finish(out, batch.inputs)
-    from transformers.modeling_outputs import SequenceClassifierOutput
-
-    return SequenceClassifierOutput(logits=run_from_layer(stack, start, hidden, calls, computed, batch.n_examples))
+    out = run_layers(stack, start, hidden, calls, computed, batch.n_examples)
+    if isinstance(stack, EncoderStack) and start < len(stack.layers):
+        computed.setdefault(len(stack.layers), []).append(out)
+    return stack.finish(out, batch.inputs)
 
 
 @contextlib.contextmanager

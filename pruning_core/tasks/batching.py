@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -56,7 +56,7 @@ class EncodedBatch:
 
     inputs: kwargs for the model, on its device; no labels inside. ``input_ids`` and
         ``attention_mask`` are ``[B, T]`` (1 = real token, 0 = padding); seq2seq models also get
-        ``decoder_input_ids`` ``[B, T_dec]`` (the targets shifted right).
+        ``decoder_input_ids`` ``[B, T_dec]`` (the targets shifted right); language models ``use_cache=False``.
     labels: ``[B]`` class ids (classification) or ``[B, T_dec]`` target ids, -100 = ignore.
     token_masks: per attention kind ``[B, T]``, 1 for the real tokens the kind attends from:
         ``encoder_self`` -> ``attention_mask``; ``decoder_self`` and ``cross`` -> ``labels != -100``.
@@ -64,7 +64,7 @@ class EncodedBatch:
     index: ``[B]`` positions of these examples in the split's original order.
     """
 
-    inputs: dict[str, Tensor]
+    inputs: dict[str, Any]
     labels: Tensor
     token_masks: dict[str, Tensor]
     n_examples: int

@@ -25,8 +25,10 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import PERPLEXITY
 from pruning_core.evaluation.results import EvalResult
+from pruning_core.modeling import packed_logits
+from pruning_core.modeling.architectures import adapter_for
 from pruning_core.tasks.base import EvalState, Loader, Task, register_task_type
-from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
+from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad, row_sums
 
 DEFAULT_CONTEXT = 128
 
@@ -111,13 +113,37 @@ class LanguageModelTask(Task):
         attention_mask = (torch.arange(input_ids.shape[1])[None, :] < lens[:, None]).long()
         if device is not None:
             input_ids, labels, attention_mask = input_ids.to(device), labels.to(device), attention_mask.to(device)
-        return EncodedBatch(inputs={"input_ids": input_ids, "attention_mask": attention_mask}, labels=labels,
+        # use_cache=False: one pass over whole windows needs no key/value cache (which would only fill memory, and
+        # which the layer-input cache cannot reuse: pruning_core.modeling.layer_cache)
+        return EncodedBatch(inputs={"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False},
+                            labels=labels,
                             token_masks={"decoder_self": attention_mask}, n_examples=len(idx),
                             index=torch.tensor(list(idx), dtype=torch.long))
 
     def example_losses(self, loaded, batch, outputs) -> Tensor:
         """``[B]``: each window's next-token cross-entropy of ``outputs.logits`` [B, T, V], summed over its targets."""
         return token_losses(outputs, batch.labels)
+
+    def forward_losses(self, loaded, batch, run):
+        """The output head projects only the positions that predict a target (not a window's padding or its last
+        token), a chunk of positions at a time (:func:`pruning_core.modeling.packed_logits.target_losses`), where the
+        family names the layer whose output is the logits (``ArchitectureAdapter.logits_layer``; ``outputs.logits``
+        is then ``[B, 0, V]``); else the whole logits."""
+        head = adapter_for(loaded.model).logits_layer(loaded.model)
+        if head is None:
+            return super().forward_losses(loaded, batch, run)
+        keep = torch.zeros_like(batch.labels, dtype=torch.bool)          # [B, T]: logits[:, t] predict labels[:, t + 1]
+        keep[:, :-1] = batch.labels[:, 1:] != IGNORE
+        with packed_logits.hidden_at(loaded.model, keep) as kept:
+            outputs = run()
+        if kept is None or kept.hidden is None:
+            return outputs, self.example_losses(loaded, batch, outputs)     # the head never saw this batch whole
+        weight = head.weight                                                  # [V, d]
+        bias = head.bias.float() if head.bias is not None else weight.new_zeros(weight.shape[0], dtype=torch.float32)
+        # as many bytes of logits per chunk as packed_logits.CHUNK positions of a 32,001-word vocabulary
+        chunk = max(16, packed_logits.CHUNK * 32_001 // weight.shape[0])
+        losses = packed_logits.target_losses(weight, bias, kept.hidden, batch.labels[:, 1:][keep[:, :-1]], chunk)
+        return outputs, row_sums(losses, keep)
 
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels[:, 1:])

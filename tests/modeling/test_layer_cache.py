@@ -36,11 +36,13 @@ def _fresh_encodings():
 
 
 def three_layer_model(arch: str, tmp_path, attn: str) -> LoadedModel:
-    """A tiny ``arch`` classifier with 3 layers (a first, a middle and a last), weights drawn wide enough
-    (std 0.4) that removing any head changes the losses."""
+    """A tiny ``arch`` classifier or language model with 3 layers (a first, a middle and a last), weights drawn
+    wide enough (std 0.4) that removing any head changes the losses."""
     torch.manual_seed(0)
     config = tiny_config(arch)
-    setattr(config, "n_layers" if arch == "distilbert" else "num_hidden_layers", LAYERS)
+    setattr(config, {"distilbert": "n_layers", "gpt2": "n_layer"}.get(arch, "num_hidden_layers"), LAYERS)
+    if getattr(config, "layer_types", None):                 # Qwen2: one attention type per layer
+        config.layer_types = config.layer_types[:1] * LAYERS
     model = getattr(transformers, adapter_for(config).auto_class).from_config(config, attn_implementation=attn)
     with torch.no_grad():
         for module in model.modules():
@@ -49,7 +51,7 @@ def three_layer_model(arch: str, tmp_path, attn: str) -> LoadedModel:
     model.eval()
     sites = find_sites(model)
     return LoadedModel(model=model, tokenizer=tokenizer_for(tmp_path), model_id=f"tiny-{arch}", source="memory",
-                       task_type="classification", arch=arch, weights_sha256=weights_hash_of_module(model),
+                       task_type=adapter_for(config).task_type, arch=arch, weights_sha256=weights_hash_of_module(model),
                        sites=sites, layout=layout_of(sites))
 
 
@@ -64,14 +66,14 @@ def sentiment_data(loaded: LoadedModel, tmp_path, n: int = 37):
     return task, task.encode(loaded, "test")
 
 
-def masks(layout) -> list[tuple[str, HeadMask | None]]:
-    """A sequence of clicks: dense, last layer, first layer, middle layer (after the first), a fully removed
-    layer, the same mask again, back to dense."""
+def masks(layout, kind: str = "encoder_self") -> list[tuple[str, HeadMask | None]]:
+    """A sequence of clicks in the layers of ``kind``: dense, last layer, first layer, middle layer (after the
+    first), a fully removed layer, the same mask again, back to dense."""
     full = HeadMask.full(layout)
-    last = full.toggled("encoder_self", LAYERS - 1, 1)
-    first = full.toggled("encoder_self", 0, 2)
-    middle_after_first = first.toggled("encoder_self", 1, 0)
-    whole_layer = HeadMask.from_removed(layout, [("encoder_self", 1, h) for h in range(4)])
+    last = full.toggled(kind, LAYERS - 1, 1)
+    first = full.toggled(kind, 0, 2)
+    middle_after_first = first.toggled(kind, 1, 0)
+    whole_layer = HeadMask.from_removed(layout, [(kind, 1, h) for h in range(4)])
     return [("dense", None), ("last layer", last), ("first layer", first), ("middle after first", middle_after_first),
             ("fully removed layer", whole_layer), ("same mask again", whole_layer), ("dense again", full)]
 
@@ -218,7 +220,7 @@ def test_entries_go_with_their_model(tmp_path):
 
 
 def test_other_families_run_the_whole_model(tmp_path):
-    claimed = {arch for arch, _ in RESUMABLE}
+    claimed = {arch for arch, _ in RESUMABLE + DECODERS}
     for arch in ALL_ARCHS:
         model = tiny_loaded(arch, tmp_path).model
         has_stack = adapter_for(model).layer_stack(model) is not None
@@ -236,6 +238,85 @@ def test_length_sorted_batches_change_each_loss_only_by_rounding(tmp_path):
     assert data.padding_fraction(BATCH) < data.padding_fraction(BATCH, sort_by_length=False)
     assert batched.predictions == alone.predictions and batched.metric == alone.metric
     assert batched.example_losses == pytest.approx(alone.example_losses, rel=1e-5, abs=1e-6)
+
+
+# decoder-only language models (LayerStack of decoder_self layers, then the final norm and the output head)
+DECODERS = [("llama", "eager"), ("llama", "sdpa"), ("qwen2", "eager"), ("qwen2", "sdpa"), ("gpt2", "eager"),
+            ("gpt2", "sdpa"), ("mistral", "eager"), ("gemma", "eager")]
+
+
+def text_data(loaded: LoadedModel, tmp_path, n: int = 9):
+    """``n`` documents of 3 to 40 words cut into windows of 16 tokens (the last window of most documents is shorter,
+    so batches hold padding)."""
+    rng = random.Random(2)
+    path = tmp_path / "lm.txt"
+    path.write_text("\n".join(" ".join(rng.choice(VOCAB[9:]) for _ in range(rng.randint(3, 40))) for _ in range(n)))
+    task = tasks.get_task(f"file:{path}")
+    return task, task.encode(loaded, "test", max_length=16)
+
+
+@pytest.mark.parametrize("arch,attn", DECODERS)
+def test_resumed_language_model_equals_the_full_masked_pass(arch, attn, tmp_path):
+    """Perplexity, each window's loss and prediction of a resumed decoder-only model equal the full masked pass
+    bitwise, from every start layer (the recorded rotary embeddings, causal mask and position ids, no key/value
+    cache)."""
+    loaded = three_layer_model(arch, tmp_path, attn)
+    task, data = text_data(loaded, tmp_path)
+    assert task.task_type == "language_model" and max(data.lengths) > min(data.lengths)
+    assert_resumed_equals_full(loaded, task, data, masks(loaded.layout, "decoder_self"))
+
+
+def test_a_decoder_change_in_layer_l_runs_only_layers_l_and_later(tmp_path):
+    loaded = three_layer_model("qwen2", tmp_path, "sdpa")
+    task, data = text_data(loaded, tmp_path)
+    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    calls = [0] * LAYERS
+    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, layer in enumerate(layers)]
+    batches = data.n_batches(BATCH)
+    full = HeadMask.full(loaded.layout)
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+        for changed in (2, 1, 0):
+            calls[:] = [0] * LAYERS
+            task.evaluate(loaded, data, full.toggled("decoder_self", changed, 3), batch_size=BATCH, layer_cache=cache)
+            assert calls == [0] * changed + [batches] * (LAYERS - changed), changed
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_a_figure_is_never_served_for_another_mask(tmp_path):
+    """The cached input of layer ``L`` is found only under the mask rows of the layers before it: after a click in
+    layer 0 and one in layer 2, the same layer-2 change under another layer-0 row starts again at layer 0 (its
+    figure differs, and equals the full pass's); the dense inputs stay reachable only for an unchanged prefix."""
+    loaded = three_layer_model("llama", tmp_path, "eager")
+    task, data = text_data(loaded, tmp_path)
+    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    calls = [0] * LAYERS
+    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, layer in enumerate(layers)]
+    batches = data.n_batches(BATCH)
+    full = HeadMask.full(loaded.layout)
+    one = full.toggled("decoder_self", 0, 1).toggled("decoder_self", 2, 0)
+    other = full.toggled("decoder_self", 0, 2).toggled("decoder_self", 2, 0)     # the same rows but layer 0's
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+        task.evaluate(loaded, data, full.toggled("decoder_self", 0, 1), batch_size=BATCH, layer_cache=cache)
+        calls[:] = [0] * LAYERS
+        first = task.evaluate(loaded, data, one, batch_size=BATCH, layer_cache=cache)
+        assert calls == [0, 0, batches]
+        calls[:] = [0] * LAYERS
+        second = task.evaluate(loaded, data, other, batch_size=BATCH, layer_cache=cache)
+        assert calls == [batches] * LAYERS
+    finally:
+        for h in handles:
+            h.remove()
+    assert second.example_losses != first.example_losses
+    assert second.example_losses == task.evaluate(loaded, data, other, batch_size=BATCH).example_losses
+    assert first.example_losses == task.evaluate(loaded, data, one, batch_size=BATCH).example_losses
 
 
 # encoder-decoders whose encoder resumes (EncoderStack): a change in the decoder's heads starts after the encoder
@@ -316,3 +397,41 @@ def test_speech_and_other_encoder_decoders_run_the_whole_model(tmp_path):
     for arch in ALL_ARCHS:
         model = tiny_loaded(arch, tmp_path).model
         assert (adapter_for(model).encoder_stack(model) is not None) == (arch in SEQ2SEQ), arch
+
+
+@pytest.mark.parametrize("shape", [
+    # SmolLM2-135M: 30 layers, hidden 576; Qwen2.5-0.5B: 24 layers, hidden 896 (configs only, no weights)
+    dict(cls="LlamaConfig", hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+         num_key_value_heads=3, vocab_size=49152),
+    dict(cls="Qwen2Config", hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+         num_key_value_heads=2, vocab_size=151936)])
+def test_the_budget_keeps_a_language_models_all_heads_inputs_with_room_for_clicks(shape):
+    """At the evaluation size the dashboard picks for each mean window length, the inputs of every layer of the
+    all-heads evaluation (kept longest: every first click resumes from them) take at most half the cache, so a
+    click's new inputs fit beside them."""
+    from pruning_core.bench import budget
+
+    fields = dict(shape)
+    config = getattr(transformers, fields.pop("cls"))(**fields)
+    for tokens in (16, 32, 64, 128):
+        cost = budget.example_cost(config, "language_model", tokens)
+        n = budget.default_eval_size(cost)
+        held = budget.layer_cache_bytes(cost, config.hidden_size, n, config.num_hidden_layers)
+        assert held <= budget.LAYER_CACHE_MAX / 2, (tokens, n, held)
+
+
+def test_the_budget_estimate_matches_a_language_models_cached_inputs(tmp_path):
+    """layer_cache_bytes bounds what an all-heads evaluation of a decoder stores (recorded position embeddings and
+    causal masks included) when its batches are padded less than its allowance (half the mean length) above the
+    mean; SmolLM2's 16 movie-text windows (mean 26.5 tokens, padded to 58) hold 64 MB against 43 MB estimated."""
+    from pruning_core.bench import budget
+
+    loaded = three_layer_model("llama", tmp_path, "sdpa")
+    task, data = text_data(loaded, tmp_path)
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    mean = sum(data.lengths) / len(data.lengths)
+    assert max(data.lengths) <= 1.5 * mean
+    cost = budget.example_cost(loaded.model.config, "language_model", round(mean))
+    assert len(cache) == 1 + LAYERS
+    assert 0 < cache.nbytes <= budget.layer_cache_bytes(cost, loaded.model.config.hidden_size, data.n_examples, LAYERS)

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from pruning_core.modeling import packed_logits
 from pruning_core.tasks import get_task
 from pruning_core.tasks import language_model as lm_module
 from tiny import tiny_loaded
@@ -28,13 +29,15 @@ def setup(tmp_path):
 
 
 def _counting(monkeypatch) -> list[int]:
+    """Calls of the cross-entropy over the target positions (the output head projects those alone): their number
+    of positions each."""
     calls = []
-    real = lm_module.token_losses
+    real = packed_logits.target_losses
 
-    def counted(outputs, labels):
-        calls.append(labels.shape[0])
-        return real(outputs, labels)
-    monkeypatch.setattr(lm_module, "token_losses", counted)
+    def counted(weight, bias, hidden, targets, chunk=packed_logits.CHUNK):
+        calls.append(targets.shape[0])
+        return real(weight, bias, hidden, targets, chunk)
+    monkeypatch.setattr(packed_logits, "target_losses", counted)
     return calls
 
 
@@ -43,7 +46,7 @@ def test_evaluate_computes_the_cross_entropy_once_per_batch(setup, monkeypatch):
     reference = task.evaluate(loaded, data, batch_size=4)
     calls = _counting(monkeypatch)
     again = task.evaluate(loaded, data, batch_size=4)
-    assert len(calls) == math.ceil(data.n_examples / 4) and sum(calls) == data.n_examples
+    assert len(calls) == math.ceil(data.n_examples / 4) and sum(calls) == sum(again.example_weights)
     assert again.metric == pytest.approx(reference.metric) and again.per_example == reference.per_example
     assert math.isfinite(again.metric)
 
@@ -60,3 +63,30 @@ def test_window_predictions_are_the_loops_per_window_losses(setup):
             # float32 sums over a window's targets, with the window padded in a batch or alone: ~1e-6 relative
             assert res.example_losses[j] == pytest.approx(alone, rel=1e-5)
             assert res.example_weights[j] == int((batch.labels[:, 1:] != -100).sum())
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
+def test_the_head_projects_the_target_positions_alone_and_the_losses_equal_the_whole_logits(arch, tmp_path,
+                                                                                           monkeypatch):
+    """The positions that predict a target alone are projected (no padding, no window's last token; the model's
+    own head projects none) and the losses equal the cross-entropy of the model's whole logits up to float32
+    rounding (another matrix-product kernel and blocking for the head: ~1e-7 relative)."""
+    path = tmp_path / "x.txt"
+    path.write_text("\n".join(DOCS) + "\n")
+    loaded = tiny_loaded(arch, tmp_path)
+    task = get_task(f"file:{path}")
+    data = task.encode(loaded, "test", max_length=8)
+    projected = []
+    head = loaded.model.get_output_embeddings()
+    handle = head.register_forward_hook(lambda m, args, out: projected.append(out.shape[1]))
+    calls = _counting(monkeypatch)
+    try:
+        res = task.evaluate(loaded, data, batch_size=4)
+    finally:
+        handle.remove()
+    assert set(projected) == {0} and sum(calls) == sum(res.example_weights) < sum(data.lengths)
+    with torch.inference_mode():
+        for batch in data.batches(4):
+            whole = lm_module.token_losses(loaded.model(**batch.inputs), batch.labels)
+            for j, loss in zip(batch.index.tolist(), whole.tolist()):
+                assert res.example_losses[j] == pytest.approx(loss, rel=1e-6)

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import torch
 from torch import nn
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 from pruning_core.core.heads import KINDS, HeadLayout
 
@@ -89,22 +90,29 @@ class FlopDims:
 
 @dataclass(frozen=True)
 class LayerStack:
-    """A classifier's encoder as a stack of layers that can be run from any layer on
-    (:mod:`pruning_core.modeling.layer_cache`): the model computes ``head(layers[-1](... layers[0](x, *a0, **k0) ...))``.
+    """A model's layers as a stack that can be run from any layer on (:mod:`pruning_core.modeling.layer_cache`):
+    the model computes ``head(layers[-1](... layers[0](x, *a0, **k0) ...))`` and returns it as ``output(logits=...)``.
 
     ``kind``: the attention kind of these layers; layer ``i``'s input depends only on the mask rows
     ``0 .. i-1`` of that kind. ``layers``: called ``layer(hidden [B, T, H], *args, **kwargs)`` exactly as the
     model's own loop calls them (the extra arguments are recorded from a full forward pass); each returns
     the next hidden state, or a tuple whose first element is it. ``head``: the last layer's output
-    ``[B, T, H]`` -> logits ``[B, classes]``, the same modules in the same order as the model's forward.
-    ``first_token``: the head reads the last layer's output at the first token only (repair then fits the
-    last layer on that token alone: :mod:`pruning_core.compress.tuning`).
+    ``[B, T, H]`` -> logits (``[B, classes]`` for a classifier, ``[B, T, V]`` for a language model), the same
+    modules in the same order as the model's forward. ``output``: the class of the model's outputs, built from
+    the logits alone. ``first_token``: the head reads the last layer's output at the first token only (repair
+    then fits the last layer on that token alone: :mod:`pruning_core.compress.tuning`).
     """
 
     kind: str
     layers: Sequence[nn.Module]
     head: Callable[[torch.Tensor], torch.Tensor]
     first_token: bool = False
+    output: Callable[..., object] = SequenceClassifierOutput
+
+    def finish(self, hidden: torch.Tensor, inputs: Mapping[str, torch.Tensor]) -> object:
+        """The model's outputs (``.logits``) from the last layer's output ``hidden`` ``[B, T, H]``, as
+        :meth:`EncoderStack.finish` gives them (``inputs``: the batch's, unread here)."""
+        return self.output(logits=self.head(hidden))
 
 
 @dataclass(frozen=True)
@@ -400,6 +408,13 @@ class ArchitectureAdapter:
         """An encoder-decoder's encoder layers and what follows them, for :mod:`pruning_core.modeling.layer_cache`;
         None (the default): evaluation runs the whole model. A family that overrides it is listed in
         ``tests/modeling/test_layer_cache.py`` (recomputed == full pass)."""
+        return None
+
+    def logits_layer(self, model: nn.Module) -> nn.Module | None:
+        """The ``nn.Linear`` (``model``'s output embeddings) whose output is exactly its logits, nothing added or
+        capped after it, so that a loss can project the positions it reads alone
+        (:meth:`pruning_core.tasks.language_model.LanguageModelTask.forward_losses`); None (the default) where the
+        family does not say: the whole logits are computed."""
         return None
 
     # -- greedy decoding -------------------------------------------------------------------------------

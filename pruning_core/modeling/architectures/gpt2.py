@@ -16,6 +16,7 @@ from pruning_core.modeling.architectures.base import (
     ArchitectureAdapter,
     AttentionSite,
     FlopDims,
+    LayerStack,
     StackDims,
     head_index,
     heads_of,
@@ -56,6 +57,20 @@ class GPT2Adapter(ArchitectureAdapter):
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         attention.num_heads = heads
         attention.split_size = heads * head_dim       # c_attn's output is split into q, k, v of this width
+
+    def layer_stack(self, model: nn.Module) -> LayerStack | None:
+        """``GPT2LMHeadModel``: the blocks, then ``ln_f`` and ``lm_head`` over every position, as its forward runs
+        them; other classes (double heads, classifiers) run the whole model."""
+        if type(model).__name__ != "GPT2LMHeadModel":
+            return None
+        from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
+
+        return LayerStack("decoder_self", tuple(model.transformer.h),
+                          lambda h: model.lm_head(model.transformer.ln_f(h)), output=CausalLMOutputWithCrossAttentions)
+
+    def logits_layer(self, model: nn.Module) -> nn.Module | None:
+        """``GPT2LMHeadModel.lm_head``, whose output its forward returns as the logits."""
+        return model.lm_head if type(model).__name__ == "GPT2LMHeadModel" else None
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.n_head)

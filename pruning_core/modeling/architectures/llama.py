@@ -28,12 +28,17 @@ from pruning_core.modeling.architectures.base import (
     ArchitectureAdapter,
     AttentionSite,
     FlopDims,
+    LayerStack,
     SharedKVLinear,
     StackDims,
     StockShape,
     heads_of,
 )
 from pruning_core.modeling.architectures.registry import register
+
+
+# the causal LMs whose forward is ``lm_head(norm(layers(embeddings)))`` and nothing after (no logit soft-capping)
+_CAUSAL_LMS = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "GemmaForCausalLM"})
 
 
 def _width(linear: nn.Module) -> int:
@@ -92,6 +97,20 @@ class LlamaAdapter(ArchitectureAdapter):
                                   "stock config has one count for every layer")
         return StockShape({"num_attention_heads": heads[0], "num_key_value_heads": kv[0],
                            "head_dim": sites[0].head_dim})
+
+    def layer_stack(self, model: nn.Module) -> LayerStack | None:
+        """The decoder layers, then the final norm and ``lm_head`` over every position (``logits_to_keep=0``), as
+        the causal LM's forward runs them; other classes of these types run the whole model."""
+        if type(model).__name__ not in _CAUSAL_LMS:
+            return None
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        return LayerStack("decoder_self", tuple(model.model.layers), lambda h: model.lm_head(model.model.norm(h)),
+                          output=CausalLMOutputWithPast)
+
+    def logits_layer(self, model: nn.Module) -> nn.Module | None:
+        """``lm_head`` of the causal LMs whose forward returns its output as the logits."""
+        return model.lm_head if type(model).__name__ in _CAUSAL_LMS else None
 
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)

@@ -1,0 +1,160 @@
+"""Live clicks in the library: a one-head click's new metric with the shared layer-input cache, on any model.
+
+    .venv/bin/python benchmarks/live_clicks.py --model smollm2       # writes benchmarks/results/live_clicks_smollm2.json
+    .venv/bin/python benchmarks/live_clicks.py --model qwen2.5-0.5b --layers 0 6 12 17 23
+
+Needs the model prepared (``headprune prepare --model ...``). Steps, as the Head map evaluates a click
+(``Task.evaluate`` with a :class:`~pruning_core.modeling.layer_cache.LayerInputCache` of the dashboard's budget,
+threads as the dashboard sets them):
+
+1. Encode the model's task on the dashboard's default evaluation size (``--n``; by default the size the dashboard
+   picks for this model: :func:`pruning_core.bench.budget.default_eval_size` of the measured mean length), its
+   evaluation split.
+2. Evaluate with all heads, with the cache (a session's arrival: fills it; ``full_seconds``).
+3. For each repeat and each of ``--layers`` (default: five layers spread from the first to the last), remove head
+   ``--head`` (plus the repeat's number) of that layer alone (a session's first click there) and time ``Task.evaluate`` with the cache
+   (``seconds``, CPU ``cpu_seconds``), then without it (``plain_seconds``: the whole model, as before the cache
+   served this family), and check that both give the same metric and per-example losses (``equal``).
+
+Medians over every click, per layer, the load average before each click and the machine's CPU are written to the
+JSON with the figures. Numbers depend on the machine and its load: a description of one run, never a test threshold.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets it
+
+import torch  # noqa: E402
+
+from pruning_core.bench import budget  # noqa: E402
+from pruning_core.core import catalog  # noqa: E402
+from pruning_core.core.heads import HeadMask  # noqa: E402
+from pruning_core.core.storage import write_json  # noqa: E402
+from pruning_core.modeling.layer_cache import LayerInputCache  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.tasks import get_task  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+FORMAT = "headprune.live_clicks/1"
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _cpu() -> dict:
+    """The CPU's name and whether it has the reduced-precision units a fast path could use."""
+    name, flags = platform.processor(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and not name:
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    return {"name": name, "cores": os.cpu_count(), "avx512_bf16": "avx512_bf16" in flags,
+            "amx_bf16": "amx_bf16" in flags, "avx512f": "avx512f" in flags}
+
+
+def default_size(lm, task, split: str) -> int:
+    """The evaluation size the dashboard picks for ``lm`` on ``task`` when the user chose none (text models)."""
+    encoded = task.encode(lm, split, budget.MAX_EVAL_SIZE)
+    mean_length = statistics.mean(encoded.lengths or [encoded.max_length])
+    return budget.default_eval_size(budget.example_cost(lm, lm.task_type, math.ceil(mean_length)))
+
+
+def spread(layers: int, points: int = 5) -> list[int]:
+    """``points`` layers from the first to the last, evenly spread (30 layers: 0, 7, 15, 22, 29)."""
+    return sorted({int(i * (layers - 1) / (points - 1) + 0.5) for i in range(points)})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--task", default=None, help="default: the model's own task")
+    parser.add_argument("--n", type=int, default=None, help="examples; default: the dashboard's default size")
+    parser.add_argument("--layers", type=int, nargs="*", default=None)
+    parser.add_argument("--head", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64, help="the dashboard's EVAL_BATCH")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    lm = load_model(args.model)
+    task_name = args.task or catalog.get(args.model).task
+    task = get_task(task_name)
+    split = getattr(task, "default_split", "validation")
+    n = args.n or default_size(lm, task, split)
+    data = task.encode(lm, split, n)
+    kind = next(iter(lm.layout.kinds))
+    layers = args.layers if args.layers is not None else spread(len(lm.layout.kinds[kind]))
+
+    cache = LayerInputCache(budget.layer_cache_budget())
+    load_before = _load()
+    t = time.perf_counter()
+    dense = task.evaluate(lm, data, None, batch_size=args.batch_size, layer_cache=cache)
+    full_seconds = time.perf_counter() - t
+    clicks = []
+    for repeat in range(args.repeats):
+        for layer in layers:
+            head = (args.head + repeat) % lm.layout.kinds[kind][layer]     # a click not served already
+            mask = HeadMask.full(lm.layout).toggled(kind, layer, head)
+            load = _load()
+            t, cpu = time.perf_counter(), time.process_time()
+            resumed = task.evaluate(lm, data, mask, batch_size=args.batch_size, layer_cache=cache)
+            seconds, cpu_seconds = time.perf_counter() - t, time.process_time() - cpu
+            t = time.perf_counter()
+            plain = task.evaluate(lm, data, mask, batch_size=args.batch_size)
+            plain_seconds = time.perf_counter() - t
+            clicks.append({"repeat": repeat, "layer": layer, "head": head, "metric": resumed.metric,
+                           "seconds": round(seconds, 3), "cpu_seconds": round(cpu_seconds, 3),
+                           "plain_seconds": round(plain_seconds, 3), "load_1min": load,
+                           "equal": resumed.metric == plain.metric
+                           and resumed.example_losses == plain.example_losses})
+            print(f"layer {layer:2d}: {seconds:.3f} s with the cache, {plain_seconds:.3f} s without "
+                  f"(load {load}, equal {clicks[-1]['equal']})", flush=True)
+
+    def median(key: str, rows: list[dict]) -> float:
+        return round(statistics.median(c[key] for c in rows), 3)
+
+    result = {
+        "format": FORMAT, "model": args.model, "task": task_name, "split": split, "n_examples": data.n_examples,
+        "unit": budget.example_cost(lm, lm.task_type).unit, "metric": dense.metric_name,
+        "dense_metric": dense.metric, "batch_size": args.batch_size, "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__, "cpu": _cpu(), "omp": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY",)},
+        "layer_cache_budget_bytes": budget.layer_cache_budget(), "cache_bytes_after": cache.nbytes,
+        "cache_resumed": cache.resumed, "cache_full": cache.full,
+        "full_seconds": round(full_seconds, 3), "kind": kind, "layers": layers,
+        "median_seconds": median("seconds", clicks), "median_cpu_seconds": median("cpu_seconds", clicks),
+        "median_plain_seconds": median("plain_seconds", clicks),
+        "by_layer": {str(layer): {"median_seconds": median("seconds", [c for c in clicks if c["layer"] == layer]),
+                                  "median_plain_seconds": median("plain_seconds",
+                                                                 [c for c in clicks if c["layer"] == layer])}
+                     for layer in layers},
+        "all_equal": all(c["equal"] for c in clicks), "clicks": clicks,
+        "load_before": load_before, "load_end": _load(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out) if args.out else RESULTS / f"live_clicks_{args.model.replace('/', '_')}.json"
+    write_json(out, result)
+    print(f"{args.model}: {data.n_examples} {result['unit']}s of {task_name} {split}; {dense.metric_name} "
+          f"{dense.metric:.4g}; click -> metric {result['median_seconds']:.3f} s median with the cache, "
+          f"{result['median_plain_seconds']:.3f} s without (all-heads pass {full_seconds:.3f} s; "
+          f"load {load_before} -> {result['load_end']}; every figure equal: {result['all_equal']}) -> {out}")
+
+
+if __name__ == "__main__":
+    main()
