@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 
 import torch
@@ -106,9 +108,35 @@ def projection(weight: Tensor, bias: Tensor, like: Tensor) -> Callable[[Tensor],
     faster than MKL's matrix product on AMD processors for a vocabulary-wide output; the same values within float32
     rounding); else ``linear`` then the bias in float32."""
     if like.device.type == "cpu" and like.dtype == torch.float32 and not torch.is_grad_enabled() and _onednn():
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+        packed = _packed(weight)
         return lambda h: torch.ops.mkldnn._linear_pointwise(h, packed, bias, "none", [], "")
     return lambda h: F.linear(h, weight).float() + bias
+
+
+# id(weight) -> (its version counter, the packed weight), while that weight lives: a model's output embeddings are
+# packed once, not at every evaluation (packing SmolLM2's 49,152 x 576 weight costs about as much as using it)
+_PACKED: dict[int, tuple[int, Tensor]] = {}
+_PACKED_LOCK = threading.Lock()
+
+
+def _packed(weight: Tensor) -> Tensor:
+    """``weight`` reordered for oneDNN's linear, kept while ``weight`` lives and is not changed in place; a tensor made
+    inside inference mode (a shortlist's rows) has no version counter and is packed each time."""
+    try:
+        version = weight._version
+    except RuntimeError:                                    # an inference tensor
+        return torch.ops.mkldnn._reorder_linear_weight(weight, None)
+    key = id(weight)
+    with _PACKED_LOCK:
+        found = _PACKED.get(key)
+    if found is not None and found[0] == version:
+        return found[1]
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+    with _PACKED_LOCK:
+        if key not in _PACKED:
+            weakref.finalize(weight, _PACKED.pop, key, None)
+        _PACKED[key] = (version, packed)
+    return packed
 
 
 @functools.cache

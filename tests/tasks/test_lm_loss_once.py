@@ -90,3 +90,25 @@ def test_the_head_projects_the_target_positions_alone_and_the_losses_equal_the_w
             whole = lm_module.token_losses(loaded.model(**batch.inputs), batch.labels)
             for j, loss in zip(batch.index.tolist(), whole.tolist()):
                 assert res.example_losses[j] == pytest.approx(loss, rel=1e-6)
+
+
+def test_the_output_weight_is_packed_once_while_it_lives_and_again_after_an_in_place_change():
+    import gc
+
+    from pruning_core.modeling import packed_logits
+
+    if not packed_logits._onednn():
+        pytest.skip("this torch has no oneDNN packed linear: projection() uses linear, nothing is packed")
+    weight, bias, hidden = torch.randn(50, 8), torch.zeros(50), torch.randn(3, 8)
+    with torch.inference_mode():
+        first = packed_logits.projection(weight, bias, hidden)(hidden)
+        packed = packed_logits._PACKED[id(weight)][1]
+        assert packed_logits._packed(weight) is packed                   # the second use finds it
+        assert torch.allclose(first, hidden @ weight.T + bias, atol=1e-5)
+    with torch.no_grad():
+        weight.mul_(2)                                                   # a changed weight is packed again
+    with torch.inference_mode():
+        assert torch.allclose(packed_logits.projection(weight, bias, hidden)(hidden), 2 * first, atol=1e-5)
+    del weight
+    gc.collect()
+    assert not any(v[1] is packed for v in packed_logits._PACKED.values())
