@@ -11,9 +11,9 @@ Exact: the resumed batch runs the same layer modules on the same tensors, with t
 model's own loop passed them (recorded from a full pass), then the head the adapter describes
 (:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`); the layer-cache tests
 check equal metric, losses and predictions for every family that supports it. An encoder-decoder
-(Marian, BART: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way, and
-a change in its decoder's heads alone starts after the encoder, from the cached encoder output. Families
-without either (decoders, speech), a model in training mode, a data-parallel rank's share and a key/value
+(Marian, BART, Whisper: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way,
+and a change in its decoder's heads alone starts after the encoder, from the cached encoder output. Families
+without either (decoders), a model in training mode, a data-parallel rank's share and a key/value
 cache run the whole model, as without a cache. A cached model must not change while cached; its entries go
 when the model is collected.
 
