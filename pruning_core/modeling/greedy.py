@@ -126,7 +126,7 @@ def translation_rules(model) -> Rules:
 
 def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None, *, max_new_tokens: int | Tensor,
                   encoder_hidden: Tensor | None = None, allowed: "AllowedIds | None" = None,
-                  rules: Rules | None = None) -> list[list[int]]:
+                  rules: Rules | None = None, cross=None) -> list[list[int]]:
     """Greedy tokens of every row, each ending with ``</s>`` unless its ``max_new_tokens`` ran out first.
 
     Args:
@@ -139,6 +139,9 @@ def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None
         encoder_hidden: ``[B, S, d]`` the encoder's output for these inputs under the same mask, if already computed.
         allowed: per row the target ids it may produce (a shortlist), or None for the whole vocabulary.
         rules: what is fed first and may be produced; None: the model's own (:func:`translation_rules`).
+        cross: the cross-attention keys and values of ``encoder_hidden`` already projected (a transformers cache of
+            every decoder layer, as the teacher-forced pass left them), for the model's own decoder; None: projected
+            here, once.
     Returns:
         per row, its tokens after the prompt.
     """
@@ -151,7 +154,7 @@ def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None
     if n == 0 or int(limits.max()) < 1:
         return out
     prompt = torch.tensor(rules.prompt, dtype=torch.long, device=device).expand(n, -1)    # [n, P]
-    steps = decoder_steps(model, encoder_hidden, attention_mask, prompt_length=prompt.shape[1])
+    steps = decoder_steps(model, encoder_hidden, attention_mask, prompt_length=prompt.shape[1], cross=cross)
     rows = torch.arange(n)                                   # live row -> original row
     ids, blocked = (allowed.ids, ~allowed.row_mask) if allowed is not None else (None, None)
     project = projection(*_output_layer(model, ids), encoder_hidden)        # hidden [b, d] -> logits [b, V']
@@ -207,12 +210,13 @@ class CachedSteps:
     :func:`supports_greedy` accepts): each step feeds the last token; the cache holds the self-attention's
     keys/values (an SSRU's state) and the cross-attention's, projected from the encoder output once."""
 
-    def __init__(self, model, encoder_hidden: Tensor, encoder_mask: Tensor | None) -> None:
+    def __init__(self, model, encoder_hidden: Tensor, encoder_mask: Tensor | None, cross=None) -> None:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         self.decoder = model.get_decoder()
         self.enc, self.enc_mask = encoder_hidden, encoder_mask
-        self.cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+        self.cache = EncoderDecoderCache(DynamicCache(config=model.config),
+                                         cross if cross is not None else DynamicCache(config=model.config))
 
     def step(self, token: Tensor) -> Tensor:
         """``[b]`` each live row's last token (or ``[b, t]`` its first tokens) -> ``[b, d]`` the decoder's last
@@ -228,12 +232,13 @@ class CachedSteps:
         self.enc_mask = None if self.enc_mask is None else self.enc_mask[rows]
 
 
-def decoder_steps(model, encoder_hidden: Tensor, encoder_mask: Tensor | None, prompt_length: int = 1):
+def decoder_steps(model, encoder_hidden: Tensor, encoder_mask: Tensor | None, prompt_length: int = 1, cross=None):
     """The family's own lean steps where its adapter has them (the same operations without transformers'
     cache bookkeeping: :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.decoder_steps`; they feed one
-    token at a time, so a longer prompt takes the model's decoder), else :class:`CachedSteps`."""
+    token at a time, so a longer prompt takes the model's decoder), else :class:`CachedSteps` (with ``cross``, the
+    cross-attention keys and values already projected, if given)."""
     lean = adapter_for(model).decoder_steps(model, encoder_hidden, encoder_mask) if prompt_length == 1 else None
-    return lean if lean is not None else CachedSteps(model, encoder_hidden, encoder_mask)
+    return lean if lean is not None else CachedSteps(model, encoder_hidden, encoder_mask, cross)
 
 
 def as_generate_output(model, rows: list[list[int]]) -> Tensor:

@@ -215,9 +215,13 @@ class SpeechRecognitionTask(Task):
             kw["logits_processor"] = no_timestamps_processor(int(no_timestamps) + 1)
         return kw
 
-    def prediction_inputs(self, outputs):
-        """Decoding reads the encoder's output of the teacher-forced pass, nothing else (not its logits)."""
-        return SimpleNamespace(encoder_last_hidden_state=outputs.encoder_last_hidden_state)
+    def prediction_inputs(self, outputs, last: bool = True):
+        """Decoding reads the encoder's output of the teacher-forced pass, not its logits; and of the last batch the
+        cross-attention keys and values that pass projected (about 37 MB an utterance for Whisper-base: one batch's
+        at a time)."""
+        cache = getattr(outputs, "past_key_values", None) if last else None
+        return SimpleNamespace(encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+                               past_key_values=cache)
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         """Transcribe the batch under the mask already in place, from the encoder output of the teacher-forced pass.
@@ -234,7 +238,9 @@ class SpeechRecognitionTask(Task):
             seconds = torch.tensor([data.features[j]["seconds"] for j in batch.index.tolist()])       # [B]
             generated = greedy_decode(loaded.model, None, None, rules=rules,
                                       max_new_tokens=BOUND.tokens(seconds, kwargs["max_new_tokens"]),
-                                      encoder_hidden=outputs.encoder_last_hidden_state)
+                                      encoder_hidden=outputs.encoder_last_hidden_state,
+                                      cross=_cross_cache(getattr(outputs, "past_key_values", None)))
+            generated = [r[:-1] if r and r[-1] == rules.eos else r for r in generated]    # as generate drops it
             state.extra["bound"] = BOUND.describe()
         else:
             encoded = BaseModelOutput(last_hidden_state=outputs.encoder_last_hidden_state)
@@ -260,6 +266,11 @@ class SpeechRecognitionTask(Task):
                  "samples": [{"audio": data.texts[j]["audio"], "hypothesis": raw.get(j, hyps[j]),
                               "reference": data.texts[j]["text"]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)
+
+
+def _cross_cache(cache):
+    """The cross-attention part of a teacher-forced pass's key/value cache, or None."""
+    return getattr(cache, "cross_attention_cache", None)
 
 
 def no_timestamps_processor(first: int):

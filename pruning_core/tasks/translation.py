@@ -109,7 +109,7 @@ class TranslationTask(Task):
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)
 
-    def prediction_inputs(self, outputs):
+    def prediction_inputs(self, outputs, last: bool = True):
         """Decoding reads the encoder's output of the teacher-forced pass, nothing else (not its logits)."""
         return SimpleNamespace(encoder_last_hidden_state=getattr(outputs, "encoder_last_hidden_state", None))
 
