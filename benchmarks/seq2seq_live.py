@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--task", default=None, help="default: the model's catalog task")
     parser.add_argument("--n", type=int, default=None, help="examples evaluated (8 for Whisper, else 128)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clicks", type=int, default=None, help="only the first N clicks of the shuffled order")
     parser.add_argument("--no-check", action="store_true", help="skip the evaluations without the cache")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -120,7 +121,7 @@ def main() -> None:
     arrival = timed_evaluation(task, lm, data, None, cache)
     base = arrival["result"]
     clicks = []
-    for kind, layer, head in clicks_of(lm.layout, args.seed):
+    for kind, layer, head in clicks_of(lm.layout, args.seed)[:args.clicks]:
         mask = HeadMask.full(lm.layout).toggled(kind, layer, head)
         load = _load()
         timed = timed_evaluation(task, lm, data, mask, cache)
