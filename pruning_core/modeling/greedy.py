@@ -10,6 +10,13 @@ The same tokens as ``model.generate(num_beams=1, do_sample=False, max_new_tokens
 - a row that produced ``</s>`` leaves the batch (its cache rows, its encoder rows), so later steps run on the rows
   still decoding.
 
+Whisper decodes the same way with its own :class:`Rules` (a prompt of several ids fed at once, suppressed ids,
+no timestamps: :func:`pruning_core.tasks.speech.greedy_rules`), the tokens of its ``generate`` under those settings.
+
+``max_new_tokens`` may be one bound per row (:class:`LengthBound`): a row stops at its own bound, so a mask that
+makes the model repeat itself costs a few tokens past the input's length, not the model's maximum; a row that ends
+before its bound gets exactly the tokens it gets without one.
+
 Head masks apply as in any forward pass: the decoder's modules are called, and their hooks gate the heads.
 
 ``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.shortlist`): per row, the target ids it may
@@ -18,6 +25,8 @@ every row picks among its own. That is an approximation of full decoding (Marian
 the same tokens; without it the result is exact.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -30,6 +39,50 @@ from pruning_core.modeling.packed_logits import output_layer, projection
 _OTHER_PROCESSORS = ("min_length", "min_new_tokens", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
                      "bad_words_ids", "forced_bos_token_id", "suppress_tokens", "begin_suppress_tokens",
                      "sequence_bias", "exponential_decay_length_penalty", "renormalize_logits")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What greedy decoding feeds first and may produce, besides the argmax.
+
+    ``prompt``: the decoder's first input ids, fed at once (Bart/Marian: the start token; Whisper: start of
+    transcript, language, task, no timestamps). ``eos``: a row ends with it. ``forced_eos``: produced at a row's last
+    step when its ``max_new_tokens`` run out (Bart). ``suppressed``: never produced; ``first_suppressed``: not produced
+    as the first new token; ``below``: only ids below it are produced (Whisper's timestamps start there).
+    """
+
+    prompt: tuple[int, ...]
+    eos: int
+    forced_eos: int | None = None
+    suppressed: tuple[int, ...] = ()
+    first_suppressed: tuple[int, ...] = ()
+    below: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.prompt:
+            raise ValueError("Rules.prompt needs at least the decoder's start token.")
+
+
+@dataclass(frozen=True)
+class LengthBound:
+    """At most ``plus + per * length`` new tokens for an input of ``length`` ``unit`` (source tokens, seconds of
+    audio), and never more than the task's own maximum: greedy decoding stops a row that repeats itself there."""
+
+    per: float
+    plus: int
+    unit: str
+
+    def __post_init__(self) -> None:
+        if self.per <= 0 or self.plus < 1:
+            raise ValueError(f"LengthBound needs per > 0 and plus >= 1, got per={self.per}, plus={self.plus}.")
+
+    def tokens(self, lengths: Tensor, most: int) -> Tensor:
+        """``[B]`` long: each row's bound for inputs of ``lengths`` ``[B]`` (in ``unit``), at most ``most``."""
+        bound = torch.floor(lengths.double() * self.per).long() + self.plus
+        return bound.clamp(max=most)
+
+    def describe(self) -> str:
+        return f"at most {self.plus} + {self.per:g} x {self.unit} new tokens"
 
 
 def supports_greedy(model) -> bool:
@@ -49,9 +102,14 @@ def supports_greedy(model) -> bool:
 def _specials(model) -> tuple[int, int]:
     gen = model.generation_config
     start = gen.decoder_start_token_id if gen.decoder_start_token_id is not None else model.config.decoder_start_token_id
+    return int(start), eos_of(model)
+
+
+def eos_of(model) -> int:
+    """The id that ends a generated row (the generation config's first, else the model config's)."""
+    gen = model.generation_config
     eos = gen.eos_token_id if gen.eos_token_id is not None else model.config.eos_token_id
-    eos = eos[0] if isinstance(eos, (list, tuple)) else eos
-    return int(start), int(eos)
+    return int(eos[0] if isinstance(eos, (list, tuple)) else eos)
 
 
 def _forced_eos(model) -> int | None:
@@ -60,53 +118,91 @@ def _forced_eos(model) -> int | None:
     return None if forced is None else int(forced)
 
 
-def greedy_decode(model, input_ids: Tensor, attention_mask: Tensor, *, max_new_tokens: int,
-                  encoder_hidden: Tensor | None = None, allowed: "AllowedIds | None" = None) -> list[list[int]]:
-    """Greedy tokens of every row, each ending with ``</s>`` unless ``max_new_tokens`` ran out first.
+def translation_rules(model) -> Rules:
+    """The rules of ``generate``'s greedy decoding for a model :func:`supports_greedy` accepts."""
+    start, eos = _specials(model)
+    return Rules(prompt=(start,), eos=eos, forced_eos=_forced_eos(model))
+
+
+def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None, *, max_new_tokens: int | Tensor,
+                  encoder_hidden: Tensor | None = None, allowed: "AllowedIds | None" = None,
+                  rules: Rules | None = None, cross=None) -> list[list[int]]:
+    """Greedy tokens of every row, each ending with ``</s>`` unless its ``max_new_tokens`` ran out first.
 
     Args:
-        model: a model :func:`supports_greedy` accepts, in eval mode (call under ``torch.inference_mode()`` and
-            the head mask, as any forward).
-        input_ids, attention_mask: ``[B, S]`` source ids and 1 = token, 0 = padding.
-        max_new_tokens: at most this many tokens per row; the last is ``</s>`` when the model forces it.
+        model: a model :func:`supports_greedy` accepts, or any whose ``rules`` are given (Whisper), in eval mode (call
+            under ``torch.inference_mode()`` and the head mask, as any forward).
+        input_ids, attention_mask: ``[B, S]`` source ids and 1 = token, 0 = padding; ``attention_mask`` None for an
+            encoder without padding (Whisper's frames), ``input_ids`` None when ``encoder_hidden`` is given.
+        max_new_tokens: at most this many tokens per row, or ``[B]`` one bound per row (:class:`LengthBound`); a
+            row's last is ``</s>`` when the model forces it.
         encoder_hidden: ``[B, S, d]`` the encoder's output for these inputs under the same mask, if already computed.
         allowed: per row the target ids it may produce (a shortlist), or None for the whole vocabulary.
+        rules: what is fed first and may be produced; None: the model's own (:func:`translation_rules`).
+        cross: the cross-attention keys and values of ``encoder_hidden`` already projected (a transformers cache of
+            every decoder layer, as the teacher-forced pass left them), for the model's own decoder; None: projected
+            here, once.
     Returns:
-        per row, its tokens without the decoder start token.
+        per row, its tokens after the prompt.
     """
-    start, eos = _specials(model)
-    forced = _forced_eos(model)
+    rules = rules or translation_rules(model)
     if encoder_hidden is None:
         encoder_hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    steps = decoder_steps(model, encoder_hidden, attention_mask)
-    n = input_ids.shape[0]
+    n, device = encoder_hidden.shape[0], encoder_hidden.device
+    limits = torch.as_tensor(max_new_tokens).long().expand(n).clone()           # [n] per live row
     out: list[list[int]] = [[] for _ in range(n)]
+    if n == 0 or int(limits.max()) < 1:
+        return out
+    prompt = torch.tensor(rules.prompt, dtype=torch.long, device=device).expand(n, -1)    # [n, P]
+    steps = decoder_steps(model, encoder_hidden, attention_mask, prompt_length=prompt.shape[1], cross=cross)
     rows = torch.arange(n)                                   # live row -> original row
     ids, blocked = (allowed.ids, ~allowed.row_mask) if allowed is not None else (None, None)
     project = projection(*_output_layer(model, ids), encoder_hidden)        # hidden [b, d] -> logits [b, V']
-    token = torch.full((n,), start, dtype=torch.long, device=input_ids.device)
-    for step in range(max_new_tokens):
+    never, first = _blocked_ids(rules, ids, _output_layer(model, None)[0].shape[0], device)      # [V'] or None
+    token = prompt[:, 0] if prompt.shape[1] == 1 else prompt
+    for step in range(int(limits.max())):
         hidden = steps.step(token)                                                             # [b, d]
-        if forced is not None and step == max_new_tokens - 1:
-            nxt = torch.full((hidden.shape[0],), forced, dtype=torch.long, device=hidden.device)
-        else:
-            logits = project(hidden)                                                           # [b, V']
-            if blocked is not None:
-                logits.masked_fill_(blocked, float("-inf"))
-            nxt = logits.argmax(-1)
-            nxt = ids[nxt] if ids is not None else nxt
+        logits = project(hidden)                                                               # [b, V']
+        if blocked is not None:
+            logits.masked_fill_(blocked, float("-inf"))
+        if never is not None:
+            logits.masked_fill_(never, float("-inf"))
+        if step == 0 and first is not None:
+            logits.masked_fill_(first, float("-inf"))
+        nxt = logits.argmax(-1)
+        nxt = ids[nxt] if ids is not None else nxt
+        last = limits == step + 1                                                              # [b]
+        if rules.forced_eos is not None and bool(last.any()):
+            nxt = torch.where(last.to(nxt.device), torch.full_like(nxt, rules.forced_eos), nxt)
         for r, t in zip(rows.tolist(), nxt.tolist()):
             out[r].append(t)
-        live = nxt != eos
+        live = (nxt != rules.eos) & ~last.to(nxt.device)
         if not bool(live.any()):
             break
         if not bool(live.all()):                             # finished rows leave the batch
             keep = live.nonzero().squeeze(1)
             steps.keep(keep)
-            rows, nxt = rows[keep.cpu()], nxt[keep]
+            rows, nxt, limits = rows[keep.cpu()], nxt[keep], limits[keep.cpu()]
             blocked = blocked[keep] if blocked is not None else None
         token = nxt
     return out
+
+
+def _blocked_ids(rules: Rules, ids: Tensor | None, vocab: int, device) -> tuple[Tensor | None, Tensor | None]:
+    """``[V']`` True where ``rules`` forbid an id at every step, and where at the first step (None: nowhere), over
+    ``ids`` (a shortlist) or the whole vocabulary of ``vocab`` ids."""
+    def where(forbidden: tuple[int, ...], below: int | None) -> Tensor | None:
+        if not forbidden and below is None:
+            return None
+        mask = torch.zeros(vocab, dtype=torch.bool, device=device)
+        mask[[i for i in forbidden if 0 <= i < vocab]] = True
+        if below is not None:
+            mask[below:] = True
+        return mask if ids is None else mask[ids]
+
+    never = where(rules.suppressed, rules.below)
+    first = where(rules.first_suppressed, None)
+    return never, first
 
 
 class CachedSteps:
@@ -114,31 +210,35 @@ class CachedSteps:
     :func:`supports_greedy` accepts): each step feeds the last token; the cache holds the self-attention's
     keys/values (an SSRU's state) and the cross-attention's, projected from the encoder output once."""
 
-    def __init__(self, model, encoder_hidden: Tensor, encoder_mask: Tensor) -> None:
+    def __init__(self, model, encoder_hidden: Tensor, encoder_mask: Tensor | None, cross=None) -> None:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         self.decoder = model.get_decoder()
         self.enc, self.enc_mask = encoder_hidden, encoder_mask
-        self.cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+        self.cache = EncoderDecoderCache(DynamicCache(config=model.config),
+                                         cross if cross is not None else DynamicCache(config=model.config))
 
     def step(self, token: Tensor) -> Tensor:
-        """``[b]`` each live row's last token -> ``[b, d]`` the decoder's last hidden state."""
-        return self.decoder(input_ids=token.unsqueeze(1), encoder_hidden_states=self.enc,
-                            encoder_attention_mask=self.enc_mask, past_key_values=self.cache,
-                            use_cache=True).last_hidden_state[:, -1]
+        """``[b]`` each live row's last token (or ``[b, t]`` its first tokens) -> ``[b, d]`` the decoder's last
+        hidden state."""
+        masked = {} if self.enc_mask is None else {"encoder_attention_mask": self.enc_mask}
+        return self.decoder(input_ids=token if token.dim() == 2 else token.unsqueeze(1), encoder_hidden_states=self.enc,
+                            past_key_values=self.cache, use_cache=True, **masked).last_hidden_state[:, -1]
 
     def keep(self, rows: Tensor) -> None:
         """Only the live rows ``rows`` (indices into the current batch) go on."""
         self.cache.batch_select_indices(rows)
-        self.enc, self.enc_mask = self.enc[rows], self.enc_mask[rows]
+        self.enc = self.enc[rows]
+        self.enc_mask = None if self.enc_mask is None else self.enc_mask[rows]
 
 
-def decoder_steps(model, encoder_hidden: Tensor, encoder_mask: Tensor):
+def decoder_steps(model, encoder_hidden: Tensor, encoder_mask: Tensor | None, prompt_length: int = 1, cross=None):
     """The family's own lean steps where its adapter has them (the same operations without transformers'
-    cache bookkeeping: :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.decoder_steps`), else
-    :class:`CachedSteps`."""
-    lean = adapter_for(model).decoder_steps(model, encoder_hidden, encoder_mask)
-    return lean if lean is not None else CachedSteps(model, encoder_hidden, encoder_mask)
+    cache bookkeeping: :meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.decoder_steps`; they feed one
+    token at a time, so a longer prompt takes the model's decoder), else :class:`CachedSteps` (with ``cross``, the
+    cross-attention keys and values already projected, if given)."""
+    lean = adapter_for(model).decoder_steps(model, encoder_hidden, encoder_mask) if prompt_length == 1 else None
+    return lean if lean is not None else CachedSteps(model, encoder_hidden, encoder_mask, cross)
 
 
 def as_generate_output(model, rows: list[list[int]]) -> Tensor:
@@ -152,8 +252,16 @@ def as_generate_output(model, rows: list[list[int]]) -> Tensor:
 
 
 def _output_layer(model, ids: Tensor | None) -> tuple[Tensor, Tensor]:
-    """The output projection's weight ``[V, d]`` and bias ``[V]`` (float32), or only the rows ``ids``."""
-    weight, bias = output_layer(model)
+    """The output projection's weight ``[V, d]`` and bias ``[V]`` (float32), or only the rows ``ids``: the
+    ``lm_head`` and ``final_logits_bias`` of Bart/Marian, else a bias-free output Linear (Whisper's ``proj_out``)."""
+    found = output_layer(model)
+    if found is None:
+        head = model.get_output_embeddings()
+        if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+            raise ValueError(f"{type(model).__name__} has neither lm_head + final_logits_bias nor a bias-free output "
+                             "Linear: decode it with generate.")
+        found = head.weight, torch.zeros(head.weight.shape[0], dtype=torch.float32, device=head.weight.device)
+    weight, bias = found
     if ids is None:
         return weight, bias
     return weight.index_select(0, ids).contiguous(), bias.index_select(0, ids)

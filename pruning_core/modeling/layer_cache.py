@@ -13,12 +13,11 @@ model's own loop passed them (recorded from a full pass), then the head the adap
 (:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`: a classifier's head, or a language
 model's final norm and output head, its position embeddings and causal mask recorded too); the layer-cache tests
 check equal metric, losses and predictions for every family that supports it. An encoder-decoder
-(Marian, BART: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way, and
-a change in its decoder's heads alone starts after the encoder, from the cached encoder output. Families
-without either (speech), a model in training mode, a data-parallel rank's share and a key/value
-cache (the language-model task passes ``use_cache=False``) run the whole model, as without a cache. A
-cached model must not change while cached; its entries go
-when the model is collected.
+(Marian, BART, Whisper: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way,
+and a change in its decoder's heads alone starts after the encoder, from the cached encoder output. A model in
+training mode, a data-parallel rank's share and a key/value cache (the language-model task passes
+``use_cache=False``) run the whole model, as without a cache. A cached model must not change while cached; its
+entries go when the model is collected.
 
 Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently
 used first, except that the inputs entered with all earlier heads kept go last: every session starts

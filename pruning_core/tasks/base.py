@@ -216,7 +216,7 @@ class Task:
                         state.losses[j], state.weights[j] = loss, int(weight)
                     batch_losses[rank + i * size] = (float(rows.sum()), int(sum(weights)))
                     if self.loss_first:
-                        later.append((batch, self.prediction_inputs(outputs)))
+                        later.append((batch, self.prediction_inputs(outputs, last=i == total - 1)))
                     else:
                         self.predict_batch(loaded, data, batch, outputs, state)
                     mine += index
@@ -264,8 +264,9 @@ class Task:
         """``[B]``: each example's loss, summed over what it is scored on (itself, or its target tokens)."""
         raise NotImplementedError
 
-    def prediction_inputs(self, outputs) -> Any:
-        """What :meth:`predict_batch` reads of a batch's ``outputs``, kept until every loss is known (``loss_first``)."""
+    def prediction_inputs(self, outputs, last: bool = True) -> Any:
+        """What :meth:`predict_batch` reads of a batch's ``outputs``, kept until every loss is known (``loss_first``);
+        ``last``: no batch follows (what it keeps is held while no other batch's is)."""
         return outputs
 
     def forward_losses(self, loaded, batch: EncodedBatch, run: Callable[[], Any]) -> tuple[Any, Tensor]:

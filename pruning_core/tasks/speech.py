@@ -11,7 +11,10 @@ Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core
   Whisper writes it. ``decoder_input_ids`` are built here from real ids (padding = end-of-text), never
   from labels, so no -100 reaches the embedding; labels are the next tokens with the prompt's own
   predictions ignored (-100), ending with end-of-text. Loss per label token.
-- Decoding: ``generate`` (greedy, or beam search with ``beams`` > 1) in the task's language, transcribe.
+- Decoding: greedy step by step from the encoder output of the loss pass (:func:`greedy_rules`: the tokens of
+  ``generate`` in the task's language, transcribe, no timestamps), each utterance at most :data:`BOUND` tokens
+  (8 a second of audio, and 16); beam search (``beams`` > 1) with ``generate``. The loss comes first
+  (``loss_first``), so a page shows it while the transcripts are decoded.
 - Metric: WER (lower is better) of the transcript against the spoken text, both normalised
   (:func:`~pruning_core.tasks.data.speech.normalize_transcript`: lower case, no punctuation); the BLEU of the
   same pair is reported beside it in ``extra["bleu_transcript_vs_spoken_text"]``.
@@ -19,6 +22,7 @@ Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import torch
 from torch import Tensor
@@ -28,6 +32,7 @@ from pruning_core.core.errors import DataError
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import BLEU, WER
 from pruning_core.evaluation.results import EvalResult
+from pruning_core.modeling.greedy import LengthBound, Rules, eos_of, greedy_decode
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
@@ -71,6 +76,33 @@ def decoder_prompt(model, language: str = LANGUAGE) -> list[int]:
     return prompt
 
 
+# generation settings beyond the prompt, suppressed ids and no timestamps that change Whisper's greedy transcript (or
+# make it decode again at other temperatures): a model whose generation config sets one decodes with ``generate``
+_OTHER_SETTINGS = ("min_length", "min_new_tokens", "no_repeat_ngram_size", "bad_words_ids", "sequence_bias",
+                   "repetition_penalty", "renormalize_logits", "forced_eos_token_id", "compression_ratio_threshold",
+                   "logprob_threshold", "no_speech_threshold")
+
+# greedy transcripts stop after this many tokens per second of audio (and a few more): speech runs at about 4 tokens
+# a second, so only a transcript that repeats itself reaches it (docs/MODELS.md, the speech section)
+BOUND = LengthBound(per=8.0, plus=16, unit="seconds of audio")
+
+
+def greedy_rules(model, language: str = LANGUAGE) -> Rules | None:
+    """The rules under which :func:`~pruning_core.modeling.greedy.greedy_decode` gives ``model.generate``'s greedy
+    transcript as :meth:`SpeechRecognitionTask.generate_kwargs` asks for it (the prompt of :func:`decoder_prompt`,
+    the generation config's suppressed ids, no timestamps); None where the generation config asks for more."""
+    gen = getattr(model, "generation_config", None)
+    if gen is None or getattr(model, "proj_out", None) is None:
+        return None
+    if any(getattr(gen, name, None) not in (None, 1.0) for name in _OTHER_SETTINGS):
+        return None
+    no_timestamps = getattr(gen, "no_timestamps_token_id", None)
+    return Rules(prompt=tuple(decoder_prompt(model, language)), eos=eos_of(model),
+                 suppressed=tuple(int(i) for i in gen.suppress_tokens or ()),
+                 first_suppressed=tuple(int(i) for i in gen.begin_suppress_tokens or ()),
+                 below=None if no_timestamps is None else int(no_timestamps) + 1)
+
+
 @register_task_type
 class SpeechRecognitionTask(Task):
     """Speech recognition: transcripts of audio, WER (lower is better); loss per transcript token."""
@@ -78,6 +110,7 @@ class SpeechRecognitionTask(Task):
     task_type = "asr"
     default_metric = WER.name
     beam_search = True
+    loss_first = True
     language = LANGUAGE
 
     def _specials(self, loaded) -> dict:
@@ -182,14 +215,36 @@ class SpeechRecognitionTask(Task):
             kw["logits_processor"] = no_timestamps_processor(int(no_timestamps) + 1)
         return kw
 
+    def prediction_inputs(self, outputs, last: bool = True):
+        """Decoding reads the encoder's output of the teacher-forced pass, not its logits; and of the last batch the
+        cross-attention keys and values that pass projected (about 37 MB an utterance for Whisper-base: one batch's
+        at a time)."""
+        cache = getattr(outputs, "past_key_values", None) if last else None
+        return SimpleNamespace(encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+                               past_key_values=cache)
+
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
-        """Transcribe the batch (greedy when ``beams`` is 1) under the mask already in place."""
+        """Transcribe the batch under the mask already in place, from the encoder output of the teacher-forced pass.
+
+        Greedy (``beams`` 1): step by step (:mod:`pruning_core.modeling.greedy`, the tokens of ``generate`` under
+        :func:`greedy_rules`), each utterance within :data:`BOUND` of its audio's length; beam search, and a model
+        whose generation config asks for more, use ``generate``.
+        """
         from transformers.modeling_outputs import BaseModelOutput
 
-        # the encoder already ran (under the same mask) in the teacher-forced pass: decode from its output
-        encoded = BaseModelOutput(last_hidden_state=outputs.encoder_last_hidden_state)
-        generated = loaded.model.generate(encoder_outputs=encoded,
-                                          **self.generate_kwargs(loaded, data, state.options["beams"]))
+        kwargs = self.generate_kwargs(loaded, data, state.options["beams"])
+        rules = greedy_rules(loaded.model, self.language) if state.options["beams"] == 1 else None
+        if rules is not None:
+            seconds = torch.tensor([data.features[j]["seconds"] for j in batch.index.tolist()])       # [B]
+            generated = greedy_decode(loaded.model, None, None, rules=rules,
+                                      max_new_tokens=BOUND.tokens(seconds, kwargs["max_new_tokens"]),
+                                      encoder_hidden=outputs.encoder_last_hidden_state,
+                                      cross=_cross_cache(getattr(outputs, "past_key_values", None)))
+            generated = [r[:-1] if r and r[-1] == rules.eos else r for r in generated]    # as generate drops it
+            state.extra["bound"] = BOUND.describe()
+        else:
+            encoded = BaseModelOutput(last_hidden_state=outputs.encoder_last_hidden_state)
+            generated = loaded.model.generate(encoder_outputs=encoded, **kwargs)
         texts = loaded.tokenizer.batch_decode(generated, skip_special_tokens=True)
         raw = state.extra.setdefault("raw", {})
         for j, text in zip(batch.index.tolist(), texts):
@@ -206,9 +261,16 @@ class SpeechRecognitionTask(Task):
                  "bleu_transcript_vs_spoken_text": BLEU.of(hyps, data.references),
                  "normalisation": "lower case, punctuation removed (data.speech.normalize_transcript)",
                  "audio_seconds": round(sum(f["seconds"] for f in data.features), 2),
+                 "decoding": {"method": "greedy" if state.options["beams"] == 1 else "beam search",
+                              "bound": state.extra.get("bound")},
                  "samples": [{"audio": data.texts[j]["audio"], "hypothesis": raw.get(j, hyps[j]),
                               "reference": data.texts[j]["text"]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)
+
+
+def _cross_cache(cache):
+    """The cross-attention part of a teacher-forced pass's key/value cache, or None."""
+    return getattr(cache, "cross_attention_cache", None)
 
 
 def no_timestamps_processor(first: int):

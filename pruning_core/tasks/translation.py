@@ -10,7 +10,7 @@ from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.modeling import packed_logits
-from pruning_core.modeling.greedy import as_generate_output, greedy_decode, supports_greedy
+from pruning_core.modeling.greedy import LengthBound, as_generate_output, greedy_decode, supports_greedy
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import (
     IGNORE,
@@ -23,6 +23,11 @@ from pruning_core.tasks.batching import (
     pad,
     row_sums,
 )
+
+
+# greedy translations stop after twice the source's tokens and a few more: only a translation that repeats itself
+# gets there (docs/MODELS.md, the translation section)
+BOUND = LengthBound(per=2.0, plus=10, unit="source tokens")
 
 
 @register_task_type
@@ -104,7 +109,7 @@ class TranslationTask(Task):
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)
 
-    def prediction_inputs(self, outputs):
+    def prediction_inputs(self, outputs, last: bool = True):
         """Decoding reads the encoder's output of the teacher-forced pass, nothing else (not its logits)."""
         return SimpleNamespace(encoder_last_hidden_state=getattr(outputs, "encoder_last_hidden_state", None))
 
@@ -112,7 +117,8 @@ class TranslationTask(Task):
         """Decode the batch (greedy when ``beams`` is 1) under the mask already in place.
 
         Greedy decoding reuses the encoder output of the teacher-forced pass (``outputs``) and runs step by step
-        (:mod:`pruning_core.modeling.greedy`); beam search, and a model that decoder does not cover, use ``generate``.
+        (:mod:`pruning_core.modeling.greedy`), each row within :data:`BOUND` of its source's length; beam search, and a
+        model that decoder does not cover, use ``generate`` (up to ``max_length``).
         """
         # the decoder's positions bound the output: start token + new tokens <= max positions
         max_new = min(data.max_length, getattr(loaded.model.config, "max_position_embeddings", 1 << 20) - 1)
@@ -122,8 +128,10 @@ class TranslationTask(Task):
             allowed = None if shortlist is None else shortlist.allowed(
                 inputs["input_ids"], inputs["attention_mask"], loaded.model.config.vocab_size)
             state.extra["shortlist"] = None if shortlist is None else shortlist.describe()
+            state.extra["bound"] = BOUND.describe()
+            bound = BOUND.tokens(inputs["attention_mask"].sum(1).cpu(), max_new)                    # [B]
             generated = as_generate_output(loaded.model, greedy_decode(
-                loaded.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=max_new, allowed=allowed,
+                loaded.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=bound, allowed=allowed,
                 encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None)))
         else:
             generated = loaded.model.generate(
@@ -152,7 +160,7 @@ class TranslationTask(Task):
                  "beside": [CHRF.name],
                  "target_tokens": state.loss_weight, "beams": state.options["beams"],
                  "decoding": {"method": "greedy" if state.options["beams"] == 1 else "beam search",
-                              "shortlist": state.extra.get("shortlist")},
+                              "shortlist": state.extra.get("shortlist"), "bound": state.extra.get("bound")},
                  "samples": [{"source": data.texts[j]["source"], "hypothesis": hyps[j],
                               "reference": data.references[j]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)

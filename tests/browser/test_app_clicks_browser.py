@@ -31,7 +31,7 @@ class Case:
     task: str
     limit: int              # the dashboard's evaluation size for this model: long enough to click into
     layout: HeadLayout      # the model's heads; the tests click heads of the first grid's first layers
-    loss_first: bool = False  # the loss is drawn while the metric is still computed (a translation decodes)
+    loss_first: bool = False  # the loss is drawn while the metric is still computed (translation, speech: they decode)
 
     @property
     def kind(self) -> str:
@@ -46,7 +46,7 @@ CASES = [
     Case("default", "movie-sentiment", 128, HeadLayout({"encoder_self": (12,) * 6})),
     Case("smollm2", "movie-text", 16, HeadLayout({"decoder_self": (9,) * 30})),
     Case("whisper-base", "movie-speech", 8,
-         HeadLayout({"encoder_self": (8,) * 6, "decoder_self": (8,) * 6, "cross": (8,) * 6})),
+         HeadLayout({"encoder_self": (8,) * 6, "decoder_self": (8,) * 6, "cross": (8,) * 6}), loss_first=True),
     Case("bergamot-en-pt", "bible-en-pt", 128, HeadLayout({"encoder_self": (8,) * 6, "cross": (8,) * 2}),
          loss_first=True),
 ]
@@ -240,8 +240,9 @@ def test_a_click_on_a_grid_still_being_drawn(server, page, tmp_path):
 
 
 def test_the_loss_shows_before_the_metric_only_where_decoding_follows_it(server, page, tmp_path):
-    """The student's click shows the new loss while its BLEU is still decoding (``Task.loss_first``); the other
-    models' metric and loss come from one pass and show together. Both settle on what the command line computes."""
+    """The student's and Whisper's clicks show the new loss while their BLEU or WER is still decoding
+    (``Task.loss_first``); the other models' metric and loss come from one pass and show together. Both settle on
+    what the command line computes."""
     case = server.case
     (box,) = boxes(page, case, HEADS["early"])
     page.evaluate(EARLY_WATCH, [LIVE_STRIP, one_fewer(case)])

@@ -151,3 +151,133 @@ def test_other_decoders_decode_through_the_models_own_decoder(tmp_path, arch, at
         encoded = lm.model.get_encoder()(input_ids=inputs["input_ids"],
                                          attention_mask=inputs["attention_mask"]).last_hidden_state
         assert isinstance(decoder_steps(lm.model, encoded, inputs["attention_mask"]), CachedSteps)
+
+
+# -- Whisper: a prompt of several ids, suppressed ids, no timestamps ---------------------------------------------
+
+def talking_whisper(tmp_path, mask=None):
+    """A tiny Whisper whose transcripts differ between utterances and end at different steps under ``mask``: weights
+    drawn wide (std 0.5); a generation config with suppressed ids, ids suppressed at the first step and a no-timestamps
+    id (the prompt becomes start + no timestamps; ids above it play the timestamps); and as end-of-text the id whose
+    first appearance differs most between the utterances' transcripts (:func:`whisper_features`)."""
+    lm = tiny_loaded("whisper", tmp_path)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, module in lm.model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name != "proj_out":
+                module.weight.normal_(0.0, 0.5, generator=gen)
+    config = lm.model.generation_config
+    config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], [13, 6], 25
+    config.eos_token_id = lm.model.config.eos_token_id = 7          # the pad id: never produced
+    from pruning_core.tasks.speech import greedy_rules
+
+    with torch.inference_mode(), apply_mask(lm, mask):
+        encoded = lm.model.get_encoder()(whisper_features()).last_hidden_state
+        paths = greedy_decode(lm.model, None, None, max_new_tokens=NEW, encoder_hidden=encoded,
+                              rules=greedy_rules(lm.model))
+    eos = max(sorted({t for row in paths for t in row}),
+              key=lambda t: len({row.index(t) if t in row else NEW for row in paths}))
+    config.eos_token_id = lm.model.config.eos_token_id = eos
+    return lm
+
+
+def whisper_features() -> torch.Tensor:
+    """``[8, mels, frames]`` log-mel features of 8 loud noises."""
+    return 3 * torch.randn(8, 8, 100, generator=torch.Generator().manual_seed(3))
+
+
+def layout_of_tiny_whisper(tmp_path):
+    return tiny_loaded("whisper", tmp_path).layout
+
+
+def _whisper_generate(lm, encoded: torch.Tensor, new: int) -> list[list[int]]:
+    """``generate``'s transcripts as the speech task asks for them, cut before the first end-of-text or padding (it
+    drops the end-of-text and pads the shorter rows)."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from pruning_core.tasks.speech import no_timestamps_processor
+
+    first = lm.model.generation_config.no_timestamps_token_id + 1
+    out = lm.model.generate(encoder_outputs=BaseModelOutput(last_hidden_state=encoded), num_beams=1, do_sample=False,
+                            max_new_tokens=new, logits_processor=no_timestamps_processor(first))
+    ends = {lm.model.config.eos_token_id, lm.model.generation_config.pad_token_id}
+    rows = [row.tolist() for row in out]
+    return [r[:min((r.index(t) for t in ends if t in r), default=len(r))] for r in rows]
+
+
+def _without_end(rows: list[list[int]], eos: int) -> list[list[int]]:
+    return [r[:-1] if r and r[-1] == eos else r for r in rows]
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_whisper_greedy_decoding_gives_generates_transcripts(tmp_path, masked):
+    from pruning_core.tasks.speech import greedy_rules
+
+    mask = HeadMask.from_removed(layout_of_tiny_whisper(tmp_path), [("encoder_self", 1, 1), ("decoder_self", 1, 2),
+                                                                   ("cross", 1, 0)]) \
+        if masked else None
+    lm = talking_whisper(tmp_path, mask)
+    features = whisper_features()
+    rules = greedy_rules(lm.model)
+    assert rules.prompt == (5, 25) and rules.below == 26
+    with torch.inference_mode(), apply_mask(lm, mask):
+        encoded = lm.model.get_encoder()(features).last_hidden_state
+        expected = _whisper_generate(lm, encoded, NEW)
+        got = greedy_decode(lm.model, None, None, max_new_tokens=NEW, encoder_hidden=encoded, rules=rules)
+    assert _without_end(got, lm.model.config.eos_token_id) == expected
+    assert len({len(r) for r in got}) > 1 and len({tuple(r) for r in got}) > 1      # rows differ and end apart
+    assert all(t not in (8, 11) and t < 26 for r in got for t in r) and all(r[0] not in (13, 6) for r in got)
+    assert installed_hook_count(lm.model) == 0
+
+
+def test_a_generation_config_with_other_rules_keeps_whisper_on_generate(tmp_path):
+    from pruning_core.tasks.speech import greedy_rules
+
+    lm = talking_whisper(tmp_path)
+    lm.model.generation_config.no_repeat_ngram_size = 3
+    assert greedy_rules(lm.model) is None
+
+
+# -- bounds by the input's length ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["whisper", "marian", "bart"])
+def test_bounded_decoding_equals_unbounded_where_a_row_ends_before_its_bound(tmp_path, arch):
+    """Per-row bounds: a row that ends before its bound gets exactly its unbounded tokens, a row that reaches it the
+    first ``bound`` of them (BART: the last one its forced end), and never more."""
+    if arch == "whisper":
+        from pruning_core.tasks.speech import greedy_rules
+
+        lm = talking_whisper(tmp_path)
+        features = whisper_features()
+        with torch.inference_mode():
+            encoded = lm.model.get_encoder()(features).last_hidden_state
+        kwargs = dict(encoder_hidden=encoded, rules=greedy_rules(lm.model))
+        args = (None, None)
+    else:
+        lm = tiny_loaded(arch, tmp_path)
+        inputs = tiny_inputs(arch, batch=8, length=9)
+        kwargs, args = {}, (inputs["input_ids"], inputs["attention_mask"])
+    forced = getattr(lm.model.generation_config, "forced_eos_token_id", None)
+    with torch.inference_mode():
+        free = greedy_decode(lm.model, *args, max_new_tokens=NEW, **kwargs)
+        bounds = torch.tensor([len(r) for r in free]) + torch.tensor([-3, -1, 0, 1, 5, -3, 0, 2])
+        bounds = bounds.clamp(1, NEW)
+        bounded = greedy_decode(lm.model, *args, max_new_tokens=bounds, **kwargs)
+    for row, cut, limit in zip(free, bounded, bounds.tolist()):
+        if len(row) <= limit and (row[-1] == lm.model.config.eos_token_id or len(row) < limit):
+            assert cut == row
+        else:
+            assert len(cut) == limit and cut[:-1] == row[:limit - 1]
+            assert cut[-1] == (forced if forced is not None else row[limit - 1])
+    assert any(len(c) < len(r) for c, r in zip(bounded, free))        # some row was cut
+
+
+def test_a_length_bound_grows_with_the_input_and_keeps_to_the_maximum():
+    from pruning_core.modeling.greedy import LengthBound
+
+    bound = LengthBound(per=2.0, plus=10, unit="source tokens")
+    assert bound.tokens(torch.tensor([0, 3, 40]), most=64).tolist() == [10, 16, 64]
+    assert LengthBound(per=8.0, plus=16, unit="seconds of audio").tokens(torch.tensor([1.55]), 100).tolist() == [28]
+    assert "10 + 2" in bound.describe()
+    with pytest.raises(ValueError):
+        LengthBound(per=0.0, plus=10, unit="x")

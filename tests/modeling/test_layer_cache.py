@@ -393,10 +393,60 @@ def test_a_decoder_change_runs_no_encoder_layer_and_an_encoder_change_only_those
             h.remove()
 
 
-def test_speech_and_other_encoder_decoders_run_the_whole_model(tmp_path):
+def speech_data(loaded: LoadedModel, tmp_path, n: int = 7):
+    """``n`` utterances of noise (0.3 to 0.75 s) with transcripts of 1 to 6 words."""
+    from pruning_core.tasks.data import speech
+
+    folder = tmp_path / "audio"
+    folder.mkdir()
+    rng = random.Random(2)
+    noise = torch.Generator().manual_seed(2)
+    for i in range(n):
+        audio = 0.1 * torch.randn(rng.randint(4800, 12000), generator=noise)
+        (folder / f"{i}.wav").write_bytes(speech.encode_wav(audio.numpy()))
+        (folder / f"{i}.txt").write_text(" ".join(rng.choice(VOCAB[9:]) for _ in range(rng.randint(1, 6))))
+    task = tasks.get_task(f"speech:{folder}")
+    return task, task.encode(loaded, "test", max_length=12)
+
+
+def test_resumed_speech_recognition_equals_the_full_masked_pass(tmp_path):
+    """Whisper resumes after its convolutional front end: losses, transcripts and WER equal the full masked pass."""
+    loaded = seq2seq_model("whisper", tmp_path)
+    task, data = speech_data(loaded, tmp_path)
+    clicks = seq2seq_masks(loaded.layout) + [("every kind", HeadMask.full(loaded.layout).toggled("encoder_self", 1, 2)
+                                               .toggled("decoder_self", 1, 0).toggled("cross", 0, 3))]
+    assert_resumed_equals_full(loaded, task, data, clicks)
+
+
+def test_a_whisper_decoder_change_runs_no_encoder_layer_and_no_convolution(tmp_path):
+    loaded = seq2seq_model("whisper", tmp_path)
+    task, data = speech_data(loaded, tmp_path)
+    encoder = loaded.model.model.encoder
+    modules = [encoder.conv1, *encoder.layers]
+    calls = [0] * len(modules)
+    handles = [m.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, m in enumerate(modules)]
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    batches = data.n_batches(BATCH)
+    full = HeadMask.full(loaded.layout)
+    try:
+        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+        assert calls == [batches] * len(modules)
+        for mask, expected in [(full.toggled("cross", 1, 2), [0, 0, 0]), (full.toggled("decoder_self", 0, 1), [0, 0, 0]),
+                               (full.toggled("encoder_self", 1, 1), [0, 0, batches]),
+                               (full.toggled("encoder_self", 0, 1), [0, batches, batches])]:
+            calls[:] = [0] * len(modules)
+            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+            assert calls == expected, mask
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_other_encoder_decoders_run_the_whole_model(tmp_path):
     for arch in ALL_ARCHS:
         model = tiny_loaded(arch, tmp_path).model
-        assert (adapter_for(model).encoder_stack(model) is not None) == (arch in SEQ2SEQ), arch
+        assert (adapter_for(model).encoder_stack(model) is not None) == (arch in SEQ2SEQ + ["whisper"]), arch
 
 
 @pytest.mark.parametrize("shape", [

@@ -222,3 +222,33 @@ def test_a_pruned_decoder_that_emits_timestamps_still_transcribes(asr):
     assert result.n_examples == 2 and result.metric >= 0
     ids = lm.tokenizer.convert_tokens_to_ids(lm.tokenizer.convert_ids_to_tokens(first))
     assert all(lm.tokenizer.decode([ids]).strip() not in p for p in result.predictions if p)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_greedy_transcripts_equal_generates_and_the_bound_is_recorded(tmp_path, monkeypatch, batch_size):
+    """The task's greedy decoding (step by step from the loss pass's encoder output and cross-attention keys/values,
+    within the audio's bound) gives the transcripts, losses and WER of ``generate`` as the task asks for them, and
+    the result says how it decoded."""
+    from pruning_core.tasks import speech as speech_task
+
+    lm = tiny_loaded("whisper", tmp_path)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, module in lm.model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name != "proj_out":
+                module.weight.normal_(0.0, 0.5, generator=gen)
+    config = lm.model.generation_config
+    config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], [13], 25
+    task = get_task(f"speech:{_listing_folder(tmp_path, ('the movie was good', 'it was a bad film', 'fun'))}")
+    data = task.encode(lm, "test", max_length=12)
+    mask = HeadMask.from_removed(lm.layout, [("encoder_self", 1, 1), ("decoder_self", 1, 2), ("cross", 1, 0)])
+    for m in (None, mask):
+        greedy = task.evaluate(lm, data, m, batch_size=batch_size)
+        with monkeypatch.context() as patch:
+            patch.setattr(speech_task, "greedy_rules", lambda *a, **k: None)
+            generated = task.evaluate(lm, data, m, batch_size=batch_size)
+        assert greedy.predictions == generated.predictions and greedy.metric == generated.metric
+        assert greedy.example_losses == generated.example_losses
+        assert greedy.extra["decoding"] == {"method": "greedy", "bound": speech_task.BOUND.describe()}
+        assert generated.extra["decoding"]["bound"] is None
+    assert installed_hook_count(lm.model) == 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pruning_core.modeling.architectures.base import AttentionSite, EmptyAttention
+from pruning_core.modeling.architectures.base import AttentionSite, EmptyAttention, EncoderStack
 from pruning_core.modeling.architectures.registry import register
 from pruning_core.modeling.architectures.seq2seq import Seq2SeqAdapter
 
@@ -47,6 +47,20 @@ class WhisperAdapter(Seq2SeqAdapter):
         """Pre-LN: self-attention adds the layer's input; cross-attention adds the hidden state after
         self-attention, the input of ``encoder_attn_layer_norm``."""
         return site.parent.encoder_attn_layer_norm if site.kind == "cross" else site.parent
+
+    def encoder_stack(self, model: nn.Module) -> EncoderStack | None:
+        """The encoder's layers after its convolutional front end; ``finish`` applies the encoder's final LayerNorm
+        to the last layer's output, as the encoder does, then runs the decoder and output head on it."""
+        if type(model).__name__ != "WhisperForConditionalGeneration":
+            return None
+        from transformers.modeling_outputs import BaseModelOutput
+
+        encoder = model.model.encoder
+
+        def finish(hidden, inputs):
+            rest = {k: v for k, v in inputs.items() if k != "input_features"}
+            return model(encoder_outputs=BaseModelOutput(last_hidden_state=encoder.layer_norm(hidden)), **rest)
+        return EncoderStack(tuple(encoder.layers), finish)
 
     def empty_attention(self, site: AttentionSite) -> nn.Module:
         empty = super().empty_attention(site)
