@@ -38,6 +38,7 @@ from pruning_core.core.errors import CacheError, DataError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.zoo.default import (
     all_cores,
+    evaluate_splits,
     exclusive,
     folder_hashes,
     quiet_transformers,
@@ -142,20 +143,10 @@ def base_classifier(source: Path):
 
 def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
     """Accuracy and loss of the saved folder on validation and test, loaded as users load it."""
-    from pruning_core.tasks.data import movie_sentiment as ms
-    from pruning_core.modeling.loading import load_model
-    from pruning_core.tasks import get_task
-
-    with quiet_transformers():
-        loaded = load_model(str(folder), device="cpu")
-    task = get_task(ms.NAME)
-    out = {}
-    for split in ("validation", "test"):
-        data = task.encode(loaded, split, max_length=FINETUNE.max_length)
-        res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE,
-                            progress=stage(progress, f"prepare:evaluate:{split}"))
-        out[split] = {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples,
-                      "interval": list(res.interval) if res.interval is not None else None, "seconds": res.seconds}
+    loaded, results = evaluate_splits(folder, progress, FINETUNE.max_length, EVAL_BATCH_SIZE)
+    out = {split: {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples,
+                   "interval": list(res.interval) if res.interval is not None else None, "seconds": res.seconds}
+           for split, res in results.items()}
     out["layout"] = {"layers": loaded.config.num_hidden_layers, "heads": loaded.config.num_attention_heads,
                      "arch": loaded.arch}
     return out
