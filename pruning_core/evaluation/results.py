@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from pruning_core.core import distributed
+from pruning_core.core.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
 from pruning_core.core.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
-
-MASK_FORMAT = "headprune.mask/1"
-SCORES_FORMAT = "headprune.scores/1"
 
 
 def versions() -> dict[str, str]:
@@ -205,7 +203,7 @@ class EvalResult:
         """The ``headprune.eval/1`` document. The losses are written as float32 decimals; the predictions
         only when they differ from ``per_example`` (class ids beside 0/1 scores), else they are read back
         from it."""
-        data = {"format": "headprune.eval/1", "metric_name": self.metric_name, "metric": self.metric,
+        data = {"format": EVAL_FORMAT, "metric_name": self.metric_name, "metric": self.metric,
                 "interval": list(self.interval) if self.interval is not None else None,
                 "loss": self.loss, "n_examples": self.n_examples, "extra": self.extra, "seconds": self.seconds,
                 "per_example": list(self.per_example)}
@@ -223,7 +221,7 @@ class EvalResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "EvalResult":
-        check_format(data, "headprune.eval/1")
+        check_format(data, EVAL_FORMAT)
         interval = data.get("interval")
         per_example = _tuples(data.get("per_example"))
         losses = _float32_values(data.get("example_losses") or ())

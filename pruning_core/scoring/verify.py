@@ -18,14 +18,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from pruning_core.core import distributed
+from pruning_core.core.codec import VERIFY_FORMAT
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.results import ScoreResult, check_format, provenance
 from pruning_core.evaluation.stats import spearman
-
-VERIFY_FORMAT = "headprune.verify/1"
 
 
 @dataclass(frozen=True)

