@@ -144,3 +144,17 @@ def test_a_one_per_layer_file_written_before_the_codec_reads_and_writes_back_the
     assert result.to_json() == data and list(result.to_json()) == list(data)
     with pytest.raises(FormatError, match="one-per-layer file is malformed"):
         OnePerLayerResult.from_json({**data, "rows": [{"kind": "encoder_self"}]})
+
+
+@pytest.mark.parametrize("name", ["verify-1.json", "verify-1-constant.json"])
+def test_a_verify_file_written_before_the_codec_reads_and_writes_back_the_same(name):
+    """tests/fixtures/formats/verify-1*.json were written by the hand-written VerifyResult.to_json."""
+    from pruning_core.scoring.verify import VerifyResult
+
+    data = json.loads((FIXTURES / name).read_text())
+    result = VerifyResult.from_json(data)
+    assert result.to_json() == data and list(result.to_json()) == list(data)
+    assert VerifyResult.from_json({k: v for k, v in data.items() if k not in ("seconds", "provenance")}) == \
+        VerifyResult(result.method, result.k, result.spearman, result.base_loss, result.n_examples, result.pairs)
+    with pytest.raises(FormatError, match="verify K"):
+        VerifyResult.from_json({**data, "k": "one"})
