@@ -75,6 +75,13 @@ def tiny_bart_12(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def tiny_ssru(tmp_path_factory):
+    """A tiny Marian whose decoder runs an SSRU (no decoder self-attention heads) with 8 translation pairs."""
+    from browser_helpers import build_tiny_app
+    return build_tiny_app(tmp_path_factory.mktemp("tiny-ssru"), "marian-ssru", n_examples=8)
+
+
+@pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
     """A tiny random Llama (4 query heads sharing 2 key/value heads) and a 40-line ``.txt`` task."""
     from browser_helpers import build_tiny_llama

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from browser_helpers import ROOT
+from import_map import imported_names
 
 # The app's folders, lowest first; a module may import its own floor and the ones below (docs/DESIGN.md).
 FLOORS = [
@@ -41,19 +42,9 @@ def test_pure_app_modules_do_not_import_streamlit():
 
 def app_imports(source: str, package: list[str]) -> list[tuple[str, int]]:
     """The ``app`` folders a module of ``package`` imports, anywhere in ``source`` (top level or in functions),
-    with line numbers."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            dotted = ".".join(base + ([node.module] if node.module else []))
-            names = [f"{dotted}.{a.name}" for a in node.names] if dotted == "app" else [dotted]
-        else:
-            continue
-        out += [(n.split(".")[1], node.lineno) for n in names if n.startswith("app.")]
-    return out
+    with line numbers, each once."""
+    found = [(n.split(".")[1], line) for n, line in imported_names(source, package) if n.startswith("app.")]
+    return list(dict.fromkeys(found))
 
 
 def folder_of(path) -> str:
@@ -117,13 +108,11 @@ CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/mask
 
 
 def modules_imported_by(module: str) -> set[str]:
-    """The app modules (``folder/name``) that ``app/<module>.py`` imports by name."""
-    out = set()
-    for node in ast.walk(ast.parse((ROOT / "app" / f"{module}.py").read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("app."):
-            parts = node.module.split(".")[1:]
-            out |= {"/".join([*parts, a.name]) for a in node.names} if len(parts) == 1 else {"/".join(parts)}
-    return {m for m in out if (ROOT / "app" / f"{m}.py").is_file()}
+    """The app modules (``folder/name``) that ``app/<module>.py`` imports."""
+    source = (ROOT / "app" / f"{module}.py").read_text(encoding="utf-8")
+    names = {"/".join(n.split(".")[1:]) for n, _ in imported_names(source, ["app", *module.split("/")[:-1]])
+             if n.startswith("app.")}
+    return {m for m in names if (ROOT / "app" / f"{m}.py").is_file()}
 
 
 def test_design_counts_the_modules_a_click_crosses():

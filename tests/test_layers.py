@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from import_map import imported_names
+
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "pruning_core"
 
@@ -26,19 +28,8 @@ MAX_TOP_LEVEL = 14        # a package's top level: about ten concept folders and
 
 
 def imports_of(path: Path, package: list[str]) -> list[tuple[str, int]]:
-    """Absolute dotted names imported anywhere in ``path`` (top level or in functions), with line numbers."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out += [(a.name, node.lineno) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level == 0:
-                out.append((node.module or "", node.lineno))
-                continue
-            base = package[:len(package) - node.level + 1]
-            target = ".".join(base + ([node.module] if node.module else []))
-            out += [(f"{target}.{a.name}" if not node.module else target, node.lineno) for a in node.names]
-    return out
+    """Absolute dotted names imported anywhere in ``path`` (tests/import_map.py), with line numbers."""
+    return imported_names(path.read_text(encoding="utf-8"), package)
 
 
 def folder_of(path: Path) -> str:
@@ -89,7 +80,7 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     assert all(n.split(".")[1] in LAYERS[0] for n, _ in tree if n.startswith("pruning_core."))
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from ..scoring import smp\n")
-    assert imports_of(probe, ["pruning_core", "core"]) == [("pruning_core.scoring", 2)]
+    assert imports_of(probe, ["pruning_core", "core"]) == [("pruning_core.scoring", 2), ("pruning_core.scoring.smp", 2)]
 
 
 def test_the_public_api_is_exactly_what_the_package_exports():
@@ -115,29 +106,14 @@ def _module_graph(package: str) -> dict[str, set[str]]:
 
     graph = {}
     for name, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                       and ast.unparse(node.test).endswith("TYPE_CHECKING") for n in ast.walk(node)}
         package_parts = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         targets = set()
-        for node in ast.walk(tree):
-            if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            for dotted, _ in imports_of_node(node, package_parts):
-                target = resolve(dotted)
-                if target and target != name and not name.startswith(target + "."):
-                    targets.add(target)
+        for dotted, _ in imported_names(path.read_text(encoding="utf-8"), package_parts, skip_typing=True):
+            target = resolve(dotted)
+            if target and target != name and not name.startswith(target + "."):
+                targets.add(target)
         graph[name] = targets
     return graph
-
-
-def imports_of_node(node: ast.AST, package: list[str]) -> list[tuple[str, int]]:
-    if isinstance(node, ast.Import):
-        return [(a.name, node.lineno) for a in node.names]
-    if node.level == 0:
-        return [(node.module or "", node.lineno)] + [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
-    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
-    return [(base, node.lineno)] + [(f"{base}.{a.name}", node.lineno) for a in node.names]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -179,6 +179,15 @@ def synthetic_sentiment(n: int = 96, seed: int = 0, max_filler: int = 10) -> lis
     return rows
 
 
+def synthetic_task(rows: list[dict] | None = None):
+    """A classification task (``neg``/``pos``) over ``rows`` (default: 24 of :func:`synthetic_sentiment`)."""
+    from pruning_core.tasks.classification import ClassificationTask
+
+    rows = rows or synthetic_sentiment(24)
+    return ClassificationTask("synthetic", lambda split, limit: rows, splits=("train", "validation"),
+                              default_split="validation", label_names=["neg", "pos"])
+
+
 def assert_generate_parity(lm: LoadedModel, inputs: dict, mask, new_tokens: int) -> None:
     """Greedy ``generate`` under ``mask`` and on the pruned copy: same tokens, same scores (NaN = -inf rows
     compare as 0), and no hook left on the model."""

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pruning_core.bench import BenchResult
+from pruning_core.core.codec import ANALYSIS_FORMAT, MASK_FORMAT, format_family
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.experiments import AblationResult, CurveResult, OnePerLayerResult
 from pruning_core.core.heads import HeadLayout, HeadMask
@@ -30,7 +31,6 @@ from pruning_core.evaluation.results import (
 )
 from pruning_core.core.share_link import SharedLink, encode_mask
 
-ANALYSIS_FORMAT = "headprune.analysis/1"
 BUNDLE_SCRIPT_ID = "headprune-analysis"     # <script type="application/json" id=...> inside the HTML report
 
 
@@ -194,9 +194,9 @@ def read_shared_file(raw: bytes | str, name: str = "the file") -> Analysis:
         raise FormatError(f"{name} is not valid JSON ({exc}). Was it cut off or edited by hand?") from None
     check_format(data, None, name)
     fmt = str(data["format"])
-    if fmt.startswith("headprune.mask/"):
+    if fmt.startswith(format_family(MASK_FORMAT)):
         mask = mask_from_json(data, where=name)
         return Analysis(model_id=str(data.get("model") or ""), layout=mask.layout, mask=mask)
-    if not fmt.startswith("headprune.analysis/"):
+    if not fmt.startswith(format_family(ANALYSIS_FORMAT)):
         raise FormatError(f"{name} is a {fmt!r} file; load a {ANALYSIS_FORMAT!r} bundle (or a mask file) here.")
     return Analysis.from_json(data, where=name)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from pruning_core.core.codec import DYNAMICS_FORMAT
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint
@@ -36,7 +37,6 @@ from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 from pruning_core.evaluation.results import check_format, provenance
 from pruning_core.evaluation.stats import spearman
 
-FORMAT = "headprune.dynamics/1"
 PRETRAINED = "pretrained"          # the raw MiniLM-L6 that `headprune prepare` fine-tunes
 DEFAULT_STEPS = (0, 50, 100, 250, 506)
 
@@ -107,7 +107,7 @@ class DynamicsResult:
     provenance: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "metric_name": self.metric_name, "total_steps": self.total_steps,
+        return {"format": DYNAMICS_FORMAT, "metric_name": self.metric_name, "total_steps": self.total_steps,
                 "total_heads": self.total_heads, "n_score_examples": self.n_score_examples,
                 "n_eval_examples": self.n_eval_examples,
                 "checkpoints": [asdict(c) for c in self.checkpoints], "config": self.config,
@@ -115,7 +115,7 @@ class DynamicsResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "DynamicsResult":
-        check_format(data, FORMAT)
+        check_format(data, DYNAMICS_FORMAT)
         try:
             checkpoints = tuple(Checkpoint(**{**c, "points": tuple(CurvePoint.from_json(p) for p in c["points"])})
                                 for c in data["checkpoints"])
@@ -123,7 +123,7 @@ class DynamicsResult:
                        int(data["n_score_examples"]), int(data["n_eval_examples"]), checkpoints,
                        dict(data.get("config") or {}), dict(data.get("provenance") or {}))
         except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"The {FORMAT} file is incomplete or malformed ({exc!r}). "
+            raise FormatError(f"The {DYNAMICS_FORMAT} file is incomplete or malformed ({exc!r}). "
                               "Re-create it with `headprune dynamics --out FILE`.") from None
 
 
@@ -261,5 +261,5 @@ def format_table(result: DynamicsResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_STEPS", "FORMAT", "PRETRAINED", "Checkpoint", "DynamicsConfig", "DynamicsResult", "format_table",
-           "pretrained_classifier", "spearman", "summary_rows", "training_dynamics"]
+__all__ = ["DEFAULT_STEPS", "DYNAMICS_FORMAT", "PRETRAINED", "Checkpoint", "DynamicsConfig", "DynamicsResult",
+           "format_table", "pretrained_classifier", "spearman", "summary_rows", "training_dynamics"]

@@ -5,12 +5,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pruning_core.core.codec import BENCH_FORMAT, JsonRecord, json_field
 from pruning_core.core.heads import HeadMask
 from pruning_core.bench.ceiling import CeilingReport
-from pruning_core.core.codec import JsonRecord, json_field
 from pruning_core.bench.timing import LatencyStats
 
-BENCH_FORMAT = "headprune.bench/1"
 # a benchmark counts as disturbed by other processes above this load over the CPU count, or below this
 # share of CPU time while the load reached the CPU count (see BenchResult.busy)
 BUSY_LOAD_MARGIN = 0.5

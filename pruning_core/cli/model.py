@@ -14,6 +14,7 @@ from pruning_core.cli.common import (
     write_result,
 )
 from pruning_core.cli.roles import existing_roles_file, summary_of
+from pruning_core.core.codec import INFO_FORMAT
 from pruning_core.core.errors import HeadpruneError
 
 
@@ -63,7 +64,7 @@ def cmd_info(args) -> None:
         print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
     stock = loads_in(loaded.model, loaded.model_id)
     print(f"loads in   {stock}")
-    write_result(args, {"format": "headprune.info/1", "model": loaded.model_id,
+    write_result(args, {"format": INFO_FORMAT, "model": loaded.model_id,
                         "model_type": loaded.config.model_type, "task_type": loaded.task_type,
                         "layout": loaded.layout.to_json(), "parameters": total, "attention_parameters": attn,
                         "pruned_heads": loaded.pruned_heads, "stock_transformers": stock.startswith("stock"),

@@ -25,6 +25,7 @@ from pruning_core.cli.args import (
     positive_number,
     write_output,
 )
+from pruning_core.core.codec import SMP_TRAIN_FORMAT
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.progress import tqdm_progress
 
@@ -121,7 +122,7 @@ def cmd_train(args) -> None:
                                     progress=tqdm_progress())
     print(result.summary())
     print(f"saved the pruner to {folder}")
-    _write(args, {"format": "headprune.smp_train/1", "pruner": str(folder), "steps_done": result.steps_done,
+    _write(args, {"format": SMP_TRAIN_FORMAT, "pruner": str(folder), "steps_done": result.steps_done,
                   "train_seconds": result.train_seconds, "total_seconds": result.total_seconds,
                   "source_sizes": result.source_sizes, "source_probabilities": result.source_probabilities,
                   "heldout_before": result.heldout_before, "heldout_after": result.heldout_after,

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
+from pruning_core.core.codec import COMPRESS_FORMAT
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.modeling.pruning import parameter_count, prune_heads
@@ -37,8 +38,6 @@ from pruning_core.compress.latency import latency_probe
 from pruning_core.compress.rearrange import rearrange
 from pruning_core.compress.search import Budget, BudgetError, check_remove_budget, search_mask
 from pruning_core.compress.tuning import repair_mask
-
-COMPRESS_FORMAT = "headprune.compress/1"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ derived from others (a speed-up, a total) are ``init=False`` fields that ``__pos
 with :meth:`JsonRecord._derive`: they are written, and recomputed (not read) when decoding.
 Decoding follows the type hints: ``int``/``float``/``str``, ``X | None``, ``tuple[X, ...]``,
 ``Mapping`` (copied as a dict) and nested records. A missing key with a default takes the default.
+
+:data:`FORMATS` names every ``headprune.*`` format, each spelled once, below.
 """
 from __future__ import annotations
 
@@ -19,6 +21,55 @@ from typing import Any, ClassVar, TypeVar
 from pruning_core.core.errors import FormatError
 
 R = TypeVar("R", bound="JsonRecord")
+
+FORMATS: dict[str, str] = {}          # "headprune.<name>/<version>" -> what a file of that format holds
+
+
+def _format(name: str, version: int, holds: str) -> str:
+    """Register the format ``headprune.<name>/<version>``; a file names it in its ``"format"`` field."""
+    fmt = f"headprune.{name}/{version}"
+    if any(f.partition("/")[0] == f"headprune.{name}" for f in FORMATS):
+        raise ValueError(f"the format {name!r} is registered twice")
+    FORMATS[fmt] = holds
+    return fmt
+
+
+def format_family(fmt: str) -> str:
+    """``"headprune.mask/"`` of ``"headprune.mask/1"``: what every version of the format starts with."""
+    return fmt.partition("/")[0] + "/"
+
+
+# -- results of the library (evaluation, scoring, analysis, compress, bench, export) --
+MASK_FORMAT = _format("mask", 1, "a head mask: 1 keep, 0 remove, per kind and layer")
+SCORES_FORMAT = _format("scores", 1, "head importance scores of one method")
+EVAL_FORMAT = _format("eval", 1, "one evaluation: metric, interval, loss, per-example results")
+ABLATION_FORMAT = _format("ablation", 1, "each head removed alone: the metric without it")
+ONE_PER_LAYER_FORMAT = _format("one_per_layer", 1, "the metric with one head kept per layer")
+CURVE_FORMAT = _format("curve", 1, "the metric as heads are removed in a scorer's order")
+KINDS_FORMAT = _format("kinds", 1, "which kind of attention a task needs most")
+DYNAMICS_FORMAT = _format("dynamics", 1, "head importance and pruning tolerance while a model is fine-tuned")
+ROLES_FORMAT = _format("roles", 1, "each head's role scores (previous token, induction, ...)")
+VERIFY_FORMAT = _format("verify", 1, "a scorer's estimates checked against exact ablation")
+COMPRESS_FORMAT = _format("compress", 1, "a retraining-free compression run, end to end")
+BENCH_FORMAT = _format("bench", 1, "latency and throughput of a model with and without a mask")
+ONNX_BENCH_FORMAT = _format("onnx_bench", 1, "dense and pruned latency in ONNX Runtime beside PyTorch")
+INFO_FORMAT = _format("info", 1, "a model's architecture and head layout (headprune info)")
+# -- SMP --
+SMP_PRUNER_FORMAT = _format("smp_pruner", 1, "a trained SMP pruner's configuration")
+SMP_TRAIN_FORMAT = _format("smp_train", 1, "what headprune smp train did")
+SMP_COMPARE_FORMAT = _format("smp_compare", 1, "single-shot pruning before fine-tuning: five conditions side by side")
+SMP_SOURCES_FORMAT = _format("smp_sources", 1, "the manifest of SMP's unlabeled training texts")
+# -- manifests of prepared data and models --
+DATA_FORMAT = _format("data", 2,                   # 2: splits ordered by sha256(id), not file order
+                      "the manifest of the movie-sentiment data")
+SPEECH_FORMAT = _format("speech", 1, "the manifest of prepared speech data")
+BIBLE_FORMAT = _format("bible", 1, "the manifest of the English-Portuguese Bible verse pairs")
+DEFAULT_FORMAT = _format("default", 1, "the manifest of the prepared default model")
+MPNET_FORMAT = _format("mpnet", 1, "the manifest of the prepared MPNet model")
+WHISPER_FORMAT = _format("whisper", 1, "the manifest of the prepared Whisper model")
+BERGAMOT_FORMAT = _format("bergamot", 1, "the manifest of a prepared Bergamot translation model")
+# -- the dashboard --
+ANALYSIS_FORMAT = _format("analysis", 1, "the dashboard's analysis bundle (mask, scores, results)")
 
 
 def json_field(key: str) -> dict:

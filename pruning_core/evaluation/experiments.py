@@ -12,11 +12,12 @@ as perplexity picks the head with the *lowest* value and ranks heads by the metr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
+from pruning_core.core.codec import ABLATION_FORMAT, CURVE_FORMAT, ONE_PER_LAYER_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric
@@ -67,7 +68,7 @@ class AblationResult:
         return sum(1 for r in self.rows if getattr(r, key) is not None and getattr(r, key) < alpha)
 
     def to_json(self) -> dict:
-        return {"format": "headprune.ablation/1", "metric_name": self.metric_name, "base_metric": self.base_metric,
+        return {"format": ABLATION_FORMAT, "metric_name": self.metric_name, "base_metric": self.base_metric,
                 "base_loss": self.base_loss, "n_examples": self.n_examples, "test": self.test, "alpha": ALPHA,
                 "multiple_comparisons": self.note, "n_significant_raw": self.n_significant(False),
                 "n_significant_holm": self.n_significant(True),
@@ -75,7 +76,7 @@ class AblationResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "AblationResult":
-        check_format(data, "headprune.ablation/1")
+        check_format(data, ABLATION_FORMAT)
         return cls(data["metric_name"], data["base_metric"], data["base_loss"], data["n_examples"],
                    tuple(AblationRow(**_known(AblationRow, r)) for r in data["rows"]), data.get("provenance", {}),
                    data.get("test", ""), data.get("multiple_comparisons", ""))
@@ -133,7 +134,7 @@ def ablation_table(loaded, task, data, *, base_mask: HeadMask | None = None, bat
 
 
 @dataclass(frozen=True)
-class OnePerLayerRow:
+class OnePerLayerRow(JsonRecord):
     kind: str
     layer: int
     kept_head: int
@@ -143,7 +144,10 @@ class OnePerLayerRow:
 
 
 @dataclass(frozen=True)
-class OnePerLayerResult:
+class OnePerLayerResult(JsonRecord):
+    _malformed = "The one-per-layer file is malformed; run the experiment again"
+
+    format: str = field(default=ONE_PER_LAYER_FORMAT, init=False)
     metric_name: str
     base_metric: float
     n_examples: int
@@ -152,18 +156,10 @@ class OnePerLayerResult:
     all_layers_metric: float       # every layer reduced to its best head at once
     provenance: dict = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        return {"format": "headprune.one_per_layer/1", "metric_name": self.metric_name,
-                "base_metric": self.base_metric, "n_examples": self.n_examples, "selection": self.selection,
-                "rows": [asdict(r) for r in self.rows], "all_layers_metric": self.all_layers_metric,
-                "provenance": self.provenance}
-
     @classmethod
-    def from_json(cls, data: dict) -> "OnePerLayerResult":
-        check_format(data, "headprune.one_per_layer/1")
-        return cls(data["metric_name"], data["base_metric"], data["n_examples"], data["selection"],
-                   tuple(OnePerLayerRow(**r) for r in data["rows"]), data["all_layers_metric"],
-                   data.get("provenance", {}))
+    def from_json(cls, data: Mapping) -> "OnePerLayerResult":
+        check_format(data, ONE_PER_LAYER_FORMAT)
+        return super().from_json(data)
 
 
 def _only_head(full: HeadMask, kind: str, layer: int, head: int) -> HeadMask:
@@ -255,14 +251,14 @@ class CurveResult:
         return len(self.seeds) > 1
 
     def to_json(self) -> dict:
-        return {"format": "headprune.curve/1", "method": self.method, "metric_name": self.metric_name,
+        return {"format": CURVE_FORMAT, "method": self.method, "metric_name": self.metric_name,
                 "step": self.step, "rescore": self.rescore, "total_heads": self.total_heads,
                 "n_examples": self.n_examples, "seeds": list(self.seeds), "points": [asdict(p) for p in self.points],
                 "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict) -> "CurveResult":
-        check_format(data, "headprune.curve/1")
+        check_format(data, CURVE_FORMAT)
         points = tuple(CurvePoint.from_json(p) for p in data["points"])
         return cls(data["method"], data["metric_name"], data["step"], data["rescore"], data["total_heads"],
                    data["n_examples"], points, data.get("provenance", {}), tuple(data.get("seeds") or ()))

@@ -9,22 +9,22 @@ such a kind from another model's run, for a figure that says which model each ki
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from pruning_core.core.codec import KINDS_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, KINDS, HeadId, HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import check_format, provenance
 
-FORMAT = "headprune.kinds/1"
 FRACTIONS = (0.1, 0.25, 0.5)
 METHODS = ("importance", "random")
 
 
 @dataclass(frozen=True)
-class KindPoint:
+class KindPoint(JsonRecord):
     kind: str
     fraction: float                 # share of this kind's heads removed
     heads_removed: int
@@ -37,9 +37,12 @@ class KindPoint:
 
 
 @dataclass(frozen=True)
-class KindSensitivity:
+class KindSensitivity(JsonRecord):
     """The metric with a share of one kind's heads removed, for every kind the model has."""
 
+    _malformed = "The attention-kinds file is malformed; measure the kinds again"
+
+    format: str = field(default=KINDS_FORMAT, init=False)
     metric_name: str
     base_metric: float
     base_low: float | None
@@ -62,18 +65,10 @@ class KindSensitivity:
     def most_sensitive(self, method: str = "importance") -> str:
         return max(self.heads, key=lambda kind: self.worsening(kind, method))
 
-    def to_json(self) -> dict:
-        return {"format": FORMAT, "metric_name": self.metric_name, "base_metric": self.base_metric,
-                "base_low": self.base_low, "base_high": self.base_high, "n_examples": self.n_examples,
-                "heads": dict(self.heads), "missing": list(self.missing),
-                "points": [asdict(p) for p in self.points], "provenance": self.provenance}
-
     @classmethod
-    def from_json(cls, data: dict) -> "KindSensitivity":
-        check_format(data, FORMAT)
-        return cls(data["metric_name"], data["base_metric"], data.get("base_low"), data.get("base_high"),
-                   data["n_examples"], dict(data["heads"]), tuple(data.get("missing", ())),
-                   tuple(KindPoint(**p) for p in data["points"]), data.get("provenance", {}))
+    def from_json(cls, data: Mapping) -> "KindSensitivity":
+        check_format(data, KINDS_FORMAT)
+        return super().from_json(data)
 
 
 def missing_note(missing: Sequence[str]) -> str:

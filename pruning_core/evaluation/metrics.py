@@ -223,22 +223,23 @@ def _of_statistics(name: str) -> Callable[[np.ndarray], float]:
     return lambda summed: float(_sacrebleu_metric(name)._compute_score_from_stats([int(x) for x in summed]).score)
 
 
-def edit_distance(a: Sequence, b: Sequence) -> int:
-    """Levenshtein distance between two sequences (insertions, deletions, substitutions cost 1)."""
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
+@functools.cache
+def _words():
+    """jiwer's transformation of a text into its words: split at any run of whitespace (tabs, newlines too)."""
+    import jiwer
+
+    return jiwer.Compose([jiwer.RemoveWhiteSpace(replace_by_space=True), jiwer.RemoveMultipleSpaces(), jiwer.Strip(),
+                          jiwer.ReduceToListOfListOfWords()])
 
 
 def word_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-    """Corpus WER: word edits summed over examples / reference words (0 = perfect; can exceed 1)."""
-    edits = sum(edit_distance(h.split(), r.split()) for h, r in zip(hypotheses, references))
-    words = sum(len(r.split()) for r in references)
-    return edits / max(1, words)
+    """Corpus WER (jiwer): word edits summed over examples / reference words (0 = perfect; can exceed 1)."""
+    import jiwer
+
+    if not references:
+        return 0.0
+    return float(jiwer.wer(list(references), list(hypotheses), reference_transform=_words(),
+                           hypothesis_transform=_words()))
 
 
 def perplexity(loss_sum: float, n_tokens: int) -> float:

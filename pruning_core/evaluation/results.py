@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from pruning_core.core import distributed
+from pruning_core.core.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
 from pruning_core.core.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
-
-MASK_FORMAT = "headprune.mask/1"
-SCORES_FORMAT = "headprune.scores/1"
 
 
 def versions() -> dict[str, str]:
@@ -89,6 +87,7 @@ def check_format(data: Any, expected: str | None, where: str = "the file") -> di
 # -- masks -----------------------------------------------------------------------------------------
 
 def mask_to_json(mask: HeadMask, model_id: str | None, provenance_: dict | None = None) -> dict:
+    # by hand: a mask's wire form is its 0/1 lists per kind and layer, and provenance only when given
     data = {"format": MASK_FORMAT, "model": model_id, "kinds": mask.to_json()}
     if provenance_ is not None:
         data["provenance"] = provenance_
@@ -129,6 +128,7 @@ class ScoreResult:
         return self.scores.normalized_per_layer() if self.normalize else self.scores
 
     def to_json(self) -> dict:
+        # by hand: the ranking scores are derived (normalised), and a file without raw_kinds reads as given
         return {"format": SCORES_FORMAT, "method": self.method, "normalized": self.normalize,
                 "kinds": self.ranking_scores.to_json(), "raw_kinds": self.scores.to_json(),
                 "seconds": self.seconds, "provenance": self.provenance}
@@ -205,7 +205,8 @@ class EvalResult:
         """The ``headprune.eval/1`` document. The losses are written as float32 decimals; the predictions
         only when they differ from ``per_example`` (class ids beside 0/1 scores), else they are read back
         from it."""
-        data = {"format": "headprune.eval/1", "metric_name": self.metric_name, "metric": self.metric,
+        # by hand: float32 losses, predictions only when they differ, the mask and provenance passed in
+        data = {"format": EVAL_FORMAT, "metric_name": self.metric_name, "metric": self.metric,
                 "interval": list(self.interval) if self.interval is not None else None,
                 "loss": self.loss, "n_examples": self.n_examples, "extra": self.extra, "seconds": self.seconds,
                 "per_example": list(self.per_example)}
@@ -223,7 +224,7 @@ class EvalResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "EvalResult":
-        check_format(data, "headprune.eval/1")
+        check_format(data, EVAL_FORMAT)
         interval = data.get("interval")
         per_example = _tuples(data.get("per_example"))
         losses = _float32_values(data.get("example_losses") or ())

@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from pruning_core.bench.ceiling import CeilingReport, flop_ceiling
-from pruning_core.core.codec import JsonRecord, json_field
 from pruning_core.bench.run import audio_frames, synthetic_inputs
 from pruning_core.bench.timing import LatencyStats, interleaved_latencies, load_average
+from pruning_core.core.codec import JsonRecord, ONNX_BENCH_FORMAT, json_field
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.presets import half_mask
@@ -29,7 +29,6 @@ from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.export.to_onnx import LogitsOnly, export_onnx, onnx_session
 
-ONNX_BENCH_FORMAT = "headprune.onnx_bench/1"
 VARIANTS = ("pytorch dense", "pytorch pruned", "onnxruntime dense", "onnxruntime pruned")
 
 __all__ = ["ONNX_BENCH_FORMAT", "OnnxBenchResult", "OnnxBenchRow", "format_onnx_bench", "onnx_benchmark"]

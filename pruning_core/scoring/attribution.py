@@ -22,7 +22,6 @@ estimate against exact ablation with :func:`pruning_core.scoring.verify.verify_s
 """
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import torch
@@ -31,9 +30,8 @@ from pruning_core.core import distributed
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
-from pruning_core.evaluation.results import ScoreResult, provenance
-from pruning_core.scoring.base import ATP_BASELINES, ScoreConfig, Scorer, register_scorer
-from pruning_core.scoring.gradient import scoring_batch_size
+from pruning_core.scoring.base import ATP_BASELINES, register_scorer
+from pruning_core.scoring.gradient import GradientPassScorer
 from pruning_core.scoring.passes import (
     HeadSums,
     gates_for,
@@ -138,23 +136,16 @@ def _with_inputs(batch, inputs: dict):
     return replace(batch, inputs=inputs)
 
 
-class AttributionScorer(Scorer):
+class AttributionScorer(GradientPassScorer):
     name = "atp"
 
-    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
-        start = time.perf_counter()
-        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
-        batch_size = scoring_batch_size(loaded, data, config.batch_size)
+    def raw_scores(self, loaded, task, data, config, batch_size, mask, progress):
         sums = attribution_sums(loaded, task, data, config.baseline, mask=mask, batch_size=batch_size,
                                 seed=config.seed, progress=progress)
         settings = settings_of(config, mask, batch_size=batch_size, baseline=config.baseline,
                                seed=config.seed if config.baseline == "corrupt" else None,
                                reference="the scoring data" if config.baseline == "mean" else None)
-        return ScoreResult(self.name, sums.scores("signed", per_count=True), config.normalize,
-                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
-                                      method=self.name, settings=settings),
-                           seconds=time.perf_counter() - start)
-
+        return sums.scores("signed", per_count=True), settings
 
 register_scorer(AttributionScorer(), needs_labels=True, cost="one_pass",
                 description="Attribution patching (Kramar et al. 2024): signed first-order estimate of the loss "

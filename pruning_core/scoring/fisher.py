@@ -14,7 +14,6 @@ one process cuts), then one all-reduce.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import torch
@@ -22,9 +21,8 @@ import torch
 from pruning_core.core import distributed
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
-from pruning_core.evaluation.results import ScoreResult, provenance
-from pruning_core.scoring.base import ScoreConfig, Scorer, register_scorer
-from pruning_core.scoring.gradient import scoring_batch_size
+from pruning_core.scoring.base import register_scorer
+from pruning_core.scoring.gradient import GradientPassScorer
 from pruning_core.scoring.passes import HeadSums, gates_for, outputs_and_grads, rank_batches, settings_of
 
 
@@ -55,20 +53,12 @@ def fisher_importance(loaded, task, data, mask: HeadMask | None = None, batch_si
     return sums
 
 
-class FisherScorer(Scorer):
+class FisherScorer(GradientPassScorer):
     name = "fisher"
 
-    def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
-        start = time.perf_counter()
-        data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
-        batch_size = scoring_batch_size(loaded, data, config.batch_size)
+    def raw_scores(self, loaded, task, data, config, batch_size, mask, progress):
         sums = fisher_importance(loaded, task, data, mask=mask, batch_size=batch_size, progress=progress)
-        settings = settings_of(config, mask, batch_size=batch_size, loss="mean per batch")
-        return ScoreResult(self.name, sums.scores("fisher"), config.normalize,
-                           provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
-                                      method=self.name, settings=settings),
-                           seconds=time.perf_counter() - start)
-
+        return sums.scores("fisher"), settings_of(config, mask, batch_size=batch_size, loss="mean per batch")
 
 register_scorer(FisherScorer(), needs_labels=True, cost="one_pass",
                 description="Kwon et al. 2022: empirical Fisher of the head gates, sum over mini-batches of "

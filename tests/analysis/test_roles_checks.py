@@ -14,8 +14,7 @@ from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.modeling.masking import installed_hook_count
 from pruning_core.modeling.loading import LoadedModel
 from pruning_core.analysis.roles import copy_losses, induction_check, random_heads
-from test_roles import _task
-from tiny import tiny_loaded
+from tiny import synthetic_task, tiny_loaded
 
 VOCAB = 40
 
@@ -86,7 +85,7 @@ def test_random_heads_stay_outside_the_excluded_ones():
 
 
 def test_induction_check_removes_exactly_the_detected_heads(llama):
-    check = induction_check(llama, task=_task(), sequences=4)
+    check = induction_check(llama, task=synthetic_task(), sequences=4)
     assert check.scores.shape == (2, 4)
     assert set(check.mask.removed()) == set(check.heads)
     assert all(check.scores[l, h] > check.threshold for _, l, h in check.heads)

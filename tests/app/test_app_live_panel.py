@@ -16,9 +16,9 @@ from streamlit.testing.v1.element_tree import parse_tree_from_messages
 from app.speed import figures as speed
 from app.core import ui
 from app.runtime.work import Work
+from apptest_helpers import button, click_head, metric
 from browser_helpers import ok
 from pruning_core.bench import MASKED_TEXT, benchmark, half_mask
-from test_app_pages import button, click_head, metric
 from tiny import tiny_loaded
 
 HEAD_MAP, SPEED, SHARE = "app_pages/head_map.py", "app_pages/speed.py", "app_pages/share.py"

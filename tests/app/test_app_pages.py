@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
 from app.core.selection import Selection
+from apptest_helpers import assert_human_columns, button, click_head, metric, query_param
 from browser_helpers import ROOT, app_env, ok
 
 TIMEOUT = 120
@@ -27,36 +27,6 @@ CURVES = "app_pages/curves.py"
 def app_eval_limit():
     """These pages run with the dashboard's own example count."""
     return None
-
-
-def metric(at: AppTest, label: str) -> str:
-    found = [m.value for m in at.metric if m.label == label]
-    assert found, f"no metric {label!r}; have {[m.label for m in at.metric]}"
-    return found[0]
-
-
-def query_param(at: AppTest, name: str) -> str | None:
-    """The URL's query parameter ``name`` as one string (AppTest may hold it as a one-item list)."""
-    value = at.query_params.get(name)
-    return value[-1] if isinstance(value, list) else value
-
-
-def button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
-
-
-def click_head(at: AppTest, kind: str, layer: int, head: int) -> AppTest:
-    """Send the selection a click on head (layer, head) of ``kind``'s grid produces in the browser."""
-    from app.headmap.ui import chart_key
-
-    chart = next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(chart_key(kind) + "_"))
-    states = at._tree.get_widget_states()
-    ws = WidgetState(id=chart.proto.id)
-    ws.string_value = json.dumps({"selection": {
-        "points": [{"curve_number": 0, "point_index": 0, "x": head, "y": layer, "customdata": [layer, head]}],
-        "point_indices": [0], "box": [], "lasso": []}})
-    states.widgets.append(ws)
-    return at._run(states)
 
 
 def test_model_page_shows_architecture_and_unpruned_metric(app_for, tiny_bert):
@@ -146,18 +116,6 @@ def test_curves_page_draws_curves_and_tables(app_for, tiny_bert):
     ok(next(b for b in at.button if b.label.startswith("Run: One head per layer")).click().run())
     assert len(at.dataframe) >= 3                                  # curves, ablation, one head per layer
     assert_human_columns([d.value for d in at.dataframe])
-
-
-def assert_human_columns(frames) -> None:
-    """Issue 30 item 13: tables name their columns for a reader ('Change in accuracy (points)', 'p
-    (Holm-corrected)'), never the library's field names ('delta_metric', 'p_holm', 'kept_head'), and show
-    accuracy in percent."""
-    for frame in frames:
-        raw = [c for c in frame.columns if "_" in str(c) or str(c) in ("metric", "loss", "kind", "layer", "head")]
-        assert not raw, list(frame.columns)
-        for column in (c for c in frame.columns if str(c).startswith("Accuracy (%)")):
-            values = frame[column].dropna()
-            assert len(values) and values.between(0, 100).all() and values.max() > 1, (column, list(values))
 
 
 def test_bad_model_path_shows_an_error_and_the_session_stays_usable(app_for, tiny_bert):

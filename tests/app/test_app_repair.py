@@ -7,8 +7,8 @@ import time
 
 from app.runtime import board
 from app.runtime.work import Work
+from apptest_helpers import click_head, metric
 from browser_helpers import ok
-from test_app_pages import click_head, metric
 
 HEAD_MAP = "app_pages/head_map.py"
 

@@ -19,13 +19,13 @@ from streamlit.testing.v1 import AppTest
 from app.roles import cache as cache_roles
 from app.headmap import figures as headmap
 from app.headmap.ui import chart_key
+from apptest_helpers import button, click_head, metric, query_param
 from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok
 from pruning_core.modeling.loading import load_model
 from pruning_core.analysis.roles import compute_roles, get_role, removal_summary
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.share_link import decode_mask
 from pruning_core.tasks import get_task
-from test_app_pages import button, click_head, metric, query_param
 
 HEAD_MAP, ATTENTION = "app_pages/head_map.py", "app_pages/attention.py"
 K = "decoder_self"

@@ -94,7 +94,7 @@ def test_every_step_renders_with_its_mask_and_its_link_opens_it(open_tour):
 
 def test_the_one_per_layer_table_speaks_to_a_reader(open_tour):
     """Issue 30 item 13: step 2's table showed 'kept_head', 'delta_metric' and a bare metric (61925.01)."""
-    from test_app_pages import assert_human_columns
+    from apptest_helpers import assert_human_columns
 
     at = open_tour({"step": "one-per-layer"})
     frame = at.dataframe[0].value
@@ -204,11 +204,6 @@ def test_the_model_picker_lists_each_model_once(default_spec):
 
 
 # -- the translation step --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_ssru(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-tour-ssru"), "marian-ssru", n_examples=8)
-
-
 def translation_step(at: AppTest) -> HeadMask:
     """The translation step as shown: its figure, caption and click; returns the prepared mask."""
     step = tour.step("translation")

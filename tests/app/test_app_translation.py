@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from app.core.text import md_escape
-from browser_helpers import build_tiny_app, ok, open_app
+from browser_helpers import ok, open_app
 from pruning_core.evaluation.kinds import KindPoint, KindSensitivity
 
 HEAD_MAP, MODEL_PAGE, CURVES = "app_pages/head_map.py", "app_pages/model_data.py", "app_pages/curves.py"
-
-
-@pytest.fixture(scope="module")
-def tiny_ssru(tmp_path_factory):
-    return build_tiny_app(tmp_path_factory.mktemp("app-ssru"), "marian-ssru", n_examples=8)
 
 
 def test_the_head_map_names_the_missing_decoder_self_attention(tiny_ssru, tmp_path, monkeypatch):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from apptest_helpers import button, click_head, metric
 from browser_helpers import ROOT, app_env, ok, predictions
-from test_app_pages import button, click_head, metric
 
 TIMEOUT = 120
 K = "decoder_self"

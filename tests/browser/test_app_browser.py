@@ -15,21 +15,12 @@ import pytest
 
 from app.core.pages import URL_PATHS
 
-from browser_helpers import (ARTIFACTS, DashboardServer, app_env, build_tiny_app,
-                             click_point, head_points, new_page, wait_idle, wait_metric)
+from browser_helpers import ARTIFACTS, click_point, head_points, new_page, wait_idle, wait_metric
 
 pytestmark = pytest.mark.browser
+SERVER_EVAL_LIMIT = 40         # examples the dashboard evaluates (tests/browser/conftest.py)
 playwright = pytest.importorskip("playwright.sync_api")
 PAGES = list(URL_PATHS)        # app.core.pages: the one page list
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("browser-app")
-    tiny = build_tiny_app(folder, "bert")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=40), ARTIFACTS.parent / "streamlit.log") as srv:
-        yield srv
 
 
 def test_click_a_head_then_open_the_shared_link(server, browser):

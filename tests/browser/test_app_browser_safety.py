@@ -11,21 +11,12 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, new_page
+from browser_helpers import ARTIFACTS, new_page
 
 pytestmark = pytest.mark.browser
+SERVER_EVAL_LIMIT = 40         # examples the dashboard evaluates (tests/browser/conftest.py)
 playwright = pytest.importorskip("playwright.sync_api")
 EVIL = "x` ![pic](http://example.invalid/track.png) [click me](http://example.invalid/phish) `y"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("browser-safety")
-    tiny = build_tiny_app(folder, "bert")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=40),
-                         ARTIFACTS.parent / "streamlit-safety.log") as srv:
-        yield srv
 
 
 @pytest.mark.parametrize("params", [{"task": EVIL}, {"task": EVIL, "scorer": EVIL, "model": EVIL, "mask": EVIL}])

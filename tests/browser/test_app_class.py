@@ -38,8 +38,8 @@ def test_streamlit_itself_does_not_load_torch_before_the_dashboard_runs():
 # -- the evaluation of a click joins the CPU's queue before the map is redrawn --------------------------
 import pytest  # noqa: E402
 
+from apptest_helpers import click_head, metric  # noqa: E402
 from browser_helpers import build_tiny_app, ok, open_app  # noqa: E402
-from test_app_pages import click_head, metric  # noqa: E402
 
 
 @pytest.fixture(scope="module")

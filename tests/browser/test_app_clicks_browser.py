@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from browser_helpers import (ARTIFACTS, DashboardServer, LIVE_STRIP, POLL_MS, ROOT, head_points, new_page,
-                             wait_idle, wait_live)
+from browser_helpers import LIVE_STRIP, POLL_MS, ROOT, head_points, new_page, wait_idle, wait_live
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.core.share_link import decode_mask
 
@@ -68,27 +67,30 @@ EARLY_WATCH = """([sel, kept]) => {
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
-def server(request):
+def case(request) -> Case:
+    """The prepared model a module's server runs; skipped when it is not prepared."""
     from pruning_core.core import catalog
 
-    case: Case = request.param
-    if not catalog.get(case.model).is_prepared():
-        pytest.skip(f"{case.model} is not prepared: run `{catalog.get(case.model).command()}` (make test does)")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    env = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu",
-           "HEADPRUNE_APP_MODEL": case.model, "HEADPRUNE_APP_TASK": case.task,
-           "HEADPRUNE_APP_EVAL_LIMIT": str(case.limit)}
-    with DashboardServer(env, ARTIFACTS.parent / f"streamlit-clicks-{case.model}.log") as srv:
-        srv.case = case
-        yield srv
+    if not catalog.get(request.param.model).is_prepared():
+        pytest.skip(f"{request.param.model} is not prepared: run `{catalog.get(request.param.model).command()}` "
+                    "(make test does)")
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def dashboard_env(case) -> dict[str, str]:
+    """The dashboard on the real ``case.model`` and ``case.task`` (the conftest's ``server`` runs it)."""
+    return {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu",
+            "HEADPRUNE_APP_MODEL": case.model, "HEADPRUNE_APP_TASK": case.task,
+            "HEADPRUNE_APP_EVAL_LIMIT": str(case.limit)}
 
 
 @pytest.fixture
-def page(server, browser):
+def page(server, case, browser):
     """A fresh session on the Head map, its first metric drawn and the server done with the page load."""
     page = new_page(browser, height=1000)
     page.goto(f"{server.url}/head_map")
-    wait_live(page, server.case.total, timeout_s=900)
+    wait_live(page, case.total, timeout_s=900)
     wait_idle(page, 900_000)
     yield page
     page.context.close()
@@ -146,8 +148,7 @@ def assert_settled_on(page, case: Case, tmp_path, expected: HeadMask) -> None:
     assert f" {uncertainty.shown(ev).value} · loss {ev.loss:.4f}" in shown, (shown, strip)
 
 
-def test_two_clicks_200_ms_apart(server, page, tmp_path):
-    case = server.case
+def test_two_clicks_200_ms_apart(case, page, tmp_path):
     first, second = boxes(page, case, HEADS["two"])
     click(page, first)
     page.wait_for_timeout(200)
@@ -156,8 +157,7 @@ def test_two_clicks_200_ms_apart(server, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["two"]))
 
 
-def test_a_click_during_the_latency_timing(server, page, tmp_path):
-    case = server.case
+def test_a_click_during_the_latency_timing(case, page, tmp_path):
     first, second = boxes(page, case, HEADS["latency"])
     click(page, first)
     page.wait_for_function(                          # the metric is drawn, the latency still being timed
@@ -168,15 +168,13 @@ def test_a_click_during_the_latency_timing(server, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["latency"]))
 
 
-def test_five_clicks_as_fast_as_they_come(server, page, tmp_path):
-    case = server.case
+def test_five_clicks_as_fast_as_they_come(case, page, tmp_path):
     for box in boxes(page, case, HEADS["five"]):
         click(page, box)
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["five"]))
 
 
-def test_a_preset_pressed_during_an_evaluation(server, page, tmp_path):
-    case = server.case
+def test_a_preset_pressed_during_an_evaluation(case, page, tmp_path):
     (first,) = boxes(page, case, HEADS["preset"])
     click(page, first)
     page.wait_for_timeout(150)
@@ -185,10 +183,9 @@ def test_a_preset_pressed_during_an_evaluation(server, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["preset"]).inverted())
 
 
-def test_undo_pressed_right_after_a_click(server, page, tmp_path):
+def test_undo_pressed_right_after_a_click(case, page, tmp_path):
     """Undo pressed a few milliseconds after a click takes back that click (edits are applied in the order
     made, not in the order the page lists its widgets, even when Streamlit delivers both in one rerun)."""
-    case = server.case
     first, second = boxes(page, case, HEADS["undo"])
     undo = page.get_by_role("button", name="Undo")
     click(page, first)
@@ -200,10 +197,9 @@ def test_undo_pressed_right_after_a_click(server, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, HEADS["undo"][0]))
 
 
-def test_undo_redrawn_between_press_and_release(server, page, tmp_path):
+def test_undo_redrawn_between_press_and_release(case, page, tmp_path):
     """Undo counts at the press: when Streamlit redraws the button between the press and the release (the
     rerun of the click before it), the browser sends no click, and the press alone must count."""
-    case = server.case
     first, second = boxes(page, case, HEADS["redrawn"])
     click(page, first)
     page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Undo')"
@@ -220,10 +216,9 @@ def test_undo_redrawn_between_press_and_release(server, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, HEADS["redrawn"][0]))
 
 
-def test_a_click_on_a_grid_still_being_drawn(server, page, tmp_path):
+def test_a_click_on_a_grid_still_being_drawn(case, page, tmp_path):
     """A press on a grid that plotly has not laid out yet (the map of the previous click's mask, being drawn:
     up to 150 ms on a loaded machine) counts once it is, and the Undo pressed after it waits its turn."""
-    case = server.case
     first, second = boxes(page, case, HEADS["drawing"])
     undo = page.get_by_role("button", name="Undo")
     click(page, first)
@@ -239,11 +234,10 @@ def test_a_click_on_a_grid_still_being_drawn(server, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, HEADS["drawing"][0]))
 
 
-def test_the_loss_shows_before_the_metric_only_where_decoding_follows_it(server, page, tmp_path):
+def test_the_loss_shows_before_the_metric_only_where_decoding_follows_it(case, page, tmp_path):
     """The student's and Whisper's clicks show the new loss while their BLEU or WER is still decoding
     (``Task.loss_first``); the other models' metric and loss come from one pass and show together. Both settle on
     what the command line computes."""
-    case = server.case
     (box,) = boxes(page, case, HEADS["early"])
     page.evaluate(EARLY_WATCH, [LIVE_STRIP, one_fewer(case)])
     click(page, box)

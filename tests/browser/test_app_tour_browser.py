@@ -12,20 +12,10 @@ import time
 import pytest
 
 from app.tour import steps as tour
-from browser_helpers import ARTIFACTS, DashboardServer, app_env, build_tiny_app, new_page, wait_idle, wait_metric
+from browser_helpers import ARTIFACTS, new_page, wait_idle, wait_metric
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("browser-tour")
-    tiny = build_tiny_app(folder, "bert")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with DashboardServer(app_env(tiny, folder / "hp-home", eval_limit=24),
-                         ARTIFACTS.parent / "streamlit-tour.log") as srv:
-        yield srv
 
 
 def no_failure(page, where: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle, tiny_dashboard
+from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -25,12 +25,6 @@ LABELS = ('[data-testid="stMain"] [data-testid="stWidgetLabel"] *, '
           '[data-testid="stMain"] [data-testid="stCheckbox"] *, [data-testid="stMain"] button *')
 
 
-@pytest.fixture(scope="module")
-def bert_server(tmp_path_factory):
-    with tiny_dashboard(tmp_path_factory.mktemp("cut-bert"), "bert", eval_limit=24) as srv:
-        yield srv
-
-
 def _open(browser, url: str, width: int, height: int):
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
@@ -46,8 +40,8 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
-def test_curves_controls_and_downloads_whole_at_1024_by_768(bert_server, browser):
-    context, page = _open(browser, f"{bert_server.url}/curves?mask=e:7.e", 1024, 768)
+def test_curves_controls_and_downloads_whole_at_1024_by_768(server, browser):
+    context, page = _open(browser, f"{server.url}/curves?mask=e:7.e", 1024, 768)
     page.get_by_role("button", name="Compute the curves").click()
     wait_idle(page, 180_000)
     page.get_by_text("Download CSV").first.wait_for()
@@ -110,8 +104,8 @@ TABLES_SCROLL = """() => Array.from(document.querySelectorAll('[data-testid="stM
   .map(t => t.innerText.slice(0, 40))"""
 
 
-def test_per_example_tables_fit_at_1366(bert_server, browser):
-    context, page = _open(browser, f"{bert_server.url}/examples?mask=e:7.e", 1366, 900)
+def test_per_example_tables_fit_at_1366(server, browser):
+    context, page = _open(browser, f"{server.url}/examples?mask=e:7.e", 1366, 900)
     page.get_by_text("Accuracy, F1 and MCC", exact=True).wait_for()
     page.wait_for_timeout(1000)
     _shot(page, "1366x900-examples")
@@ -120,11 +114,11 @@ def test_per_example_tables_fit_at_1366(bert_server, browser):
     context.close()
 
 
-def test_smp_compare_table_fits_at_1366(bert_server, browser):
+def test_smp_compare_table_fits_at_1366(server, browser):
     """The comparison's table (benchmarks/results/smp_compare.json) needs no sideways scrolling."""
     if not (ROOT / "benchmarks" / "results" / "smp_compare.json").is_file():
         pytest.skip("benchmarks/results/smp_compare.json is missing")
-    context, page = _open(browser, f"{bert_server.url}/smp_compare", 1366, 900)
+    context, page = _open(browser, f"{server.url}/smp_compare", 1366, 900)
     page.get_by_text("Fine-tuning CPU time", exact=False).first.wait_for()
     page.wait_for_timeout(1000)
     _shot(page, "1366x900-smp_compare")

@@ -24,12 +24,6 @@ CUT = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with tiny_dashboard(tmp_path_factory.mktemp("layout"), "bert", eval_limit=24) as srv:
-        yield srv
-
-
 def test_nothing_is_cut_at_1024_by_768(server, browser):
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     page = context.new_page()

@@ -3,11 +3,8 @@ import json
 
 import pytest
 
+from cli_helpers import run
 from pruning_core.cli.main import main
-
-
-def run(*args):
-    return main([str(a) for a in args])
 
 
 def test_score_mask_evaluate_prune_flow(workdir, capsys):

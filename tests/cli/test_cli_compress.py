@@ -5,7 +5,7 @@ import pytest
 
 from pruning_core.evaluation.experiments import CurveResult
 from pruning_core.modeling.loading import load_model
-from test_cli import run
+from cli_helpers import run
 
 COMMON = ("--task", "file:tiny.csv", "--calibration", "16", "--batch-size", "8")
 

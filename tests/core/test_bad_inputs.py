@@ -9,7 +9,7 @@ import pytest
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.core.errors import FormatError
 from pruning_core.core.share_link import decode_mask
-from test_cli import run
+from cli_helpers import run
 
 TASK = ("--task", "file:tiny.csv")
 LAYOUT = HeadLayout({"encoder_self": (4, 4)})           # the tiny BERT: 2 layers of 4 heads

@@ -1,5 +1,6 @@
 """Head conventions, JSON formats and presets: shapes, round trips, clear errors."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,44 @@ def test_mask_edits_return_new_masks():
     t = m.toggled("cross", 0, 3)
     assert m.is_full() and t.n_kept == m.n_total - 1 and t.toggled("cross", 0, 3) == m
     assert t.inverted().n_kept == 1
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
+
+
+def test_a_kinds_file_written_before_the_codec_reads_and_writes_back_the_same():
+    """tests/fixtures/formats/kinds-1.json was written by the hand-written KindSensitivity.to_json."""
+    from pruning_core.evaluation.kinds import KindSensitivity
+
+    data = json.loads((FIXTURES / "kinds-1.json").read_text())
+    result = KindSensitivity.from_json(data)
+    assert result.points[0].seed is None and result.points[1].low is None and result.missing == ("decoder_self",)
+    assert result.to_json() == data and list(result.to_json()) == list(data)      # same keys, same order
+    with pytest.raises(FormatError, match="attention-kinds file is malformed"):
+        KindSensitivity.from_json({k: v for k, v in data.items() if k != "points"})
+
+
+def test_a_one_per_layer_file_written_before_the_codec_reads_and_writes_back_the_same():
+    """tests/fixtures/formats/one_per_layer-1.json was written by the hand-written OnePerLayerResult.to_json."""
+    from pruning_core.evaluation.experiments import OnePerLayerResult
+
+    data = json.loads((FIXTURES / "one_per_layer-1.json").read_text())
+    result = OnePerLayerResult.from_json(data)
+    assert result.rows[1].kept_head == 0 and result.selection == "scores:gradient"
+    assert result.to_json() == data and list(result.to_json()) == list(data)
+    with pytest.raises(FormatError, match="one-per-layer file is malformed"):
+        OnePerLayerResult.from_json({**data, "rows": [{"kind": "encoder_self"}]})
+
+
+@pytest.mark.parametrize("name", ["verify-1.json", "verify-1-constant.json"])
+def test_a_verify_file_written_before_the_codec_reads_and_writes_back_the_same(name):
+    """tests/fixtures/formats/verify-1*.json were written by the hand-written VerifyResult.to_json."""
+    from pruning_core.scoring.verify import VerifyResult
+
+    data = json.loads((FIXTURES / name).read_text())
+    result = VerifyResult.from_json(data)
+    assert result.to_json() == data and list(result.to_json()) == list(data)
+    assert VerifyResult.from_json({k: v for k, v in data.items() if k not in ("seconds", "provenance")}) == \
+        VerifyResult(result.method, result.k, result.spearman, result.base_loss, result.n_examples, result.pairs)
+    with pytest.raises(FormatError, match="verify K"):
+        VerifyResult.from_json({**data, "k": "one"})

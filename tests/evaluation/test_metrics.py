@@ -18,7 +18,6 @@ from pruning_core.evaluation.metrics import (
     Metric,
     accuracy,
     binary_f1,
-    edit_distance,
     get_metric,
     matthews_corrcoef,
     register_metric,
@@ -41,12 +40,25 @@ def test_metric_functions():
 
 
 def test_text_and_loss_metrics():
-    assert edit_distance("kitten", "sitting") == 3 and edit_distance([], ["a"]) == 1
     # one substitution + one deletion over 4 + 2 reference words
     assert word_error_rate(["the cat sat", "a dog"], ["the cat sat down", "the dog"]) == pytest.approx(2 / 6)
     assert WER.of(["a b"], ["a b"]) == 0.0
     assert BLEU.of(["the cat sat on the mat"], ["the cat sat on the mat"]) == pytest.approx(100.0)
     assert PERPLEXITY.of([], [], loss_sum=2 * math.log(5), n_tokens=2) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("hypotheses, references, wer", [
+    (["the cat sat", "a dog"], ["the cat sat down", "the dog"], 2 / 6),
+    ([""], ["a b"], 1.0),                          # nothing heard: every reference word deleted
+    (["a b"], [""], 2.0),                          # no reference word: the insertions over one
+    (["x", "a"], ["", "a"], 1.0),
+    ([" a\tb  c\n"], ["a b c"], 0.0),              # any run of whitespace separates words
+    (["a b c d"], ["b c d a"], 0.5),               # one deletion + one insertion, not four substitutions
+    ([], [], 0.0),
+])
+def test_wer_is_word_edits_over_reference_words(hypotheses, references, wer):
+    """WER = word-level Levenshtein edits summed over the examples / max(1, reference words)."""
+    assert word_error_rate(hypotheses, references) == pytest.approx(wer, abs=1e-12)
 
 
 def test_registry_lookup():

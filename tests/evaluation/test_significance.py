@@ -14,7 +14,7 @@ from pruning_core.evaluation.experiments import (
 )
 from pruning_core.scoring import ScoreConfig, get_scorer
 from pruning_core.evaluation.significance import MCNEMAR
-from test_cli import run
+from cli_helpers import run
 from tiny import tiny_loaded
 
 

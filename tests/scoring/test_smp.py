@@ -10,7 +10,6 @@ that learns anything must learn to keep the strong heads.
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
 import zipfile
 from pathlib import Path
@@ -18,7 +17,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from pruning_core.modeling.architectures import find_sites, layout_of
 from pruning_core.core.errors import (
     CacheError,
     DataError,
@@ -28,7 +26,6 @@ from pruning_core.core.errors import (
 )
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.masking import installed_hook_count
-from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
 from pruning_core.modeling.presets import keep_top_fraction_per_layer
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.core.registry import Registry
@@ -55,44 +52,12 @@ from pruning_core.scoring.smp.train import (
     similarity_kl,
     train_pruner,
 )
-from tiny import VOCAB, make_bert_tokenizer, tiny_inputs, tiny_loaded, tiny_model
+from smp_signal import sentences, signal_loaded, write_csv
+from tiny import tiny_inputs, tiny_loaded, tiny_model
 
-WORDS = VOCAB[9:]
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-def signal_loaded(tmp: Path, layers: int = 2, heads: int = 4, seed: int = 0) -> tuple[LoadedModel, dict]:
-    """A tiny frozen BERT with strong and weak heads (see the module docstring) and which are strong."""
-    import transformers as tf
-    torch.manual_seed(seed)
-    config = tf.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
-                           intermediate_size=64, max_position_embeddings=64, num_labels=2)
-    model = tf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
-    rng = random.Random(seed)
-    strong: dict[int, set[int]] = {}
-    sites = find_sites(model)
-    with torch.no_grad():
-        for s in sites:
-            strong[s.layer] = set(rng.sample(range(heads), keep_count(heads)))
-            d = s.head_dim
-            for h in range(heads):
-                cols = slice(h * d, (h + 1) * d)
-                s.q.weight[cols] *= 40.0 if h in strong[s.layer] else 0.0
-                s.out.weight[:, cols] *= 20.0 if h in strong[s.layer] else 0.2
-    model.requires_grad_(False)
-    tok = make_bert_tokenizer(tmp / "tok")
-    sites = find_sites(model)
-    loaded = LoadedModel(model=model, tokenizer=tok, model_id=f"signal-{layers}x{heads}", source="memory",
-                         task_type="classification", arch="bert", weights_sha256=weights_hash_of_module(model),
-                         sites=sites, layout=layout_of(sites))
-    return loaded, strong
-
-
-def sentences(seed: int, n: int) -> list[str]:
-    r = random.Random(seed)
-    return [" ".join(r.choice(WORDS) for _ in range(r.randint(4, 14))) for _ in range(n)]
-
 
 TEXTS = {"alpha": sentences(1, 200), "beta": sentences(2, 120), "gamma": sentences(3, 80)}
 # all 32 hidden dimensions: 20 % of them (6) would make the similarities of a tiny model pure noise
@@ -106,12 +71,6 @@ def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smp-trained")
     loaded, strong = signal_loaded(tmp)
     return loaded, strong, train_pruner(loaded, TEXTS, FAST)
-
-
-def write_csv(path: Path, n: int = 24) -> Path:
-    rows = ["text,label"] + [f"{t},{i % 2}" for i, t in enumerate(sentences(9, n))]
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 # -- the mask sampler ------------------------------------------------------------------------------

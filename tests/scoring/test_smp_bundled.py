@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_smp import signal_loaded, write_csv                     # noqa: E402
-
-from pruning_core.scoring.smp import default_pruner  # noqa: E402
-from pruning_core.scoring.smp.pruner import load_pruner  # noqa: E402
-from pruning_core.scoring.smp.scorer import BUNDLED_DIR, default_pruner_dir, resolve_pruner  # noqa: E402
-from pruning_core.scoring.smp.sources import DEFAULT_SOURCES  # noqa: E402
-from pruning_core.scoring.smp.train import PRETRAINED, TrainConfig  # noqa: E402
+from pruning_core.scoring.smp import default_pruner
+from pruning_core.scoring.smp.pruner import load_pruner
+from pruning_core.scoring.smp.scorer import BUNDLED_DIR, default_pruner_dir, resolve_pruner
+from pruning_core.scoring.smp.sources import DEFAULT_SOURCES
+from pruning_core.scoring.smp.train import PRETRAINED, TrainConfig
+from smp_signal import signal_loaded, write_csv
 
 MAX_BYTES = 1_000_000
 TRAINING = BUNDLED_DIR / "training.json"

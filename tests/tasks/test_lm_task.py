@@ -19,23 +19,14 @@ from pruning_core.scoring.gradient import per_token_importance
 from pruning_core.evaluation.significance import compare
 from pruning_core.tasks import IGNORE, get_task
 from pruning_core.tasks.language_model import windows
+from task_files import DOCS
 from tiny import make_bert_tokenizer, tiny_loaded, tiny_model
 
 K = "decoder_self"
-DOCS = ["the good movie was fun", "a bad film it was not very great", "the plot was dull and the acting awful",
-        "love the movie really love it", "it is a very very good film the acting is great",
-        "hate the plot"] * 4
 LM_ARCHS = ["llama", "gpt2"]
 
 
 pytestmark = pytest.mark.usefixtures("fresh_task_cache")
-
-
-@pytest.fixture
-def txt_file(tmp_path):
-    path = tmp_path / "x.txt"
-    path.write_text("\n".join(DOCS) + "\n\n")
-    return path
 
 
 def _mask(layout, removed: dict[int, list[int]]) -> HeadMask:

@@ -15,9 +15,7 @@ from pruning_core.tasks.per_example import ExampleOutputs, example_outputs
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.evaluation.significance import compare
 from pruning_core.tasks import get_task
-from test_lm_task import txt_file  # noqa: F401 - fixture
-from test_speech import _listing_folder
-from test_tasks import cls_file, loaded_for, mt_file  # noqa: F401 - fixtures
+from task_files import listing_folder, loaded_for
 from tiers import heavy_beyond
 from tiny import tiny_loaded
 
@@ -29,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("fresh_task_cache")
 
 @pytest.fixture
 def speech_folder(tmp_path):
-    return _listing_folder(tmp_path, ("the movie was good", "it was a bad film", "a great plot", "dull acting",
+    return listing_folder(tmp_path, ("the movie was good", "it was a bad film", "a great plot", "dull acting",
                                       "it was fun", "not very good", "really awful"))
 
 

@@ -3,6 +3,7 @@ espeak-ng synthesis, listings, the cached movie-speech set, teacher-forced input
 import json
 import shutil
 
+import jiwer
 import numpy as np
 import pytest
 import torch
@@ -14,6 +15,7 @@ from pruning_core.modeling.masking import installed_hook_count
 from pruning_core.scoring import ScoreConfig, get_scorer
 from pruning_core.tasks import IGNORE, get_task
 from pruning_core.tasks.speech import feature_extractor_for
+from task_files import SPOKEN, listing_folder
 from tiny import tiny_config, tiny_loaded
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
@@ -55,18 +57,8 @@ def test_synthesize_speaks_at_16_khz():
     assert np.abs(audio).max() > 0.1
 
 
-def _listing_folder(tmp_path, texts=("the movie was good", "it was a bad film")):
-    folder = tmp_path / "audio"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i, text in enumerate(texts):
-        (folder / f"{i}.wav").write_bytes(speech.encode_wav(rng.normal(0, 0.1, 12000).astype(np.float32)))
-        (folder / f"{i}.txt").write_text(text)
-    return folder
-
-
 def test_listings_folder_jsonl_tsv(tmp_path):
-    folder = _listing_folder(tmp_path)
+    folder = listing_folder(tmp_path)
     rows = speech.load_listing(folder)
     assert [r["text"] for r in rows] == ["the movie was good", "it was a bad film"]
     jsonl = tmp_path / "list.jsonl"
@@ -111,7 +103,7 @@ def test_feature_extractor_covers_the_encoder_positions():
 @pytest.fixture()
 def asr(tmp_path):
     lm = tiny_loaded("whisper", tmp_path)
-    task = get_task(f"speech:{_listing_folder(tmp_path)}")
+    task = get_task(f"speech:{listing_folder(tmp_path)}")
     return lm, task, task.encode(lm, "test")
 
 
@@ -135,7 +127,8 @@ def test_teacher_forced_inputs_are_real_ids_and_labels_skip_the_prompt(asr):
 def test_evaluate_gives_wer_with_interval_and_bleu(asr):
     lm, task, data = asr
     result = task.evaluate(lm, data, batch_size=2)
-    assert result.metric_name == "wer" and result.metric >= 0 and result.interval is not None
+    assert result.metric_name == "wer" and result.interval is not None
+    assert result.metric == pytest.approx(jiwer.wer(list(SPOKEN), list(result.predictions)))   # word edits / 9 words
     assert result.n_examples == 2 and len(result.per_example) == 2
     assert "bleu_transcript_vs_spoken_text" in result.extra
     assert result.extra["target_tokens"] == (4 + 1) + (5 + 1)                 # words + end-of-text
@@ -163,7 +156,7 @@ def test_gradient_importance_covers_the_three_kinds(asr):
 
 def test_speech_task_refuses_a_text_model(tmp_path):
     bert = tiny_loaded("bert", tmp_path)
-    task = get_task(f"speech:{_listing_folder(tmp_path)}")
+    task = get_task(f"speech:{listing_folder(tmp_path)}")
     with pytest.raises(DataError, match="asr task"):
         task.encode(bert, "test")
 
@@ -219,7 +212,7 @@ def test_a_pruned_decoder_that_emits_timestamps_still_transcribes(asr):
         result = task.evaluate(lm, data, batch_size=2)
     finally:
         handle.remove()
-    assert result.n_examples == 2 and result.metric >= 0
+    assert result.n_examples == 2 and result.metric == pytest.approx(jiwer.wer(list(SPOKEN), list(result.predictions)))
     ids = lm.tokenizer.convert_tokens_to_ids(lm.tokenizer.convert_ids_to_tokens(first))
     assert all(lm.tokenizer.decode([ids]).strip() not in p for p in result.predictions if p)
 

@@ -1,11 +1,11 @@
 """Tasks on tiny random models: registry, encoding and buckets, loss_sum, evaluation under masks."""
 from __future__ import annotations
 
-import json
 import math
 import random
 
 import pytest
+import sacrebleu
 import torch
 import torch.nn.functional as F
 
@@ -14,32 +14,8 @@ from pruning_core.core.errors import CacheError, DataError, HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import installed_hook_count
 from pruning_core.tasks import get_task
+from task_files import loaded_for, sentence
 from tiers import heavy_beyond
-from tiny import VOCAB, tiny_loaded
-
-WORDS = VOCAB[9:]
-
-
-def loaded_for(arch, tmp_path, seed=0):
-    """A tiny model with a tokenizer that really knows the tiny vocabulary."""
-    loaded = tiny_loaded(arch, tmp_path, seed)
-    if len(loaded.tokenizer) < len(VOCAB):       # tiny.py's constructor may not read vocab.txt
-        from transformers import BertTokenizerFast
-        loaded.tokenizer = BertTokenizerFast.from_pretrained(str(tmp_path / f"tok-{arch}"))
-    return loaded
-
-
-def _sentence(rng, lo=1, hi=14):
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
-
-
-@pytest.fixture
-def cls_file(tmp_path):
-    rng = random.Random(0)
-    rows = [{"text": _sentence(rng), "label": rng.choice(["neg", "pos"])} for _ in range(37)]
-    path = tmp_path / "cls.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 @pytest.fixture
@@ -47,16 +23,7 @@ def pair_file(tmp_path):
     rng = random.Random(1)
     path = tmp_path / "pair.tsv"
     path.write_text("text_a\ttext_b\tlabel\n" + "".join(
-        f"{_sentence(rng)}\t{_sentence(rng)}\t{rng.randint(0, 1)}\n" for _ in range(11)))
-    return path
-
-
-@pytest.fixture
-def mt_file(tmp_path):
-    rng = random.Random(2)
-    rows = [{"source": _sentence(rng, 1, 9), "target": _sentence(rng, 1, 9)} for _ in range(13)]
-    path = tmp_path / "mt.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        f"{sentence(rng)}\t{sentence(rng)}\t{rng.randint(0, 1)}\n" for _ in range(11)))
     return path
 
 
@@ -250,7 +217,9 @@ def test_translation_evaluate_with_bleu_and_mask(tmp_path, mt_file, arch):
     task = get_task(f"file:{mt_file}")
     data = task.encode(loaded, "test", max_length=10)
     plain = task.evaluate(loaded, data, batch_size=8)
-    assert plain.metric_name == "bleu" and plain.metric == plain.extra["bleu"] and plain.metric >= 0
+    assert plain.metric_name == "bleu" and plain.metric == plain.extra["bleu"]
+    references = [row["target"] for row in task.load("test")]                    # BLEU of the shown outputs
+    assert plain.metric == sacrebleu.corpus_bleu(list(plain.predictions), [references]).score
     n_tokens = sum(int((b.labels != -100).sum()) for b in data.batches(8))
     assert plain.extra["target_tokens"] == n_tokens and plain.n_examples == 13
     assert len(plain.extra["samples"]) == 3 and "hypothesis" in plain.extra["samples"][0]
@@ -360,7 +329,7 @@ def test_a_task_with_a_lower_is_better_metric(tmp_path, cls_file):
                                     metric_name="perplexity")
     res = task.evaluate(loaded, task.encode(loaded, "test"), batch_size=8)
     assert res.metric_name == "perplexity" and res.metric == pytest.approx(math.exp(res.loss))
-    assert res.extra["accuracy"] >= 0 and not task.metric.higher_is_better
+    assert 0 <= res.extra["accuracy"] <= 1 and not task.metric.higher_is_better
     with pytest.raises(HeadpruneError, match="Unknown metric 'acc'"):
         tasks.ClassificationTask("bad", lambda split, limit: rows, splits=("test",), default_split="test",
                                  metric_name="acc")

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pruning_core.core.codec import ROLES_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadId, HeadLayout
 from pruning_core.evaluation.results import check_format
 
-ROLES_FORMAT = "headprune.roles/1"
 # how a head's strongest role is picked: scores of different roles are on different scales, so they are
 # compared as multiples of each role's own threshold
 STRONGEST_RULE = "the role whose score is the largest multiple of its own threshold"

@@ -20,6 +20,18 @@ from pruning_core.modeling.architectures.base import (
 from pruning_core.modeling.architectures.registry import register
 
 
+def encoder_classifier_dims(config, ffn_dim: int) -> FlopDims:
+    """The FLOP dimensions of a BERT-like encoder (one self-attention stack) under a classifier, for BERT,
+    MPNet and DistilBERT: ``config`` gives ``hidden_size``, ``num_attention_heads``, ``num_hidden_layers``
+    (DistilBERT's config maps its own names onto these) and ``num_labels``; ``ffn_dim`` the feed-forward width."""
+    heads = int(config.num_attention_heads)
+    stack = StackDims(layers=int(config.num_hidden_layers), heads=heads, kv_heads=heads,
+                      head_dim=int(config.hidden_size) // heads, ffn_dim=ffn_dim)
+    return FlopDims(hidden=int(config.hidden_size), stacks={"encoder": stack}, kind_stack={"encoder_self": "encoder"},
+                    is_encoder_decoder=False, head_kind="classifier",
+                    head_size=int(getattr(config, "num_labels", 2) or 2), output_stack="encoder")
+
+
 class BertAdapter(ArchitectureAdapter):
     name = "bert-encoder"
     model_types = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
@@ -70,13 +82,6 @@ class BertAdapter(ArchitectureAdapter):
         return LayerStack("encoder_self", tuple(model.base_model.encoder.layer), head, first_token=True)
 
     def flop_dims(self, config) -> FlopDims:
-        heads = int(config.num_attention_heads)
-        stack = StackDims(layers=int(config.num_hidden_layers), heads=heads, kv_heads=heads,
-                          head_dim=int(config.hidden_size) // heads, ffn_dim=int(config.intermediate_size))
-        return FlopDims(hidden=int(config.hidden_size), stacks={"encoder": stack},
-                        kind_stack={"encoder_self": "encoder"}, is_encoder_decoder=False,
-                        head_kind="classifier", head_size=int(getattr(config, "num_labels", 2) or 2),
-                        output_stack="encoder")
-
+        return encoder_classifier_dims(config, int(config.intermediate_size))
 
 register(BertAdapter())

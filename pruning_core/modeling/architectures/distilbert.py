@@ -10,9 +10,9 @@ from pruning_core.modeling.architectures.base import (
     FeedForward,
     FlopDims,
     LayerStack,
-    StackDims,
     heads_of,
 )
+from pruning_core.modeling.architectures.bert import encoder_classifier_dims
 from pruning_core.modeling.architectures.registry import register
 
 
@@ -60,13 +60,6 @@ class DistilBertAdapter(ArchitectureAdapter):
         return LayerStack("encoder_self", tuple(model.base_model.transformer.layer), head, first_token=True)
 
     def flop_dims(self, config) -> FlopDims:
-        heads = int(config.n_heads)
-        stack = StackDims(layers=int(config.n_layers), heads=heads, kv_heads=heads,
-                          head_dim=int(config.dim) // heads, ffn_dim=int(config.hidden_dim))
-        return FlopDims(hidden=int(config.dim), stacks={"encoder": stack}, kind_stack={"encoder_self": "encoder"},
-                        is_encoder_decoder=False, head_kind="classifier",
-                        head_size=int(getattr(config, "num_labels", 2) or 2),
-                        output_stack="encoder")
-
+        return encoder_classifier_dims(config, int(config.hidden_dim))
 
 register(DistilBertAdapter())

@@ -25,9 +25,9 @@ from pruning_core.modeling.architectures.base import (
     FeedForward,
     FlopDims,
     LayerStack,
-    StackDims,
     heads_of,
 )
+from pruning_core.modeling.architectures.bert import encoder_classifier_dims
 from pruning_core.modeling.architectures.registry import register
 
 
@@ -123,13 +123,6 @@ class MPNetAdapter(ArchitectureAdapter):
                           first_token=True)      # MPNetClassificationHead reads features[:, 0]
 
     def flop_dims(self, config) -> FlopDims:
-        heads = int(config.num_attention_heads)
-        stack = StackDims(layers=int(config.num_hidden_layers), heads=heads, kv_heads=heads,
-                          head_dim=int(config.hidden_size) // heads, ffn_dim=int(config.intermediate_size))
-        return FlopDims(hidden=int(config.hidden_size), stacks={"encoder": stack},
-                        kind_stack={"encoder_self": "encoder"}, is_encoder_decoder=False,
-                        head_kind="classifier", head_size=int(getattr(config, "num_labels", 2) or 2),
-                        output_stack="encoder")
-
+        return encoder_classifier_dims(config, int(config.intermediate_size))
 
 register(MPNetAdapter())

@@ -12,7 +12,7 @@ only its texts (no labels): score, keep the top 50 % per layer, prune physically
 - :mod:`.compare`  fine-tuning comparison: full, SMP-pruned, random-pruned, prune-after-fine-tuning
 """
 from pruning_core.scoring.smp.pruner import (
-    PRUNER_FORMAT,
+    SMP_PRUNER_FORMAT,
     PrunerConfig,
     PrunerFile,
     SMPPruner,
@@ -28,5 +28,5 @@ from pruning_core.scoring.smp.train import (
     train_pruner,
 )
 
-__all__ = ["PRUNER_FORMAT", "PrunerConfig", "PrunerFile", "SMPPruner", "TrainConfig", "TrainResult", "keep_count",
+__all__ = ["SMP_PRUNER_FORMAT", "PrunerConfig", "PrunerFile", "SMPPruner", "TrainConfig", "TrainResult", "keep_count",
            "load_base_model", "load_pruner", "sample_keep_gates", "save_pruner", "train_pruner"]

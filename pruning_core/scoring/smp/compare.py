@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
+from pruning_core.core.codec import SMP_COMPARE_FORMAT
 from pruning_core.core.errors import DataError, HeadpruneError
 from pruning_core.tasks.finetune import FinetuneConfig
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 
-COMPARE_FORMAT = "headprune.smp_compare/1"
 SHORT = {"a_full": "(a) full", "b_smp": "(b) SMP", "c_random": "(c) random", "d_gradient": "(d) I_h, no retrain",
          "e_gradient_retrained": "(e) I_h + retrain"}
 LABELS = {
@@ -123,14 +123,14 @@ class CompareResult:
         return out
 
     def to_json(self) -> dict:
-        return {"format": COMPARE_FORMAT, "config": self.config, "seconds": self.seconds,
+        return {"format": SMP_COMPARE_FORMAT, "config": self.config, "seconds": self.seconds,
                 "conditions": [asdict(c) for c in self.conditions], "summary": summary_rows(self),
                 "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompareResult":
         from pruning_core.evaluation.results import check_format
-        check_format(data, COMPARE_FORMAT, "the comparison file")
+        check_format(data, SMP_COMPARE_FORMAT, "the comparison file")
         try:
             conds = [ConditionResult(**c) for c in data["conditions"]]
         except (KeyError, TypeError) as exc:
@@ -438,5 +438,5 @@ def _prefixed(progress: ProgressCallback | None, prefix: str) -> ProgressCallbac
     return lambda e: progress(replace(e, stage=prefix + e.stage))
 
 
-__all__ = ["COMPARE_FORMAT", "CompareConfig", "CompareResult", "ConditionResult", "compare", "format_table",
+__all__ = ["SMP_COMPARE_FORMAT", "CompareConfig", "CompareResult", "ConditionResult", "compare", "format_table",
            "run_condition", "smp_finetune", "summary_rows"]

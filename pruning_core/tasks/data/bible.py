@@ -27,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 from pruning_core.core import storage
+from pruning_core.core.codec import BIBLE_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core.catalog import headprune_home
@@ -37,7 +38,6 @@ WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e
 VERSIONS = {"en": "4", "pt": "a"}          # bbName: World English Bible, Almeida
 SPLIT_BOOKS = {"test": (43,), "validation": (41,)}      # every other book: train
 SPLITS = ("train", "validation", "test")
-MANIFEST_FORMAT = "headprune.bible/1"
 FIX = "Run `headprune prepare --model bergamot-en-pt` (it prepares the Bible data too), with --force if it was."
 
 
@@ -95,7 +95,7 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None)
             sha, n = storage.write_jsonl(tmp / f"{split}.jsonl", rows)
             files[f"{split}.jsonl"] = {"sha256": sha, "rows": n}
         storage.write_json(tmp / "manifest.json", {
-            "format": MANIFEST_FORMAT, "files": files,
+            "format": BIBLE_FORMAT, "files": files,
             "source": {"package": WHEEL.requirement, "wheel_sha256": WHEEL_SHA256, "member": WHEEL.member,
                        "versions": {"en": "World English Bible (bbName '4')", "pt": "Almeida (bbName 'a')"}},
             "split": {"test": "John (book 43)", "validation": "Mark (book 41)", "train": "every other book"}})
@@ -106,7 +106,7 @@ def load_pairs(split: str) -> list[dict]:
     """The verse pairs of ``split``; CacheError naming the command when they are not prepared."""
     if split not in SPLITS:
         raise DataError(f"The Bible tasks have the splits {', '.join(SPLITS)}, not {split!r}.")
-    manifest = storage.read_manifest(folder() / "manifest.json", MANIFEST_FORMAT, FIX, require=("files",))
+    manifest = storage.read_manifest(folder() / "manifest.json", BIBLE_FORMAT, FIX, require=("files",))
     if manifest is None:
         raise CacheError(f"The Bible verse pairs are not prepared. {FIX}")
     expected = {name: entry["sha256"] for name, entry in manifest["files"].items() if name == f"{split}.jsonl"}

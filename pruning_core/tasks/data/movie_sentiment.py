@@ -38,6 +38,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pruning_core.core.codec import DATA_FORMAT
 from pruning_core.core.errors import CacheError, DataError, did_you_mean
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core import storage
@@ -61,7 +62,6 @@ SPLITS: tuple[str, ...] = ("train", "validation", "test")
 LABEL_NAMES: tuple[str, str] = ("negative", "positive")
 MIN_ABS_RATING = 0.5
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = "headprune.data/2"   # 2: splits ordered by sha256(id), not file order
 SPLIT_RULE = "int(sha256(id).hexdigest(), 16) % 10: 0 -> test, 1 -> validation, else train"
 
 
@@ -208,7 +208,7 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
         report(progress, "prepare:data", i + 1, len(names), SNIPPET_FILES[name])
     files.pop("movie")
     manifest = {
-        "format": MANIFEST_FORMAT,
+        "format": DATA_FORMAT,
         "name": NAME,
         "source": {"requirement": SDIST_REQUIREMENT, "sdist_sha256": SDIST_SHA256,
                    "member": f"{INNER_TARBALL}/{INNER_FOLDER}/{MOVIE_FILE}"},
@@ -223,7 +223,7 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
 
 def read_manifest(folder: Path | None = None) -> dict | None:
     """The cache manifest, or None when the data is not prepared (or a run was interrupted)."""
-    return storage.read_manifest((folder or data_dir()) / MANIFEST, MANIFEST_FORMAT,
+    return storage.read_manifest((folder or data_dir()) / MANIFEST, DATA_FORMAT,
                                  "Run `headprune prepare --force`.", require=("files",))
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from pruning_core.core import storage
+from pruning_core.core.codec import SPEECH_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -40,7 +41,6 @@ NAME = "movie-speech"
 SPLITS: tuple[str, ...] = ("validation", "test")
 PER_SPLIT = 200
 MIN_WORDS, MAX_WORDS = 5, 25               # 25 words at 120 wpm fit Whisper's 30 s window with room
-MANIFEST_FORMAT = "headprune.speech/1"
 
 
 # -- audio -------------------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def build(folder: Path | None = None, progress: ProgressCallback | None = None) 
                 done += 1
                 report(progress, "speech:synthesize", done, total, split)
             files[f"{split}.jsonl"], _ = storage.write_jsonl(tmp / f"{split}.jsonl", listing)
-        manifest = {"format": MANIFEST_FORMAT, "name": NAME, "files": files,
+        manifest = {"format": SPEECH_FORMAT, "name": NAME, "files": files,
                     "sizes": {s: len(v) for s, v in todo.items()},
                     "source": "movie-sentiment snippets (validation, test) of "
                               f"{MIN_WORDS}-{MAX_WORDS} words, first {PER_SPLIT} per split",
@@ -215,7 +215,7 @@ def _espeak_version() -> str:
 
 
 def read_manifest(folder: Path | None = None) -> dict | None:
-    return storage.read_manifest((folder or data_dir()) / "manifest.json", MANIFEST_FORMAT,
+    return storage.read_manifest((folder or data_dir()) / "manifest.json", SPEECH_FORMAT,
                                  "Delete the folder; it is rebuilt on next use.", require=("files",))
 
 
