@@ -9,7 +9,7 @@ import streamlit as st
 from app.core import state, ui
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
-from app.curves import figures, tables
+from app.curves import figures, tables, words
 from app.curves import jobs as curve_jobs
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS
@@ -42,10 +42,8 @@ def show(sel: Selection, arch) -> None:
     with shown:
         st.plotly_chart(figures.kinds_figure(result, borrowed), key="kinds_figure",
                         alt="Metric against the share of one attention kind's heads removed, one colour per kind")
-        worst = result.most_sensitive("importance")
-        st.caption(f"Most sensitive here: **{KIND_LABELS[worst]}** (largest mean worsening over the three shares, "
-                   f"least important first). Error bars: 95 % intervals over the {result.n_examples} examples; "
-                   f"dashed: the mean of {SEEDS} random orders, shaded their range.")
+        st.caption(f"{words.kinds_headline(result)} Error bars: 95 % intervals over the {result.n_examples} "
+                   f"examples; dashed: the mean of {SEEDS} random orders, shaded their range.")
         borrowed_caption(borrowed)
         ui.downloads("kinds", tables.kinds_frame(result), result.to_json())
 

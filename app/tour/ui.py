@@ -16,13 +16,13 @@ import streamlit as st
 
 from pruning_core import bench
 from pruning_core.core.heads import KIND_LABELS, HeadMask
-from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
+from pruning_core.evaluation.kinds import borrow, missing_note
 
 from app.attention import figures as attention, cache as cache_attention
 from app.model import cache, jobs
 from app.curves import jobs as curve_jobs
 from app.sidebar import pickers
-from app.curves import figures as charts, kinds as kinds_tab, tables
+from app.curves import figures as charts, kinds as kinds_tab, tables, words as curve_words
 from app.roles import cache as cache_roles
 from app.headmap import cache as cache_headmap, latency as latency_ui
 from app.core import mask as mask_state, state, ui
@@ -184,13 +184,11 @@ def _translation(ctx: Ctx) -> bool:
     borrowed = borrow(result, kinds_tab.bundled_runs())[1:]        # Michel's third kind, from another model
     st.plotly_chart(charts.kinds_figure(result, borrowed), key="tour_kinds",
                     alt="Metric against the share of one attention kind's heads removed, one colour per kind")
-    by_importance, at_random = result.most_sensitive("importance"), result.most_sensitive("random")
     why = "; ".join(w for k, w in ctx.arch.absent_kinds.items() if k in result.missing)   # e.g. an SSRU decoder
     missing = missing_note(result.missing)
-    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Most sensitive, least "
-               f"important first: **{KIND_LABELS[by_importance]}**; in random order: **{KIND_LABELS[at_random]}** "
-               f"(the largest mean worsening over the shares {', '.join(f'{100 * f:g} %' for f in FRACTIONS)}). "
-               f"The prepared mask removes {mask.n_total - mask.n_kept} of {result.heads.get('cross', 0)} "
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. "
+               f"{curve_words.kinds_headline(result)} The prepared mask removes {mask.n_total - mask.n_kept} of "
+               f"{result.heads.get('cross', 0)} "
                f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
                f"mean of {curve_jobs.KIND_SEEDS} random orders, shaded their range. "
                + (f"{missing[:-1]}: {why}." if missing and why else missing))

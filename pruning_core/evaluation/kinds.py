@@ -62,6 +62,26 @@ class KindSensitivity:
     def most_sensitive(self, method: str = "importance") -> str:
         return max(self.heads, key=lambda kind: self.worsening(kind, method))
 
+    def ranked(self, method: str = "importance") -> list[str]:
+        """The measured kinds, the most sensitive (largest mean worsening) first."""
+        return sorted(self.heads, key=lambda kind: -self.worsening(kind, method))
+
+    def apart(self, a: str, b: str, method: str) -> bool | None:
+        """Whether kinds ``a`` and ``b`` differ beyond noise under ``method``: at some share their 95 %
+        intervals do not overlap (random order: the span of every seed's interval). None when a point has
+        no interval."""
+        def span(kind: str, fraction: float) -> tuple[float, float] | None:
+            pts = [p for p in self.points if p.kind == kind and p.method == method and p.fraction == fraction]
+            if not pts or any(p.low is None or p.high is None for p in pts):
+                return None
+            return min(p.low for p in pts), max(p.high for p in pts)
+
+        fractions = sorted({p.fraction for p in self.points if p.method == method})
+        spans = [(span(a, f), span(b, f)) for f in fractions]
+        if not spans or any(x is None or y is None for x, y in spans):
+            return None
+        return any(x[1] < y[0] or y[1] < x[0] for x, y in spans)
+
     def to_json(self) -> dict:
         return {"format": FORMAT, "metric_name": self.metric_name, "base_metric": self.base_metric,
                 "base_low": self.base_low, "base_high": self.base_high, "n_examples": self.n_examples,
