@@ -42,6 +42,7 @@ from app.model import cache, workload
 from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
+from app.examples import tables as example_tables
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
@@ -318,7 +319,26 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
                f"{md_escape(now.value)} ({md_escape(now.interval)}). "
                f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
                + (f" Change: {md_escape(diff.detail)}." if diff else ""))
+    example_outputs(dense, ev, mask)
     return ev, loss_slot
+
+
+def example_outputs(dense, ev, mask: HeadMask) -> None:
+    """The first few outputs of a translation or speech model (gold, all heads, this mask) under the metric,
+    redrawn with it on every click; nothing for a task whose evaluation keeps none."""
+    rows = example_tables.sample_rows(dense, ev)
+    if not rows:
+        return
+    with st.container(border=True, key="hp_example_outputs"):
+        st.markdown(f"**Example outputs** · the first {len(rows)}")
+        for i, row in enumerate(rows, start=1):
+            lines = [f"**{i}.** " + (f"*{md_escape(row['source'])}*" if row["source"] else ""),
+                     f"gold: {md_escape(row['gold'])}", f"all heads: {md_escape(row['all heads'])}"]
+            if not mask.is_full():
+                lines.append(f"this mask: :red[{md_escape(row['this mask'])}]" if row["changed"]
+                             else f"this mask: {md_escape(row['this mask'])} (the same)")
+            st.markdown("  \n".join(lines))
+        st.caption("Every example, with all heads and with this mask: the **Per example** page.")
 
 
 def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list | None = None) -> None:

@@ -89,7 +89,8 @@ def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.Tou
     ui.show_notices()
     page = PAGE_FILES[step.page]
     st.markdown(f"**Now click** · {step.click}")
-    st.page_link(page.file, label=f"Open {page.title}", icon=page.icon)
+    for page in (page, *(PAGE_FILES[name] for name in step.also)):
+        st.page_link(page.file, label=f"Open {page.title}", icon=page.icon)
 
 
 def navigation(step: tour.TourStep) -> None:
