@@ -65,7 +65,8 @@ if examples is not None:
     dense = cache.dense_evaluation(sel, "Evaluating the model with all heads").show()
     if dense is not None:
         base = uncertainty.shown(dense)
-        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads", base.value,
+        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
+                  uncertainty.unitless(dense.metric_name, base.value),
                   help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")

@@ -69,6 +69,29 @@ def shown(result: EvalResult) -> Shown:
                  f"95 % interval {span}{' ' + unit if unit else ''}, {n}")
 
 
+def rounded(metric_name: str, value: float, interval: tuple[float, float] | None = None) -> str:
+    """``value`` as :func:`shown` rounds a value whose 95 % interval is ``interval`` (a value measured on the
+    same examples as a shown one passes that one's interval): one rounding rule on every page."""
+    metric = get_metric(metric_name)
+    if interval is None:
+        return metric.format(value)
+    return _fmt(metric.fmt, decimals(metric, _half_width(metric, *interval))).format(metric.display(value))
+
+
+def unitless(metric_name: str, text: str) -> str:
+    """A shown value or interval without its unit where the unit is the metric's name: '32' and
+    '95 % interval 28–35, 128 examples' under the label 'BLEU'; '90 %' keeps its unit."""
+    metric = get_metric(metric_name)
+    unit = metric.fmt.rsplit("}", 1)[-1].strip()
+    return text.replace(f" {unit}", "") if unit == metric.label else text
+
+
+def labelled(metric_name: str, text: str) -> str:
+    """``text`` (a value, or a value with its interval, as shown) after the metric's name, its unit written
+    once: 'accuracy 90 %', 'BLEU 32 (95 % interval 28–35)' rather than 'BLEU 32 BLEU (… 28–35 BLEU)'."""
+    return f"{get_metric(metric_name).label} {unitless(metric_name, text)}"
+
+
 @dataclass(frozen=True)
 class Change:
     """A change of metric as shown: the text and whether its paired 95 % interval covers zero."""

@@ -81,8 +81,8 @@ def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = Non
 
 
 def _strip_done(mask: HeadMask, ev) -> str:
-    return strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} **{md_escape(uncertainty.shown(ev).value)}**",
-                      f"{ev.loss:.4f}")
+    label, value = ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
+    return strip_text(mask, f"{md_escape(label)} **{md_escape(value)}**", f"{ev.loss:.4f}")
 
 
 def show(sel: Selection, arch, ranking, score_name: str) -> None:
@@ -305,9 +305,8 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     metric = get_metric(ev.metric_name)
     now, base = uncertainty.shown(ev), uncertainty.shown(dense)
     diff = uncertainty.change(dense, ev, cache.comparison(sel, mask)) if changed else None
-    session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total,
-                                            f"{ui.metric_label(ev.metric_name)} {now.value}"))
-    m1.metric(ui.metric_label(ev.metric_name), now.value, width="content",
+    session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total, uncertainty.labelled(ev.metric_name, now.value)))
+    m1.metric(ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, now.value), width="content",
               **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
                                 within_noise=bool(diff and diff.within_noise)),
               help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
@@ -315,9 +314,9 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
                      **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
     st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(sel.task))} split of "
-               f"{md_code(task_label(sel.task))}: {md_escape(ui.metric_label(ev.metric_name))} "
-               f"{md_escape(now.value)} ({md_escape(now.interval)}). "
-               f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
+               f"{md_code(task_label(sel.task))}: "
+               f"{md_escape(uncertainty.labelled(ev.metric_name, f'{now.value} ({now.interval})'))}. "
+               f"All heads: {md_escape(uncertainty.unitless(ev.metric_name, f'{base.value} ({base.interval})'))}."
                + (f" Change: {md_escape(diff.detail)}." if diff else ""))
     example_outputs(dense, ev, mask)
     return ev, loss_slot

@@ -135,11 +135,20 @@ def _one_head(ctx: Ctx) -> bool:
     significant = sum(bool(r.significant) for r in table.rows)
     st.plotly_chart(charts.ablation_figure(table), key="tour_ablation",
                     alt="Change of the metric when each head alone is removed, per layer and head")
-    st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric)}. The costliest single head, "
-               f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
+    iv = _dense_interval(ctx)
+    st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric, iv)}. The costliest single head, "
+               f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric, iv)} "
+               "without it. "
                f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
                f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
     return True
+
+
+def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
+    """The 95 % interval of the all-heads evaluation of the step's examples (the Head map's), so a value in a
+    step's caption is rounded as the Head map rounds it."""
+    dense = cache.dense_evaluation(ctx.sel).show()
+    return None if dense is None else dense.interval
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
@@ -148,9 +157,10 @@ def _one_per_layer(ctx: Ctx) -> bool:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
     ui.table(tables.one_per_layer_frame(result))
-    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Every layer reduced to its "
-               f"best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
-               f"{ui.metric_text(result.metric_name, result.all_layers_metric)}; {result.n_examples} examples.")
+    iv = _dense_interval(ctx)
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, iv)}. Every layer reduced to "
+               f"its best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
+               f"{ui.metric_text(result.metric_name, result.all_layers_metric, iv)}; {result.n_examples} examples.")
     return True
 
 
@@ -187,7 +197,8 @@ def _translation(ctx: Ctx) -> bool:
                     alt="Metric against the share of one attention kind's heads removed, one colour per kind")
     why = "; ".join(w for k, w in ctx.arch.absent_kinds.items() if k in result.missing)   # e.g. an SSRU decoder
     missing = missing_note(result.missing)
-    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. "
+    base_iv = None if result.base_low is None else (result.base_low, result.base_high)
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, base_iv)}. "
                f"{curve_words.kinds_headline(result)} The prepared mask removes {mask.n_total - mask.n_kept} of "
                f"{result.heads.get('cross', 0)} "
                f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
