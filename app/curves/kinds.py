@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.core import state, ui
 from app.core.selection import Selection
+from app.model import workload
 from app.core.text import md_code, md_escape
 from app.curves import figures, tables, words
 from app.curves import jobs as curve_jobs
@@ -29,11 +30,13 @@ def show(sel: Selection, arch) -> None:
                 "Choose a translation or speech model (Model & data) to see which kind a task needs most.")
         return
     scorer = state.scorer_name()
-    runs = len(present) * len(FRACTIONS) * (1 + SEEDS) + 1
-    st.caption(f"Remove 10, 25 and 50 % of ONE kind's heads, the least important first by {md_code(scorer)} and in "
-               f"{SEEDS} random orders, the other kinds untouched (Michel et al. 2019, §5): {runs} evaluations of "
-               f"{sel.eval_size} examples. " + missing_note(missing))
-    result = curve_jobs.kinds(sel, scorer, f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
+    runs = workload.kinds_evaluations(len(present), len(FRACTIONS), SEEDS)
+    secs = workload.kinds_seconds(sel, scorer, arch.layout.total_heads, len(present), len(FRACTIONS), SEEDS)
+    st.caption(f"Remove {', '.join(f'{100 * f:g}' for f in FRACTIONS)} % of ONE kind's heads, the least important "
+               f"first by {md_code(scorer)} and in {SEEDS} random orders, the other kinds untouched (Michel et al. "
+               f"2019, §5): {runs} evaluations of {sel.eval_size} examples. " + missing_note(missing))
+    result = curve_jobs.kinds(sel, scorer, f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
+                                           f"{workload.about(secs)} on 2 CPU cores)",
                              FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return

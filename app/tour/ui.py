@@ -16,10 +16,10 @@ import streamlit as st
 
 from pruning_core import bench
 from pruning_core.core.heads import KIND_LABELS, HeadMask
-from pruning_core.evaluation.kinds import borrow, missing_note
+from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
 
 from app.attention import figures as attention, cache as cache_attention
-from app.model import cache, jobs
+from app.model import cache, jobs, workload
 from app.curves import jobs as curve_jobs
 from app.sidebar import pickers
 from app.curves import figures as charts, kinds as kinds_tab, tables, words as curve_words
@@ -126,7 +126,10 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    table = curve_jobs.ablation(ctx.sel).show()
+    heads = ctx.arch.total_heads
+    table = curve_jobs.ablation(ctx.sel, f"Single-head ablation ({heads + 1} evaluations of {ctx.sel.eval_size} "
+                                         f"examples, {workload.about(workload.ablation_seconds(ctx.sel, heads))} on "
+                                         "2 CPU cores)").show()
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
@@ -187,8 +190,13 @@ def _curve(ctx: Ctx) -> bool:
 
 def _translation(ctx: Ctx) -> bool:
     scores = _scores(ctx)
-    result = curve_jobs.kinds(ctx.sel, tour.SCORER, "Attention kinds: a share of one kind's heads removed at a "
-                             "time").show()                           # the Curves page's Attention kinds job
+    kinds = sum(1 for rows in ctx.arch.layout.kinds.values() if sum(rows) > 0)
+    runs = workload.kinds_evaluations(kinds, len(FRACTIONS), curve_jobs.KIND_SEEDS)
+    secs = workload.kinds_seconds(ctx.sel, tour.SCORER, ctx.arch.total_heads, kinds, len(FRACTIONS),
+                                  curve_jobs.KIND_SEEDS)
+    result = curve_jobs.kinds(ctx.sel, tour.SCORER, f"Attention kinds: a share of one kind's heads removed at a time "
+                                                   f"({runs} evaluations, {workload.about(secs)} on 2 CPU cores)"
+                             ).show()                           # the Curves page's Attention kinds job
     if scores is None or result is None:
         return False
     mask = _prepare(tour.half_cross_removed(scores), "half the cross-attention heads removed (gradient)")

@@ -141,12 +141,14 @@ def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequ
             plans.append((kind, fraction, n, "importance", None, least))
             plans += [(kind, fraction, n, "random", s, random.Random(s).sample(of_kind, n)) for s in range(seeds)]
     base = task.evaluate(loaded, data, None, batch_size=batch_size)
+    total = len(plans) + 1                  # every evaluation counted, the one with all heads first
+    report(progress, "kinds", 1, total, "all heads")
     points = []
     for i, (kind, fraction, n, method, seed, removed) in enumerate(plans):
         res = task.evaluate(loaded, data, HeadMask.from_removed(layout, removed), batch_size=batch_size)
         low, high = res.interval if res.interval is not None else (None, None)
         points.append(KindPoint(kind, fraction, n, method, seed, res.metric, res.loss, low, high))
-        report(progress, "kinds", i + 1, len(plans), f"{KIND_LABELS[kind]}: {n} heads removed ({method})")
+        report(progress, "kinds", i + 2, total, f"{KIND_LABELS[kind]}: {n} heads removed ({method})")
     base_low, base_high = base.interval if base.interval is not None else (None, None)
     settings = {"fractions": list(fractions), "seeds": seeds, "eval_split": data.split, "eval_n": data.n_examples,
                 "kinds": list(heads)}
