@@ -211,7 +211,7 @@ def _evaluation(sel: Selection, mask: HeadMask) -> Work:
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
     (:data:`app.runtime.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
-    return cache.evaluation(sel, mask, "Evaluating this mask")
+    return cache.evaluation(sel, mask, workload.evaluation_label(sel, "this mask"))
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
