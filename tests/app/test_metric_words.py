@@ -32,3 +32,12 @@ def test_the_tour_rounds_as_the_head_map_does():
     assert ui.metric_text("bleu", 31.58, (28.2, 34.7)) == "32 BLEU"
     assert ui.metric_text("accuracy", 0.898, (0.877, 0.916)) == "90 %"
     assert ui.metric_text("bleu", 31.58) == "31.58 BLEU"          # no interval known: the metric's own precision
+
+
+def test_the_history_names_skipped_steps_only_when_a_step_was_skipped():
+    from app.headmap.ui import skipped_note
+
+    assert skipped_note([True, False], current=1) == ""            # one click, its metric under way: none skipped
+    assert skipped_note([True, True, True], current=2) == ""
+    assert skipped_note([True, False, True], current=2) == " 1 step skipped by quick clicks has no point."
+    assert skipped_note([True, False, False, True], current=3) == " 2 steps skipped by quick clicks have no point."
