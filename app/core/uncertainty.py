@@ -53,10 +53,11 @@ class Shown:
     interval: str       # '95 % interval 62–77 %, 128 examples' ('128 examples, no interval' when unknown)
 
 
-def shown(result: EvalResult) -> Shown:
-    """``result``'s metric, rounded to what its 95 % interval supports, with the interval and ``n``."""
+def shown(result: EvalResult, unit: str = "example") -> Shown:
+    """``result``'s metric, rounded to what its 95 % interval supports, with the interval and ``n`` (counted in
+    ``unit``s, what one example of the model is: "utterance", "window")."""
     metric = get_metric(result.metric_name)
-    n = f"{result.n_examples} example{'s' if result.n_examples != 1 else ''}"
+    n = f"{result.n_examples} {unit}{'s' if result.n_examples != 1 else ''}"
     if result.interval is None:
         return Shown(metric.format(result.metric), f"{n}, no interval")
     low, high = result.interval

@@ -60,8 +60,9 @@ def borrowed_caption(borrowed) -> None:
     """Which kinds of the figure come from which other model (one caption per run borrowed from)."""
     for run, kinds in borrowed:
         st.caption(f"{' and '.join(KIND_LABELS[k].capitalize() for k in kinds)}: borrowed from "
-                   f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric: "
-                   "compare how steeply each kind falls, not the values.")
+                   f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric, "
+                   f"measured once when that run was saved (so on its own {run.n_examples} examples, not the number "
+                   "chosen here): compare how steeply each kind falls, not the values.")
 
 
 def _borrowed(result: KindSensitivity) -> tuple:

@@ -303,7 +303,8 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     headmap_ui.remember(HeadMask.full(mask.layout), dense)
     m1 = m2 = ui.metric_row(ROW_GAP)
     metric = get_metric(ev.metric_name)
-    now, base = uncertainty.shown(ev), uncertainty.shown(dense)
+    unit = workload.default_eval_size(sel.model, sel.task)[1]      # "utterance", "window": as the sidebar says
+    now, base = uncertainty.shown(ev, unit), uncertainty.shown(dense, unit)
     diff = uncertainty.change(dense, ev, cache.comparison(sel, mask)) if changed else None
     session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total, uncertainty.labelled(ev.metric_name, now.value)))
     m1.metric(ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, now.value), width="content",
@@ -313,7 +314,8 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
                      **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
-    st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(sel.task))} split of "
+    st.caption(f"On the first {workload.count_text(ev.n_examples, unit)} of the "
+               f"{md_code(cache.split_of(sel.task))} split of "
                f"{md_code(task_label(sel.task))}: "
                f"{md_escape(uncertainty.labelled(ev.metric_name, f'{now.value} ({now.interval})'))}. "
                f"All heads: {md_escape(uncertainty.unitless(ev.metric_name, f'{base.value} ({base.interval})'))}."

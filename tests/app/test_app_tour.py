@@ -218,7 +218,7 @@ def translation_step(at: AppTest) -> HeadMask:
     names = {t.get("name") for t in figure["data"]}
     assert "decoder self-attention (48 heads, whisper-base)" in names, names     # Michel's third kind, borrowed
     caption = " ".join(c.value for c in at.caption)
-    assert "Decoder self-attention: borrowed from whisper" in caption
+    assert "Decoder self-attention: borrowed from whisper" in caption and "not the number chosen here" in caption
     assert "Most sensitive, least important first:" in caption and "; in random order: **" in caption
     assert f"{missing_note(('decoder_self',))[:-1]}: its decoder runs an SSRU" in caption   # the recurrence, named
     assert any(step.click in m.value for m in at.markdown)
