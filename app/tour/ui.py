@@ -133,7 +133,8 @@ def _one_head(ctx: Ctx) -> bool:
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
-    _prepare(tour.one_head_removed(table, ctx.arch.layout), f"{kind} L{layer} H{head} removed (costliest alone)")
+    _prepare(tour.one_head_removed(table, ctx.arch.layout),
+             f"{KIND_LABELS[kind]} L{layer} H{head} removed (costliest alone)")
     row = next(r for r in table.rows if (r.kind, r.layer, r.head) == (kind, layer, head))
     significant = sum(bool(r.significant) for r in table.rows)
     st.plotly_chart(charts.ablation_figure(table), key="tour_ablation",
