@@ -17,8 +17,8 @@ from pruning_core.evaluation.significance import p_text
 
 from app.curves.tables import change_column
 
-# Okabe-Ito: distinguishable for the common colour-vision deficiencies
 CAP_FRACTION = 0.5     # a log axis is sized to the curves up to this share removed (the Tour asks about 50 %)
+# Okabe-Ito: distinguishable for the common colour-vision deficiencies
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]
 
@@ -88,7 +88,7 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
         above = [cap is not None and y > cap for y in ys]
         fig.add_trace(go.Scatter(
             x=[100 * p.fraction_removed for p in c.points], y=[clip(y) for y in ys], customdata=ys,
-            error_y=None if any(above) else _error_bars(c.points, k),
+            error_y=_error_bars(c.points, k, above),
             mode="lines+markers", name=name if len(getattr(c, "seeds", ())) < 2 else f"{name} (mean of "
                                                                                       f"{len(c.seeds)} seeds)",
             line=dict(color=PALETTE[i % len(PALETTE)], width=2, dash=None if i % 2 == 0 else "dash"),
@@ -97,7 +97,8 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
             hovertemplate=f"{name}<br>%{{x:.0f}} % removed<br>%{{customdata:.4g}}<extra></extra>"))
     if cap is not None and any(k * p.metric > cap for c in curves.values() for p in c.points):
         fig.add_hline(y=cap, line=dict(color="#555555", dash="dash", width=1),
-                      annotation_text=f"axis capped at {cap:.0e}: ▲ points lie above it (hover for the value)",
+                      annotation_text=f"axis capped at 10<sup>{round(math.log10(cap))}</sup>: ▲ points lie "
+                                      "above it (hover for the value)",
                       annotation_position="top left")
     if dense_metric is not None:
         fig.add_hline(y=k * dense_metric, line=dict(color="#888888", dash="dot"),
@@ -181,12 +182,15 @@ def _kind_traces(fig: go.Figure, result, kind: str, col: int, borrowed: bool) ->
                                            f"<br>%{{y:.2f}}<extra></extra>"), row=1, col=col)
 
 
-def _error_bars(points: Sequence, k: float) -> dict | None:
-    """The 95 % intervals of the points as asymmetric error bars (None when the points have none)."""
+def _error_bars(points: Sequence, k: float, off_axis: Sequence[bool] = ()) -> dict | None:
+    """The 95 % intervals of the points as asymmetric error bars (None when the points have none); none on
+    a point ``off_axis`` (drawn on a capped axis's top)."""
     if not points or any(getattr(p, "low", None) is None for p in points):
         return None
+    off = list(off_axis) or [False] * len(points)
     return dict(type="data", symmetric=False, thickness=1, width=3,
-                array=[k * (p.high - p.metric) for p in points], arrayminus=[k * (p.metric - p.low) for p in points])
+                array=[0 if o else k * (p.high - p.metric) for p, o in zip(points, off)],
+                arrayminus=[0 if o else k * (p.metric - p.low) for p, o in zip(points, off)])
 
 
 def log_axis_cap(curves: Mapping[str, object], k: float, up_to: float = CAP_FRACTION) -> float:
