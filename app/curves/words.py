@@ -26,7 +26,7 @@ def kinds_headline(result) -> str:
                 text += f", beyond noise ahead of {runner} (their 95 % intervals apart at some share)"
         parts.append(text)
     shares = ", ".join(f"{100 * f:g} %" for f in sorted({p.fraction for p in result.points}))
-    line = f"Most sensitive, {'; '.join(parts)} (the largest mean worsening over the shares {shares})."
+    line = f"Most sensitive, {'; '.join(parts)}. Most sensitive: the largest mean worsening over the shares {shares}."
     if tops["importance"] != tops["random"]:
         line += (f" The two orders disagree: removed at random, {KIND_LABELS[tops['random']]} heads cost the most; "
                  f"removed least important first, the ranking keeps the few of them that matter.")
