@@ -39,7 +39,7 @@ with st.sidebar:                # values from a link or a file are shown through
     n = pickers.selection().eval_size
     unit = workload.default_eval_size(state.model_spec(), state.task_spec())[1]   # cached; a fallback if unreadable
     st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(task_label(state.task_spec()))}  \n"
-                f"Score {md_code(state.scorer_name())}  \nEvaluated on {n} {unit}{'s' if n != 1 else ''}")
+                f"Score {md_code(state.scorer_name())}  \nEvaluated on {workload.count_text(n, unit)}")
 
 state.push_query_params(page.url_path)     # before the page: a page that stops early still updates the link
 page.run()

@@ -79,13 +79,14 @@ if curves:
     ui.downloads("curves", tables.curves_frame(curves), {n: r.to_json() for n, r in curves.items()},
                  show_table="The curves as a table")
 
+iv = dense.interval if dense is not None else None     # values rounded as the Head map rounds them
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
 with ablation_tab:                     # a button that says the cost, not a switch: it runs once per click
     secs = workload.ablation_seconds(sel, arch.total_heads)
     table = curve_jobs.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
                                f"examples, {workload.about(secs)} on 2 CPU cores)", start="button").show()
     if table is not None:
-        st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric)}; "
+        st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric, iv)}; "
                    f"a change {get_metric(table.metric_name).helps_sign} 0 without a head means the head helps. "
                    "Cells marked n.s. (greyed) are not significant after correction; * are.")
         st.plotly_chart(charts.ablation_figure(table), key="ablation_heatmap",
@@ -102,8 +103,8 @@ with one_tab:
     table = curve_jobs.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
                                     start="button").show()
     if table is not None:
-        st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric)} "
-                   f"(all heads: {ui.metric_text(table.metric_name, table.base_metric)}).")
+        st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric, iv)} "
+                   f"(all heads: {ui.metric_text(table.metric_name, table.base_metric, iv)}).")
         ui.downloads("one_per_layer", tables.one_per_layer_frame(table), table.to_json())
 with kinds_tab:
     kinds_view.show(sel, arch)

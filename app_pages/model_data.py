@@ -1,7 +1,7 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app.model import cache
+from app.model import cache, workload
 from app.sidebar import pickers
 from app.core import state, ui, uncertainty, welcome
 from app.core.access import task_label
@@ -64,8 +64,9 @@ if examples is not None:
     st.dataframe(data_set_names(examples), hide_index=True)      # no server paths
     dense = cache.dense_evaluation(sel, "Evaluating the model with all heads").show()
     if dense is not None:
-        base = uncertainty.shown(dense)
-        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads", base.value,
+        base = uncertainty.shown(dense, workload.default_eval_size(sel.model, sel.task)[1])
+        st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
+                  uncertainty.unitless(dense.metric_name, base.value),
                   help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")

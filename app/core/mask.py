@@ -13,7 +13,7 @@ from app.core import notices, state
 from app.core.mask_history import HistoryEntry, MaskHistory
 from app.core.text import md_escape
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.heads import HeadLayout, HeadMask
+from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.core.share_link import decode_mask
 
 
@@ -57,7 +57,7 @@ def toggle_head(layout: HeadLayout, kind: str, layer: int, head: int) -> HeadMas
     hist = _history(layout)
     new = hist.current.toggled(kind, layer, head)
     now = "kept" if new.kinds[kind][layer][head] else "removed"
-    hist.push(new, f"{kind} L{layer} H{head} {now}")
+    hist.push(new, f"{KIND_LABELS[kind]} L{layer} H{head} {now}")
     return new
 
 

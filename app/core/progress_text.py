@@ -18,6 +18,7 @@ STAGES: dict[str, tuple[str, str | None]] = {
     "encode": ("Reading the data", None),
     "ablation": ("Removing one head at a time", "head"),
     "one-per-layer": ("Keeping one head per layer", "evaluation"),
+    "kinds": ("Removing a share of one attention kind's heads", "evaluation"),
     "bench": ("Timing", "measurement"),
     "finetune": ("Fine-tuning", "step"),
     "dynamics": ("Training dynamics", "checkpoint"),

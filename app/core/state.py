@@ -80,6 +80,7 @@ TOUR_STEP = "hp_tour_step"
 MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
 MAP_EDITS = "hp_map_edits"      # app.headmap.clicks: what each edit button does, as last drawn
+MODEL_TYPED = "hp_model_typed"  # app.sidebar.pickers: (source, text) of a model that failed to load, kept in the form
 
 QP_STEP = "step"              # the Tour page's step: only that page's links carry it
 TOUR_PAGE = "tour"            # its url_path (app.core.pages)
@@ -276,8 +277,18 @@ def set_tour_step(name: str) -> None:
     st.session_state[TOUR_STEP] = name
 
 
+def model_typed() -> tuple[str, str] | None:
+    """The model source and text last typed that did not load (the form shows them again to be fixed); None
+    once a model loaded."""
+    return st.session_state.get(MODEL_TYPED)
+
+
+def set_model_typed(typed: tuple[str, str] | None) -> None:
+    st.session_state[MODEL_TYPED] = typed
+
+
 __all__ = [
     "widget_key", "init", "share_params", "push_query_params", "model_spec", "set_model_spec", "task_spec",
     "set_task_spec", "scorer_name", "set_scorer", "eval_size", "set_eval_size", "restore", "defaults",
-    "tour_step", "set_tour_step", "QP_STEP", "TOUR_PAGE",
+    "tour_step", "set_tour_step", "model_typed", "set_model_typed", "QP_STEP", "TOUR_PAGE",
 ]

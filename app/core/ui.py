@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.core import notices, state
+from app.core import notices, state, uncertainty
 from app.core.access import hide_upload_paths
 from app.core.text import md_escape
 from pruning_core.core.errors import HeadpruneError
@@ -104,9 +104,10 @@ def metric_label(name: str) -> str:
     return get_metric(name).label
 
 
-def metric_text(name: str, value: float) -> str:
-    """The metric's display format: accuracy-like metrics as percentages, BLEU as points."""
-    return get_metric(name).format(value)
+def metric_text(name: str, value: float, interval: tuple[float, float] | None = None) -> str:
+    """The metric's display format (accuracy-like metrics as percentages, BLEU as points), rounded as the Head
+    map rounds a value with the 95 % ``interval`` (that of the all-heads evaluation of the same examples)."""
+    return uncertainty.rounded(name, value, interval)
 
 
 def is_zero_text(delta: str) -> bool:

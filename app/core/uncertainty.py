@@ -53,10 +53,11 @@ class Shown:
     interval: str       # '95 % interval 62–77 %, 128 examples' ('128 examples, no interval' when unknown)
 
 
-def shown(result: EvalResult) -> Shown:
-    """``result``'s metric, rounded to what its 95 % interval supports, with the interval and ``n``."""
+def shown(result: EvalResult, unit: str = "example") -> Shown:
+    """``result``'s metric, rounded to what its 95 % interval supports, with the interval and ``n`` (counted in
+    ``unit``s, what one example of the model is: "utterance", "window")."""
     metric = get_metric(result.metric_name)
-    n = f"{result.n_examples} example{'s' if result.n_examples != 1 else ''}"
+    n = f"{result.n_examples} {unit}{'s' if result.n_examples != 1 else ''}"
     if result.interval is None:
         return Shown(metric.format(result.metric), f"{n}, no interval")
     low, high = result.interval
@@ -67,6 +68,29 @@ def shown(result: EvalResult) -> Shown:
     span = f"{number.format(metric.display(low))}–{number.format(metric.display(high))}"
     return Shown(fmt.format(metric.display(result.metric)),
                  f"95 % interval {span}{' ' + unit if unit else ''}, {n}")
+
+
+def rounded(metric_name: str, value: float, interval: tuple[float, float] | None = None) -> str:
+    """``value`` as :func:`shown` rounds a value whose 95 % interval is ``interval`` (a value measured on the
+    same examples as a shown one passes that one's interval): one rounding rule on every page."""
+    metric = get_metric(metric_name)
+    if interval is None:
+        return metric.format(value)
+    return _fmt(metric.fmt, decimals(metric, _half_width(metric, *interval))).format(metric.display(value))
+
+
+def unitless(metric_name: str, text: str) -> str:
+    """A shown value or interval without its unit where the unit is the metric's name: '32' and
+    '95 % interval 28–35, 128 examples' under the label 'BLEU'; '90 %' keeps its unit."""
+    metric = get_metric(metric_name)
+    unit = metric.fmt.rsplit("}", 1)[-1].strip()
+    return text.replace(f" {unit}", "") if unit == metric.label else text
+
+
+def labelled(metric_name: str, text: str) -> str:
+    """``text`` (a value, or a value with its interval, as shown) after the metric's name, its unit written
+    once: 'accuracy 90 %', 'BLEU 32 (95 % interval 28–35)' rather than 'BLEU 32 BLEU (… 28–35 BLEU)'."""
+    return f"{get_metric(metric_name).label} {unitless(metric_name, text)}"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Share page's offline HTML report can reuse them.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -16,6 +17,7 @@ from pruning_core.evaluation.significance import p_text
 
 from app.curves.tables import change_column
 
+CAP_FRACTION = 0.5     # a log axis is sized to the curves up to this share removed (the Tour asks about 50 %)
 # Okabe-Ito: distinguishable for the common colour-vision deficiencies
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]
@@ -77,17 +79,27 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     """
     metric_name = next((c.metric_name for c in curves.values()), "accuracy")
     k = get_metric(metric_name).scale
+    cap = log_axis_cap(curves, k) if get_metric(metric_name).unbounded else None
+    clip = (lambda y: y) if cap is None else (lambda y: min(y, cap))
     fig = go.Figure()
     for i, (name, c) in enumerate(curves.items()):
-        _add_band(fig, c, name, k, PALETTE[i % len(PALETTE)])
+        _add_band(fig, c, name, k, PALETTE[i % len(PALETTE)], clip)
+        ys = [k * p.metric for p in c.points]
+        above = [cap is not None and y > cap for y in ys]
         fig.add_trace(go.Scatter(
-            x=[100 * p.fraction_removed for p in c.points], y=[k * p.metric for p in c.points],
-            error_y=_error_bars(c.points, k),
+            x=[100 * p.fraction_removed for p in c.points], y=[clip(y) for y in ys], customdata=ys,
+            error_y=_error_bars(c.points, k, above),
             mode="lines+markers", name=name if len(getattr(c, "seeds", ())) < 2 else f"{name} (mean of "
                                                                                       f"{len(c.seeds)} seeds)",
             line=dict(color=PALETTE[i % len(PALETTE)], width=2, dash=None if i % 2 == 0 else "dash"),
-            marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
-            hovertemplate=f"{name}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
+            marker=dict(symbol=["triangle-up" if a else SYMBOLS[i % len(SYMBOLS)] for a in above],
+                        size=[12 if a else 8 for a in above]),
+            hovertemplate=f"{name}<br>%{{x:.0f}} % removed<br>%{{customdata:.4g}}<extra></extra>"))
+    if cap is not None and any(k * p.metric > cap for c in curves.values() for p in c.points):
+        fig.add_hline(y=cap, line=dict(color="#555555", dash="dash", width=1),
+                      annotation_text=f"axis capped at 10<sup>{round(math.log10(cap))}</sup>: ▲ points lie "
+                                      "above it (hover for the value)",
+                      annotation_position="top left")
     if dense_metric is not None:
         fig.add_hline(y=k * dense_metric, line=dict(color="#888888", dash="dot"),
                       annotation_text="all heads", annotation_position="top right")
@@ -95,12 +107,14 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
         fig.add_hline(y=k * chance, line=dict(color="#b22222", dash="dash"),
                       annotation_text=f"majority class ({100 * chance:.0f} %)", annotation_position="bottom right")
     if current is not None:
-        fig.add_trace(go.Scatter(x=[100 * current[0]], y=[k * current[1]], mode="markers", name=current_label,
+        fig.add_trace(go.Scatter(x=[100 * current[0]], y=[clip(k * current[1])], mode="markers", name=current_label,
                                  marker=dict(symbol="star", size=18, color=PALETTE[5],
                                              line=dict(width=1, color="#000000")),
                                  hovertemplate=f"{current_label}<br>%{{x:.0f}} % removed<br>%{{y:.2f}}<extra></extra>"))
     fig.update_layout(height=420, margin=dict(l=60, r=10, t=20, b=50),
-                      xaxis=dict(title="heads removed (%)", range=[-2, 102]), yaxis=metric_axis(metric_name),
+                      xaxis=dict(title="heads removed (%)", range=[-2, 102]),
+                      yaxis=metric_axis(metric_name, **({} if cap is None else
+                                                         {"range": _log_range(curves, k, dense_metric, cap)})),
                       legend=dict(orientation="h", y=-0.2))
     return fig
 
@@ -168,21 +182,42 @@ def _kind_traces(fig: go.Figure, result, kind: str, col: int, borrowed: bool) ->
                                            f"<br>%{{y:.2f}}<extra></extra>"), row=1, col=col)
 
 
-def _error_bars(points: Sequence, k: float) -> dict | None:
-    """The 95 % intervals of the points as asymmetric error bars (None when the points have none)."""
+def _error_bars(points: Sequence, k: float, off_axis: Sequence[bool] = ()) -> dict | None:
+    """The 95 % intervals of the points as asymmetric error bars (None when the points have none); none on
+    a point ``off_axis`` (drawn on a capped axis's top)."""
     if not points or any(getattr(p, "low", None) is None for p in points):
         return None
+    off = list(off_axis) or [False] * len(points)
     return dict(type="data", symmetric=False, thickness=1, width=3,
-                array=[k * (p.high - p.metric) for p in points], arrayminus=[k * (p.metric - p.low) for p in points])
+                array=[0 if o else k * (p.high - p.metric) for p, o in zip(points, off)],
+                arrayminus=[0 if o else k * (p.metric - p.low) for p, o in zip(points, off)])
 
 
-def _add_band(fig: go.Figure, curve, name: str, k: float, colour: str) -> None:
+def log_axis_cap(curves: Mapping[str, object], k: float, up_to: float = CAP_FRACTION) -> float:
+    """The top of a log axis (display units) for curves of an unbounded metric: the next power of ten
+    above 10 x the worst value at or below ``up_to`` removed, so the curves are apart where the question is
+    asked (perplexity passes 10^100 once most heads are gone, flattening everything below it)."""
+    worst = max((k * v for c in curves.values() for p in c.points if p.fraction_removed <= up_to + 1e-9
+                 for v in (p.metric, getattr(p, "band_high", None), getattr(p, "high", None)) if v is not None),
+                default=1.0)
+    return 10.0 ** math.ceil(math.log10(10 * max(worst, 1e-12)))
+
+
+def _log_range(curves: Mapping[str, object], k: float, dense_metric: float | None, cap: float) -> list[float]:
+    """Plotly's range of a log axis (log10 units): from the power of ten below the lowest value to ``cap``."""
+    values = [k * v for c in curves.values() for p in c.points
+              for v in (p.metric, getattr(p, "band_low", None), getattr(p, "low", None)) if v is not None and v > 0]
+    low = min(values + ([k * dense_metric] if dense_metric else []), default=1.0)
+    return [math.floor(math.log10(0.8 * low)), math.log10(cap) + 0.05]
+
+
+def _add_band(fig: go.Figure, curve, name: str, k: float, colour: str, clip=lambda y: y) -> None:
     """The min–max band over seeds of a curve run with several seeds (nothing otherwise)."""
     points = curve.points
     if len(getattr(curve, "seeds", ())) < 2 or any(p.band_low is None for p in points):
         return
     xs = [100 * p.fraction_removed for p in points]
-    upper, lower = [k * p.band_high for p in points], [k * p.band_low for p in points]
+    upper, lower = [clip(k * p.band_high) for p in points], [clip(k * p.band_low) for p in points]
     fig.add_trace(go.Scatter(x=xs + xs[::-1], y=upper + lower[::-1],
                              fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0), hoverinfo="skip",
                              name=f"{name}: range over {len(curve.seeds)} seeds"))

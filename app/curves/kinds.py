@@ -8,8 +8,9 @@ import streamlit as st
 
 from app.core import state, ui
 from app.core.selection import Selection
+from app.model import workload
 from app.core.text import md_code, md_escape
-from app.curves import figures, tables
+from app.curves import figures, tables, words
 from app.curves import jobs as curve_jobs
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS
@@ -29,11 +30,13 @@ def show(sel: Selection, arch) -> None:
                 "Choose a translation or speech model (Model & data) to see which kind a task needs most.")
         return
     scorer = state.scorer_name()
-    runs = len(present) * len(FRACTIONS) * (1 + SEEDS) + 1
-    st.caption(f"Remove 10, 25 and 50 % of ONE kind's heads, the least important first by {md_code(scorer)} and in "
-               f"{SEEDS} random orders, the other kinds untouched (Michel et al. 2019, §5): {runs} evaluations of "
-               f"{sel.eval_size} examples. " + missing_note(missing))
-    result = curve_jobs.kinds(sel, scorer, f"Attention kinds: {runs} evaluations of {sel.eval_size} examples",
+    runs = workload.kinds_evaluations(len(present), len(FRACTIONS), SEEDS)
+    secs = workload.kinds_seconds(sel, scorer, arch.layout.total_heads, len(present), len(FRACTIONS), SEEDS)
+    st.caption(f"Remove {', '.join(f'{100 * f:g}' for f in FRACTIONS)} % of ONE kind's heads, the least important "
+               f"first by {md_code(scorer)} and in {SEEDS} random orders, the other kinds untouched (Michel et al. "
+               f"2019, §5): {runs} evaluations of {sel.eval_size} examples. " + missing_note(missing))
+    result = curve_jobs.kinds(sel, scorer, f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
+                                           f"{workload.about(secs)} on 2 CPU cores)",
                              FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return
@@ -42,10 +45,8 @@ def show(sel: Selection, arch) -> None:
     with shown:
         st.plotly_chart(figures.kinds_figure(result, borrowed), key="kinds_figure",
                         alt="Metric against the share of one attention kind's heads removed, one colour per kind")
-        worst = result.most_sensitive("importance")
-        st.caption(f"Most sensitive here: **{KIND_LABELS[worst]}** (largest mean worsening over the three shares, "
-                   f"least important first). Error bars: 95 % intervals over the {result.n_examples} examples; "
-                   f"dashed: the mean of {SEEDS} random orders, shaded their range.")
+        st.caption(f"{words.kinds_headline(result)} Error bars: 95 % intervals over the {result.n_examples} "
+                   f"examples; dashed: the mean of {SEEDS} random orders, shaded their range.")
         borrowed_caption(borrowed)
         ui.downloads("kinds", tables.kinds_frame(result), result.to_json())
 
@@ -59,8 +60,9 @@ def borrowed_caption(borrowed) -> None:
     """Which kinds of the figure come from which other model (one caption per run borrowed from)."""
     for run, kinds in borrowed:
         st.caption(f"{' and '.join(KIND_LABELS[k].capitalize() for k in kinds)}: borrowed from "
-                   f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric: "
-                   "compare how steeply each kind falls, not the values.")
+                   f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric, "
+                   f"measured once when that run was saved (so on its own {run.n_examples} examples, not the number "
+                   "chosen here): compare how steeply each kind falls, not the values.")
 
 
 def _borrowed(result: KindSensitivity) -> tuple:

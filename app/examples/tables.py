@@ -19,13 +19,31 @@ from pruning_core.evaluation.significance import compare, evidence
 from app.core.uncertainty import change, shown
 
 TEXT_CHARS = 160        # a long text is cut to this many characters in a table cell
-SKIP_FIELDS = ("label", "target", "document", "window")
+SKIP_FIELDS = ("label", "target", "document", "window", "ref", "id", "audio")   # answers, ids, file paths
+
+
+def clean_text(text: str) -> str:
+    """A text as a reader expects it: the backtick some corpora write for an apostrophe ("hasn`t") as one."""
+    return text.replace("`", "'")
 
 
 def example_text(example: dict) -> str:
-    """The example's input text(s) (a pair joined by ' ‖ '), cut to :data:`TEXT_CHARS`."""
-    text = " ‖ ".join(str(v) for k, v in example.items() if k not in SKIP_FIELDS and isinstance(v, str))
+    """The example's input text(s) (a pair joined by ' ‖ '; ids such as a verse's "43:1:2" left out), cut to
+    :data:`TEXT_CHARS`."""
+    text = clean_text(" ‖ ".join(str(v) for k, v in example.items() if k not in SKIP_FIELDS and isinstance(v, str)))
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
+
+
+def sample_rows(dense, pruned) -> list[dict]:
+    """The few outputs an evaluation keeps (``EvalResult.extra["samples"]``: translation, speech) of all heads
+    (``dense``) and of the mask (``pruned``), one dict per example: "source" (a translation's; "" for audio),
+    "gold", "all heads", "this mask" and "changed". Empty when the task keeps none."""
+    rows = []
+    for a, b in zip(dense.extra.get("samples", ()), pruned.extra.get("samples", ())):
+        rows.append({"source": clean_text(str(a.get("source", ""))), "gold": clean_text(str(a["reference"])),
+                     "all heads": clean_text(str(a["hypothesis"])), "this mask": clean_text(str(b["hypothesis"])),
+                     "changed": a["hypothesis"] != b["hypothesis"]})
+    return rows
 
 
 def is_classes(predictions: Sequence, references: Sequence | None) -> bool:

@@ -36,9 +36,9 @@ DETECTED_LINE = dict(width=3.5, color="#000000")     # the frame of a head that 
 NO_ROLE_COLOR = "#e4e4e4"        # strongest role: a kept head without any role
 ROLE_LEGEND_PX = 170             # strongest role: the legend of roles right of the map
 ROLE_LEGEND_ROW_PX = 21          # one line of that legend
-# Paul Tol's "muted" scheme (colour-blind safe), one colour per role in registry order
-ROLE_COLOURS = ["#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99", "#999933",
-                "#AA4499"]
+# Paul Tol's "muted" scheme (colour-blind safe) less its wine, which read as previous-token's rose: one colour
+# per role in registry order (positional: teal)
+ROLE_COLOURS = ["#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#44AA99", "#999933", "#AA4499"]
 
 
 def cell_px(n_heads: int) -> int:

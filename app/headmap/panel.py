@@ -42,6 +42,7 @@ from app.model import cache, workload
 from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
+from app.examples import tables as example_tables
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
@@ -80,8 +81,8 @@ def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = Non
 
 
 def _strip_done(mask: HeadMask, ev) -> str:
-    return strip_text(mask, f"{md_escape(ui.metric_label(ev.metric_name))} **{md_escape(uncertainty.shown(ev).value)}**",
-                      f"{ev.loss:.4f}")
+    label, value = ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
+    return strip_text(mask, f"{md_escape(label)} **{md_escape(value)}**", f"{ev.loss:.4f}")
 
 
 def show(sel: Selection, arch, ranking, score_name: str) -> None:
@@ -206,7 +207,7 @@ def _evaluation(sel: Selection, mask: HeadMask) -> Work:
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
     (:data:`app.runtime.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
-    return cache.evaluation(sel, mask, "Evaluating this mask")
+    return cache.evaluation(sel, mask, workload.evaluation_label(sel, "this mask"))
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -298,23 +299,43 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     headmap_ui.remember(HeadMask.full(mask.layout), dense)
     m1 = m2 = ui.metric_row(ROW_GAP)
     metric = get_metric(ev.metric_name)
-    now, base = uncertainty.shown(ev), uncertainty.shown(dense)
+    unit = workload.default_eval_size(sel.model, sel.task)[1]      # "utterance", "window": as the sidebar says
+    now, base = uncertainty.shown(ev, unit), uncertainty.shown(dense, unit)
     diff = uncertainty.change(dense, ev, cache.comparison(sel, mask)) if changed else None
-    session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total,
-                                            f"{ui.metric_label(ev.metric_name)} {now.value}"))
-    m1.metric(ui.metric_label(ev.metric_name), now.value, width="content",
+    session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total, uncertainty.labelled(ev.metric_name, now.value)))
+    m1.metric(ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, now.value), width="content",
               **ui.delta_kwargs(diff.text if diff else None, "normal" if metric.higher_is_better else "inverse",
                                 within_noise=bool(diff and diff.within_noise)),
               help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
     loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
                      **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
-    st.caption(f"On the first {ev.n_examples} examples of the {md_code(cache.split_of(sel.task))} split of "
-               f"{md_code(task_label(sel.task))}: {md_escape(ui.metric_label(ev.metric_name))} "
-               f"{md_escape(now.value)} ({md_escape(now.interval)}). "
-               f"All heads: {md_escape(base.value)} ({md_escape(base.interval)})."
+    st.caption(f"On the first {workload.count_text(ev.n_examples, unit)} of the "
+               f"{md_code(cache.split_of(sel.task))} split of "
+               f"{md_code(task_label(sel.task))}: "
+               f"{md_escape(uncertainty.labelled(ev.metric_name, f'{now.value} ({now.interval})'))}. "
+               f"All heads: {md_escape(uncertainty.unitless(ev.metric_name, f'{base.value} ({base.interval})'))}."
                + (f" Change: {md_escape(diff.detail)}." if diff else ""))
+    example_outputs(dense, ev, mask)
     return ev, loss_slot
+
+
+def example_outputs(dense, ev, mask: HeadMask) -> None:
+    """The first few outputs of a translation or speech model (gold, all heads, this mask) under the metric,
+    redrawn with it on every click; nothing for a task whose evaluation keeps none."""
+    rows = example_tables.sample_rows(dense, ev)
+    if not rows:
+        return
+    with st.container(border=True, key="hp_example_outputs"):
+        st.markdown(f"**Example outputs** · the first {len(rows)}")
+        for i, row in enumerate(rows, start=1):
+            lines = [f"**{i}.** " + (f"*{md_escape(row['source'])}*" if row["source"] else ""),
+                     f"gold: {md_escape(row['gold'])}", f"all heads: {md_escape(row['all heads'])}"]
+            if not mask.is_full():
+                lines.append(f"this mask: :red[{md_escape(row['this mask'])}]" if row["changed"]
+                             else f"this mask: {md_escape(row['this mask'])} (the same)")
+            st.markdown("  \n".join(lines))
+        st.caption("Every example, with all heads and with this mask: the **Per example** page.")
 
 
 def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list | None = None) -> None:

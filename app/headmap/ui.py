@@ -168,7 +168,16 @@ def show_history(metric_name: str) -> None:
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},
                     alt="Metric after each change of the mask")
-    skipped = sum(f is None for f in found)
-    st.caption(f"Step {mask_state.history_index()} of {len(entries) - 1}: "
-               f"{md_escape(entries[mask_state.history_index()].label.rstrip('.'))}."     # a label may hold a file name
-               + (f" {skipped} step(s) skipped by quick clicks have no point." if skipped else ""))
+    current = mask_state.history_index()
+    st.caption(f"Step {current} of {len(entries) - 1}: "
+               f"{md_escape(entries[current].label.rstrip('.'))}."     # a label may hold a file name
+               + skipped_note([f is not None for f in found], current))
+
+
+def skipped_note(known: list[bool], current: int) -> str:
+    """" 2 steps skipped by quick clicks have no point." for the steps without a metric, the current one
+    left out (its evaluation is under way, as the panel says); "" when none was skipped."""
+    skipped = sum(1 for i, k in enumerate(known) if not k and i != current)
+    if not skipped:
+        return ""
+    return f" {skipped} step{'s' if skipped > 1 else ''} skipped by quick clicks {'have' if skipped > 1 else 'has'} no point."

@@ -13,12 +13,31 @@ import logging
 import sys
 import threading
 import time
+import warnings
 
-from app.core.selection import Selection
-from app.core.state import DEFAULT_SCORER
-from app.model import cache, workload
-from pruning_core.core import catalog
-from pruning_core.core.errors import HeadpruneError
+# Streamlit loggers that warn when cached functions are made or called without a server ("No runtime found,
+# using MemoryCacheStorageManager", "missing ScriptRunContext"): the command line quiets them to errors
+NO_RUNTIME_LOGGERS = ("streamlit.runtime.caching.cache_data_api",
+                      "streamlit.runtime.scriptrunner_utils.script_run_context")
+
+
+def quiet_without_server() -> None:
+    """Streamlit's no-server warnings down to errors: ``python -m app.model.warm`` (``make run``) shows progress."""
+    import streamlit.logger
+
+    for name in NO_RUNTIME_LOGGERS:
+        streamlit.logger.get_logger(name).setLevel(logging.ERROR)
+
+
+if __name__ == "__main__":          # before the app's modules make their cached functions (each would warn)
+    quiet_without_server()
+
+from app.core.selection import Selection  # noqa: E402
+from app.core.state import DEFAULT_SCORER  # noqa: E402
+from app.model import cache, workload  # noqa: E402
+from pruning_core.core import catalog  # noqa: E402
+from pruning_core.core.errors import HeadpruneError  # noqa: E402
+from pruning_core.zoo.bergamot import SACREMOSES_HINT  # noqa: E402
 
 log = logging.getLogger("headprune.app")
 
@@ -90,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Score prepared models' heads ahead, for the dashboard.")
     parser.add_argument("models", nargs="*", help="prepared models (default: every prepared model)")
     args = parser.parse_args(argv)
-    logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)  # "No runtime found"
-    for spec in args.models or catalog.prepared_names():
+    quiet_without_server()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SACREMOSES_HINT)      # a translation model's tokenizer
+        return _warm_all(args.models or catalog.prepared_names())
+
+
+def _warm_all(models: list[str]) -> int:
+    for spec in models:
         if spec not in catalog.prepared_names():
             print(f"{spec}: " + (f"not prepared yet: run `headprune prepare --model {spec}` first" if spec in
                                  catalog.names() else f"no such model; the models are {', '.join(catalog.names())}")

@@ -161,6 +161,24 @@ def about(seconds: float) -> str:
     return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
 
 
+EVAL_ESTIMATE_SECONDS = 5.0      # an evaluation label gives its time estimate from this long up
+
+
+def count_text(n: int, unit: str) -> str:
+    """'8 utterances', '16 windows', '1 example': a number of examples named as the model's examples are."""
+    return f"{n} {unit}{'s' if n != 1 else ''}"
+
+
+def evaluation_label(sel: Selection, what: str) -> str:
+    """A progress label for one evaluation: "Evaluating this mask on 8 utterances (about 23 s on 2 CPU cores)";
+    the count and estimate only from :data:`EVAL_ESTIMATE_SECONDS` up (a click on the default is no wait)."""
+    secs = _eval_seconds(sel)
+    if secs < EVAL_ESTIMATE_SECONDS or sel.eval_size is None:
+        return f"Evaluating {what}"
+    unit = default_eval_size(sel.model, sel.task)[1]
+    return f"Evaluating {what} on {count_text(sel.eval_size, unit)} ({about(secs)} on 2 CPU cores)"
+
+
 def _eval_seconds(sel: Selection) -> float:
     try:
         return cache.example_cost(sel.model, sel.task).seconds(sel.eval_size)
@@ -182,6 +200,18 @@ def curve_seconds(sel: Selection, scorer: str, score_size_: int, step: float, re
 def ablation_seconds(sel: Selection, heads: int) -> float:
     """Estimated seconds of the single-head ablation table: one evaluation with all heads and one per head."""
     return (heads + 1) * _eval_seconds(sel)
+
+
+def kinds_evaluations(kinds: int, fractions: int, seeds: int) -> int:
+    """Evaluations of the attention-kinds comparison: per kind and share, one least important first and one
+    per random seed, plus the one with all heads (the count its progress reaches)."""
+    return kinds * fractions * (1 + seeds) + 1
+
+
+def kinds_seconds(sel: Selection, scorer: str, heads: int, kinds: int, fractions: int, seeds: int) -> float:
+    """Estimated seconds of the attention-kinds comparison: the scoring and :func:`kinds_evaluations`."""
+    scoring = scoring_seconds(sel.model, sel.task, scorer, score_size(sel, scorer), heads)
+    return scoring + kinds_evaluations(kinds, fractions, seeds) * _eval_seconds(sel)
 
 
 def one_per_layer_seconds(sel: Selection, heads: int, layers: int, scorer: str | None,

@@ -19,6 +19,7 @@ import base64
 import datetime as _dt
 import html
 import json
+import numbers
 from collections.abc import Iterable, Mapping
 
 import plotly.graph_objects as go
@@ -68,10 +69,17 @@ def _figure_html(fig: go.Figure, div_id: str) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
+def _cell(value) -> object:
+    """A whole number of 10,000 and more with thousands separators (22,713,986 parameters); else as it is."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return f"{value:,}"
+    return value
+
+
 def _table(header: Iterable[str], rows: Iterable[Iterable], numeric: set[int] = frozenset()) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td class=\"num\">{_e(c)}</td>" if i in numeric else f"<td>{_e(c)}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td class=\"num\">{_e(_cell(c))}</td>" if i in numeric
+                                    else f"<td>{_e(_cell(c))}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -121,7 +129,8 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
     for result, which in ((a.evaluation, "this mask"), (a.dense_evaluation, "all heads")):
         if result is not None:          # at the precision its interval supports, with the interval and n
             seen = uncertainty.shown(result)
-            cards.append((f"{result.metric_name}, {which}", f"{seen.value} ({seen.interval})"))
+            cards.append((f"{get_metric(result.metric_name).label}, {which}",
+                          uncertainty.unitless(result.metric_name, f"{seen.value} ({seen.interval})")))
     if a.evaluation is not None:
         cards.append(("loss, this mask", f"{a.evaluation.loss:.3f}"))
     if a.bench is not None:

@@ -110,6 +110,7 @@ def _apply_model() -> None:
 
     source = st.session_state[state.widget_key("model", "source")]
     where = (st.session_state[state.widget_key("model", "where")] or "").strip()
+    state.set_model_typed(None)
     if source == "prepared":
         name = st.session_state[state.widget_key("model", "prepared")]
         state.set_model_spec(name)
@@ -134,6 +135,7 @@ def _use_if_it_loads(spec: str, typed: str) -> None:
     except HeadpruneError as exc:
         notices.add_notice("error", f"{md_code(typed)} could not be loaded, so {md_code(state.model_spec())} stays "
                                     f"in use: {md_escape(hide_upload_paths(str(exc)))}")
+        state.set_model_typed((st.session_state[state.widget_key("model", "source")], typed))   # fix one letter
         return
     state.set_model_spec(spec)
 
@@ -143,14 +145,15 @@ def model_picker() -> None:
     folder or a hub id, applied with one button."""
     spec = state.model_spec()
     prepared = spec in zoo.names()
+    typed = state.model_typed()             # a model that failed to load stays in the form, to be corrected
     with st.form(state.widget_key("model", "form")):
         st.markdown("**Model**")
         st.radio("Source", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True,
-                 key=bind(state.widget_key("model", "source"), _source_of(spec)))
+                 key=bind(state.widget_key("model", "source"), typed[0] if typed else _source_of(spec)))
         st.selectbox("Prepared model", zoo.names(), format_func=zoo_label,
                      key=bind(state.widget_key("model", "prepared"), spec if prepared else zoo.DEFAULT))
         st.text_input("Folder or hub id (not needed for a prepared model)", placeholder="/path/to/model or org/name",
-                      key=bind(state.widget_key("model", "where"), "" if prepared else spec))
+                      key=bind(state.widget_key("model", "where"), typed[1] if typed else "" if prepared else spec))
         st.form_submit_button("Use this model", on_click=_apply_model, type="primary")
     st.caption(f"In use: {md_code(spec)}. Supported: BERT, RoBERTa, ELECTRA, DistilBERT (classification), "
                "BART, Marian (translation), Whisper (speech recognition), Llama, Qwen2, Mistral, Gemma, GPT-2 "

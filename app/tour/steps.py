@@ -75,6 +75,7 @@ class TourStep:
     models: tuple[str, ...] = ("default", "smollm2", "translation")     # TourModel keys the step runs on
     task_types: tuple[str, ...] = ()                      # the model task types it needs (() = any)
     not_on: str = ""           # Markdown: why it does not run on the other models (or on another task type)
+    also: tuple[str, ...] = ()  # url_paths of further pages the click names, each linked after the first
 
 
 STEPS: tuple[TourStep, ...] = (
@@ -118,8 +119,9 @@ STEPS: tuple[TourStep, ...] = (
         "cross-attention heads removed, least important first, every encoder head kept.",
         "Open the **Head map**, remove a few more cross-attention heads (or restore some) and watch BLEU in the "
         "live panel: each click shows the new loss in about 1.2 s, then translates the 128 evaluation verses "
-        "again: the new BLEU in about 2 s.",
-        "head_map", models=("translation",),
+        "again: the new BLEU in about 2 s, with a few verses translated under it. Every verse, with all heads and "
+        "with this mask: the **Per example** page.",
+        "head_map", models=("translation",), also=("examples",),
         not_on="The tour's other models have one kind of attention each (MiniLM-L6 encoder self-attention, "
                "SmolLM2 decoder self-attention): there is no other kind to compare. Pick the translation model "
                "above."),

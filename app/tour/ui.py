@@ -19,10 +19,10 @@ from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
 
 from app.attention import figures as attention, cache as cache_attention
-from app.model import cache, jobs
+from app.model import cache, jobs, workload
 from app.curves import jobs as curve_jobs
 from app.sidebar import pickers
-from app.curves import figures as charts, kinds as kinds_tab, tables
+from app.curves import figures as charts, kinds as kinds_tab, tables, words as curve_words
 from app.roles import cache as cache_roles
 from app.headmap import cache as cache_headmap, latency as latency_ui
 from app.core import mask as mask_state, state, ui
@@ -89,7 +89,8 @@ def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.Tou
     ui.show_notices()
     page = PAGE_FILES[step.page]
     st.markdown(f"**Now click** · {step.click}")
-    st.page_link(page.file, label=f"Open {page.title}", icon=page.icon)
+    for page in (page, *(PAGE_FILES[name] for name in step.also)):
+        st.page_link(page.file, label=f"Open {page.title}", icon=page.icon)
 
 
 def navigation(step: tour.TourStep) -> None:
@@ -125,20 +126,33 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    table = curve_jobs.ablation(ctx.sel).show()
+    heads = ctx.arch.total_heads
+    table = curve_jobs.ablation(ctx.sel, f"Single-head ablation ({heads + 1} evaluations of {ctx.sel.eval_size} "
+                                         f"examples, {workload.about(workload.ablation_seconds(ctx.sel, heads))} on "
+                                         "2 CPU cores)").show()
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
-    _prepare(tour.one_head_removed(table, ctx.arch.layout), f"{kind} L{layer} H{head} removed (costliest alone)")
+    _prepare(tour.one_head_removed(table, ctx.arch.layout),
+             f"{KIND_LABELS[kind]} L{layer} H{head} removed (costliest alone)")
     row = next(r for r in table.rows if (r.kind, r.layer, r.head) == (kind, layer, head))
     significant = sum(bool(r.significant) for r in table.rows)
     st.plotly_chart(charts.ablation_figure(table), key="tour_ablation",
                     alt="Change of the metric when each head alone is removed, per layer and head")
-    st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric)}. The costliest single head, "
-               f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric)} without it. "
+    iv = _dense_interval(ctx)
+    st.caption(f"All heads: {ui.metric_text(table.metric_name, table.base_metric, iv)}. The costliest single head, "
+               f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric, iv)} "
+               "without it. "
                f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
                f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
     return True
+
+
+def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
+    """The 95 % interval of the all-heads evaluation of the step's examples (the Head map's), so a value in a
+    step's caption is rounded as the Head map rounds it."""
+    dense = cache.dense_evaluation(ctx.sel).show()
+    return None if dense is None else dense.interval
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
@@ -147,9 +161,10 @@ def _one_per_layer(ctx: Ctx) -> bool:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
     ui.table(tables.one_per_layer_frame(result))
-    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Every layer reduced to its "
-               f"best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
-               f"{ui.metric_text(result.metric_name, result.all_layers_metric)}; {result.n_examples} examples.")
+    iv = _dense_interval(ctx)
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, iv)}. Every layer reduced to "
+               f"its best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
+               f"{ui.metric_text(result.metric_name, result.all_layers_metric, iv)}; {result.n_examples} examples.")
     return True
 
 
@@ -176,21 +191,25 @@ def _curve(ctx: Ctx) -> bool:
 
 def _translation(ctx: Ctx) -> bool:
     scores = _scores(ctx)
-    result = curve_jobs.kinds(ctx.sel, tour.SCORER, "Attention kinds: a share of one kind's heads removed at a "
-                             "time").show()                           # the Curves page's Attention kinds job
+    kinds = sum(1 for rows in ctx.arch.layout.kinds.values() if sum(rows) > 0)
+    runs = workload.kinds_evaluations(kinds, len(FRACTIONS), curve_jobs.KIND_SEEDS)
+    secs = workload.kinds_seconds(ctx.sel, tour.SCORER, ctx.arch.total_heads, kinds, len(FRACTIONS),
+                                  curve_jobs.KIND_SEEDS)
+    result = curve_jobs.kinds(ctx.sel, tour.SCORER, f"Attention kinds: a share of one kind's heads removed at a time "
+                                                   f"({runs} evaluations, {workload.about(secs)} on 2 CPU cores)"
+                             ).show()                           # the Curves page's Attention kinds job
     if scores is None or result is None:
         return False
     mask = _prepare(tour.half_cross_removed(scores), "half the cross-attention heads removed (gradient)")
     borrowed = borrow(result, kinds_tab.bundled_runs())[1:]        # Michel's third kind, from another model
     st.plotly_chart(charts.kinds_figure(result, borrowed), key="tour_kinds",
                     alt="Metric against the share of one attention kind's heads removed, one colour per kind")
-    by_importance, at_random = result.most_sensitive("importance"), result.most_sensitive("random")
     why = "; ".join(w for k, w in ctx.arch.absent_kinds.items() if k in result.missing)   # e.g. an SSRU decoder
     missing = missing_note(result.missing)
-    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric)}. Most sensitive, least "
-               f"important first: **{KIND_LABELS[by_importance]}**; in random order: **{KIND_LABELS[at_random]}** "
-               f"(the largest mean worsening over the shares {', '.join(f'{100 * f:g} %' for f in FRACTIONS)}). "
-               f"The prepared mask removes {mask.n_total - mask.n_kept} of {result.heads.get('cross', 0)} "
+    base_iv = None if result.base_low is None else (result.base_low, result.base_high)
+    st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, base_iv)}. "
+               f"{curve_words.kinds_headline(result)} The prepared mask removes {mask.n_total - mask.n_kept} of "
+               f"{result.heads.get('cross', 0)} "
                f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
                f"mean of {curve_jobs.KIND_SEEDS} random orders, shaded their range. "
                + (f"{missing[:-1]}: {why}." if missing and why else missing))

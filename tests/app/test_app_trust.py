@@ -145,6 +145,11 @@ def test_an_unreachable_hub_model_message_has_no_double_period(app_for, tiny_ber
     errors = [_plain(e.value) for e in at.error]
     assert any("cannot be reached" in e and "spelling" in e for e in errors), errors
     assert not any(".." in e.replace("...", "") for e in errors), errors
+    # the form keeps what was typed, so fixing one letter needs no retyping
+    assert at.radio(key="hp_w_model_source").value == "hub"
+    assert at.text_input(key="hp_w_model_where").value == "nosuchorg/nosuchmodel"
+    at.run()                                                       # and on the next run too
+    assert at.text_input(key="hp_w_model_where").value == "nosuchorg/nosuchmodel"
 
 
 def test_an_unreadable_link_mask_message_has_no_double_period():

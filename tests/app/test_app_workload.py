@@ -138,3 +138,16 @@ def test_a_translation_costs_its_source_in_the_encoder_and_its_target_in_the_dec
     source = math.ceil(statistics.mean(len(f["input_ids"]) for f in feats))
     target = math.ceil(statistics.mean(len(f["labels"]) for f in feats))
     assert (cost.tokens, cost.decoder_tokens) == (source, target)
+
+
+def test_a_long_evaluation_says_its_count_and_estimate(monkeypatch):
+    """A Whisper click (about 23 s) names its utterances and the time; a quick click on the default stays short."""
+    from app.core.selection import Selection
+    from app.model import workload as wl
+
+    sel = Selection("whisper-base", "movie-speech", 8)
+    monkeypatch.setattr(wl, "default_eval_size", lambda spec, task: (8, "utterance"))
+    monkeypatch.setattr(wl, "_eval_seconds", lambda s: 23.0)
+    assert wl.evaluation_label(sel, "this mask") == "Evaluating this mask on 8 utterances (about 23 s on 2 CPU cores)"
+    monkeypatch.setattr(wl, "_eval_seconds", lambda s: 1.2)
+    assert wl.evaluation_label(sel, "this mask") == "Evaluating this mask"

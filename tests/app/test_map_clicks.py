@@ -67,3 +67,8 @@ def test_a_button_does_nothing_itself_once_the_log_reports(session):
 def test_entries_that_do_not_fit_the_model_are_ignored(session):
     report(session, ("encoder_self", 5, 0), ("cross", 0, 0), ("edit", "nothing"), ("edit",), ("encoder_self", 0, 3))
     assert mask_state.current_mask(LAYOUT) == without((0, 3))
+
+
+def test_a_click_is_named_in_words_in_the_history(session):
+    report(session, ("encoder_self", 1, 2))
+    assert [e.label for e in mask_state.history()][-1] == "encoder self-attention L1 H2 removed"

@@ -48,3 +48,35 @@ def test_only_prepared_models(tiny_bert, capsys):
     assert warm.why_not(str(tiny_bert.model), tiny_bert.task) == "not a prepared model"
     assert warm.main(["no-such-model"]) == 2
     assert "no such model; the models are" in capsys.readouterr().err
+
+
+def test_the_command_line_shows_its_own_words_not_streamlits_warnings():
+    """`make run` warms the default: no "No runtime found" per cached function, yet a real error still shows."""
+    import subprocess
+    import sys
+
+    from browser_helpers import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "app.model.warm", "nosuchmodel"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2
+    assert "No runtime found" not in done.stderr and "ScriptRunContext" not in done.stderr, done.stderr
+    assert "nosuchmodel: no such model" in done.stderr
+
+
+def test_preparing_a_translation_model_drops_only_the_sacremoses_hint(monkeypatch):
+    import warnings
+
+    from pruning_core.zoo import bergamot
+
+    def fake(name, force, progress):
+        warnings.warn(bergamot.SACREMOSES_HINT)
+        warnings.warn("a real problem")
+        return name
+
+    monkeypatch.setattr(bergamot, "prepare_bergamot", fake)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert bergamot.prepare_en_pt() == "bergamot-en-pt"
+        warnings.warn(bergamot.SACREMOSES_HINT)             # outside the prepare call: shown as before
+    assert [str(w.message) for w in seen] == ["a real problem", bergamot.SACREMOSES_HINT]

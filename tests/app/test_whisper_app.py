@@ -39,6 +39,13 @@ def test_model_and_head_map_pages_show_wer_and_three_maps(app):
                for k in ("encoder_self", "decoder_self", "cross"))
     wer = next(m for m in at.metric if m.label == "WER")
     assert "95 % interval" in wer.proto.help
+    sidebar = " ".join(m.value for m in at.sidebar.markdown)
+    counted = next(c.value for c in at.caption if c.value.startswith("On the first "))
+    assert "utterances" in sidebar.split("Evaluated on", 1)[1]         # the panel names what the sidebar counts
+    assert counted.split()[4].startswith("utterance"), counted          # "On the first 4 utterances of …"
+    assert "example" not in counted and "utterance" in wer.proto.help
+    outputs = [m.value for m in at.markdown if m.value.startswith("**1.**")]      # a transcript under the metric
+    assert outputs and "gold: " in outputs[0] and "all heads: " in outputs[0]
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")

@@ -155,3 +155,13 @@ def test_cli_kinds_borrows_a_saved_run_and_refuses_a_wrong_file_before_any_work(
     assert main(["kinds", "tiny", "--task", "file:tiny.csv", "--borrow", "curve.json"]) == 2
     err = capsys.readouterr().err
     assert "--borrow curve.json: not a saved `headprune kinds` result" in err and "--out FILE.json" in err
+
+
+def test_the_progress_counts_every_evaluation_the_one_with_all_heads_included():
+    """The dashboard's button names kinds x shares x (1 + seeds) + 1 evaluations; the progress reaches that count."""
+    loaded = _loaded({"encoder_self": [4, 4], "cross": [4, 4]})
+    events = []
+    result = kind_sensitivity(loaded, KeptShareTask(), SimpleNamespace(split="test", n_examples=10),
+                              _ranking(loaded._layout), fractions=(0.25, 0.5), seeds=2, progress=events.append)
+    assert [e.done for e in events] == list(range(1, 2 * 2 * (1 + 2) + 2))
+    assert {e.total for e in events} == {len(result.points) + 1} == {13}

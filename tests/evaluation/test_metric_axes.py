@@ -54,3 +54,27 @@ def test_training_dynamics_curves_use_the_metrics_axis():
     checkpoint = Checkpoint(10, 1.0, 3.2, 136.0, 4.9, {}, points, None, None, 1.0)
     result = DynamicsResult("perplexity", 10, 8, 16, 16, (checkpoint,))
     assert dynamics_charts.curves_by_step_figure(result).layout.yaxis.type == "log"
+
+
+def test_a_perplexity_curve_to_ten_to_the_133_keeps_fifty_percent_readable():
+    """SmolLM2's curve: 20 with all heads, 2,000 at 50 %, 10^133 with every head gone. The axis stops a
+    power of ten above 10x the worst value at 50 %, the points above it sit on a marked cap with their value."""
+    from dataclasses import replace
+
+    values = [20.0, 60.0, 300.0, 2_000.0, 9_000.0, 1e40, 1e133]
+    curve = _curve("perplexity", values)
+    curve = replace(curve, points=tuple(replace(p, low=0.9 * p.metric, high=1.1 * p.metric) for p in curve.points))
+    fig = charts.curves_figure({"gradient": curve}, dense_metric=20.0)
+    low, high = fig.layout.yaxis.range
+    assert low == 1 and 5 <= high <= 5.1                      # 10 .. 10^5: 2,000 at 50 % sits well under the top
+    line = next(t for t in fig.data if t.name == "gradient")
+    assert max(line.y) == pytest.approx(1e5) and line.customdata[-1] == pytest.approx(1e133)
+    assert list(line.marker.symbol).count("triangle-up") == 2
+    assert any("axis capped at 10<sup>5</sup>" in a.text for a in fig.layout.annotations)
+    assert line.error_y.array[-1] == 0 and line.error_y.array[0] > 0    # no bar drawn from the cap
+
+
+def test_a_perplexity_curve_below_its_cap_is_not_marked():
+    fig = charts.curves_figure({"gradient": _curve("perplexity", [136.0, 2_000.0, 20_000.0])})
+    assert not any("capped" in (a.text or "") for a in fig.layout.annotations)
+    assert "triangle-up" not in list(fig.data[0].marker.symbol)
