@@ -182,6 +182,12 @@ def memory_report(policy: KVPolicy, loaded, context: int) -> dict:
 # id(attention module) -> (streaming query heads [H] bool, sink, window)
 _ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, int, int]] | None] = ContextVar("headprune_kv_policy",
                                                                                  default=None)
+_POLICY: ContextVar["KVPolicy | None"] = ContextVar("headprune_kv_policy_value", default=None)
+
+
+def active_policy() -> "KVPolicy | None":
+    """The policy of the innermost :func:`applied` block of this thread, or None."""
+    return _POLICY.get()
 
 
 def allowed(streaming: torch.Tensor, past: int, queries: int, sink: int, window: int) -> torch.Tensor:
@@ -239,12 +245,13 @@ def applied(loaded, policy: KVPolicy | None) -> Iterator[None]:
     sites = [s for s in loaded.sites if s.kind == KIND]
     entries = {id(s.container): (_streaming_queries(s, row), policy.sink, policy.window)
                for s, row in zip(sites, policy.streaming) if any(row)}
-    token = _ACTIVE.set({**(_ACTIVE.get() or {}), **entries})
+    token, value = _ACTIVE.set({**(_ACTIVE.get() or {}), **entries}), _POLICY.set(policy)
     try:
         with shared_hooks(loaded.model, "kv_policy", lambda: [
                 s.container.register_forward_pre_hook(_hook, with_kwargs=True) for s in sites]):
             yield
     finally:
+        _POLICY.reset(value)
         _ACTIVE.reset(token)
 
 
