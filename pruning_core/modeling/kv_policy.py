@@ -219,7 +219,8 @@ def _hook(module, args: tuple, kwargs: dict):
             raise FormatError(f"The attention mask has shape {tuple(mask.shape)}, expected [..., {queries}, "
                               f"{past + queries}]: a KV policy needs a cache that counts every token "
                               "(kv_policy.new_cache) and no left padding.")
-        new = mask & ok[None] if mask.dtype == torch.bool else mask.masked_fill(~ok[None], torch.finfo(mask.dtype).min)
+        new = mask & ok[None] if mask.dtype == torch.bool else torch.where(
+            ok[None], mask, torch.tensor(torch.finfo(mask.dtype).min, dtype=mask.dtype, device=mask.device))
     return args, {**kwargs, "attention_mask": new}
 
 

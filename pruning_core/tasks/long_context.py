@@ -61,7 +61,8 @@ class LongContextTask(Task):
             return ruler.specs(kind, split, self.words, limit, seed)
 
         super().__init__(kind, loader, splits=ruler.SPLITS, default_split="test",
-                         description=self.kind.description, cache_token=lambda split: f"seed={seed}")
+                         description=self.kind.description,
+                         cache_token=lambda split: f"seed={seed}:words={hash(self.words)}")
 
     @property
     def words(self) -> ruler.Words:
