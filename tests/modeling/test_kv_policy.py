@@ -157,3 +157,20 @@ def test_policy_from_scores_streams_the_lowest_groups(tmp_path):
     rand = [kvp.random_policy((2, 2), 0.5, seed) for seed in range(3)]
     assert all(p.n_streaming == 2 for p in rand)
     assert kvp.random_policy((2, 2), 0.5, 7) == kvp.random_policy((2, 2), 0.5, 7)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_a_right_padded_batch_keeps_the_model_mask_and_the_policy(tmp_path, attn):
+    """The model's own mask (padding) and the policy's combine: each row equals that row alone."""
+    lm = tiny_loaded("llama", tmp_path, attn_implementation=attn)
+    ids = _ids(9).repeat(2, 1)
+    ids[1, :7] = _ids(7, seed=4)
+    attention = torch.ones(2, 9, dtype=torch.long)
+    attention[1, 7:] = 0
+    policy = _policy([[True, False], [False, True]], sink=1, window=2)
+    with torch.no_grad(), kvp.applied(lm, policy):
+        batch = lm.model(input_ids=ids, attention_mask=attention).logits
+        first = lm.model(input_ids=ids[:1]).logits
+        second = lm.model(input_ids=ids[1:, :7]).logits
+    torch.testing.assert_close(batch[0], first[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(batch[1, :7], second[0], atol=1e-5, rtol=1e-4)
