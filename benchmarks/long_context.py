@@ -11,6 +11,8 @@ streaming, chosen by retrieval score vs at random, beside the KV memory.
 3. ``niah-single`` at ``--context`` (1024) tokens, the first ``--limit`` (20) examples of ``test``: the full cache,
    each policy. Exact match with Wilson intervals; McNemar's exact paired test of each policy against the full
    cache; KV memory of each policy from the shapes.
+4. With ``--causal SHARE``: the causal test (``analysis.causal``) on the same examples, the top SHARE of heads by
+   retrieval score removed vs as many random heads per seed, paired tests.
 
 Writes ``benchmarks/results/long_context.json`` (``headprune.long_context_bench/1``, with provenance and load).
 """
@@ -49,6 +51,8 @@ def main() -> None:
     ap.add_argument("--sink", type=int, default=128)
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--causal", type=float, default=None, metavar="SHARE",
+                    help="also the causal test: remove this share of heads, top by retrieval score vs random")
     ap.add_argument("--out", default=str(RESULTS / "long_context.json"))
     args = ap.parse_args()
     timings: dict[str, dict] = {}
@@ -95,7 +99,17 @@ def main() -> None:
         print(f"{name:10s} {int(sum(res.per_example))}/{res.n_examples} ({res.metric:.2f}, Wilson "
               f"{res.interval[0]:.2f}-{res.interval[1]:.2f}); KV {memory['kv_bytes'] / 2**20:.2f} MiB "
               f"({memory['ratio']:.2f}x smaller){'' if c is None else f'; vs full {c.delta:+.2f}, {c.p_text}'}")
-    out = {"format": FORMAT, "model": args.model, "task": args.task, "context": args.context,
+    causal = None
+    if args.causal:
+        from pruning_core.analysis.causal import CausalConfig, causal_test
+        config = CausalConfig(fraction=args.causal, seeds=tuple(range(args.seeds)), split="test", limit=args.limit,
+                              context=args.context, batch_size=1)
+        causal = timed("causal test", lambda: causal_test(loaded, task, scores, config))
+        for name, run in causal["runs"].items():
+            print(f"causal {name:10s} {run['metric']:.2f} (drop {run['drop']:+.2f}) removed {run['removed']}")
+        for c in causal["comparisons"]:
+            print(f"causal {c['other']} vs {c['base']}: {c['delta']:+.2f}, {c['p_text']}")
+    out = {"format": FORMAT, "causal": causal, "model": args.model, "task": args.task, "context": args.context,
            "prompt_tokens": [t["tokens"] for t in data.texts], "answers": [t["answers"] for t in data.texts],
            "stream": args.stream, "sink": args.sink, "window": args.window, "rows": rows,
            "retrieval_detected": report.heads("retrieval"), "timings": timings,
