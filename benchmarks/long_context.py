@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -39,6 +41,17 @@ from pruning_core.tasks import get_task  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = "headprune.long_context_bench/1"
+
+
+def document(args, loaded, report, data, rows, timings, causal) -> dict:
+    """The result so far (written after every condition, so a stopped run keeps what it measured)."""
+    return {"format": FORMAT, "model": args.model, "task": args.task, "context": args.context,
+            "prompt_tokens": [t["tokens"] for t in data.texts], "answers": [t["answers"] for t in data.texts],
+            "stream": args.stream, "sink": args.sink, "window": args.window, "rows": rows, "causal": causal,
+            "retrieval_detected": report.heads("retrieval"), "timings": timings,
+            "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+            "provenance": provenance(loaded, task=args.task, split="test", n_examples=data.n_examples,
+                                     method="kv-policy benchmark", settings=vars(args))}
 
 
 def main() -> None:
@@ -77,16 +90,15 @@ def main() -> None:
                                                        window=args.window)
     task = get_task(args.task)
     data = timed("encode", lambda: task.encode(loaded, "test", args.limit, max_length=args.context))
-    results = {"full": timed("full cache", lambda: task.evaluate(loaded, data, batch_size=1))}
-    for name, policy in policies.items():
+    refs = task.references(data)
+    results, rows = {}, []
+    conditions = {"full": None, **policies}
+    for name, policy in conditions.items():
         def run(policy=policy):
             with kvp.applied(loaded, policy):
-                return task.evaluate(loaded, data, batch_size=1)
-        results[name] = timed(name, run)
-    refs = task.references(data)
-    rows = []
-    for name, res in results.items():
-        policy = policies.get(name)
+                return task.evaluate(loaded, data, batch_size=1,
+                                     progress=lambda e: print(f"  {name} {e.done}/{e.total}", flush=True))
+        res = results[name] = timed(name, run)
         memory = kvp.memory_report(policy or kvp.KVPolicy.full(kv_heads, args.sink, args.window), loaded,
                                    args.context)
         c = None if name == "full" else compare(task.metric, results["full"], res, refs)
@@ -98,7 +110,9 @@ def main() -> None:
                      "vs_full": None if c is None else {**asdict(c), "p_text": c.p_text}})
         print(f"{name:10s} {int(sum(res.per_example))}/{res.n_examples} ({res.metric:.2f}, Wilson "
               f"{res.interval[0]:.2f}-{res.interval[1]:.2f}); KV {memory['kv_bytes'] / 2**20:.2f} MiB "
-              f"({memory['ratio']:.2f}x smaller){'' if c is None else f'; vs full {c.delta:+.2f}, {c.p_text}'}")
+              f"({memory['ratio']:.2f}x smaller){'' if c is None else f'; vs full {c.delta:+.2f}, {c.p_text}'}",
+              flush=True)
+        write_json(args.out, document(args, loaded, report, data, rows, timings, None))    # after every condition
     causal = None
     if args.causal:
         from pruning_core.analysis.causal import CausalConfig, causal_test
@@ -109,13 +123,7 @@ def main() -> None:
             print(f"causal {name:10s} {run['metric']:.2f} (drop {run['drop']:+.2f}) removed {run['removed']}")
         for c in causal["comparisons"]:
             print(f"causal {c['other']} vs {c['base']}: {c['delta']:+.2f}, {c['p_text']}")
-    out = {"format": FORMAT, "causal": causal, "model": args.model, "task": args.task, "context": args.context,
-           "prompt_tokens": [t["tokens"] for t in data.texts], "answers": [t["answers"] for t in data.texts],
-           "stream": args.stream, "sink": args.sink, "window": args.window, "rows": rows,
-           "retrieval_detected": report.heads("retrieval"), "timings": timings,
-           "torch_threads": __import__("torch").get_num_threads(), "cpus": os.cpu_count(),
-           "provenance": provenance(loaded, task=args.task, split="test", n_examples=data.n_examples,
-                                    method="kv-policy benchmark", settings=vars(args))}
+    out = document(args, loaded, report, data, rows, timings, causal)
     print(f"wrote {write_json(args.out, out)}")
 
 
