@@ -34,6 +34,12 @@ def add_commands(sub) -> None:
     mask_options(p, "a headprune.mask/1 file")
     checked(p, "--beams", type=int, default=1, check=positive_int,
             help="beam size for translation (1 = greedy); other tasks refuse values other than 1")
+    checked(p, "--context", type=int, default=None, check=positive_int,
+            help="tokens per example: a long-context task's context length (niah-single, niah-multikey ...: default "
+                 "1024), a language model's window (default 128)")
+    p.add_argument("--kv-policy", default=None, metavar="FILE",
+                   help="a headprune.kv_policy/1 file (`headprune kv-policy`): its streaming key/value heads keep only "
+                        "sink + window tokens, in the attention and the cache; the KV memory is reported beside")
     p.add_argument("--no-shortlist", action="store_true",
                    help="greedy translation over the whole vocabulary, not the model's vocabulary shortlist "
                         "(Bergamot models ship one and decode with it by default, as deployed; the dashboard too)")
@@ -48,6 +54,8 @@ def add_commands(sub) -> None:
                    help="the same as --split: the split the heads are scored on (default: train, "
                         f"first {DEFAULT_SCORE_LIMIT} examples, when the task has one; else the task's own split)")
     checked(p, "--score-limit", dest="limit", type=int, default=None, check=positive_int, help="the same as --limit")
+    checked(p, "--context", type=int, default=None, check=positive_int,
+            help="tokens per example (a long-context task's context length; default 128)")
     add_score_options(p)                   # --baseline (atp), --verify K (exact-ablation check)
     p.set_defaults(func=cmd_score)
 
@@ -146,7 +154,8 @@ def score_config(args, split: str | None = None, limit: int | None = None):
     from pruning_core.scoring import ScoreConfig
     split = split or task_and_split(args)[1]
     config = ScoreConfig(split=split, limit=limit if limit is not None else args.limit,
-                         normalize=not args.no_normalize, seed=getattr(args, "seed", 0), batch_size=args.batch_size)
+                         normalize=not args.no_normalize, seed=getattr(args, "seed", 0), batch_size=args.batch_size,
+                         **({"max_length": args.context} if getattr(args, "context", None) else {}))
     return with_score_options(config, args)
 
 
@@ -164,16 +173,28 @@ def cmd_evaluate(args) -> None:
     task.check_beams(args.beams)
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
-    data = task.encode(loaded, split, args.limit)
-    res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams, progress=progress_bars(),
-                        shortlist=not args.no_shortlist)
+    from pruning_core.modeling import kv_policy as kvp
+    policy = kvp.load_policy(args.kv_policy) if args.kv_policy else None
+    if policy is not None:
+        policy.check_fits(loaded)
+    data = task.encode(loaded, split, args.limit, **({"max_length": args.context} if args.context else {}))
+    with kvp.applied(loaded, policy):
+        res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams,
+                            progress=progress_bars(), shortlist=not args.no_shortlist)
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
     metric = get_metric(res.metric_name)
     print(f"{task.name} [{split}, {res.n_examples} examples{kept}]: {_named(metric, res.metric, res.interval)}, "
           f"loss {res.loss:.4f}  ({res.seconds:.1f} s)")
     for name, interval in beside_intervals(res, task.references(data)).items():     # e.g. chrF beside BLEU
         print(f"  {_named(get_metric(name), res.extra[name], interval)}")
-    settings = {"mask": args.mask or args.mask_link, "beams": args.beams}
+    settings = {"mask": args.mask or args.mask_link, "beams": args.beams, "context": data.max_length}
+    if policy is not None:
+        memory = kvp.memory_report(policy, loaded, data.max_length)
+        settings["kv_policy"] = {"file": args.kv_policy, **policy.to_json(), "memory": memory}
+        print(f"  KV policy {args.kv_policy}: {policy.n_streaming}/{policy.n_heads} key/value heads stream (sink "
+              f"{policy.sink}, window {policy.window}); KV cache at {data.max_length} tokens "
+              f"{memory['kv_bytes'] / 2 ** 20:.2f} MiB vs {memory['full_kv_bytes'] / 2 ** 20:.2f} MiB full "
+              f"({memory['ratio']:.2f}x smaller)")
     if "decoding" in res.extra:
         settings["decoding"] = res.extra["decoding"]
         if res.extra["decoding"].get("shortlist"):

@@ -5,8 +5,8 @@ result as a headprune JSON file. User errors (HeadpruneError) print their messag
 
 One module per group of commands: :mod:`.cli_analysis` (evaluate, score, mask, ablate, one-per-layer,
 curve), :mod:`.cli_model` (info, prune, bench), :mod:`.cli_compress` (compress), :mod:`.cli_export` (export),
-:mod:`.cli_roles` (roles; --protect and --roles-file), :mod:`.cli_setup` (prepare, app), with what they share
-in :mod:`.cli_common`; ``smp`` and ``dynamics`` live beside their libraries (:mod:`.smp.cli`,
+:mod:`.cli_roles` (roles; --protect and --roles-file), :mod:`.long_context` (kv-policy, causal-test),
+:mod:`.cli_setup` (prepare, app), with what they share in :mod:`.cli_common`; ``smp`` and ``dynamics`` live beside their libraries (:mod:`.smp.cli`,
 :mod:`.dynamics_cli`). This module builds the parser and runs a command (alone, or on every rank under
 torchrun).
 """
@@ -19,6 +19,7 @@ from pruning_core.cli import (
     analysis as cli_analysis,
     compress as cli_compress,
     export as cli_export,
+    long_context as cli_long_context,
     model as cli_model,
     roles as cli_roles,
     setup as cli_setup,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_model.add_info(sub)
     cli_analysis.add_commands(sub)             # evaluate, score, mask, ablate, one-per-layer, curve, kinds
     cli_roles.add_roles(sub)
+    cli_long_context.add_commands(sub)         # kv-policy, causal-test
     cli_model.add_prune_and_bench(sub)
     cli_compress.add_compress(sub)
     cli_export.add_export(sub)

@@ -33,7 +33,7 @@ DEFAULT_TASK = "movie-sentiment"
 MOVIE_TEXT = "movie-text"
 MOVIE_TEXT_DESCRIPTION = ("movie review snippets as language-model documents (the movie-sentiment splits, labels "
                           "ignored; one snippet per document, perplexity over windows)")
-FAMILIES = ("embedded", "bible", "glue", "wmt")           # the order task names are listed in
+FAMILIES = ("embedded", "bible", "glue", "wmt", "long-context")         # the order task names are listed in
 
 TASKS: Registry[Callable[[], Task]] = Registry("task", DataError)
 
@@ -162,6 +162,13 @@ def _bible(source: str, target: str) -> Callable[[], Task]:
     return factory
 
 
+def _long_context(kind: str) -> Callable[[], Task]:
+    def factory() -> Task:
+        from pruning_core.tasks.long_context import LongContextTask
+        return LongContextTask(kind)
+    return factory
+
+
 def _register_builtin() -> None:
     from pruning_core.tasks.data import hub
     register_task(DEFAULT_TASK, "movie review snippets, positive vs negative (embedded default)",
@@ -176,9 +183,17 @@ def _register_builtin() -> None:
         register_task(name, f"GLUE {name}", _glue(name), family="glue")
     for name, spec in hub.wmt_names().items():
         register_task(name, f"{spec.dataset} {spec.source_lang}->{spec.target_lang}", _wmt(name), family="wmt")
+    from pruning_core.tasks.data import ruler
+    for name, kind in ruler.KINDS.items():
+        register_task(name, f"{kind.description}; long context (--context tokens)", _long_context(name),
+                      family="long-context")
 
 
 _register_builtin()
+
+
+def _family(names, family: str) -> list[str]:
+    return [n for n in names if TASKS.entry(n).meta["family"] == family]
 
 
 def get_task(name: str) -> Task:
@@ -200,5 +215,5 @@ def get_task(name: str) -> Task:
         hint = f" To use a data file, write 'file:{name}'."
     glue = [n for n in names if TASKS.entry(n).meta["family"] == "glue"]
     raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, {MOVIE_TEXT}, {MOVIE_SPEECH}, file:PATH, "
-                    f"speech:PATH, GLUE ({', '.join(glue)}), "
+                    f"speech:PATH, GLUE ({', '.join(glue)}), long context ({', '.join(_family(names, 'long-context'))}), "
                     "WMT (wmt14-fr-en, wmt16-de-en, wmt16-ro-en, ...).")

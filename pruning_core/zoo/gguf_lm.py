@@ -238,7 +238,7 @@ def _manifest(source: GgufLM, evaluation: dict, check: dict | None, timings: dic
 
 def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | None = None) -> LMReport:
     """Build the folder of ``source`` unless a verified one exists (see the module docstring)."""
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment as ms, ruler
 
     start = time.perf_counter()
     folder = zoo.get(source.name).folder()
@@ -252,6 +252,7 @@ def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | No
                             ev["tokens"], source.weights, manifest)
         check_extras(source)
         ms.prepare(progress=progress)                     # the evaluation data (a no-op when cached)
+        ruler.prepare(progress=progress)                  # the long-context tasks' word lists (likewise)
         with all_cores(), storage.staged_folder(folder) as tmp, \
                 tempfile.TemporaryDirectory(prefix=".gguf-", dir=folder.parent) as scratch:
             t0 = time.perf_counter()

@@ -1,0 +1,131 @@
+"""KV-cache head policies on SmolLM2 (issue 41): single-needle accuracy at 1k tokens with half the key/value heads
+streaming, chosen by retrieval score vs at random, beside the KV memory.
+
+    .venv/bin/python benchmarks/long_context.py                      # ~10-25 min on 2 busy CPU cores
+    .venv/bin/python benchmarks/long_context.py --limit 12 --context 2048
+
+1. Retrieval scores: ``compute_roles(loaded, roles=["retrieval"], seed=0)`` on the prepared ``smollm2`` (eager
+   attention; 6 needle prompts in movie-sentiment sentences: the role's own probe, not the task's examples).
+2. Policies (``kv_policy``): ``--stream`` (0.5) of the 90 key/value heads stream (sink ``--sink`` 128, window
+   ``--window`` 256): those whose query heads' retrieval scores sum lowest, and a random draw per seed (0, 1, 2).
+3. ``niah-single`` at ``--context`` (1024) tokens, the first ``--limit`` (20) examples of ``test``: the full cache,
+   each policy. Exact match with Wilson intervals; McNemar's exact paired test of each policy against the full
+   cache; KV memory of each policy from the shapes.
+4. With ``--causal SHARE``: the causal test (``analysis.causal``) on the same examples, the top SHARE of heads by
+   retrieval score removed vs as many random heads per seed, paired tests.
+
+Writes ``benchmarks/results/long_context.json`` (``headprune.long_context_bench/1``, with provenance and load).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pruning_core.analysis.roles import compute_roles  # noqa: E402
+from pruning_core.bench import load_average  # noqa: E402
+from pruning_core.core.heads import HeadScores  # noqa: E402
+from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
+from pruning_core.evaluation.significance import compare  # noqa: E402
+from pruning_core.modeling import kv_policy as kvp  # noqa: E402
+from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.tasks import get_task  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+FORMAT = "headprune.long_context_bench/1"
+
+
+def document(args, loaded, report, data, rows, timings, causal) -> dict:
+    """The result so far (written after every condition, so a stopped run keeps what it measured)."""
+    return {"format": FORMAT, "model": args.model, "task": args.task, "context": args.context,
+            "prompt_tokens": [t["tokens"] for t in data.texts], "answers": [t["answers"] for t in data.texts],
+            "stream": args.stream, "sink": args.sink, "window": args.window, "rows": rows, "causal": causal,
+            "retrieval_detected": report.heads("retrieval"), "timings": timings,
+            "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+            "provenance": provenance(loaded, task=args.task, split="test", n_examples=data.n_examples,
+                                     method="kv-policy benchmark", settings=vars(args))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--task", default="niah-single")
+    ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--stream", type=float, default=0.5)
+    ap.add_argument("--sink", type=int, default=128)
+    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--causal", type=float, default=None, metavar="SHARE",
+                    help="also the causal test: remove this share of heads, top by retrieval score vs random")
+    ap.add_argument("--out", default=str(RESULTS / "long_context.json"))
+    args = ap.parse_args()
+    timings: dict[str, dict] = {}
+
+    def timed(name: str, fn):
+        t = time.perf_counter()
+        out = fn()
+        timings[name] = {"seconds": round(time.perf_counter() - t, 1), "load_after": list(load_average())}
+        print(f"{name}: {timings[name]['seconds']} s (load {timings[name]['load_after']})", flush=True)
+        return out
+
+    loaded = timed("load", lambda: load_model(args.model, attn_implementation="eager"))
+    report = timed("retrieval scores", lambda: compute_roles(loaded, roles=["retrieval"], seed=0))
+    grid = report.scores["retrieval"]["decoder_self"]
+    scores = HeadScores.from_lists({"decoder_self": [[0.0 if v != v else float(v) for v in row[:n]]
+                                                     for row, n in zip(grid, loaded.layout.kinds["decoder_self"])]})
+    kv_heads = kvp.kv_heads_of(loaded)
+    policies = {"retrieval": kvp.from_scores(scores, kvp.groups_of(loaded), args.stream, sink=args.sink,
+                                             window=args.window, source={"score_method": "role:retrieval"})}
+    for seed in range(args.seeds):
+        policies[f"random-{seed}"] = kvp.random_policy(kv_heads, args.stream, seed, sink=args.sink,
+                                                       window=args.window)
+    task = get_task(args.task)
+    data = timed("encode", lambda: task.encode(loaded, "test", args.limit, max_length=args.context))
+    refs = task.references(data)
+    results, rows = {}, []
+    conditions = {"full": None, **policies}
+    for name, policy in conditions.items():
+        def run(policy=policy):
+            with kvp.applied(loaded, policy):
+                return task.evaluate(loaded, data, batch_size=1,
+                                     progress=lambda e: print(f"  {name} {e.done}/{e.total}", flush=True))
+        res = results[name] = timed(name, run)
+        memory = kvp.memory_report(policy or kvp.KVPolicy.full(kv_heads, args.sink, args.window), loaded,
+                                   args.context)
+        c = None if name == "full" else compare(task.metric, results["full"], res, refs)
+        rows.append({"condition": name, "accuracy": res.metric, "correct": int(sum(res.per_example)),
+                     "examples": res.n_examples, "wilson_95": list(res.interval), "per_example": list(res.per_example),
+                     "decoded": res.extra["decoded"], "kv_bytes": memory["kv_bytes"],
+                     "full_kv_bytes": memory["full_kv_bytes"], "memory_ratio": memory["ratio"],
+                     "streaming": None if policy is None else [[int(x) for x in r] for r in policy.streaming],
+                     "vs_full": None if c is None else {**asdict(c), "p_text": c.p_text}})
+        print(f"{name:10s} {int(sum(res.per_example))}/{res.n_examples} ({res.metric:.2f}, Wilson "
+              f"{res.interval[0]:.2f}-{res.interval[1]:.2f}); KV {memory['kv_bytes'] / 2**20:.2f} MiB "
+              f"({memory['ratio']:.2f}x smaller){'' if c is None else f'; vs full {c.delta:+.2f}, {c.p_text}'}",
+              flush=True)
+        write_json(args.out, document(args, loaded, report, data, rows, timings, None))    # after every condition
+    causal = None
+    if args.causal:
+        from pruning_core.analysis.causal import CausalConfig, causal_test
+        config = CausalConfig(fraction=args.causal, seeds=tuple(range(args.seeds)), split="test", limit=args.limit,
+                              context=args.context, batch_size=1)
+        causal = timed("causal test", lambda: causal_test(loaded, task, scores, config))
+        for name, run in causal["runs"].items():
+            print(f"causal {name:10s} {run['metric']:.2f} (drop {run['drop']:+.2f}) removed {run['removed']}")
+        for c in causal["comparisons"]:
+            print(f"causal {c['other']} vs {c['base']}: {c['delta']:+.2f}, {c['p_text']}")
+    out = document(args, loaded, report, data, rows, timings, causal)
+    print(f"wrote {write_json(args.out, out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""KV-cache head policies: per key/value head of a decoder, keep the whole cache (*full*) or only the first
+``sink`` tokens and the last ``window`` tokens (*streaming*; DuoAttention, Xiao et al. ICLR 2025).
+
+A streaming key/value head ``j`` serves its query heads (:func:`~.architectures.base.kv_groups`); such a
+query at position ``t`` attends only to keys at positions ``[0, sink) ∪ (t - window, t]`` (and ``<= t``).
+
+- **Forward pass** (:func:`applied`): a forward pre-hook on each attention module replaces its
+  ``attention_mask`` by a per-query-head mask ``[B, H, Q, K]`` (1 / True = may attend) that adds the
+  streaming restriction to the model's own mask; eager and sdpa attention read it as they read theirs.
+  Hooks are per call (a ``ContextVar``, like the head gates of :mod:`.masking`), reference-counted and
+  removed when the block ends, also on error. A layer without streaming heads is left untouched, so an
+  all-full policy is the plain model bit for bit.
+- **Generation** (:func:`new_cache`): a transformers ``Cache`` whose layers with streaming heads store, for
+  those heads, only the sink and window entries (:class:`PolicyLayer`); positions that were dropped are
+  outside every later query's window, so attention over what is kept is exact. ``update`` hands the
+  attention a full-length view (dropped entries zero, masked out by the hook): a transient, not what is kept.
+- **Memory** (:func:`kv_bytes`): layers x kv heads x 2 (K, V) x head_dim x dtype bytes x kept tokens.
+
+Policies are frozen values written as ``headprune.kv_policy/1`` (:meth:`KVPolicy.to_json`).
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+from pruning_core.core.errors import FormatError
+from pruning_core.core.heads import HeadScores, group_scores
+from pruning_core.modeling.architectures.base import kv_groups, kv_groups_of
+from pruning_core.modeling.masking import shared_hooks
+
+FORMAT = "headprune.kv_policy/1"
+KIND = "decoder_self"
+SUPPORTED_ATTENTION = ("eager", "sdpa")
+
+
+@dataclass(frozen=True)
+class KVPolicy:
+    """Which key/value heads stream: ``streaming[layer][kv_head]`` (True = keep sink + window only).
+
+    sink: first tokens every streaming head keeps (attention sinks); window: last tokens it keeps.
+    source: how the policy was chosen (method, scores file, fraction, seed), written with it.
+    """
+
+    streaming: tuple[tuple[bool, ...], ...]
+    sink: int = 128
+    window: int = 256
+    source: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.sink < 0 or self.window < 1:
+            raise FormatError(f"A KV policy needs sink >= 0 and window >= 1 tokens, got sink {self.sink}, "
+                              f"window {self.window}.")
+
+    @classmethod
+    def full(cls, kv_heads: Sequence[int], sink: int = 128, window: int = 256) -> "KVPolicy":
+        """Every head keeps its whole cache (``kv_heads``: key/value heads per layer)."""
+        return cls(tuple((False,) * n for n in kv_heads), sink, window, {"method": "full"})
+
+    @property
+    def kv_heads(self) -> tuple[int, ...]:
+        return tuple(len(row) for row in self.streaming)
+
+    @property
+    def n_streaming(self) -> int:
+        return sum(map(sum, self.streaming))
+
+    @property
+    def n_heads(self) -> int:
+        return sum(self.kv_heads)
+
+    def kept_tokens(self, context: int, streaming: bool) -> int:
+        """Cache entries a head holds after ``context`` tokens."""
+        return min(context, self.sink + self.window) if streaming else context
+
+    def check_fits(self, loaded) -> None:
+        """Raise unless ``loaded``'s decoder self-attention has this policy's key/value heads per layer."""
+        sites = [s for s in loaded.sites if s.kind == KIND]
+        if not sites:
+            raise FormatError(f"Model {loaded.model_id!r} has no decoder self-attention: a KV policy is for "
+                              "decoder language models (llama, qwen2, mistral, gemma).")
+        have = tuple(s.num_kv_heads for s in sites)
+        if have != self.kv_heads:
+            raise FormatError(f"The KV policy has {list(self.kv_heads)} key/value heads per layer, model "
+                              f"{loaded.model_id!r} has {list(have)}. Write the policy for this model "
+                              "(`headprune kv-policy SCORES --model MODEL`).")
+        impl = getattr(loaded.model.config, "_attn_implementation", "eager")
+        if impl not in SUPPORTED_ATTENTION:
+            raise FormatError(f"A KV policy runs with eager or sdpa attention, model {loaded.model_id!r} uses "
+                              f"{impl!r}. Load it with attn_implementation='eager'.")
+
+    def to_json(self, provenance: dict | None = None) -> dict:
+        return {"format": FORMAT, "sink": self.sink, "window": self.window,
+                "streaming": [[int(x) for x in row] for row in self.streaming], "source": self.source,
+                "n_streaming": self.n_streaming, "n_heads": self.n_heads, "provenance": provenance or {}}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "the KV policy") -> "KVPolicy":
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise FormatError(f"{where} is not a {FORMAT} file (format {data.get('format') if isinstance(data, dict) else None!r}). "
+                              "Write one with `headprune kv-policy`.")
+        try:
+            rows = tuple(tuple(bool(int(x)) for x in row) for row in data["streaming"])
+            return cls(rows, int(data["sink"]), int(data["window"]), dict(data.get("source") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"{where} is malformed ({exc!r}); write it again with `headprune kv-policy`.") from None
+
+
+def load_policy(path) -> KVPolicy:
+    from pruning_core.evaluation.results import read_json
+    return KVPolicy.from_json(read_json(path), where=f"KV policy file {str(path)!r}")
+
+
+# -- choosing heads -------------------------------------------------------------------------------------
+
+def _n_streaming(total: int, fraction: float) -> int:
+    if not 0.0 <= fraction <= 1.0:
+        raise FormatError(f"The streaming fraction must be between 0 and 1, got {fraction}.")
+    return round(fraction * total)
+
+
+def _policy(kv_heads: Sequence[int], chosen: set[tuple[int, int]], sink: int, window: int, source: dict) -> KVPolicy:
+    return KVPolicy(tuple(tuple((l, j) in chosen for j in range(n)) for l, n in enumerate(kv_heads)), sink, window,
+                    source)
+
+
+def from_scores(scores: HeadScores, groups, fraction: float, *, sink: int = 128, window: int = 256,
+                source: dict | None = None) -> KVPolicy:
+    """Stream the ``fraction`` of key/value heads whose query heads score lowest, summed per group, over all
+    layers (ties broken by position). ``groups``: :func:`~.architectures.base.kv_groups_of` of the model."""
+    per_group = group_scores(scores, {KIND: groups[KIND]}).kinds[KIND]        # [layers][kv heads]
+    heads = [(l, j) for l, row in enumerate(per_group) for j in range(len(row))]
+    heads.sort(key=lambda h: per_group[h[0]][h[1]])
+    chosen = set(heads[:_n_streaming(len(heads), fraction)])
+    return _policy([len(r) for r in per_group], chosen, sink, window,
+                   {"method": "scores", "fraction": fraction, **(source or {})})
+
+
+def random_policy(kv_heads: Sequence[int], fraction: float, seed: int, *, sink: int = 128,
+                  window: int = 256) -> KVPolicy:
+    """Stream a random ``fraction`` of the key/value heads (seeded): the contrast to a score-chosen policy."""
+    heads = [(l, j) for l, n in enumerate(kv_heads) for j in range(n)]
+    chosen = set(random.Random(seed).sample(heads, _n_streaming(len(heads), fraction)))
+    return _policy(kv_heads, chosen, sink, window, {"method": "random", "fraction": fraction, "seed": seed})
+
+
+def kv_heads_of(loaded) -> tuple[int, ...]:
+    return tuple(s.num_kv_heads for s in loaded.sites if s.kind == KIND)
+
+
+def groups_of(loaded):
+    return kv_groups_of([s for s in loaded.sites if s.kind == KIND])
+
+
+# -- memory ---------------------------------------------------------------------------------------------
+
+def kv_bytes(policy: KVPolicy, head_dim: int, context: int, dtype_bytes: int) -> int:
+    """Bytes of keys and values the policy keeps after ``context`` tokens (one sequence)."""
+    tokens = sum(policy.kept_tokens(context, s) for row in policy.streaming for s in row)
+    return 2 * head_dim * dtype_bytes * tokens
+
+
+def memory_report(policy: KVPolicy, loaded, context: int) -> dict:
+    """The policy's KV memory at ``context`` tokens beside the full cache's, from the model's shapes."""
+    sites = [s for s in loaded.sites if s.kind == KIND]
+    head_dim = sites[0].head_dim
+    dtype_bytes = torch.finfo(loaded.dtype).bits // 8
+    full = KVPolicy.full(policy.kv_heads, policy.sink, policy.window)
+    kept, whole = kv_bytes(policy, head_dim, context, dtype_bytes), kv_bytes(full, head_dim, context, dtype_bytes)
+    return {"context": context, "kv_bytes": kept, "full_kv_bytes": whole, "ratio": whole / kept if kept else None,
+            "streaming_kv_heads": policy.n_streaming, "kv_heads": policy.n_heads, "head_dim": head_dim,
+            "dtype_bytes": dtype_bytes, "sink": policy.sink, "window": policy.window}
+
+
+# -- the forward pass: per-head masks -------------------------------------------------------------------
+
+# id(attention module) -> (streaming query heads [H] bool, sink, window)
+_ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, int, int]] | None] = ContextVar("headprune_kv_policy",
+                                                                                 default=None)
+_POLICY: ContextVar["KVPolicy | None"] = ContextVar("headprune_kv_policy_value", default=None)
+
+
+def active_policy() -> "KVPolicy | None":
+    """The policy of the innermost :func:`applied` block of this thread, or None."""
+    return _POLICY.get()
+
+
+def allowed(streaming: torch.Tensor, past: int, queries: int, sink: int, window: int) -> torch.Tensor:
+    """``[H, Q, K]`` bool, True where query head h at position ``past + q`` may attend key ``k`` (``K = past + Q``):
+    causal for every head; for a streaming head also ``k < sink`` or ``k > t - window``."""
+    q = torch.arange(past, past + queries, device=streaming.device)[:, None]          # [Q, 1]
+    k = torch.arange(past + queries, device=streaming.device)[None, :]                  # [1, K]
+    causal = k <= q
+    stream = causal & ((k < sink) | (k > q - window))
+    return torch.where(streaming[:, None, None], stream[None], causal[None])
+
+
+def _hook(module, args: tuple, kwargs: dict):
+    active = _ACTIVE.get()
+    entry = active.get(id(module)) if active else None
+    if entry is None:
+        return None
+    streaming, sink, window = entry
+    hidden = args[0] if args else kwargs["hidden_states"]                               # [B, Q, hidden]
+    batch, queries = hidden.shape[0], hidden.shape[1]
+    cache = kwargs.get("past_key_values")
+    past = int(cache.get_seq_length(module.layer_idx)) if cache is not None else 0
+    ok = allowed(streaming.to(hidden.device), past, queries, sink, window)              # [H, Q, K]
+    mask = kwargs.get("attention_mask")
+    if mask is None:
+        new = ok[None].expand(batch, -1, -1, -1)
+    else:
+        if mask.shape[-1] != past + queries or mask.shape[-2] != queries:
+            raise FormatError(f"The attention mask has shape {tuple(mask.shape)}, expected [..., {queries}, "
+                              f"{past + queries}]: a KV policy needs a cache that counts every token "
+                              "(kv_policy.new_cache) and no left padding.")
+        new = mask & ok[None] if mask.dtype == torch.bool else torch.where(
+            ok[None], mask, torch.tensor(torch.finfo(mask.dtype).min, dtype=mask.dtype, device=mask.device))
+    return args, {**kwargs, "attention_mask": new}
+
+
+def _streaming_queries(site, row: Sequence[bool]) -> torch.Tensor:
+    out = torch.zeros(site.num_heads, dtype=torch.bool)
+    for j, group in enumerate(kv_groups(site)):
+        if row[j]:
+            out[group] = True
+    return out
+
+
+@contextlib.contextmanager
+def applied(loaded, policy: KVPolicy | None) -> Iterator[None]:
+    """Run ``loaded.model`` under ``policy`` inside the block, for this thread only (None: a no-op).
+
+    The model is not modified; hooks are removed when the block ends, also when it raised. Generation also
+    needs :func:`new_cache`, so that streaming heads keep only sink + window entries.
+    """
+    if policy is None:
+        yield
+        return
+    policy.check_fits(loaded)
+    sites = [s for s in loaded.sites if s.kind == KIND]
+    entries = {id(s.container): (_streaming_queries(s, row), policy.sink, policy.window)
+               for s, row in zip(sites, policy.streaming) if any(row)}
+    token, value = _ACTIVE.set({**(_ACTIVE.get() or {}), **entries}), _POLICY.set(policy)
+    try:
+        with shared_hooks(loaded.model, "kv_policy", lambda: [
+                s.container.register_forward_pre_hook(_hook, with_kwargs=True) for s in sites]):
+            yield
+    finally:
+        _POLICY.reset(value)
+        _ACTIVE.reset(token)
+
+
+# -- generation: a cache that keeps sink + window for streaming heads -----------------------------------
+
+class PolicyLayer(DynamicLayer):
+    """One layer's cache: full heads keep every entry, streaming heads the first ``sink`` and last ``window``.
+
+    ``update`` returns keys/values ``[B, H, seen, D]`` for the attention; a streaming head's dropped
+    positions are zero there and masked out by :func:`applied`'s hook.
+    """
+
+    def __init__(self, streaming: Sequence[bool], sink: int, window: int) -> None:
+        super().__init__()
+        self.stream_idx = torch.tensor([j for j, s in enumerate(streaming) if s], dtype=torch.long)
+        self.full_idx = torch.tensor([j for j, s in enumerate(streaming) if not s], dtype=torch.long)
+        self.sink, self.window, self.seen = sink, window, 0
+        self.full_k = self.full_v = self.stream_k = self.stream_v = None
+        self.positions = torch.zeros(0, dtype=torch.long)         # positions of the streaming entries kept
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        batch, heads, new, dim = key_states.shape
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self.full_k = self.full_v = key_states.new_zeros(batch, len(self.full_idx), 0, dim)
+            self.stream_k = self.stream_v = key_states.new_zeros(batch, len(self.stream_idx), 0, dim)
+        fi, si = self.full_idx.to(key_states.device), self.stream_idx.to(key_states.device)
+        self.full_k = torch.cat([self.full_k, key_states[:, fi]], dim=-2)
+        self.full_v = torch.cat([self.full_v, value_states[:, fi]], dim=-2)
+        seen = self.seen + new
+        positions = torch.cat([self.positions, torch.arange(self.seen, seen)])
+        sk = torch.cat([self.stream_k, key_states[:, si]], dim=-2)
+        sv = torch.cat([self.stream_v, value_states[:, si]], dim=-2)
+        keys = key_states.new_zeros(batch, heads, seen, dim)
+        values = value_states.new_zeros(batch, heads, seen, dim)
+        keys[:, fi], values[:, fi] = self.full_k, self.full_v
+        pos = positions.to(key_states.device)
+        ks, vs = keys[:, si], values[:, si]
+        ks[:, :, pos], vs[:, :, pos] = sk, sv
+        keys[:, si], values[:, si] = ks, vs
+        keep = (positions < self.sink) | (positions >= seen - self.window)
+        self.positions = positions[keep]
+        kept = keep.nonzero().squeeze(-1).to(key_states.device)
+        self.stream_k, self.stream_v = sk[:, :, kept], sv[:, :, kept]
+        self.seen = seen
+        return keys, values
+
+    def get_seq_length(self) -> int:
+        return self.seen
+
+    def entries(self) -> list[int]:
+        """Entries held per key/value head, in head order."""
+        out = [0] * (len(self.full_idx) + len(self.stream_idx))
+        for j in self.full_idx.tolist():
+            out[j] = 0 if self.full_k is None else int(self.full_k.shape[-2])
+        for j in self.stream_idx.tolist():
+            out[j] = 0 if self.stream_k is None else int(self.stream_k.shape[-2])
+        return out
+
+    def stored_bytes(self) -> int:
+        return sum(int(t.numel()) * t.element_size()
+                   for t in (self.full_k, self.full_v, self.stream_k, self.stream_v) if t is not None)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise NotImplementedError("A KV-policy cache cannot be cropped (assisted decoding is not supported).")
+
+    def reorder_cache(self, beam_idx) -> None:
+        raise NotImplementedError("A KV-policy cache does not support beam search; decode greedily.")
+
+
+
+def new_cache(loaded, policy: KVPolicy | None):
+    """A cache for one generation of ``loaded`` under ``policy``: a plain ``DynamicCache`` without a policy;
+    else one layer per decoder layer, :class:`PolicyLayer` where the layer has streaming heads."""
+    if policy is None:
+        return DynamicCache()
+    policy.check_fits(loaded)
+    return Cache(layers=[PolicyLayer(row, policy.sink, policy.window) if any(row) else DynamicLayer()
+                         for row in policy.streaming])

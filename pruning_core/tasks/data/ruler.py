@@ -1,0 +1,381 @@
+"""RULER-style synthetic long-context examples (Hsieh et al. 2024, "RULER: What's the Real Context Size of
+Your Long-Context Language Models?", arXiv:2404.06654), generated offline from a seed.
+
+Word lists: the noun, adjective and verb lists of the PyPI wheel ``wonderwords==3.0.1`` (the lists RULER
+reads), fetched by pip (:func:`prepare`: by ``headprune prepare --model smollm2`` / ``qwen2.5-0.5b``, else on a
+task's first use), checked against a pinned SHA-256 and cached as ``words.json`` beside a manifest in
+``headprune_home()/data/ruler/``; nothing is imported from the package.
+
+Each task is a *spec* (what one example asks and answers, drawn from a seeded ``random.Random``) and a
+*render* ``render(spec, words, k) -> (prompt, answers)`` whose filler grows with ``k`` (haystack sentences,
+distractor needles, list entries); :func:`fit` picks the largest ``k`` whose prompt fits a token budget of
+the model's tokenizer. The split is fixed: an example's primary answer goes to ``train`` or ``test`` by
+``int(sha256(task:answer)) % 2`` (0 train, 1 test), so no answer of one split appears in the other.
+
+Tasks (RULER's names in brackets):
+
+- ``niah-single`` [niah_single_1]: one needle "One of the special magic numbers for {key} is: {value}." (a
+  word key, a 7-digit value) at a random depth of the repeated "The grass is green. ..." noise.
+- ``niah-multikey`` [niah_multikey_2]: the haystack is made of needles with other word keys; one key is asked.
+- ``niah-multikey-uuid`` [niah_multikey_3]: the same with UUID keys and values.
+- ``variable-tracking`` [vt]: a chain of 5 assignments "VAR ABCDE = 12345", "VAR FGHIJ = VAR ABCDE", ...
+  scattered in the noise; the answer is every variable that holds the value.
+- ``common-words`` [cwe]: a numbered list in which 10 words appear ``freq_cw`` times and the others
+  ``freq_ucw`` times (30 / 3 from 4k tokens on, as in RULER; 10 / 2 from 2k and 4 / 1 below, so that
+  short contexts hold uncommon words at all); the answer is the 10 common words.
+- ``frequent-words`` [fwe]: coded words (3 random letters) drawn from a Zipf law (alpha 2), the most frequent
+  rank shown as "...." noise; the answer is the three next most frequent words.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import random
+import string
+import tempfile
+import uuid
+import zipfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pruning_core.core import storage
+from pruning_core.core.errors import CacheError, DataError
+from pruning_core.core.progress import ProgressCallback, report
+
+NAME = "ruler"
+WHEEL_REQUIREMENT = "wonderwords==3.0.1"
+WHEEL_FILENAME = "wonderwords-3.0.1-py3-none-any.whl"
+WHEEL_SHA256 = "4dd66deb6a76ca9e0b0422d1d3e111f9b910d7c16922d42de733ee8def98f8d0"
+WORD_FILES = {"nouns": "wonderwords/assets/nounlist.txt", "adjectives": "wonderwords/assets/adjectivelist.txt",
+              "verbs": "wonderwords/assets/verblist.txt"}
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "headprune.data/ruler/1"
+WORDS_FILE = "words.json"
+SPLITS: tuple[str, ...] = ("train", "test")
+SPLIT_SIZE = 500                          # examples per split
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+
+
+@dataclass(frozen=True)
+class Words:
+    """The wonderwords lists, each sorted and without duplicates."""
+
+    nouns: tuple[str, ...]
+    adjectives: tuple[str, ...]
+    verbs: tuple[str, ...]
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Nouns, adjectives and verbs together (sorted, unique; single words only): RULER's common-words pool."""
+        return tuple(sorted({w for w in self.nouns + self.adjectives + self.verbs if w.isalpha()}))
+
+
+# -- the word lists -----------------------------------------------------------------------------------
+
+def data_dir() -> Path:
+    from pruning_core.modeling.loading import headprune_home
+    return headprune_home() / "data" / NAME
+
+
+def words_from_wheel(wheel: bytes) -> dict[str, list[str]]:
+    """The three word lists of the (verified) wonderwords wheel."""
+    import io
+    out = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(wheel)) as zf:
+            for name, member in WORD_FILES.items():
+                lines = zf.read(member).decode("utf-8").splitlines()
+                out[name] = sorted({w.strip() for w in lines if w.strip()})
+    except (KeyError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{WHEEL_FILENAME} is not the expected wonderwords wheel ({exc}). "
+                        "Run `headprune prepare --force`, or delete the ruler data folder and try again.") from None
+    return out
+
+
+def prepare(force: bool = False, progress: ProgressCallback | None = None, wheel: str | Path | None = None,
+            folder: Path | None = None) -> dict:
+    """Fetch the pinned wonderwords wheel, cache its word lists; a no-op when the cache verifies.
+
+    wheel: a local copy of ``wonderwords-3.0.1-py3-none-any.whl`` instead of downloading. Returns the manifest.
+    """
+    folder = folder or data_dir()
+    if not force:
+        try:
+            return verify(folder)
+        except CacheError:
+            pass
+    report(progress, "prepare:data", 0, 1, f"fetching {WHEEL_REQUIREMENT}")
+    with tempfile.TemporaryDirectory(prefix="headprune-wheel-") as tmp:
+        path = Path(wheel) if wheel is not None else storage.pip_download(
+            WHEEL_REQUIREMENT, WHEEL_FILENAME, Path(tmp), timeout=300,
+            instead="pass its path: ruler.prepare(wheel=PATH) in Python")
+        data = path.read_bytes()
+        storage.check_pinned(path, WHEEL_SHA256, WHEEL_REQUIREMENT, "run the task again to fetch it", data=data)
+    manifest = write_words(words_from_wheel(data), folder)
+    report(progress, "prepare:data", 1, 1, WHEEL_REQUIREMENT)
+    return manifest
+
+
+def write_words(words: dict[str, list[str]], folder: Path) -> dict:
+    """Cache ``words`` ({nouns, adjectives, verbs}) in ``folder``, the manifest last; returns the manifest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    storage.write_json(folder / WORDS_FILE, words)
+    manifest = {"format": MANIFEST_FORMAT, "name": NAME,
+                "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
+                "files": {WORDS_FILE: {"sha256": storage.sha256_file(folder / WORDS_FILE),
+                                       "count": sum(map(len, words.values()))}},
+                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    storage.write_json(folder / MANIFEST, manifest)          # last: its presence means "complete"
+    return manifest
+
+
+def verify(folder: Path | None = None) -> dict:
+    """Check the cached word lists against the manifest; return it or raise CacheError."""
+    folder = folder or data_dir()
+    manifest = storage.read_manifest(folder / MANIFEST, MANIFEST_FORMAT, "Run `headprune prepare --force`.",
+                                     require=("files",))
+    if manifest is None:
+        raise CacheError(f"The RULER word lists are not prepared (no {folder / MANIFEST}).")
+    storage.verify_files(folder, {n: e.get("sha256") for n, e in manifest["files"].items()},
+                         "Delete the folder and run the task again (it fetches wonderwords 3.0.1).")
+    return manifest
+
+
+def load_words(folder: Path | None = None, progress: ProgressCallback | None = None) -> Words:
+    """The word lists, fetched first when not cached."""
+    folder = folder or data_dir()
+    prepare(progress=progress, folder=folder)
+    data = json.loads((folder / WORDS_FILE).read_text(encoding="utf-8"))
+    return Words(tuple(data["nouns"]), tuple(data["adjectives"]), tuple(data["verbs"]))
+
+
+# -- examples: specs and their rendering ----------------------------------------------------------------
+
+def _seed(*parts) -> int:
+    return int(hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:16], 16)
+
+
+def split_of(task: str, answer: str) -> str:
+    """The fixed split of an example by its primary answer (see the module docstring)."""
+    return SPLITS[_seed(task, answer) % 2]
+
+
+def _number(rng: random.Random) -> str:
+    return str(rng.randint(1_000_000, 9_999_999))
+
+
+def _word_key(rng: random.Random, words: Words) -> str:
+    return f"{rng.choice(words.adjectives)}-{rng.choice(words.nouns)}"
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _needle(key: str, value: str) -> str:
+    return f"One of the special magic numbers for {key} is: {value}."
+
+
+def _niah_prompt(context: str, key: str) -> tuple[str, str]:
+    return (f"Some special magic numbers are hidden within the following text. Make sure to memorize it. I will "
+            f"quiz you about the numbers afterwards.\n{context}\nWhat are all the special magic numbers for {key} "
+            "mentioned in the provided text?",
+            f"The special magic numbers for {key} mentioned in the provided text are")
+
+
+def _noise_with(inserts: list[tuple[float, str]], k: int) -> str:
+    """``k`` noise paragraphs with each ``(depth in [0, 1], sentence)`` inserted between them, in depth order."""
+    parts = [NOISE] * k
+    for depth, sentence in sorted(inserts, key=lambda x: x[0], reverse=True):
+        parts.insert(round(depth * k), sentence)
+    return " ".join(parts)
+
+
+# Each kind: spec(rng, words) -> spec dict with "answer" (primary) and "answers"; render(spec, words, k).
+def _spec_niah_single(rng, words):
+    key, value = _word_key(rng, words), _number(rng)
+    return {"key": key, "value": value, "depth": rng.random(), "answer": value, "answers": [value]}
+
+
+def _render_niah_single(spec, words, k):
+    return _niah_prompt(_noise_with([(spec["depth"], _needle(spec["key"], spec["value"]))], k), spec["key"])
+
+
+def _spec_multikey(uuids: bool):
+    def spec(rng, words):
+        key = _uuid(rng) if uuids else _word_key(rng, words)
+        value = _uuid(rng) if uuids else _number(rng)
+        return {"key": key, "value": value, "depth": rng.random(), "seed": rng.getrandbits(48), "uuids": uuids,
+                "answer": value, "answers": [value]}
+    return spec
+
+
+def _render_multikey(spec, words, k):
+    rng = random.Random(spec["seed"])
+    needles, seen = [], {spec["key"]}
+    while len(needles) < k:
+        key = _uuid(rng) if spec["uuids"] else _word_key(rng, words)
+        value = _uuid(rng) if spec["uuids"] else _number(rng)
+        if key not in seen:
+            seen.add(key)
+            needles.append(_needle(key, value))
+    needles.insert(round(spec["depth"] * k), _needle(spec["key"], spec["value"]))
+    return _niah_prompt(" ".join(needles), spec["key"])
+
+
+def _spec_vt(rng, words):
+    names: list[str] = []
+    while len(names) < 5:
+        name = "".join(rng.choices(string.ascii_uppercase, k=5))
+        if name not in names:
+            names.append(name)
+    value = str(rng.randint(10_000, 99_999))
+    depths = sorted(rng.random() for _ in names)
+    return {"variables": names, "value": value, "depths": depths, "answer": value, "answers": names}
+
+
+def _render_vt(spec, words, k):
+    names, value = spec["variables"], spec["value"]
+    chain = [f"VAR {names[0]} = {value}."] + [f"VAR {b} = VAR {a}." for a, b in zip(names, names[1:])]
+    context = _noise_with([(d, s) for d, s in zip(spec["depths"], chain)], k)
+    return (f"Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
+            f"Question: Find all variables that are assigned the value {value} in the text above.",
+            f"Answer: According to the chain(s) of variable assignment in the text above, {len(names)} variables "
+            f"are assigned the value {value}, they are:")
+
+
+def _spec_cwe(rng, words):
+    pool = words.all
+    common = rng.sample(pool, 10)
+    return {"common": common, "seed": rng.getrandbits(48), "answer": " ".join(sorted(common)), "answers": common}
+
+
+def cwe_frequencies(context: int) -> tuple[int, int]:
+    """(freq_cw, freq_ucw) at ``context`` tokens: RULER's 30 / 3 from 4k tokens on; 10 / 2 from 2k; 4 / 1 below."""
+    return (30, 3) if context >= 4096 else (10, 2) if context >= 2048 else (4, 1)
+
+
+def _render_cwe(spec, words, k, budget: int = 0):
+    rng = random.Random(spec["seed"])
+    freq_cw, freq_ucw = cwe_frequencies(budget)
+    common = set(spec["common"])
+    others = [w for w in rng.sample(words.all, min(len(words.all), k + 10)) if w not in common][:k]
+    entries = list(spec["common"]) * freq_cw + others * freq_ucw
+    rng.shuffle(entries)
+    context = " ".join(f"{i + 1}. {w}" for i, w in enumerate(entries))
+    return ("Below is a numbered list of words. In these words, some appear more often than others. Memorize the "
+            f"ones that appear most often.\n{context}\nQuestion: What are the 10 most common words in the above "
+            "list?", "Answer: The top 10 words that appear most often in the list are:")
+
+
+def _spec_fwe(rng, words):
+    vocab: list[str] = []
+    while len(vocab) < 200:
+        w = "".join(rng.choices(string.ascii_lowercase, k=3))
+        if w not in vocab:
+            vocab.append(w)
+    return {"vocab": vocab, "seed": rng.getrandbits(48), "answer": " ".join(vocab[1:4]), "answers": vocab[1:4]}
+
+
+def _zipf_ranks(rng: random.Random, n: int, size: int, alpha: float = 2.0) -> list[int]:
+    """``n`` ranks 0..size-1 drawn with P(rank r) ~ 1 / (r + 1) ** alpha."""
+    weights = [1.0 / (r + 1) ** alpha for r in range(size)]
+    return rng.choices(range(size), weights=weights, k=n)
+
+
+def _render_fwe(spec, words, k):
+    rng = random.Random(spec["seed"])
+    vocab = spec["vocab"]
+    ranks = _zipf_ranks(rng, k, len(vocab))
+    # the answer must be the three most frequent coded words, strictly: keep ranks 1..3 on top by construction
+    counts = Counter(ranks)
+    top = [counts.get(r, 0) for r in (1, 2, 3)]
+    floor = max([c for r, c in counts.items() if r > 3], default=0)
+    need = [max(0, floor + 1 + (2 - i) - top[i]) for i in range(3)]
+    for i, extra in enumerate(need):
+        ranks += [i + 1] * extra
+    rng.shuffle(ranks)
+    context = " ".join("...." if r == 0 else vocab[r] for r in ranks)
+    return ("Read the following coded text and track the frequency of each coded word. Find the three most "
+            f"frequently appeared coded words. {context}\nQuestion: Do not provide any explanation. Please ignore "
+            "the dots '....'. What are the three most frequently appeared words in the above coded text?",
+            "Answer: According to the coded text above, the three most frequently appeared words are:")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One RULER task: how a spec is drawn, how it renders, how many tokens the answer may need."""
+
+    name: str
+    ruler_name: str
+    spec: Callable
+    render: Callable
+    new_tokens: int                 # greedy tokens generated for the answer
+    description: str
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("niah-single", "niah_single_1", _spec_niah_single, _render_niah_single, 16,
+         "one 7-digit needle in repeated noise sentences (RULER niah_single_1)"),
+    Kind("niah-multikey", "niah_multikey_2", _spec_multikey(False), _render_multikey, 16,
+         "a 7-digit needle among distractor needles with other word keys (RULER niah_multikey_2)"),
+    Kind("niah-multikey-uuid", "niah_multikey_3", _spec_multikey(True), _render_multikey, 40,
+         "a UUID needle among distractor needles with UUID keys (RULER niah_multikey_3)"),
+    Kind("variable-tracking", "vt", _spec_vt, _render_vt, 32,
+         "every variable of a 5-step assignment chain in noise (RULER vt)"),
+    Kind("common-words", "cwe", _spec_cwe, _render_cwe, 72,
+         "the 10 most common words of a numbered word list (RULER cwe)"),
+    Kind("frequent-words", "fwe", _spec_fwe, _render_fwe, 24,
+         "the 3 most frequent coded words of a Zipf-distributed text (RULER fwe)"),
+)}
+
+
+def specs(kind: str, split: str, words: Words, limit: int | None = None, seed: int = 0) -> list[dict]:
+    """The first ``limit`` (at most :data:`SPLIT_SIZE`) example specs of ``kind`` in ``split``, from ``seed``."""
+    if split not in SPLITS:
+        raise DataError(f"RULER tasks have the splits {', '.join(SPLITS)}, not {split!r}.")
+    k = KINDS[kind]
+    n = min(limit or SPLIT_SIZE, SPLIT_SIZE)
+    out, attempt = [], 0
+    while len(out) < n:
+        spec = k.spec(random.Random(_seed(NAME, kind, seed, attempt)), words)
+        attempt += 1
+        if split_of(kind, spec["answer"]) == split:
+            out.append({"id": f"{kind}-{split}-{len(out)}", "kind": kind, **spec})
+    return out
+
+
+def render(spec: dict, words: Words, k: int, budget: int) -> tuple[str, str]:
+    """``(prompt, answer prefix)`` of ``spec`` with ``k`` filler units (``budget``: the target tokens)."""
+    kind = KINDS[spec["kind"]]
+    if kind.render is _render_cwe:
+        return _render_cwe(spec, words, k, budget)
+    return kind.render(spec, words, k)
+
+
+def max_units(spec: dict, words: Words) -> int:
+    """The most filler units ``spec`` can render (common words: the distinct words left; else no limit)."""
+    return len(words.all) - 10 if spec["kind"] == "common-words" else 1 << 20
+
+
+def fit(length: Callable[[int], int], budget: int, most: int = 1 << 20) -> int:
+    """The largest ``k`` in ``[1, most]`` with ``length(k) <= budget`` (``length`` nondecreasing in ``k``)."""
+    if length(1) > budget:
+        raise DataError(f"A context of {budget} tokens cannot hold even the question; give a larger --context.")
+    lo, hi = 1, 2
+    while length(min(hi, most)) <= budget:
+        if hi >= most:
+            return most
+        lo, hi = hi, hi * 2
+    hi = min(hi, most)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if length(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo

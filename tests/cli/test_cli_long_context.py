@@ -1,0 +1,85 @@
+"""The long-context commands on a tiny grouped-query decoder: evaluate --context --kv-policy, kv-policy,
+causal-test; JSON with provenance and clear errors."""
+import json
+
+import pytest
+
+from pruning_core.cli.main import main
+from pruning_core.tasks import clear_cache
+from pruning_core.tasks.data import ruler
+
+
+def run(*args):
+    return main([str(a) for a in args])
+
+
+@pytest.fixture
+def lmdir(workdir):
+    """``lm/``: a tiny Llama (4 query heads on 2 key/value heads per layer, 4096 positions, byte tokenizer), and
+    made-up word lists in the empty HEADPRUNE_HOME (the real ones are a download)."""
+    from long_context_tiny import WORDS, save_long_model
+    save_long_model(workdir / "lm")
+    ruler.write_words({"nouns": list(WORDS.nouns), "adjectives": list(WORDS.adjectives), "verbs": list(WORDS.verbs)},
+                      ruler.data_dir())
+    clear_cache()
+    return workdir
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit):
+        run("--help")
+    out = capsys.readouterr().out
+    assert "kv-policy" in out and "causal-test" in out
+
+
+def test_policy_evaluate_and_causal_test(lmdir, capsys):
+    assert run("evaluate", "lm", "--task", "niah-single", "--context", 640, "--limit", 2, "--out", "e.json") == 0
+    plain = json.loads((lmdir / "e.json").read_text())
+    assert plain["format"] == "headprune.eval/1" and plain["metric_name"] == "accuracy"
+    assert plain["provenance"]["settings"]["context"] == 640 and plain["n_examples"] == 2
+    assert plain["provenance"]["split"] == "test" and plain["interval"] is not None
+
+    assert run("kv-policy", "--random", 0, "--model", "lm", "--stream", 0.5, "--sink", 4, "--window", 16,
+               "--context", 640, "--out", "p.json") == 0
+    policy = json.loads((lmdir / "p.json").read_text())
+    assert policy["format"] == "headprune.kv_policy/1" and policy["n_streaming"] == 2 and policy["n_heads"] == 4
+    memory = policy["provenance"]["settings"]["memory"]
+    # 2 layers x 2 kv heads, head_dim 8, float32: 2 streaming heads keep 20 tokens, 2 full heads 640
+    assert memory["kv_bytes"] == 2 * 8 * 4 * (2 * 20 + 2 * 640) and memory["full_kv_bytes"] == 2 * 8 * 4 * 4 * 640
+    assert "x smaller" in capsys.readouterr().out
+
+    assert run("evaluate", "lm", "--task", "niah-single", "--context", 640, "--limit", 2, "--kv-policy", "p.json",
+               "--out", "ep.json") == 0
+    ruled = json.loads((lmdir / "ep.json").read_text())
+    assert ruled["provenance"]["settings"]["kv_policy"]["memory"]["ratio"] == pytest.approx(
+        memory["full_kv_bytes"] / memory["kv_bytes"])
+    assert ruled["extra"]["kv_policy"]["streaming_kv_heads"] == 2
+
+    assert run("score", "lm", "--task", "niah-single", "--method", "gradient", "--context", 512, "--limit", 2,
+               "--out", "s.json") == 0
+    assert json.loads((lmdir / "s.json").read_text())["provenance"]["split"] == "train"
+    assert run("kv-policy", "s.json", "--stream", 0.25, "--out", "ps.json") == 0
+    assert json.loads((lmdir / "ps.json").read_text())["source"]["score_split"] == "train"
+
+    assert run("causal-test", "lm", "--task", "niah-single", "--scores", "s.json", "--top", 0.25, "--seeds", 2,
+               "--limit", 2, "--context", 512, "--out", "c.json") == 0
+    causal = json.loads((lmdir / "c.json").read_text())
+    assert causal["format"] == "headprune.causal/1" and set(causal["runs"]) == {"dense", "top", "random-0", "random-1"}
+    assert causal["n_heads_removed"] == 2 and all(len(r["removed"]) == 2 for n, r in causal["runs"].items()
+                                                  if n != "dense")
+    assert causal["scores"]["split"] == "train" and causal["provenance"]["split"] == "test"
+
+
+def test_causal_test_refuses_scores_from_the_measured_split(lmdir, capsys):
+    assert run("score", "lm", "--task", "niah-single", "--method", "gradient", "--score-split", "test", "--limit", 1,
+               "--context", 512, "--out", "st.json") == 0
+    assert run("causal-test", "lm", "--task", "niah-single", "--scores", "st.json", "--limit", 1) == 2
+    assert "computed on split 'test'" in capsys.readouterr().err
+
+
+def test_policy_for_another_model_is_refused(lmdir, capsys):
+    (lmdir / "bad.json").write_text(json.dumps({"format": "headprune.kv_policy/1", "sink": 1, "window": 2,
+                                                "streaming": [[1, 0, 0]]}))
+    assert run("evaluate", "lm", "--task", "niah-single", "--context", 640, "--limit", 1, "--kv-policy",
+               "bad.json") == 2
+    assert "key/value heads per layer" in capsys.readouterr().err
