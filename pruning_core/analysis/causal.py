@@ -14,12 +14,11 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
+from pruning_core.core.codec import CAUSAL_FORMAT
 from pruning_core.core.errors import UsageError
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.significance import compare
-
-FORMAT = "headprune.causal/1"
 
 
 @dataclass(frozen=True)
@@ -88,4 +87,4 @@ def causal_test(loaded, task, scores: HeadScores, config: CausalConfig = CausalC
 
 
 def causal_json(result: dict, provenance: dict, score_provenance: dict) -> dict:
-    return {"format": FORMAT, **result, "scores": score_provenance, "provenance": provenance}
+    return {"format": CAUSAL_FORMAT, **result, "scores": score_provenance, "provenance": provenance}

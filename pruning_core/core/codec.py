@@ -54,6 +54,8 @@ COMPRESS_FORMAT = _format("compress", 1, "a retraining-free compression run, end
 BENCH_FORMAT = _format("bench", 1, "latency and throughput of a model with and without a mask")
 ONNX_BENCH_FORMAT = _format("onnx_bench", 1, "dense and pruned latency in ONNX Runtime beside PyTorch")
 INFO_FORMAT = _format("info", 1, "a model's architecture and head layout (headprune info)")
+KV_POLICY_FORMAT = _format("kv_policy", 1, "per key/value head: full cache, or sink + recent window (streaming)")
+CAUSAL_FORMAT = _format("causal", 1, "top heads by a score removed against random heads: accuracy, paired tests")
 # -- SMP --
 SMP_PRUNER_FORMAT = _format("smp_pruner", 1, "a trained SMP pruner's configuration")
 SMP_TRAIN_FORMAT = _format("smp_train", 1, "what headprune smp train did")

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from pruning_core.core.codec import KV_POLICY_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores, group_scores
 from pruning_core.modeling.architectures.base import kv_groups, kv_groups_of
 from pruning_core.modeling.masking import shared_hooks
 
-FORMAT = "headprune.kv_policy/1"
 KIND = "decoder_self"
 SUPPORTED_ATTENTION = ("eager", "sdpa")
 
@@ -95,14 +95,14 @@ class KVPolicy:
                               f"{impl!r}. Load it with attn_implementation='eager'.")
 
     def to_json(self, provenance: dict | None = None) -> dict:
-        return {"format": FORMAT, "sink": self.sink, "window": self.window,
+        return {"format": KV_POLICY_FORMAT, "sink": self.sink, "window": self.window,
                 "streaming": [[int(x) for x in row] for row in self.streaming], "source": self.source,
                 "n_streaming": self.n_streaming, "n_heads": self.n_heads, "provenance": provenance or {}}
 
     @classmethod
     def from_json(cls, data: dict, where: str = "the KV policy") -> "KVPolicy":
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise FormatError(f"{where} is not a {FORMAT} file (format {data.get('format') if isinstance(data, dict) else None!r}). "
+        if not isinstance(data, dict) or data.get("format") != KV_POLICY_FORMAT:
+            raise FormatError(f"{where} is not a {KV_POLICY_FORMAT} file (format {data.get('format') if isinstance(data, dict) else None!r}). "
                               "Write one with `headprune kv-policy`.")
         try:
             rows = tuple(tuple(bool(int(x)) for x in row) for row in data["streaming"])

@@ -34,7 +34,7 @@ def test_the_checker_sees_a_spelled_format():
 
 
 def test_the_registry_holds_each_format_once_with_what_it_holds():
-    assert len(codec.FORMATS) == 26
+    assert len(codec.FORMATS) == 28
     assert all(FORMAT_STRING.fullmatch(f) and holds for f, holds in codec.FORMATS.items())
     families = [codec.format_family(f) for f in codec.FORMATS]
     assert len(set(families)) == len(families)
