@@ -232,7 +232,7 @@ def test_greedy_transcripts_equal_generates_and_the_bound_is_recorded(tmp_path, 
                 module.weight.normal_(0.0, 0.5, generator=gen)
     config = lm.model.generation_config
     config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], [13], 25
-    task = get_task(f"speech:{_listing_folder(tmp_path, ('the movie was good', 'it was a bad film', 'fun'))}")
+    task = get_task(f"speech:{listing_folder(tmp_path, ('the movie was good', 'it was a bad film', 'fun'))}")
     data = task.encode(lm, "test", max_length=12)
     mask = HeadMask.from_removed(lm.layout, [("encoder_self", 1, 1), ("decoder_self", 1, 2), ("cross", 1, 0)])
     for m in (None, mask):
