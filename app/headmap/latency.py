@@ -51,8 +51,7 @@ def latency_panel(spec: str, mask: HeadMask, wait: bool = True, note=None) -> li
         full_mask_note()
         return [] if calibration.ready() is not None or wait else [calibration]
     stored = measurement(spec, mask, measure=False)
-    again = stored is not None and st.button(AGAIN_BUTTON, key=state.widget_key("headmap", "remeasure"),
-                                             icon=":material/timer:")
+    again = stored is not None and _again_button()
     result = measurement(spec, mask, again=again, wait=wait)
     if result is PENDING:
         model = calibration.ready()
@@ -64,7 +63,13 @@ def latency_panel(spec: str, mask: HeadMask, wait: bool = True, note=None) -> li
     _clear(note)
     if result is not None:
         show_latency(result)
+        if stored is None:              # measured in this run: the button its text names comes with it
+            _again_button()
     return []
+
+
+def _again_button() -> bool:
+    return st.button(AGAIN_BUTTON, key=state.widget_key("headmap", "remeasure"), icon=":material/timer:")
 
 
 def _clear(note) -> None:

@@ -52,6 +52,7 @@ def test_a_full_mask_shows_no_speed_up_also_after_reset(app_for, tiny_bert_24):
     assert verdict == "within noise" or verdict.startswith("at most") or "x faster" in verdict or "slower" in verdict
     caption = next(t for t in texts(at) if "interleaved" in t)
     assert "measured at" in caption and "UTC" in caption and "load average" in caption and MASKED_TEXT in caption
+    assert [b.label for b in at.button].count("Measure again") == 1     # the button a busy timing's warning names
 
     ok(button(at, "Reset").click().run())                 # the old figure once came back after Reset
     assert metric(at, "heads kept") == "8 / 8"
