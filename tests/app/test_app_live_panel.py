@@ -283,29 +283,36 @@ def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert_
 
 def _estimate_page():
     from app.headmap import latency
-    from app.runtime.work import PENDING
-    from pruning_core.bench.latency_model import LatencyModel
     from pruning_core.core.heads import HeadLayout, HeadMask
 
-    model = LatencyModel(dense_s=0.100, saving_s={"encoder_self": 0.040}, heads={"encoder_self": 8}, batch_size=8,
-                         seq_len=64, device="cpu", measured_at=1_000_000.0, load=1.5)
-
-    class Calibrated:
-        def begin(self):
-            pass
-
-        def ready(self):
-            return model
-
-    latency.measurement = lambda *args, **kwargs: PENDING         # this mask's own timing still runs
-    latency._calibration = lambda spec: Calibrated()
     mask = HeadMask.full(HeadLayout({"encoder_self": (4, 4)})).toggled("encoder_self", 0, 1)
     latency.latency_panel("tiny", mask, wait=False)
 
 
-def test_while_a_mask_is_timed_the_panel_shows_the_estimate_marked_as_one():
+class _Calibrated:
+    """A finished calibration job whose latency model is given."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def begin(self) -> None:
+        pass
+
+    def ready(self):
+        return self.model
+
+
+def test_while_a_mask_is_timed_the_panel_shows_the_estimate_marked_as_one(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
+    from app.headmap import latency
+    from app.runtime.work import PENDING
+    from pruning_core.bench.latency_model import LatencyModel
+
+    model = LatencyModel(dense_s=0.100, saving_s={"encoder_self": 0.040}, heads={"encoder_self": 8}, batch_size=8,
+                         seq_len=64, device="cpu", measured_at=1_000_000.0, load=1.5)
+    monkeypatch.setattr(latency, "measurement", lambda *args, **kwargs: PENDING)    # this mask's timing still runs
+    monkeypatch.setattr(latency, "_calibration", lambda spec: _Calibrated(model))
     at = AppTest.from_function(_estimate_page, default_timeout=60).run()
     assert not at.exception, at.exception
     shown = {m.label: m.value for m in at.metric}
