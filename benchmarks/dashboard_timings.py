@@ -178,7 +178,7 @@ class Reference:
 
         qp = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
         ev = self.task.evaluate(self.loaded, self.data, decode_mask(qp["mask"], self.loaded.layout), batch_size=64)
-        return uncertainty.shown(ev).value, f"{ev.loss:.4f}"
+        return uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value), f"{ev.loss:.4f}"
 
 
 def open_head_map(browser, url: str, width: int = 1366, height: int = 768, before=None):

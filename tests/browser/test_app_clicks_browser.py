@@ -145,7 +145,8 @@ def assert_settled_on(page, case: Case, tmp_path, expected: HeadMask) -> None:
                     "--out", str(out)], cwd=ROOT, check=True, capture_output=True)
     ev = EvalResult.from_json(json.loads(out.read_text()))
     shown = " ".join(page.locator(LIVE_STRIP).text_content().split())
-    assert f" {uncertainty.shown(ev).value} · loss {ev.loss:.4f}" in shown, (shown, strip)
+    value = uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)       # the strip names the unit once
+    assert f" {value} · loss {ev.loss:.4f}" in shown, (shown, strip)
 
 
 def test_two_clicks_200_ms_apart(case, page, tmp_path):
