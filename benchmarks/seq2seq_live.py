@@ -36,9 +36,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets 
 import torch  # noqa: E402
 
 from pruning_core.bench.budget import layer_cache_budget  # noqa: E402
-from pruning_core.core import catalog  # noqa: E402
+from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
-from pruning_core.core.storage import write_json  # noqa: E402
+from pruning_core.io.storage import write_json  # noqa: E402
 from pruning_core.modeling.layer_cache import LayerInputCache  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402

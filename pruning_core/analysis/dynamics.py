@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from pruning_core.core.codec import DYNAMICS_FORMAT
+from pruning_core.io.codec import DYNAMICS_FORMAT
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from pruning_core.core.codec import COMPRESS_FORMAT
+from pruning_core.io.codec import COMPRESS_FORMAT
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.modeling.pruning import parameter_count, prune_heads
@@ -36,7 +36,8 @@ from pruning_core.scoring.gradient import scoring_batch_size
 from pruning_core.tasks import default_score_split
 from pruning_core.compress.latency import latency_probe
 from pruning_core.compress.rearrange import rearrange
-from pruning_core.compress.search import Budget, BudgetError, check_remove_budget, search_mask
+from pruning_core.compress.search import Budget, check_remove_budget, search_mask
+from pruning_core.core.errors import BudgetError
 from pruning_core.compress.tuning import repair_mask
 
 

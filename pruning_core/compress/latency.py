@@ -21,7 +21,7 @@ import torch
 
 from pruning_core.bench import interleaved_latencies, load_average, synthetic_inputs
 from pruning_core.modeling.pruning import prune_heads
-from pruning_core.compress.search import BudgetError
+from pruning_core.core.errors import BudgetError
 
 STEP_SHARE = 0.05     # heads added per retry, as a share of the removable heads
 MAX_TRIES = 4

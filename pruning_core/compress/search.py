@@ -19,14 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pruning_core.bench import flop_ceiling
-from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.errors import BudgetError
 from pruning_core.core.heads import HeadId, HeadLayout, HeadMask, HeadScores
 
 BUDGET_KINDS = ("remove", "flops", "latency_ms")
-
-
-class BudgetError(HeadpruneError):
-    """A compression budget that cannot be met (or makes no sense); the message gives the reachable range."""
 
 
 @dataclass(frozen=True)

@@ -204,9 +204,9 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 @functools.cache
 def _sacrebleu_metric(name: str):
     """One sacrebleu metric object with its defaults (what :func:`corpus_bleu` / :func:`corpus_chrf` use)."""
-    from sacrebleu.metrics import BLEU as SacreBLEU, CHRF as SacreCHRF
+    import sacrebleu.metrics
 
-    return {"bleu": SacreBLEU, "chrf": SacreCHRF}[name]()
+    return {"bleu": sacrebleu.metrics.BLEU, "chrf": sacrebleu.metrics.CHRF}[name]()
 
 
 def _sentence_statistics(name: str) -> Callable[[Sequence[str], Sequence[str]], np.ndarray]:

@@ -26,12 +26,8 @@ from pruning_core.scoring.base import (
     scorer_info,
     scorer_names,
 )
-from pruning_core.scoring import gradient as _gradient  # noqa: F401  (registers)
-from pruning_core.scoring import baselines as _baselines  # noqa: F401  (registers)
-from pruning_core.scoring import fisher as _fisher  # noqa: F401  (registers)
-from pruning_core.scoring import attribution as _attribution  # noqa: F401  (registers)
-from pruning_core.scoring import label_free as _label_free  # noqa: F401  (registers)
-from pruning_core.scoring import attention_stats as _attention_stats  # noqa: F401  (registers)
+# each of these modules registers its scorers
+from pruning_core.scoring import attention_stats, attribution, baselines, fisher, gradient, label_free  # noqa: F401
 from pruning_core.core.registry import lazy_object
 
 register_lazy_scorer("smp", lazy_object("pruning_core.scoring.smp.scorer:SMPScorer"), needs_labels=False, cost="one_pass",

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import torch
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback

@@ -10,7 +10,7 @@ For encoder self-attention the tokens are the source tokens; for decoder self- a
 attention the target tokens. L is the per-example cross-entropy (classification) or the
 per-token cross-entropy (translation), summed, so each token's product is its own.
 
-Data-parallel (under ``torchrun``, :mod:`pruning_core.core.distributed`): each rank sums its share of
+Data-parallel (under ``torchrun``, :mod:`pruning_core.runtime.distributed`): each rank sums its share of
 the batches, then one all-reduce of every head's sum and the token counts (a few hundred floats).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 import torch
 
 from pruning_core.bench import budget
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
 from pruning_core.core.progress import ProgressCallback
@@ -76,7 +76,7 @@ def scoring_batch_size(loaded, data, wanted: int) -> int:
     cut the batches alike.
 
     Raises:
-        budget.BudgetError: not even one example fits the budget.
+        BudgetError: not even one example fits the memory budget.
     """
     longest = max(getattr(data, "lengths", None) or [getattr(data, "max_length", 128)])
     cost = budget.example_cost(loaded, loaded.task_type, longest)

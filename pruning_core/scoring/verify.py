@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pruning_core.core import distributed
-from pruning_core.core.codec import VERIFY_FORMAT, JsonRecord
+from pruning_core.runtime import distributed
+from pruning_core.io.codec import VERIFY_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.masking import apply_mask

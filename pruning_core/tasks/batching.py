@@ -102,7 +102,7 @@ class EncodedData:
         """``ceil(n / batch_size)`` batches covering every example once, shortest first.
 
         part: ``(rank, world_size)``: only batches ``rank, rank + world_size, ...`` of that sequence
-        (a data-parallel rank's share, :mod:`pruning_core.core.distributed`); the others are not collated.
+        (a data-parallel rank's share, :mod:`pruning_core.runtime.distributed`); the others are not collated.
         """
         if batch_size < 1:
             raise DataError(f"batch_size must be at least 1, got {batch_size}.")

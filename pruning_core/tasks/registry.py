@@ -51,25 +51,25 @@ def task_names() -> list[str]:
 
 def _movie_token(split: str) -> str:
     """The cached movie-sentiment split's SHA-256 (so re-preparing the data drops encoded splits)."""
-    from pruning_core.tasks.data import movie_sentiment as ms
-    manifest = ms.read_manifest()
+    from pruning_core.tasks.data import movie_sentiment
+    manifest = movie_sentiment.read_manifest()
     return manifest["files"][f"{split}.jsonl"]["sha256"] if manifest else ""
 
 
 def _movie_sentiment() -> Task:
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment
 
-    return ClassificationTask(ms.NAME, lambda split, limit: ms.load_split(split), splits=ms.SPLITS,
-                              default_split="validation", label_names=ms.LABEL_NAMES,
+    return ClassificationTask(movie_sentiment.NAME, lambda split, limit: movie_sentiment.load_split(split), splits=movie_sentiment.SPLITS,
+                              default_split="validation", label_names=movie_sentiment.LABEL_NAMES,
                               description="movie review snippets, positive vs negative (the embedded default)",
                               cache_token=_movie_token)
 
 
 def _movie_text() -> Task:
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment
 
-    return LanguageModelTask(MOVIE_TEXT, text_loader(lambda split: [e["text"] for e in ms.load_split(split)]),
-                             splits=ms.SPLITS, default_split="validation", description=MOVIE_TEXT_DESCRIPTION,
+    return LanguageModelTask(MOVIE_TEXT, text_loader(lambda split: [e["text"] for e in movie_sentiment.load_split(split)]),
+                             splits=movie_sentiment.SPLITS, default_split="validation", description=MOVIE_TEXT_DESCRIPTION,
                              cache_token=_movie_token)
 
 

@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pruning_core.core import storage, catalog as zoo
-from pruning_core.core.codec import BERGAMOT_FORMAT
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
+from pruning_core.io.codec import BERGAMOT_FORMAT
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report
@@ -263,11 +264,11 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
 
     start = time.perf_counter()
     direction = DIRECTIONS[name]
-    entry = zoo.get(name)
+    entry = catalog.get(name)
     folder = entry.folder()
     current = (folder / SHORTLIST_FILE).is_file()        # a folder prepared before the shortlist came is rebuilt
     if entry.is_prepared() and current and not force:
-        manifest = json.loads((folder / zoo.MANIFEST).read_text())
+        manifest = json.loads((folder / catalog.MANIFEST).read_text())
         return BergamotReport(name, folder, True, time.perf_counter() - start,
                               manifest.get("check", {}).get("translation", ""), manifest)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +306,7 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
             files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
             manifest = _manifest(direction, files, marian, translation=got, bleu=bleu,
                                  convert_seconds=convert_seconds, seconds=time.perf_counter() - start)
-            storage.write_json(tmp / zoo.MANIFEST, manifest)
+            storage.write_json(tmp / catalog.MANIFEST, manifest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return BergamotReport(name, folder, False, time.perf_counter() - start, got, manifest)

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.core import storage
-from pruning_core.core.codec import DEFAULT_FORMAT
-from pruning_core.tasks.data import movie_sentiment as ms
+from pruning_core.io import storage
+from pruning_core.io.codec import DEFAULT_FORMAT
+from pruning_core.tasks.data import movie_sentiment
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.evaluation.results import EvalResult
@@ -117,7 +117,7 @@ def read_manifest(model_dir: Path | None = None) -> dict | None:
 
 
 def data_hashes(data_manifest: dict) -> dict[str, str]:
-    return {f"{s}.jsonl": data_manifest["files"][f"{s}.jsonl"]["sha256"] for s in ms.SPLITS}
+    return {f"{s}.jsonl": data_manifest["files"][f"{s}.jsonl"]["sha256"] for s in movie_sentiment.SPLITS}
 
 
 def verify_default(model_dir: Path | None = None, data_manifest: dict | None = None) -> dict:
@@ -187,7 +187,7 @@ def _train(folder: Path, progress: ProgressCallback | None) -> dict:
     base = base_model_dir()
     report(progress, "prepare:model", 1, 1, str(base))
     model, tokenizer = base_classifier()
-    stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
+    stats = finetune_classifier(model, tokenizer, movie_sentiment.load_split("train"), FINETUNE,
                                 progress=stage(progress, "prepare:train"))
     report(progress, "prepare:save", 0, 1, str(folder))
     folder.mkdir(parents=True)
@@ -209,7 +209,7 @@ def evaluate_splits(folder: Path, progress: ProgressCallback | None, max_length:
 
     with quiet_transformers():
         loaded = load_model(str(folder), device="cpu")
-    task = get_task(ms.NAME)
+    task = get_task(movie_sentiment.NAME)
     results = {}
     for split in ("validation", "test"):
         data = task.encode(loaded, split, max_length=max_length)
@@ -284,7 +284,7 @@ def all_cores():
 def _report(manifest: dict, model_dir: Path, *, skipped: bool, reason: str | None, start: float,
             cleaned: list[str]) -> PrepareReport:
     acc = manifest.get("accuracy", {})
-    return PrepareReport(model_dir=model_dir, data_dir=ms.data_dir(), skipped=skipped, redone_reason=reason,
+    return PrepareReport(model_dir=model_dir, data_dir=movie_sentiment.data_dir(), skipped=skipped, redone_reason=reason,
                          seconds=time.perf_counter() - start,
                          train_seconds=float(manifest.get("finetune", {}).get("stats", {}).get("seconds", 0.0)),
                          validation_accuracy=float(acc.get("validation", {}).get("accuracy", float("nan"))),
@@ -308,7 +308,7 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
     model_dir = default_model_dir()
     with exclusive(model_dir.parent):
         cleaned = storage.remove_leftovers(model_dir)
-        data_manifest = ms.prepare(force=force, progress=progress, sdist=sdist)
+        data_manifest = movie_sentiment.prepare(force=force, progress=progress, sdist=sdist)
         manifest, reason = reuse_or_reason(model_dir, lambda folder: verify_default(folder, data_manifest), force,
                                            cleaned)
         if manifest is not None:
@@ -321,9 +321,9 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
                 "format": DEFAULT_FORMAT,
                 "model": "default",
                 **parts,
-                "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": data_hashes(data_manifest),
-                         "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in ms.SPLITS},
-                         "split_rule": ms.SPLIT_RULE},
+                "data": {"name": movie_sentiment.NAME, "sdist_sha256": movie_sentiment.SDIST_SHA256, "files": data_hashes(data_manifest),
+                         "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in movie_sentiment.SPLITS},
+                         "split_rule": movie_sentiment.SPLIT_RULE},
                 "accuracy": accuracy,
                 "files": folder_hashes(tmp),
                 "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},

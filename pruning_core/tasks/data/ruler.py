@@ -28,7 +28,7 @@ Tasks (RULER's names in brackets):
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import hashlib
 import json
 import random
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core import storage
+from pruning_core.io import storage
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -128,7 +128,7 @@ def write_words(words: dict[str, list[str]], folder: Path) -> dict:
                 "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
                 "files": {WORDS_FILE: {"sha256": storage.sha256_file(folder / WORDS_FILE),
                                        "count": sum(map(len, words.values()))}},
-                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     storage.write_json(folder / MANIFEST, manifest)          # last: its presence means "complete"
     return manifest
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pruning_core.core import storage
-from pruning_core.core.codec import SPEECH_FORMAT
+from pruning_core.io import storage
+from pruning_core.io.codec import SPEECH_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -164,15 +164,15 @@ def load_listing(path: str | Path) -> list[dict]:
 # -- the embedded movie-speech set -------------------------------------------------------------------
 
 def data_dir() -> Path:
-    from pruning_core.core.catalog import headprune_home
+    from pruning_core.modeling.catalog import headprune_home
     return headprune_home() / "data" / NAME
 
 
 def sentences(split: str) -> list[dict]:
     """The movie-sentiment snippets of ``split`` that are spoken (:data:`MIN_WORDS`-:data:`MAX_WORDS` words)."""
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment
 
-    rows = [e for e in ms.load_split(split) if MIN_WORDS <= len(e["text"].split()) <= MAX_WORDS]
+    rows = [e for e in movie_sentiment.load_split(split) if MIN_WORDS <= len(e["text"].split()) <= MAX_WORDS]
     return [{"id": e["id"], "text": e["text"]} for e in rows[:PER_SPLIT]]
 
 
