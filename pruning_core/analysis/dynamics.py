@@ -23,18 +23,18 @@ The result is ``headprune.dynamics/1`` JSON with provenance.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from pruning_core.io.codec import DYNAMICS_FORMAT
+from pruning_core.io.codec import DYNAMICS_FORMAT, JsonRecord
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
-from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.core.errors import HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
 from pruning_core.zoo.default import FINETUNE
 from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
-from pruning_core.evaluation.results import check_format, provenance
+from pruning_core.evaluation.results import provenance
 from pruning_core.evaluation.stats import spearman
 
 PRETRAINED = "pretrained"          # the raw MiniLM-L6 that `headprune prepare` fine-tunes
@@ -42,7 +42,7 @@ DEFAULT_STEPS = (0, 50, 100, 250, 506)
 
 
 @dataclass(frozen=True)
-class DynamicsConfig:
+class DynamicsConfig(JsonRecord):
     """What to measure, and when. The fine-tuning settings default to ``prepare``'s, so step 506 is its end."""
 
     steps: tuple[int, ...] = DEFAULT_STEPS     # optimiser steps to measure at, increasing; 0 = before training
@@ -69,14 +69,10 @@ class DynamicsConfig:
         if self.batch_size < 1:
             raise HeadpruneError(f"batch_size must be at least 1, got {self.batch_size}.")
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["steps"], data["fractions"] = list(self.steps), list(self.fractions)
-        return data
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(JsonRecord):
     """The model at one optimiser step."""
 
     step: int
@@ -96,7 +92,10 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
-class DynamicsResult:
+class DynamicsResult(JsonRecord):
+    _malformed = "The dynamics file is incomplete or malformed; re-create it with `headprune dynamics --out FILE`"
+
+    format: str = field(default=DYNAMICS_FORMAT, init=False)
     metric_name: str
     total_steps: int                # steps of the whole fine-tuning schedule
     total_heads: int
@@ -106,25 +105,6 @@ class DynamicsResult:
     config: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        return {"format": DYNAMICS_FORMAT, "metric_name": self.metric_name, "total_steps": self.total_steps,
-                "total_heads": self.total_heads, "n_score_examples": self.n_score_examples,
-                "n_eval_examples": self.n_eval_examples,
-                "checkpoints": [asdict(c) for c in self.checkpoints], "config": self.config,
-                "provenance": self.provenance}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "DynamicsResult":
-        check_format(data, DYNAMICS_FORMAT)
-        try:
-            checkpoints = tuple(Checkpoint(**{**c, "points": tuple(CurvePoint.from_json(p) for p in c["points"])})
-                                for c in data["checkpoints"])
-            return cls(str(data["metric_name"]), int(data["total_steps"]), int(data["total_heads"]),
-                       int(data["n_score_examples"]), int(data["n_eval_examples"]), checkpoints,
-                       dict(data.get("config") or {}), dict(data.get("provenance") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"The {DYNAMICS_FORMAT} file is incomplete or malformed ({exc!r}). "
-                              "Re-create it with `headprune dynamics --out FILE`.") from None
 
 
 def _flat(scores: HeadScores) -> list[float]:

@@ -94,12 +94,6 @@ class BenchResult(JsonRecord):
     def __post_init__(self) -> None:
         self._derive(heads_kept=self.mask.n_kept, heads_total=self.mask.n_total)
 
-    @classmethod
-    def from_json(cls, data: Mapping) -> "BenchResult":
-        from pruning_core.evaluation.results import check_format
-        check_format(data, BENCH_FORMAT)
-        return super().from_json(data)
-
     def row(self, variant: str, batch_size: int) -> BenchRow:
         for r in self.rows:
             if r.variant == variant and r.batch_size == batch_size:

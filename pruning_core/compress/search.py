@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pruning_core.bench import flop_ceiling
 from pruning_core.core.errors import BudgetError
 from pruning_core.core.heads import HeadId, HeadLayout, HeadMask, HeadScores
+from pruning_core.io.codec import JsonRecord, json_field
 
 BUDGET_KINDS = ("remove", "flops", "latency_ms")
 
@@ -46,21 +47,17 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(JsonRecord):
     """The mask the budget chose, with what it removes."""
 
-    mask: HeadMask
+    mask: HeadMask = field(metadata={"decode": HeadMask.from_lists})
     heads_removed: int
     removable: int                         # the most heads the order may remove (min heads per layer kept)
     flop_fraction: float                   # of one forward pass's multiply-adds at seq_len tokens
     attention_flop_fraction: float         # of the attention's multiply-adds alone
-    seq_len: int
+    seq_len: int = field(metadata=json_field("flops_counted_at_tokens"))
     latency: dict = field(default_factory=dict)     # latency budgets: what was measured (see .latency)
 
-    def to_json(self) -> dict:
-        return {"mask": self.mask.to_json(), "heads_removed": self.heads_removed, "removable": self.removable,
-                "flop_fraction": self.flop_fraction, "attention_flop_fraction": self.attention_flop_fraction,
-                "flops_counted_at_tokens": self.seq_len, "latency": self.latency}
 
 
 def removal_order(scores: HeadScores, min_heads_per_layer: int = 1, seed: int = 0) -> list[HeadId]:

@@ -74,6 +74,7 @@ class RepairResult:
     seconds: float = 0.0
 
     def to_json(self) -> dict:
+        # by hand: the record holds the tuned model (not written); target and choice written as their descriptions
         return {"layers": [asdict(l) for l in self.layers], "calibration_examples": self.calibration_examples,
                 "calibration_tokens": self.calibration_tokens, "bias_compensation": self.bias_compensation,
                 "target": TARGETS[self.target], "choose": CHOICES[self.choose],

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pruning_core.runtime import distributed
-from pruning_core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT
+from pruning_core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT, check_format
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
 from pruning_core.io.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
@@ -68,20 +68,6 @@ def read_json(path: str | Path, expected_prefix: str | None = None) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"File {str(path)!r} is not valid JSON ({exc}). Was it cut off or edited by hand?") from None
     return check_format(data, expected_prefix, str(path))
-
-
-def check_format(data: Any, expected: str | None, where: str = "the file") -> dict:
-    if not isinstance(data, dict) or "format" not in data:
-        raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
-    if expected is not None:
-        name, _, version = str(data["format"]).partition("/")
-        want_name, _, want_version = expected.partition("/")
-        if name != want_name:
-            raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
-        if want_version and version != want_version:
-            raise FormatError(f"{where} has format version {version!r}; this headprune reads version "
-                              f"{want_version!r}. Re-create the file with this version of headprune.")
-    return data
 
 
 # -- masks -----------------------------------------------------------------------------------------

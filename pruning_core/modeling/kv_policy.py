@@ -95,6 +95,7 @@ class KVPolicy:
                               f"{impl!r}. Load it with attn_implementation='eager'.")
 
     def to_json(self, provenance: dict | None = None) -> dict:
+        # by hand: booleans written as 0/1 lists, derived counts, the provenance passed in
         return {"format": KV_POLICY_FORMAT, "sink": self.sink, "window": self.window,
                 "streaming": [[int(x) for x in row] for row in self.streaming], "source": self.source,
                 "n_streaming": self.n_streaming, "n_heads": self.n_heads, "provenance": provenance or {}}

@@ -31,12 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from pruning_core.core.errors import DataError, HeadpruneError
+from pruning_core.io.codec import OMIT, JsonRecord
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.tasks import accepts_argument, collate_classification, tokenize_classification
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(JsonRecord):
     """How to fine-tune. Defaults suit MiniLM-sized encoders on short texts."""
 
     epochs: int = 2                     # passes over the training examples
@@ -65,7 +66,7 @@ class FinetuneConfig:
 
 
 @dataclass(frozen=True)
-class FinetuneStats:
+class FinetuneStats(JsonRecord):
     """What a fine-tuning run did and cost."""
 
     steps: int
@@ -80,12 +81,7 @@ class FinetuneStats:
     memory_increase_bytes: int | None
     memory_measure: str                 # "cuda_max_allocated" | "process_rss_peak" | "unavailable"
     device: str
-    losses: tuple[float, ...] = field(repr=False, default=())   # loss of every step
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in ("steps", "epochs", "n_examples", "final_train_loss",
-                                              "first_train_loss", "seconds", "cpu_seconds", "peak_memory_bytes",
-                                              "memory_increase_bytes", "memory_measure", "device")}
+    losses: tuple[float, ...] = field(repr=False, default=(), metadata=OMIT)   # loss of every step (not written)
 
 
 # -- memory ----------------------------------------------------------------------------------------

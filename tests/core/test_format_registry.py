@@ -22,7 +22,7 @@ def test_every_format_name_is_spelled_only_in_the_codec():
     spelled = []
     for folder in ("pruning_core", "app", "app_pages"):
         for path in (ROOT / folder).rglob("*.py"):
-            if path != ROOT / "pruning_core" / "core" / "codec.py":
+            if path != ROOT / "pruning_core" / "io" / "codec.py":
                 spelled += [f"{path.relative_to(ROOT)}:{line} {name}"
                             for name, line in format_literals(path.read_text(encoding="utf-8"))]
     assert not spelled, "name these formats with pruning_core.io.codec's constants:\n" + "\n".join(spelled)

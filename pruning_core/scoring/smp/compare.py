@@ -23,12 +23,12 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-from pruning_core.io.codec import SMP_COMPARE_FORMAT
+from pruning_core.io.codec import SMP_COMPARE_FORMAT, JsonRecord, check_format
 from pruning_core.core.errors import DataError, HeadpruneError
 from pruning_core.tasks.finetune import FinetuneConfig
 from pruning_core.core.heads import HeadMask
@@ -47,7 +47,7 @@ LABELS = {
 
 
 @dataclass(frozen=True)
-class CompareConfig:
+class CompareConfig(JsonRecord):
     """One comparison run (every condition shares these settings)."""
 
     model: str = "pretrained"          # the pre-trained encoder ("pretrained" = the raw MiniLM-L6)
@@ -71,15 +71,13 @@ class CompareConfig:
             raise HeadpruneError(f"random_seeds ({self.random_seeds}) must be >= 0 and score_limit "
                                  f"({self.score_limit}) >= 1.")
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["finetune"] = asdict(self.finetune)
-        return data
 
 
 @dataclass(frozen=True)
-class ConditionResult:
+class ConditionResult(JsonRecord):
     """One row of the comparison."""
+
+    _malformed = "The comparison file has malformed conditions; re-run `headprune smp compare`"
 
     key: str                           # a_full, b_smp, c_random_0, ..., d_gradient, e_gradient_retrained
     group: str                         # a_full, b_smp, c_random, d_gradient, e_gradient_retrained
@@ -123,20 +121,15 @@ class CompareResult:
         return out
 
     def to_json(self) -> dict:
+        # by hand: the summary rows are derived when written, from a list that grows while the run goes on
         return {"format": SMP_COMPARE_FORMAT, "config": self.config, "seconds": self.seconds,
-                "conditions": [asdict(c) for c in self.conditions], "summary": summary_rows(self),
+                "conditions": [c.to_json() for c in self.conditions], "summary": summary_rows(self),
                 "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompareResult":
-        from pruning_core.evaluation.results import check_format
         check_format(data, SMP_COMPARE_FORMAT, "the comparison file")
-        try:
-            conds = [ConditionResult(**c) for c in data["conditions"]]
-        except (KeyError, TypeError) as exc:
-            from pruning_core.core.errors import FormatError
-            raise FormatError(f"The comparison file has malformed conditions ({exc}). Re-run "
-                              "`headprune smp compare`.") from None
+        conds = [ConditionResult.from_json(c) for c in data["conditions"]]
         return cls(conds, dict(data.get("config") or {}), dict(data.get("provenance") or {}),
                    float(data.get("seconds", 0.0)))
 
@@ -357,7 +350,7 @@ def _smp_mask(config: CompareConfig, progress: ProgressCallback | None) -> tuple
 def _spec(config: CompareConfig, **kw) -> dict:
     base = {"model": config.model, "task": config.task, "eval_split": config.eval_split, "mask": None,
             "gradient_mask": False, "keep_fraction": config.keep_fraction, "score_limit": config.score_limit,
-            "finetune": asdict(config.finetune), "train_limit": config.train_limit,
+            "finetune": config.finetune.to_json(), "train_limit": config.train_limit,
             "reset_classifier_seed": config.seed, "save": None, "eval_batch_size": config.eval_batch_size,
             "device": config.finetune.device or "cpu", "max_length": config.finetune.max_length,
             "threads": config.threads}

@@ -27,18 +27,17 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pruning_core.io.codec import SMP_PRUNER_FORMAT
+from pruning_core.io.codec import SMP_PRUNER_FORMAT, JsonRecord, check_format
 from pruning_core.core.errors import FormatError, UnsupportedArchitectureError
 from pruning_core.core.heads import HeadMask, HeadScores
-from pruning_core.evaluation.results import check_format
 from pruning_core.io.storage import atomic_path, sha256_file, write_json
 
 WEIGHTS_FILE = "pruner.safetensors"
@@ -48,8 +47,10 @@ SUPPORTED_ARCHS: tuple[str, ...] = ("bert-encoder", "distilbert")
 
 
 @dataclass(frozen=True)
-class PrunerConfig:
+class PrunerConfig(JsonRecord):
     """The shape of the pruner network (it does not depend on the model it scores)."""
+
+    _malformed = "The pruner config is incomplete or malformed"
 
     map_size: int = 32                        # every attention map is pooled to map_size x map_size
     channels: tuple[int, ...] = (8, 16, 16)   # conv channels; each conv halves the grid (stride 2)
@@ -64,16 +65,6 @@ class PrunerConfig:
         if self.hidden < 1:
             raise FormatError(f"hidden must be at least 1, got {self.hidden}.")
 
-    def to_json(self) -> dict:
-        return {**asdict(self), "channels": list(self.channels)}
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> "PrunerConfig":
-        try:
-            return cls(map_size=int(data["map_size"]), channels=tuple(int(c) for c in data["channels"]),
-                       hidden=int(data["hidden"]), depth_feature=bool(data["depth_feature"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"The pruner config is incomplete or malformed ({exc!r}).") from None
 
 
 class SMPPruner(nn.Module):
