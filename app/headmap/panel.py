@@ -9,7 +9,7 @@ loss first, while it decodes: ``Task.loss_first``, the job's ``partial``) → th
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
 after the metric, behind any evaluation another session waits for: :data:`app.runtime.board.GATE`).
 
-The fragment never waits for work while a click could come (issue 31): a click made while the fragment
+The fragment never waits for work while a click could come: a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
 is shown as far as it got (:meth:`app.runtime.work.Work.show` with ``wait=False``), then the run waits drawing
 nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
@@ -161,8 +161,8 @@ def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:
 class EarlyLoss:
     """Where the loss of ``mask`` is drawn while its metric is still computed (``Task.loss_first``: a translation
     decodes after its loss pass; the evaluation reports the loss as its job's ``partial``). One line of text in
-    the panel and the strip: drawing metric widgets there cost the decoding about 0.4 s of a 2-core machine's
-    CPU (the browser's layout), a line nothing measurable (benchmarks/dashboard_timings.py on the student)."""
+    the panel and the strip: metric widgets there cost the decoding CPU time (the browser's layout), a line
+    nothing measurable (docs/FIGURES.md; ``benchmarks/dashboard_timings.py`` on the student)."""
 
     sel: Selection
     mask: HeadMask

@@ -132,10 +132,8 @@ def scoring_label(spec: str, task_name: str, scorer: str, score_size: int, heads
 # compute_roles' default probes: (sequences, tokens each); the needle prompt is its 256-token haystack
 # plus the needle and question, then a few greedy steps
 ROLE_PROBES = {"text": (24, 48), "repeated": (10, 101), "needle": (6, 290)}
-# seconds per second of multiply-adds. Measured on SmolLM2 (2 cores at load 12-14): text 55 s, repeated 21 s,
-# needle 362 s against 5.2, 4.6 and 8.4 s of multiply-adds; the text probe's plain passes run 1.5x their
-# estimate on quiet cores (as evaluations do), so the load cost ~7x, and the needle's greedy steps with
-# their maps run ~6x (SmolLM2 ~67 s in all, the roles library's own quiet figure ~60 s)
+# seconds per second of multiply-adds of each probe: plain passes run 1.5x their estimate on quiet cores (as
+# evaluations do), the needle's greedy steps with their maps about 6x (docs/FIGURES.md, head roles on SmolLM2)
 ROLE_OVERHEAD = {"text": 1.5, "repeated": 1.5, "needle": 6.0}
 ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring every head in Python
 

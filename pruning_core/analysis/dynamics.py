@@ -1,24 +1,13 @@
 """Training dynamics (Michel et al. 2019, §6): how head importance and pruning tolerance evolve
 while a model is fine-tuned.
 
-:func:`training_dynamics` fine-tunes with :func:`~pruning_core.tasks.finetune.finetune_classifier` (the
-same loop, schedule and seed as ``headprune prepare``) and, at each requested optimiser step
-(``0`` = before any update), measures the model as it is at that moment:
-
-- the gradient importance I_h of every head on a subset of the scoring split (train by default);
-- the unpruned metric and a short pruning curve on a subset of the evaluation split (validation
-  by default): the heads with the lowest (per-layer normalised) I_h of *that* checkpoint removed,
-  ``fractions`` of all heads at a time;
-- the Spearman rank correlation of that checkpoint's I_h with the final checkpoint's and with the
-  previous one's ("heads become important early" reads as a correlation with the final ranking
-  that is high from early on).
-
-Measuring does not change the training run: it runs in eval mode (no dropout), takes gradients
-only with respect to head outputs (no parameter gradient), and uses no random numbers, so the
-checkpoint at the last step of the default is the model ``prepare`` builds (up to the float
-non-determinism of threaded CPU kernels).
-
-The result is ``headprune.dynamics/1`` JSON with provenance.
+:func:`training_dynamics` fine-tunes with :func:`~pruning_core.tasks.finetune.finetune_classifier` (the loop,
+schedule and seed of ``headprune prepare``) and at each requested step (``0`` = before any update) measures
+the gradient importance I_h on a subset of the scoring split, the unpruned metric and a short pruning curve
+by that checkpoint's I_h, and the Spearman correlation of its I_h with the final and the previous
+checkpoint's. Measuring does not change the run (eval mode, gradients only with respect to head outputs,
+no random numbers), so the last checkpoint of the default is the model ``prepare`` builds. The result is
+``headprune.dynamics/1`` JSON with provenance.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Retraining-free compression (Kwon et al. 2022), end to end, on a copy of the model.
 
-:func:`compress` runs, and records in its report, each step in order:
-
-1. **score** the heads on the calibration examples (``scorer``, Fisher by default);
-2. **search** the budget's mask (:mod:`.search`: heads, multiply-adds or measured latency);
-3. **rearrange** each layer's removed heads by the block-diagonal Fisher (:mod:`.rearrange`; needs
-   the gate gradients, so only when the task has labels);
-4. **repair**: least-squares scales of the kept heads folded into W_O, plus FLAP's bias compensation
-   (:mod:`.tuning`). METHODS.md names the compensation for label-free scorers; it is on for every scorer
-   here because on the default it added 1.7 points to Fisher's mask at 50 % removed (benchmarks/compress.py),
-   and per layer it is kept only where it lowers the calibration residual. ``target`` says what each layer's
-   least squares reproduce (``"residual"``: the layer's sum W_O z + b + x before its LayerNorm, correcting
-   the drift from pruned layers below; ``"output"``: the output projection's output alone);
-5. **prune** physically (:func:`pruning_core.modeling.pruning.prune_heads`): an ordinary smaller model.
-
-The model passed in is only read. :func:`evaluate_compression` measures the metric of the unpruned,
-the pruned-without-repair and the repaired model on one evaluation set.
+:func:`compress` runs, and records in its report, each step in order: **score** the heads on calibration
+examples (Fisher by default); **search** the budget's mask (:mod:`.search`); **rearrange** each layer's
+removed heads by the block-diagonal Fisher (:mod:`.rearrange`; needs labels); **repair** with least-squares
+scales folded into W_O plus FLAP's bias compensation (:mod:`.tuning`; on for every scorer, kept per layer
+only where it lowers the calibration residual: docs/METHODS.md); **prune** physically
+(:func:`pruning_core.modeling.pruning.prune_heads`). The model passed in is only read.
+:func:`evaluate_compression` measures the unpruned, pruned and repaired model on one evaluation set.
 """
 from __future__ import annotations
 

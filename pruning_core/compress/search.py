@@ -1,18 +1,11 @@
 """Kwon et al.'s budgeted mask search: remove the least important heads until a budget is met.
 
-Heads are taken least important first (the scorer's ranking, ties by a seeded shuffle); a head is
-skipped while removing it would leave its layer with fewer than ``min_heads_per_layer`` heads (1 by
-default, as Kwon et al.: a layer with no attention left is a different model). That gives one removal
-order; every budget removes a prefix of it:
-
-- ``remove F``: ``round(F * heads)`` heads;
-- ``flops F``: the fewest heads whose removal cuts F of the multiply-adds of one forward pass of
-  ``seq_len`` tokens (the FLOP ceiling's count, :func:`pruning_core.bench.flop_ceiling`: attention,
-  feed-forward and output head; only attention shrinks, so F is at most the attention's share);
-- ``latency_ms X``: the fewest heads whose physically pruned model runs one forward pass in at most X ms
-  (:mod:`.latency`: measured, not counted).
-
-A budget that no prefix meets raises :class:`BudgetError` with the most the order can reach.
+Heads are taken least important first (ties by a seeded shuffle), skipping a head while its layer would keep
+fewer than ``min_heads_per_layer`` (1 by default, as Kwon et al.). Every budget removes a prefix of that
+order: ``remove F`` (``round(F * heads)`` heads), ``flops F`` (the fewest heads that cut F of one forward
+pass's multiply-adds at ``seq_len`` tokens, :func:`pruning_core.bench.flop_ceiling`) or ``latency_ms X``
+(the fewest whose physically pruned model runs in at most X ms, :mod:`.latency`: measured). A budget that
+no prefix meets raises :class:`BudgetError` with the most the order can reach.
 """
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """Fine-tune a sequence classifier: a plain PyTorch AdamW loop.
 
-Used by ``prepare`` (the default MiniLM-L6 on movie-sentiment) and by the SMP comparison
-(fine-tuning physically pruned models), so it takes any ``nn.Module`` whose forward accepts
-``input_ids`` / ``attention_mask`` (and ``token_type_ids`` when its signature names it) and returns
-``.logits`` ``[B, num_labels]``. The loss is computed here (cross-entropy), not by the model.
-
-Batches are length-bucketed and shuffled: each epoch shuffles the examples (seeded), cuts them
-into chunks of ``batch_size * 50``, sorts each chunk by length, cuts it into batches and shuffles
-the batch order. The learning rate warms up linearly over ``warmup_fraction`` of the steps, then
-decays linearly to 0.
-
-Memory: on CUDA, ``torch.cuda.max_memory_allocated`` during training (tensors only). On CPU,
-the peak resident set size of the whole process (``/proc/self/statm``, sampled every 20 ms in a
-background thread) while training; it includes the model, the Python runtime and everything else
-the process holds, so ``memory_increase_bytes`` (peak minus the RSS at the start) is the part
-training added (activations, gradients, AdamW state). Unavailable (None) where /proc is missing.
+Used by ``prepare`` and by the SMP comparison (physically pruned models), so it takes any ``nn.Module`` whose
+forward accepts ``input_ids`` / ``attention_mask`` (and ``token_type_ids`` when its signature names it) and
+returns ``.logits`` ``[B, num_labels]``; the cross-entropy is computed here. Batches are length-bucketed
+within seeded shuffled chunks; the learning rate warms up linearly, then decays linearly to 0. Memory: on
+CUDA the peak allocated tensors; on CPU the peak resident set size of the process, sampled in a background
+thread, so ``memory_increase_bytes`` (peak minus the start) is what training added. None where /proc is missing.
 """
 from __future__ import annotations
 

