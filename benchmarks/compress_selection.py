@@ -2,22 +2,7 @@
 
     .venv/bin/python benchmarks/compress_selection.py            # about 5 minutes on 2 cores
 
-The default (MiniLM-L6, movie-sentiment) misses issue 20's target, at most 1.0 point of test accuracy lost
-with 36 of 72 heads removed, by 0.78 points with ``headprune compress``'s defaults
-(benchmarks/compress.json). The masks that meet a budget differ in how many heads each layer keeps; this
-measures whether choosing among them on data the test never sees would close that gap. Each candidate is
-``pruning_core.compress.compress`` (Fisher on 512 training snippets, budgeted search, Kwon's rearrangement,
-least-squares repair with bias compensation) with one of:
-
-- the ranking: Fisher raw across layers (Kwon) or l2-normalised per layer (as Michel's I_h);
-- the fewest heads a layer keeps: 1 (the default) to 4, which moves removals from the last layers to the
-  first ones.
-
-Identical masks are run once. Every repaired model is evaluated on the whole validation split (994
-snippets, the selection data) and the whole test split (1,012); the file records which candidate the
-validation accuracy and the validation loss would pick, its test accuracy against the target, and Spearman's
-correlation between validation and test accuracy over the candidates (does validation rank them as test
-does?). Writes ``benchmarks/results/compress_selection.json`` (``headprune.bench_compress_selection/1``).
+What it measures and writes, in full: benchmarks/README.md, ``compress_selection.py``.
 """
 from __future__ import annotations
 

@@ -6,17 +6,9 @@
 One dashboard server on the embedded default (``--model``, ``--task``, ``--limit`` as in
 ``dashboard_timings.py``), one Chromium page on the Head map; ``--clicks`` head clicks, each after the
 server is idle, each followed until the page is idle again (metric, history, latency drawn). Every
-message the server sends (a Streamlit ``ForwardMsg``) is decoded and counted per click:
+message the server sends (a Streamlit ``ForwardMsg``) is decoded and counted per click.
 
-- ``messages`` and ``bytes``: all of them; ``deltas``: the page elements drawn (``delta``);
-- ``before_metric``: the deltas sent before the strip's line with the new metric (what a class's
-  queued sessions also send and draw before their metric);
-- ``repeated``: deltas identical (same bytes) to the one sent at the same place of the page in the
-  previous click's rerun: elements redrawn unchanged, which carry no new information;
-- ``by_type``: deltas per element type (``markdown``, ``plotly_chart``, ``add_block``, ...).
-
-Message counts do not depend on the machine's load (the progress bar's updates excepted: a job that runs
-longer shows more of them), so they can be compared between runs on a busy machine.
+What it measures and writes, in full: benchmarks/README.md, ``dashboard_messages.py``.
 """
 from __future__ import annotations
 

@@ -3,32 +3,7 @@
     .venv/bin/python benchmarks/dashboard_timings.py            # writes benchmarks/results/dashboard_timings.json
     .venv/bin/python benchmarks/dashboard_timings.py --model /path/to/folder --task sst2 --out other.json
 
-Measures, on one dashboard server:
-
-- click -> metric (the new mask's metric and loss drawn) and click -> latency (its latency drawn), timed
-  inside each page (:data:`WATCH`: from the click's mousedown to the first change of the page that shows
-  the new figure, so the benchmark's waiting adds no polling interval and no redrawing), medians over
-  ``--toggles`` head clicks, quiet (as found) and with ``--busy`` (default 2) busy loops;
-  each click waits until the server is idle (``settle``: what the page load started, such as the role
-  scores or the first latency timing, has finished; the wait is recorded as ``settled_after_s``);
-- the server's CPU seconds per click until the metric is drawn, and until the server sent it (from the
-  live panel's metric records, which ``benchmarks/observer`` writes to a file: without the latency timing
-  that starts once the metric is sent and runs while the browser draws), next to one forward pass over the same examples (``task.evaluate`` of a
-  one-head mask, in this process after one untimed pass, same run and conditions);
-- a class: 1 and ``--class-size`` (default 8) Chromium sessions, each clicking a different head at
-  about the same moment: each session's metric and loss checked against the library's evaluation of
-  the mask in its link (what ``headprune evaluate --mask-link`` computes), the median click -> metric
-  drawn in each Chromium and click -> metric sent by the server (from the live panel's metric records:
-  without the drawing by 8 browsers that share the server's cores here, where a class's browsers run on the students' machines), and the server's resident memory (VmRSS
-  before, VmHWM peak after); ``--class-rounds`` rounds of the class and ``--single-rounds`` of the lone session
-  (default 5: the ratio's divisor is a median, not one click), other heads each time, first with the Chromiums at
-  the server's priority, then at niceness 19 (``--browser-niceness``): here the eight browsers' drawing
-  takes as much CPU as the server's work, which on the students' own machines it would not take at all,
-  so the two bracket what a class sees; ``class_pooled`` gives the median over every round's sessions.
-
-Every measurement records the 1-minute load average. Needs the prepared default (`headprune
-prepare`) or --model, Chromium (`make browser`) and Playwright. Numbers depend on the machine and
-its load: a description of one run, never a test threshold.
+What it measures and writes, in full: benchmarks/README.md, ``dashboard_timings.py``.
 """
 from __future__ import annotations
 

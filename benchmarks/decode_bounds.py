@@ -3,15 +3,7 @@
     .venv/bin/python benchmarks/decode_bounds.py                   # every prepared encoder-decoder
     .venv/bin/python benchmarks/decode_bounds.py --decode 128      # also decode the first 128 examples, all heads
 
-A correct output is as long as its reference, so for every example of every split of the model's catalog task
-(``bible-en-pt`` / ``bible-pt-en``: all verses; ``movie-speech``: all utterances) this compares the reference's
-tokens (and the end-of-sequence token) with the example's bound (:data:`pruning_core.tasks.translation.BOUND` of
-the source's tokens, :data:`pruning_core.tasks.speech.BOUND` of the audio's seconds, capped by the task's own
-maximum): ``over`` counts references longer than their bound (must be 0), ``most`` is the largest share of its
-bound a reference takes. With ``--decode N`` the model with every head also decodes the first N examples of the
-evaluation split: ``reached`` counts outputs that reached their bound (must be 0).
-
-Writes ``benchmarks/results/decode_bounds.json`` (``headprune.decode_bounds/1``).
+What it measures and writes, in full: benchmarks/README.md, ``decode_bounds.py``.
 """
 from __future__ import annotations
 

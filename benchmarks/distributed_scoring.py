@@ -4,18 +4,9 @@
 
 Scores the heads of the prepared default (MiniLM-L6, 72 heads) on the first ``--examples``
 training snippets of movie-sentiment (``per_token_importance``, batch ``--batch-size``) in three
-set-ups, each launched with ``python -m torch.distributed.run --standalone``:
+set-ups, each launched with ``python -m torch.distributed.run --standalone``.
 
-- ``1 process x 1 thread``: the single-process path (torchrun with one process joins no group);
-- ``2 processes x 1 thread``: data-parallel over gloo, one core each;
-- ``1 process x 2 threads``: the same two cores used by intra-op threads instead.
-
-The set-ups alternate launch by launch (A B C A B C ...) so a burst of load from other work on
-the machine hits all of them alike; inside a launch the model is loaded and one batch is scored
-to warm up before the timed passes (start-up is not timed). A pass is timed from a barrier before
-it to the all-reduce after it, on rank 0. Reports the median examples/s per set-up, the ratio
-2 processes / 1 process (and / 2 threads), the cores, threads and the load average before and after.
-Writes ``benchmarks/results/distributed_scoring.json`` (``headprune.distributed_bench/1``).
+What it measures and writes, in full: benchmarks/README.md, ``distributed_scoring.py``.
 """
 from __future__ import annotations
 

@@ -3,27 +3,7 @@
     python benchmarks/gpu_suite.py --device cuda                    # one H200: 3-5 min expected, 480 s deadline
     python benchmarks/gpu_suite.py --device cpu --quick --out x.json  # tiny shapes: the CPU test's run
 
-Models are built from configs with **random weights at real shapes** (no weights travel; speed does
-not depend on their values): BERT-base, MiniLM-L6, Llama-3.2-1B and SmolLM2-135M (see
-``gpu_models.SHAPES``), as headprune ``LoadedModel`` objects, so the code measured is the library's.
-Sections (each timed and wrapped: an error is recorded and the next section runs, and inside one a
-failing model or latency point is recorded in its row while the others are measured; past the
-global ``--deadline`` the rest are skipped with the reason; the JSON is rewritten after every section):
-
-- ``matmul``: an 8192^3 bf16 matrix product, the rate this GPU reaches (beside the datasheet peak);
-- ``scoring``: gradient I_h examples/s and tokens/s in float32 and bfloat16, headprune's scorer
-  against the bertology ``head_mask`` loop (with and without weight gradients), and as a share of
-  the bf16 peak from counted multiply-adds;
-- ``latency``: dense vs 50 %-pruned forward passes (``prune_heads``; grouped-query models lose
-  whole key/value groups) at batch 1/8/32/128 and 128/512 tokens with the FLOP ceiling beside each;
-- ``precision``: masked == pruned (max logit difference) and the I_h ranking bf16 vs float32 (Spearman);
-- ``evaluate``: one masked ``Task.evaluate`` of 128 examples as the dashboard runs it (float32, eager);
-- ``device_map``: ``load_model(device_map=...)`` with half the layers on the GPU and half on the
-  CPU scores like one device; ``torchrun``: ``headprune score`` under ``torchrun --nproc-per-node 1
-  --distributed`` (NCCL on CUDA, gloo on CPU) writes what one process writes.
-
-Writes ``headprune.gpu_suite/1`` (device, versions, peak memory, provenance) through
-``pruning_core.io.storage``; ``benchmarks/README.md`` says how to run it on the GPU machine and read it.
+What it measures and writes, in full: benchmarks/README.md, ``gpu_suite.py``.
 """
 from __future__ import annotations
 

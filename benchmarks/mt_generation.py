@@ -2,20 +2,9 @@
 
     .venv/bin/python benchmarks/mt_generation.py          # a few minutes on 2 CPU cores
 
-Needs ``headprune prepare --model bergamot-en-pt``. Steps:
+Needs ``headprune prepare --model bergamot-en-pt``.
 
-1. Score the heads by I_h (the ``gradient`` scorer) on the first ``--n-score`` verses of ``validation`` (Mark).
-2. Three masks, each removing the least important heads by that ranking: half of the encoder self-attention heads,
-   half of the cross-attention heads, and half of all heads. Each is pruned physically (``prune_heads``: a copy
-   with the heads' rows and columns gone).
-3. For each mask, greedy decoding of the first ``--n`` verses of ``test`` (John), batches of ``--batch-size``, over
-   the model's vocabulary shortlist as deployed, timed for the dense and the pruned model side by side
-   (``bench.interleaved_latencies``: one of each per round, order rotating). Tokens/s = the tokens that model
-   generated / its median seconds; the speed-up is of the median seconds per verse set.
-4. The FLOP ceiling (``bench.flop_ceiling``): the speed-up if time followed the multiply-adds of one teacher-forced
-   pass over the whole vocabulary, at the verses' mean source and target lengths.
-
-Writes ``benchmarks/results/mt_generation.json`` (``headprune.mt_generation/1``, with the load) and prints a table.
+What it measures and writes, in full: benchmarks/README.md, ``mt_generation.py``.
 """
 from __future__ import annotations
 

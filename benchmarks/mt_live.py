@@ -2,24 +2,9 @@
 
     .venv/bin/python benchmarks/mt_live.py          # about 5 minutes on 2 quiet CPU cores; threads as the dashboard
 
-Needs ``headprune prepare --model bergamot-en-pt``. Steps:
+Needs ``headprune prepare --model bergamot-en-pt``.
 
-1. Encode the first ``--n`` verses of ``bible-en-pt`` ``test`` (John) once; evaluate them unpruned with
-   ``Task.evaluate`` (what the dashboard and ``headprune evaluate`` run: the loss pass, greedy decoding step by step
-   over the model's vocabulary shortlist, BLEU and its interval) -> baseline BLEU; again over the whole vocabulary.
-2. Clicks, each evaluated as the dashboard evaluates it: ``Task.evaluate`` with a layer-input cache of the dashboard's
-   budget (:mod:`pruning_core.modeling.layer_cache`), warmed by the unpruned evaluation as a session's arrival warms
-   it. ``single``: every head of the map removed alone from the full model (a session's first click), in a seeded
-   random order; ``sequence``: ``--clicks`` heads removed one after another in a seeded random order. Each click
-   records the whole evaluation's wall and CPU seconds (``bleu_seconds``, ``bleu_cpu_seconds`` by
-   ``time.process_time``) and, on a second cache warmed alike, the teacher-forced loss pass alone (``loss_seconds``;
-   the output layer scores the target positions alone, as in ``Task.evaluate``), with the 1-minute load average.
-   Medians per set and per attention kind, with the load average before and after.
-3. I_h (the ``gradient`` scorer, per-layer l2-normalised) on the first ``--n-score`` verses of ``validation``
-   (Mark); BLEU with its 95 % bootstrap interval unpruned, with the 50 % least important encoder heads removed
-   (24 of 48), and with the 50 % least important cross heads removed (8 of 16).
-
-Writes ``benchmarks/results/mt_live.json`` (``headprune.mt_live/3``) and prints a summary.
+What it measures and writes, in full: benchmarks/README.md, ``mt_live.py``.
 """
 from __future__ import annotations
 

@@ -3,23 +3,7 @@
     .venv/bin/python benchmarks/roles.py                  # ~5-10 min on 2 busy CPU cores
     .venv/bin/python benchmarks/roles.py --sequences 40 --needles 40
 
-1. Detection: ``compute_roles(loaded, roles=["induction", "retrieval"], seed=0)`` on the prepared ``smollm2``
-   (eager attention; induction on 10 sequences [BOS] + R + R of seed 0, retrieval on 6 needle prompts of
-   seed 0 in a haystack of movie-sentiment validation sentences).
-2. Induction (METHODS.md): ``roles.copy_losses`` on ``--sequences`` other inputs [BOS] + R + R (random tokens of
-   seed 1, n = 50): the mean loss on each copy's tokens 2..n with all heads, with the detected induction heads
-   removed, and with as many random heads removed (``--seeds`` seeds, drawn among the self-attention heads
-   that are not induction heads). Expected: the second copy's loss drops sharply with all heads; removing
-   the induction heads takes most of that drop away, random heads do not.
-3. Retrieval: ``roles.needle_accuracy`` on ``--needles`` other prompts (``needle_prompts`` with seed 1: other
-   numbers, other depths, and a haystack of movie-sentiment *train* sentences), all heads vs the detected
-   retrieval heads removed vs as many random non-retrieval heads. Expected: removing them breaks the task,
-   random heads do not.
-
-Intervals: per condition the mean drop (first copy minus second) with a 95 % bootstrap interval over the
-sequences, and the share of the all-heads drop a removal takes away with a paired bootstrap interval (same
-sequences); needle accuracy with its Wilson interval over the prompts. Masks are applied per call
-(``apply_mask``). Writes ``benchmarks/results/roles.json`` (``headprune.roles_check/1``, with provenance).
+What it measures and writes, in full: benchmarks/README.md, ``roles.py``.
 """
 from __future__ import annotations
 

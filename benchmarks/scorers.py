@@ -4,29 +4,7 @@ the heads removed, without and with the library's retraining-free repair.
     .venv/bin/python benchmarks/scorers.py                    # the default: 20-60 min on 2 CPU cores
     .venv/bin/python benchmarks/scorers.py --model smollm2 --only gradient,fisher,flap,activation,random
 
-``--model`` picks the model and its task (:data:`SETUPS`): ``default`` (MiniLM-L6, movie-sentiment,
-accuracy), ``mpnet`` (MPNet-base fine-tuned on movie-sentiment, accuracy), ``smollm2`` (SmolLM2-135M,
-movie-text, perplexity over windows of 128 tokens) and ``whisper-base`` (movie-speech, WER; only the
-decoder self- and cross-attention heads are removed). For each scorer (gradient, fisher, atp with
-the zero / mean / corrupt baselines, flap, activation, entropy, confidence, random over 3 seeds):
-
-- the wall time of scoring the first ``--score-limit`` examples of the task's score split (train where
-  it has one: :func:`pruning_core.tasks.default_score_split`; validation for movie-speech, which has
-  no train split);
-- Spearman's rank correlation between its ranking scores and the exact loss change of removing each
-  of its K highest and K lowest heads alone, on the first ``--verify-limit`` validation examples
-  (:func:`pruning_core.scoring.verify.verify_scores`; every head is ablated once and shared);
-- the metric on the first ``--test-limit`` test examples, with its 95 % interval, with each fraction
-  of the heads removed in order of increasing ranking score (the masks ``pruning_curve`` builds:
-  the round(f * heads) least important, seeded ties), for the mask alone and after repair
-  (:func:`pruning_core.compress.evaluate_repaired`, as ``curve --repair``: least-squares head scales and
-  FLAP's bias compensation tuned on the scoring examples).
-
-``--skip verify=WHY`` / ``--skip repair=WHY`` / ``--skip LABEL=WHY`` leave a step or a scorer out, and
-the file records what was left out and why (as it does for scorers ``--only`` leaves out). Writes
-``benchmarks/results/scorers.json`` for the default, ``scorers-MODEL.json`` otherwise
-(``headprune.bench_scorers/2``, with provenance and the machine load before, during and after), after
-every scorer, and prints the table.
+What it measures and writes, in full: benchmarks/README.md, ``scorers.py``.
 """
 from __future__ import annotations
 

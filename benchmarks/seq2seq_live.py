@@ -5,17 +5,7 @@ its metric, as the Head map's one evaluation gives them.
     .venv/bin/python benchmarks/seq2seq_live.py --model bergamot-en-pt          # 128 verses of bible-en-pt
     .venv/bin/python benchmarks/seq2seq_live.py --model bergamot-pt-en
 
-Needs ``headprune prepare --model ...``. Steps: encode the model's default evaluation set (its catalog task, the first
-``--n`` examples of the task's default split: 8 utterances, 128 verses), evaluate it with every head (a session's
-arrival, which fills a layer-input cache of the dashboard's budget, :mod:`pruning_core.modeling.layer_cache`), then
-click: one head removed from the full model per layer and attention kind (a seeded random head of each), in a seeded
-random order, each evaluated as the dashboard evaluates it (``Task.evaluate`` with that cache, batches of 64). The
-evaluation reports its loss before it decodes (``Task.loss_first``): ``loss_seconds`` is the time from the click to
-that report, ``metric_seconds`` to the result. Each click's loss and metric are checked against a second evaluation
-without the cache (what ``headprune evaluate --mask-link`` runs), unless ``--no-check``.
-
-Writes ``benchmarks/results/seq2seq_live-<model>.json`` (``headprune.seq2seq_live/1``): per click the seconds, the
-metric, the loss and the 1-minute load; medians, quartiles and extremes overall and per kind; the machine.
+What it measures and writes, in full: benchmarks/README.md, ``seq2seq_live.py``.
 """
 from __future__ import annotations
 

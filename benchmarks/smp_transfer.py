@@ -5,29 +5,9 @@
 
 From the same pretrained all-mpnet-base-v2 (unpacked from its PyPI wheels, one seeded 2-class head
 for every arm), half of every layer's heads (6 of 12) are removed physically, then the pruned model
-is fine-tuned on movie-sentiment with one identical, reduced budget and evaluated on the test split:
+is fine-tuned on movie-sentiment with one identical, reduced budget and evaluated on the test split.
 
-- ``smp``: the SMP pruner of ``headprune smp train`` (trained on MiniLM-L6, a ``bert-encoder``) scores
-  the pretrained MPNet's heads from its attention maps on unlabeled training texts; the top 6 of every
-  layer are kept;
-- ``random_<s>``: a random 6 of every layer kept (``presets.random_per_layer``, seeds 0, 1, 2);
-- ``ih``: MPNet's own gradient importance I_h (Michel et al.; labelled training examples) from the
-  fine-tuned prepared ``mpnet`` (``headprune prepare --model mpnet``), or, when that is not prepared,
-  from the ``full`` arm below after its fine-tuning; the top 6 of every layer are kept. It knows the
-  task and a fine-tuned model, so it is a strong reference, not a peer of SMP's label-free choice;
-- ``full``: no head removed, same fine-tuning (the ceiling of the budget).
-
-**Transfer as built is refused, and why.** The pruner network itself does not depend on layer or head
-counts (each head's map is pooled to a fixed grid, the only positional input is the layer's relative
-depth), so 12 x 12 fits. But ``PrunerFile.check_applies_to`` refuses another family (MiniLM is
-``bert-encoder``, MPNet is ``mpnet``), and ``smp.pruner.capture_attention`` recomputes maps as
-``softmax(q k^T / sqrt(d))``, which for MPNet would leave out the relative-position bias every layer
-adds. This script therefore feeds the pruner MPNet's *real* attention probabilities (eager
-``output_attentions``, bias included) through the library's own ``smp.pruner.head_logits`` and
-``scores_from_logits``; the transfer measured here crosses family as well as size.
-
-Accuracy comes with 95 % Wilson intervals, and each arm is compared with ``smp`` example by example
-(exact McNemar). Writes ``benchmarks/results/smp_transfer.json`` (``headprune.smp_transfer/1``).
+What it measures and writes, in full: benchmarks/README.md, ``smp_transfer.py``.
 """
 from __future__ import annotations
 

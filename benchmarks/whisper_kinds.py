@@ -3,24 +3,9 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/whisper_kinds.py      # about 20 min on 2 busy CPU cores
 
 Needs ``headprune prepare --model whisper-base`` and espeak-ng (the movie-speech set is synthesized on
-first use). Steps:
+first use).
 
-1. I_h (gradient importance, per-layer l2-normalised for ranking) of every head of the three kinds
-   (48 encoder self-, 48 decoder self-, 48 cross-attention heads) on the first ``--n-score`` utterances
-   of movie-speech ``validation``;
-2. WER on the first ``--n-eval`` utterances of movie-speech ``test`` (greedy decoding, transcripts and
-   references lower-cased without punctuation), unpruned and with 10 / 25 / 50 % of ONE kind removed
-   (5 / 12 / 24 of its 48 heads; the other kinds untouched): the least important by I_h, and at random
-   (seeds 0, 1, 2); each WER with its 95 % bootstrap interval over utterances.
-
-Masks that keep every encoder head are evaluated on the unmasked encoder's outputs, computed once
-(exact: ``SpeechRecognitionTask.with_encoder_outputs``). Sized for 20 minutes on two busy cores
-with one torch thread (on the shared machine two threads were up to 15 times slower) and sdpa
-attention: the defaults are 10 test and 8 validation utterances, so intervals are wide; pass
-``--n-eval 40`` when the machine is free. Decoding stops after 64 tokens (the longest reference
-with its prompt is shorter): a broken model that repeats itself would otherwise run to 448 tokens,
-so WER far above 100 % is capped, which does not change which runs are catastrophic. Writes
-``benchmarks/results/whisper_kinds.json`` (``headprune.whisper_kinds/1``) and prints the table.
+What it measures and writes, in full: benchmarks/README.md, ``whisper_kinds.py``.
 """
 from __future__ import annotations
 
