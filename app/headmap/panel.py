@@ -154,15 +154,18 @@ def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:
     early loss is drawn in place, without a rerun (which would redraw the map while the metric is computed)."""
     while pending and wait_for_change(pending, REDRAW_S, reruns.user_waiting):
         if early is None or not early.draw():
+            if early is not None:
+                early.draw_done()       # the metric in place at once; the rerun then draws the whole panel
             st.rerun(scope="fragment")
 
 
 @dataclass
 class EarlyLoss:
-    """Where the loss of ``mask`` is drawn while its metric is still computed (``Task.loss_first``: a translation
-    decodes after its loss pass; the evaluation reports the loss as its job's ``partial``). One line of text in
-    the panel and the strip: drawing metric widgets there cost the decoding about 0.4 s of a 2-core machine's
-    CPU (the browser's layout), a line nothing measurable (benchmarks/dashboard_timings.py on the student)."""
+    """Where the figures of ``mask`` are drawn in place while the fragment waits: its loss while its metric is
+    still computed (``Task.loss_first``: a translation decodes after its loss pass; the evaluation reports the
+    loss as its job's ``partial``), then its metric and loss the moment the evaluation ends, before the rerun that
+    redraws the map and the panel. One line of text in the panel and the strip: metric widgets there would cost
+    the decoding the browser's layout (benchmarks/dashboard_timings.py)."""
 
     sel: Selection
     mask: HeadMask
@@ -183,6 +186,19 @@ class EarlyLoss:
         self.strip.markdown(strip_text(self.mask, f"{md_escape(label)}: :material/hourglass_top: updating (decoding)…",
                                        f"{loss:.4f}"))
         return True
+
+    def draw_done(self) -> None:
+        """Draw the finished evaluation's metric and loss in the strip and the panel's line (nothing while it runs
+        or after it failed): the fragment's rerun that follows takes a map's drawing longer to show them."""
+        ev = self.work.ready()
+        if ev is None:
+            return
+        self.strip.markdown(_strip_done(self.mask, ev))
+        label = ui.metric_label(ev.metric_name)
+        value = uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
+        self.note.markdown(f"{md_escape(label)} **{md_escape(value)}** · loss **{ev.loss:.4f}** for "
+                           f"{self.mask.n_kept} / {self.mask.n_total} heads")
+        _note_metric_sent(self.mask)
 
 
 def _task_metric(sel: Selection) -> str:
