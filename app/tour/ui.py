@@ -261,7 +261,7 @@ def _speed(ctx: Ctx) -> bool:
 
 def _induction(ctx: Ctx) -> bool:
     check = Work("induction", "Finding the induction heads", cache_roles.induction_roles,
-                 (ctx.spec, ctx.model.task)).show()
+                 (ctx.sel.without_size(),)).show()
     if check is None:
         return False
     mask = _prepare(check.mask, f"{len(check.heads)} induction heads removed")
