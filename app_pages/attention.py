@@ -3,7 +3,7 @@ import streamlit as st
 
 from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
 from app.model import cache
-from app.sidebar import pickers
+from app.model import pickers
 from app.core import mask as mask_state, state, ui
 from app.roles import ui as role_ui
 from app.core.access import task_label

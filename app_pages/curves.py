@@ -3,7 +3,7 @@ import streamlit as st
 
 from app.model import cache, workload
 from app.curves import jobs as curve_jobs
-from app.sidebar import pickers
+from app.model import pickers
 from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view, tables
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.core.text import md_code, md_escape

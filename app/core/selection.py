@@ -3,7 +3,7 @@ for the scores asked of it.
 
 Every cached call and every long job takes a :class:`Selection` (scores: a :class:`ScoreRequest`) instead of loose
 ``(spec, task_name, limit)`` arguments, so it is the key of the cross-session cache (``st.cache_data`` hashes its
-fields) and of the session's jobs. The session's selection comes from :func:`app.sidebar.pickers.selection`.
+fields) and of the session's jobs. The session's selection comes from :func:`app.model.pickers.selection`.
 
 "How many examples", one name per idea in the app:
 

@@ -42,7 +42,7 @@ from app.model import cache, workload
 from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
-from app.examples import tables as example_tables
+from app.headmap import examples as example_tables
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
