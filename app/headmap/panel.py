@@ -42,7 +42,7 @@ from app.model import cache, workload
 from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
-from app.examples import tables as example_tables
+from app.headmap import examples as example_tables
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
@@ -92,13 +92,12 @@ def show(sel: Selection, arch, ranking, score_name: str) -> None:
 
 @st.fragment
 def _live(sel: Selection, arch, ranking, score_name: str) -> None:
-    spec, task_name = sel.model, sel.task
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
     wait = not reruns.fragment_rerun()  # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
-    latency_ui.drop_stale_timing(spec, mask)            # a timing of the previous mask would hold the CPU queue
+    latency_ui.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
     evaluation = _evaluation(sel, mask)
     evaluation.begin()                  # queued for the CPU now, while the map is drawn
     known = evaluation.ready()          # a redraw: the metric is drawn at once, never marked "updating"
@@ -106,7 +105,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with st.container(key=STRIP_KEY):
         strip = st.empty()
         strip.markdown(strip_text(mask) if known is None else _strip_done(mask, known))
-    roles = role_ui.ready(spec, task_name)      # the session's role report when found (no work here)
+    roles = role_ui.ready(sel)      # the session's role report when found (no work here)
     colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
     map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
     row = st.container(horizontal=True, wrap=True, gap=ROW_GAP)
@@ -114,7 +113,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with left:
         roles_slot, roles_wanted = _map_and_presets(arch, mask, ranking, score_name, roles)
     with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
-        metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles, known is None)
+        metric_slot, speed_slot, history_slot = _panel_top(sel.model, mask, roles, known is None)
     with metric_slot.container():
         note = st.empty()
         if known is None:
@@ -142,8 +141,8 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         with speed_slot.container():
             note = st.empty()
             note.caption(ui.updating_text("latency"))
-            pending += latency_ui.latency_panel(spec, mask, wait, note)
-    roles_job = role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles, wait)  # last: holds up nothing
+            pending += latency_ui.latency_panel(sel.model, mask, wait, note)
+    roles_job = role_ui.show_roles_job(roles_slot, sel, roles_wanted, roles, wait)  # last: holds up nothing
     _poll(pending + ([roles_job] if roles_job is not None else []), early)
 
 
