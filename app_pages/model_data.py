@@ -8,7 +8,7 @@ from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
 from app.runtime.work import Work
 from pruning_core.core.heads import KIND_LABELS
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 
 welcome.show()                      # the landing page: what the tool is for, where to start
 ui.page_intro("Model & data", """
@@ -22,7 +22,7 @@ left, right = st.columns(2, gap="large")
 with left:
     pickers.model_picker()
     if cache.not_prepared(state.model_spec()):
-        entry = zoo.get(state.model_spec())
+        entry = catalog.get(state.model_spec())
         st.warning(f"The prepared model {md_code(entry.name)} ({md_escape(entry.title)}) is not prepared on this "
                    f"machine yet. Preparing it {md_escape(entry.cost)}; the command line is "
                    f"{md_code(entry.command())}.")

@@ -23,7 +23,7 @@ global ``--deadline`` the rest are skipped with the reason; the JSON is rewritte
   --distributed`` (NCCL on CUDA, gloo on CPU) writes what one process writes.
 
 Writes ``headprune.gpu_suite/1`` (device, versions, peak memory, provenance) through
-``pruning_core.core.storage``; ``benchmarks/README.md`` says how to run it on the GPU machine and read it.
+``pruning_core.io.storage``; ``benchmarks/README.md`` says how to run it on the GPU machine and read it.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_models as gm  # noqa: E402
 from gpu_runner import QUICK, Context, Sizes, code_identity, environment, run_sections  # noqa: E402,F401 (QUICK: tests)
-from pruning_core.core import storage  # noqa: E402
+from pruning_core.io import storage  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, judge_speedup, speedup_spread, synthetic_inputs  # noqa: E402
 from pruning_core.analysis.dynamics import spearman  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402

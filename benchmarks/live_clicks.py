@@ -8,7 +8,7 @@ Needs the model prepared (``headprune prepare --model ...``). Steps, as the Head
 threads as the dashboard sets them):
 
 1. Encode the model's task on the dashboard's default evaluation size (``--n``; by default the size the dashboard
-   picks for this model: :func:`pruning_core.bench.budget.default_eval_size` of the measured mean length), its
+   picks for this model: :func:`app.model.workload.click_eval_size` of the measured mean length), its
    evaluation split.
 2. Evaluate with all heads, with the cache (a session's arrival: fills it; ``full_seconds``).
 3. For each repeat and each of ``--layers`` (default: five layers spread from the first to the last), remove head
@@ -29,10 +29,11 @@ from pathlib import Path
 
 from live_common import RESULTS, load_1min, machine
 
+from app.model import workload
 from pruning_core.bench import budget
-from pruning_core.core import catalog
+from pruning_core.modeling import catalog
 from pruning_core.core.heads import HeadMask
-from pruning_core.core.storage import write_json
+from pruning_core.io.storage import write_json
 from pruning_core.modeling.layer_cache import LayerInputCache
 from pruning_core.modeling.loading import load_model
 from pruning_core.tasks import get_task
@@ -42,9 +43,9 @@ FORMAT = "headprune.live_clicks/1"
 
 def default_size(lm, task, split: str) -> int:
     """The evaluation size the dashboard picks for ``lm`` on ``task`` when the user chose none (text models)."""
-    encoded = task.encode(lm, split, budget.MAX_EVAL_SIZE)
+    encoded = task.encode(lm, split, workload.LARGEST_DEFAULT_EVAL_SIZE)
     mean_length = statistics.mean(encoded.lengths or [encoded.max_length])
-    return budget.default_eval_size(budget.example_cost(lm, lm.task_type, math.ceil(mean_length)))
+    return workload.click_eval_size(budget.example_cost(lm, lm.task_type, math.ceil(mean_length)))
 
 
 def spread(layers: int, points: int = 5) -> list[int]:

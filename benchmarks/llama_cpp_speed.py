@@ -7,7 +7,7 @@ every layer (a stock shape, exported with ``headprune export --format gguf``), s
 
 Mask: ``presets.uniform_by_group`` on seeded random scores (seed 0): every layer keeps 6 of 9 query heads
 on 2 of 3 key/value heads. Which group goes does not change the work, so no scoring is needed for a speed
-figure; the greedy-token check against headprune is ``tests/test_gguf_export.py``. Two measurements per
+figure; the greedy-token check against headprune is ``tests/export/test_gguf_export.py``. Two measurements per
 GGUF dtype, each timed interleaved (dense and pruned alternate, order rotating per round,
 ``bench.interleaved_latencies``): **prefill**, one ``eval`` of a 128-token prompt from the KV cache
 reset; **decode**, 32 greedy tokens after an 8-token prompt (tokens/s over the 32). Reported: medians with

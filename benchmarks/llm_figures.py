@@ -21,7 +21,7 @@ Writes ``benchmarks/results/<model>.json`` (format ``headprune.llm_figures/1``, 
   interleaved rounds, medians and spread) at sequence lengths 128 and 512, with the FLOP ceiling and
   the verdict, for half the query heads removed as whole groups by group I_h (no K/V copies);
 - ``toggle``: the dashboard's update after a click on the head map: one masked evaluation of its
-  default subset (``pruning_core.bench.budget.default_eval_size`` documents, batch ``app.model.cache.EVAL_BATCH``) plus the
+  default subset (``app.model.workload.click_eval_size`` documents, batch ``app.model.cache.EVAL_BATCH``) plus the
   paired comparison with all heads, timed for several one-head masks (median, min, max);
 - ``uniform``: every shape a stock config can write (the same heads in every layer, groups even):
   whole key/value groups per layer by group I_h (``presets.uniform_by_group``) and ``k`` query heads
@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pruning_core.modeling import presets  # noqa: E402
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.modeling.architectures import kv_groups_of  # noqa: E402
 from pruning_core.bench import benchmark, flop_ceiling, speed_verdict  # noqa: E402
 from pruning_core.evaluation.experiments import pruning_curve, seeded_curves  # noqa: E402
@@ -66,7 +66,7 @@ from pruning_core.evaluation.metrics import get_metric  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count_after  # noqa: E402
 from pruning_core.evaluation.results import provenance  # noqa: E402
-from pruning_core.core.storage import write_json  # noqa: E402
+from pruning_core.io.storage import write_json  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.evaluation.significance import compare  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
@@ -142,10 +142,10 @@ def main() -> None:
     docs = args.docs
     started = time.perf_counter()
     weights = "see the model folder"
-    if args.model in zoo.names():
-        if not zoo.get(args.model).is_prepared():
+    if args.model in catalog.names():
+        if not catalog.get(args.model).is_prepared():
             raise SystemExit(f"{args.model} is not prepared: run `headprune prepare --model {args.model}` first.")
-        weights = json.loads((zoo.get(args.model).folder() / zoo.MANIFEST).read_text()).get("provenance", weights)
+        weights = json.loads((catalog.get(args.model).folder() / catalog.MANIFEST).read_text()).get("provenance", weights)
     loaded = load_model(args.model, device="cpu")
     task = get_task(args.task)
     split = SPLIT if task.distinct_split(SPLIT) else task.default_split
@@ -285,9 +285,10 @@ def speed_section(args, ranking, groups) -> list[dict]:
 def toggle_section(loaded, task, split: str, metric) -> dict:
     """The dashboard's live panel: one masked evaluation of its default subset + the paired comparison."""
     from app.model.cache import EVAL_BATCH
+    from app.model.workload import click_eval_size
     from pruning_core.bench import budget
 
-    size = budget.default_eval_size(budget.example_cost(loaded.model.config, "language_model", CONTEXT))
+    size = click_eval_size(budget.example_cost(loaded.model.config, "language_model", CONTEXT))
     dash = task.encode(loaded, split, limit=size, max_length=CONTEXT)
     base = task.evaluate(loaded, dash, None, batch_size=EVAL_BATCH)
     toggles = []

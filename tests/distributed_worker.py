@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from pruning_core.core import distributed  # noqa: E402
+from pruning_core.runtime import distributed  # noqa: E402
 from pruning_core.evaluation.experiments import ablation_table, pruning_curve  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.scoring.gradient import per_token_importance  # noqa: E402

@@ -255,8 +255,8 @@ def random_words_csv(path: Path, rows: int, words_per_row: int, vocab: Sequence[
 
 def prepared_folder(name: str, how: str = "") -> Path:
     """The folder of the prepared model ``name``, or a skip naming the command that prepares it."""
-    from pruning_core.core import catalog as zoo
-    entry = zoo.get(name)
+    from pruning_core.modeling import catalog
+    entry = catalog.get(name)
     if not entry.is_prepared():
         pytest.skip(f"{name} is not prepared: run `headprune prepare --model {name}`{f' ({how})' if how else ''}")
     return entry.folder()

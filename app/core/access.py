@@ -22,9 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core import storage, catalog as zoo
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.serving import DATA_DIRS_ENV, is_loopback
+from pruning_core.runtime.serving import DATA_DIRS_ENV, is_loopback
 
 FILE_PREFIX = "file:"
 
@@ -93,7 +94,7 @@ class DataAccess:
 
     def check_model(self, spec: str) -> None:
         """Refuse a local model folder outside the allowed folders (prepared models and hub ids pass)."""
-        if self.restricted and spec not in zoo.names() and _looks_like_path(spec) and not is_within(spec, self.roots):
+        if self.restricted and spec not in catalog.names() and _looks_like_path(spec) and not is_within(spec, self.roots):
             raise self._refuse("The model folder", spec)
 
 

@@ -42,7 +42,7 @@ Public functions
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
   :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
   :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
-  is ``pruning_core.core.share_link`` (``encode_mask`` / ``decode_mask``).
+  is ``pruning_core.io.share_link`` (``encode_mask`` / ``decode_mask``).
 - :func:`widget_key` for page widget keys.
 
 Defaults come from the environment when set (used by tests and the browser e2e test):
@@ -60,7 +60,7 @@ import streamlit as st
 from app.core.text import md_code
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
-from pruning_core.core.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
+from pruning_core.io.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
 
 # -- keys ----------------------------------------------------------------------------------------
 MODEL = "hp_model"

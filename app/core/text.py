@@ -8,7 +8,7 @@ and app modules therefore pass every such value through one of the two helpers b
 - :func:`md_code` for a value shown as inline code (model, task, scorer, file names);
 - :func:`md_escape` for a value shown as plain text (error messages, labels from a file).
 
-Pure: no Streamlit; ``tests/test_app_safety.py`` renders the results with a CommonMark parser.
+Pure: no Streamlit; ``tests/app/test_app_safety.py`` renders the results with a CommonMark parser.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from pruning_core.modeling import pruning
 LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 LATENCY_WARMUP = 2
-LATENCY_ROUNDS = 7       # interleaved rounds at least (more if 0.5 s is not reached)
+LATENCY_ROUNDS = 7       # interleaved rounds at least (more until the timing harness's minimum time)
 PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
 

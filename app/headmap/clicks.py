@@ -1,7 +1,7 @@
 """Every edit on the Head map counts: the page logs each head clicked and each edit button pressed (presets,
 Undo, Redo), in order, and the server applies each logged edit once, in that order.
 
-Why a log (issue 31): a grid's click reaches Streamlit as the chart's *selection*, a value, and a value
+Why a log: a grid's click reaches Streamlit as the chart's *selection*, a value, and a value
 sent while the script still runs is replaced by the next one (Streamlit keeps the newest value of a
 widget until the run ends). Two quick clicks on one grid then arrive as one. So a small in-page
 component (``st.components.v2``, no iframe) listens to every press of the mouse on a grid (the square from

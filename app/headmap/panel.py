@@ -9,7 +9,7 @@ loss first, while it decodes: ``Task.loss_first``, the job's ``partial``) → th
 history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
 after the metric, behind any evaluation another session waits for: :data:`app.runtime.board.GATE`).
 
-The fragment never waits for work while a click could come (issue 31): a click made while the fragment
+The fragment never waits for work while a click could come: a click made while the fragment
 runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
 is shown as far as it got (:meth:`app.runtime.work.Work.show` with ``wait=False``), then the run waits drawing
 nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
@@ -50,7 +50,7 @@ from app.runtime.work import PENDING, Work, wait_for_change
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.metrics import get_metric
-from pruning_core.core.share_link import encode_mask
+from pruning_core.io.share_link import encode_mask
 
 PANEL_PX = 320          # the live panel: two metrics side by side (one per line when long)
 ROW_GAP = "small"       # between map and panel, and between two metrics: the three figures fit beside

@@ -41,7 +41,7 @@ from pruning_core import bench, tasks
 from pruning_core.bench import budget
 from pruning_core.modeling import pruning
 from pruning_core.scoring import store as score_store
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError, ModelLoadError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.modeling.layer_cache import LayerInputCache
@@ -81,7 +81,7 @@ def data_access() -> DataAccess:
 # -- models ----------------------------------------------------------------------------------------
 def _check_fits_memory(spec: str) -> None:
     """Refuse a model whose weight files clearly do not fit in the free memory (before trying)."""
-    folder = zoo.get(spec).folder() if spec in zoo.names() else Path(spec).expanduser()
+    folder = catalog.get(spec).folder() if spec in catalog.names() else Path(spec).expanduser()
     budget.check_weights_fit(folder, spec, MEMORY_HEADROOM)
 
 
@@ -110,13 +110,13 @@ def _load(spec: str, device: str | None) -> LoadedModel:
 
 
 def not_prepared(spec: str) -> bool:
-    """Whether ``spec`` names a prepared model (:mod:`pruning_core.core.catalog`) that is not built on this machine."""
-    return spec in zoo.names() and not zoo.get(spec).is_prepared()
+    """Whether ``spec`` names a prepared model (:mod:`pruning_core.modeling.catalog`) that is not built on this machine."""
+    return spec in catalog.names() and not catalog.get(spec).is_prepared()
 
 
 def prepare_model(name: str, _progress: ProgressCallback | None = None) -> None:
     """Build the prepared model ``name`` (``headprune prepare --model NAME``), then forget stale cached results."""
-    zoo.get(name).run_prepare(progress=_progress)
+    catalog.get(name).run_prepare(progress=_progress)
     _load.clear()
     st.cache_data.clear()
 
@@ -212,15 +212,18 @@ def data(sel: Selection):
     return task(sel.task).encode(load(sel.model), split_of(sel.task), sel.eval_size)
 
 
+LENGTH_SAMPLE = 128      # examples whose mean length gives an example's cost (the largest own evaluation size)
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
     """One example's cost for ``spec`` on ``task_name``: text lengths measured on the first
-    :data:`budget.MAX_EVAL_SIZE` examples (a translation's source and target apart: their sum is its length bucket's
+    :data:`LENGTH_SAMPLE` examples (a translation's source and target apart: their sum is its length bucket's
     sort key); a speech model's audio is fixed-length (not encoded here)."""
     loaded = load(spec)
     if bench.audio_frames(loaded.model.config) is not None:
         return budget.example_cost(loaded, loaded.task_type)
-    encoded = data(Selection(spec, task_name, budget.MAX_EVAL_SIZE))
+    encoded = data(Selection(spec, task_name, LENGTH_SAMPLE))
     pairs = [(len(f["input_ids"]), len(f["labels"])) for f in encoded.features or () if "labels" in f]
     if pairs and getattr(loaded.model.config, "is_encoder_decoder", False):      # a translation: source and target
         return budget.example_cost(loaded, loaded.task_type, math.ceil(statistics.mean(p[0] for p in pairs)),

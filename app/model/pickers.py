@@ -12,7 +12,7 @@ from app.core.text import md_code, md_escape
 from app.core.ui import bind
 from app.model import cache, smp_training, workload
 from app.runtime.work import Work
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
 
 
@@ -78,7 +78,7 @@ def load_architecture(spec: str):
     """The model's ArchSummary (loading it if needed); None (message shown) when it cannot be loaded."""
     if cache.not_prepared(spec):
         st.warning(f"The prepared model {md_code(spec)} is not prepared on this machine yet. Prepare it on the "
-                   f"**Model & data** page (or run {md_code(zoo.get(spec).command())}), or choose another model "
+                   f"**Model & data** page (or run {md_code(catalog.get(spec).command())}), or choose another model "
                    "there.")
         return None
     return Work(f"load_{spec}", f"Loading model {md_code(spec)}", cache.architecture, (spec,), progress=False).show()
@@ -92,7 +92,7 @@ UPLOAD_TYPES = ["csv", "tsv", "tab", "jsonl", "ndjson"]
 def _source_of(spec: str) -> str:
     from pathlib import Path
 
-    if spec in zoo.names():
+    if spec in catalog.names():
         return "prepared"
     return "local" if spec.startswith(("/", ".", "~")) or Path(spec).expanduser().exists() else "hub"
 
@@ -100,7 +100,7 @@ def _source_of(spec: str) -> str:
 def zoo_label(name: str) -> str:
     """A prepared model's name, whether it is built here, and its title: the status before the title, so a
     list too narrow for a long title still shows it."""
-    entry = zoo.get(name)
+    entry = catalog.get(name)
     return f"{name}{'' if entry.is_prepared() else ' (not prepared yet)'}: {entry.title}"
 
 
@@ -115,8 +115,8 @@ def _apply_model() -> None:
         state.set_model_spec(name)
         # the task that suits a prepared model follows it (movie-sentiment for the classifier, movie-text for
         # an LLM) unless the user picked a task of their own
-        suited = zoo.get(name).task
-        if state.task_spec() != suited and state.task_spec() in {zoo.get(n).task for n in zoo.names()}:
+        suited = catalog.get(name).task
+        if state.task_spec() != suited and state.task_spec() in {catalog.get(n).task for n in catalog.names()}:
             state.set_task_spec(suited)
             notices.add_notice("info", f"Task switched to {md_code(suited)}, the one {md_code(name)} is prepared for.")
     elif not where:
@@ -143,14 +143,14 @@ def model_picker() -> None:
     """A prepared model (the embedded default and the others ``headprune prepare --model`` builds), a local
     folder or a hub id, applied with one button."""
     spec = state.model_spec()
-    prepared = spec in zoo.names()
+    prepared = spec in catalog.names()
     typed = state.model_typed()             # a model that failed to load stays in the form, to be corrected
     with st.form(state.widget_key("model", "form")):
         st.markdown("**Model**")
         st.radio("Source", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True,
                  key=bind(state.widget_key("model", "source"), typed[0] if typed else _source_of(spec)))
-        st.selectbox("Prepared model", zoo.names(), format_func=zoo_label,
-                     key=bind(state.widget_key("model", "prepared"), spec if prepared else zoo.DEFAULT))
+        st.selectbox("Prepared model", catalog.names(), format_func=zoo_label,
+                     key=bind(state.widget_key("model", "prepared"), spec if prepared else catalog.DEFAULT))
         st.text_input("Folder or hub id (not needed for a prepared model)", placeholder="/path/to/model or org/name",
                       key=bind(state.widget_key("model", "where"), typed[1] if typed else "" if prepared else spec))
         st.form_submit_button("Use this model", on_click=_apply_model, type="primary")

@@ -35,7 +35,7 @@ if __name__ == "__main__":          # before the app's modules make their cached
 from app.core.selection import Selection  # noqa: E402
 from app.core.state import DEFAULT_SCORER  # noqa: E402
 from app.model import cache, workload  # noqa: E402
-from pruning_core.core import catalog  # noqa: E402
+from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402
 from pruning_core.zoo.bergamot import SACREMOSES_HINT  # noqa: E402
 

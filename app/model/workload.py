@@ -2,7 +2,7 @@
 interval that size buys, how long scoring would take, and which scoring waits for a click.
 
 Costs come from :mod:`pruning_core.bench.budget` (multiply-adds per example from the architecture and the
-real example lengths); a speech model or a language model never starts scoring by itself: its
+real example lengths); this module holds the click-sizing policy. A speech model or a language model never starts scoring by itself: its
 examples are long (Whisper: 30 s of audio frames each; a language model: windows with a vocabulary
 of logits per token), so the page offers a button with a time estimate instead.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from pruning_core.bench import budget
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.analysis.roles import get_role, role_names
 from pruning_core.analysis.roles.base import kinds_for
@@ -21,6 +21,14 @@ from pruning_core.evaluation.significance import too_few
 from app.core.selection import ScoreRequest, Selection
 from app.model import cache
 
+CLICK_SECONDS = 5.0              # a click should show its new metric within this
+FORWARD_SHARE = 0.5              # the forward pass's share of a click (the rest: rerun, polling, drawing; docs/FIGURES.md)
+CLICK_PASSES = 1                 # forward passes per click: one evaluation gives the metric and each example's loss
+LARGEST_DEFAULT_EVAL_SIZE = 128  # a fast model's own evaluation size (encoders reach it)
+# The smallest own size: the power of two from which a paired test can tell a change from noise (on
+# significance.MIN_PAIRED = 6 or more examples). A slow model's click takes longer rather than showing
+# a change no test can judge.
+SMALLEST_DEFAULT_EVAL_SIZE = 8
 CLICK_TASK_TYPES = ("asr", "language_model")     # scoring these starts on a click, whatever the estimate
 AUTO_SCORE_SECONDS = 10.0                          # others too when their estimate is longer than this ...
 PREPARED_SCORE_SECONDS = 60.0                      # ... or, on a prepared model, than this: it is scored once
@@ -37,8 +45,18 @@ def default_eval_size(spec: str, task_name: str) -> tuple[int, str]:
     try:
         cost = cache.example_cost(spec, task_name)
     except HeadpruneError:
-        return budget.MAX_EVAL_SIZE, "example"
-    return budget.default_eval_size(cost), cost.unit
+        return LARGEST_DEFAULT_EVAL_SIZE, "example"
+    return click_eval_size(cost), cost.unit
+
+
+def click_eval_size(cost: budget.ExampleCost, seconds: float = CLICK_SECONDS * FORWARD_SHARE,
+                    passes: int = CLICK_PASSES, rate: float = budget.MACS_PER_SECOND) -> int:
+    """The evaluation size (a power of two, :data:`SMALLEST_DEFAULT_EVAL_SIZE` to :data:`LARGEST_DEFAULT_EVAL_SIZE`)
+    whose ``passes`` forward passes of examples costing ``cost`` take about ``seconds`` at ``rate``."""
+    n = seconds * rate / (passes * max(cost.macs, 1))
+    if n < SMALLEST_DEFAULT_EVAL_SIZE:
+        return SMALLEST_DEFAULT_EVAL_SIZE
+    return int(min(LARGEST_DEFAULT_EVAL_SIZE, 2 ** math.floor(math.log2(n))))
 
 
 def default_selection(spec: str, task_name: str) -> Selection:
@@ -61,7 +79,7 @@ def score_request(sel: Selection, scorer: str) -> ScoreRequest:
     """The scores ``scorer`` gives on ``sel``, with how many examples it reads: one that evaluates once per head
     reads the evaluated examples, the others at least :data:`SCORE_SIZE`, cut for a costly model to what scores
     in about :data:`SCORE_SECONDS` on 2 cores (Whisper-base: a few dozen utterances, not 200), never below the
-    evaluation size or :data:`budget.MIN_EVAL_SIZE`."""
+    evaluation size or :data:`SMALLEST_DEFAULT_EVAL_SIZE`."""
     info = scorer_info(scorer)
     if info.cost == "per_head":
         return ScoreRequest.of(sel, scorer, sel.eval_size)
@@ -71,7 +89,7 @@ def score_request(sel: Selection, scorer: str) -> ScoreRequest:
     except HeadpruneError:
         per_example = 0.0
     fits = int(SCORE_SECONDS // per_example) if per_example > 0 else wanted
-    return ScoreRequest.of(sel, scorer, max(min(wanted, fits), min(sel.eval_size, wanted), budget.MIN_EVAL_SIZE))
+    return ScoreRequest.of(sel, scorer, max(min(wanted, fits), min(sel.eval_size, wanted), SMALLEST_DEFAULT_EVAL_SIZE))
 
 
 def scoring_seconds(req: ScoreRequest, heads: int) -> float:
@@ -98,7 +116,7 @@ def waits_for_click(req: ScoreRequest, heads: int) -> bool:
         return False
     if cache.load(req.sel.model).task_type in CLICK_TASK_TYPES:
         return True
-    longest = PREPARED_SCORE_SECONDS if req.sel.model in zoo.names() else AUTO_SCORE_SECONDS
+    longest = PREPARED_SCORE_SECONDS if req.sel.model in catalog.names() else AUTO_SCORE_SECONDS
     return scoring_seconds(req, heads) > longest
 
 
@@ -117,10 +135,8 @@ def scoring_label(req: ScoreRequest, heads: int) -> str:
 # compute_roles' default probes: (sequences, tokens each); the needle prompt is its 256-token haystack
 # plus the needle and question, then a few greedy steps
 ROLE_PROBES = {"text": (24, 48), "repeated": (10, 101), "needle": (6, 290)}
-# seconds per second of multiply-adds. Measured on SmolLM2 (2 cores at load 12-14): text 55 s, repeated 21 s,
-# needle 362 s against 5.2, 4.6 and 8.4 s of multiply-adds; the text probe's plain passes run 1.5x their
-# estimate on quiet cores (as evaluations do), so the load cost ~7x, and the needle's greedy steps with
-# their maps run ~6x (SmolLM2 ~67 s in all, the roles library's own quiet figure ~60 s)
+# seconds per second of multiply-adds of each probe: plain passes run 1.5x their estimate on quiet cores (as
+# evaluations do), the needle's greedy steps with their maps about 6x (docs/FIGURES.md, head roles on SmolLM2)
 ROLE_OVERHEAD = {"text": 1.5, "repeated": 1.5, "needle": 6.0}
 ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring every head in Python
 

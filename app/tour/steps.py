@@ -3,7 +3,7 @@
 A step is one entry of :data:`STEPS`: a title, one paragraph, the one thing to click, the page that
 click opens and the tour models it runs on. What a step computes and draws is
 :mod:`app.tour.ui` (one function pair per step name); its state (model, task, mask, step) travels in
-an ordinary dashboard link (:mod:`pruning_core.core.share_link`, plus ``step``), so a teacher projects a
+an ordinary dashboard link (:mod:`pruning_core.io.share_link`, plus ``step``), so a teacher projects a
 step and students open the same one. Steps are named, not numbered, so a link stays valid when a step
 is added. Pure: no Streamlit, no session state.
 """
@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pruning_core.modeling import presets
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.evaluation import kinds
 from pruning_core.evaluation.experiments import AblationResult, OnePerLayerResult
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import ScoreResult
 from pruning_core.analysis.roles import InductionCheck
-from pruning_core.core.share_link import build_link
+from pruning_core.io.share_link import build_link
 
 from app.core.text import md_escape
 from app.share.links import link_base
@@ -45,9 +45,9 @@ class TourModel:
     task: str           # the task it is evaluated on
 
 
-LM = TourModel("smollm2", "SmolLM2-135M, a language model", LM_MODEL, zoo.get(LM_MODEL).task)
+LM = TourModel("smollm2", "SmolLM2-135M, a language model", LM_MODEL, catalog.get(LM_MODEL).task)
 TRANSLATION = TourModel("translation", "Bergamot tiny, English→Portuguese translation", MT_MODEL,
-                        zoo.get(MT_MODEL).task)       # encoder self- and cross-attention, no decoder self-attention
+                        catalog.get(MT_MODEL).task)       # encoder self- and cross-attention, no decoder self-attention
 
 
 def tour_models(default_spec: str, default_task: str) -> tuple[TourModel, ...]:
@@ -57,10 +57,10 @@ def tour_models(default_spec: str, default_task: str) -> tuple[TourModel, ...]:
     MiniLM-L6 first."""
     others = (LM, TRANSLATION)
     if default_spec in {m.spec for m in others}:
-        return (TourModel("default", "MiniLM-L6, movie sentiment", zoo.DEFAULT, zoo.get(zoo.DEFAULT).task),
+        return (TourModel("default", "MiniLM-L6, movie sentiment", catalog.DEFAULT, catalog.get(catalog.DEFAULT).task),
                 *(replace(m, label=f"{m.label} (this server's default)") if m.spec == default_spec else m
                   for m in others))
-    first = ("MiniLM-L6, movie sentiment (the default)" if default_spec == zoo.DEFAULT
+    first = ("MiniLM-L6, movie sentiment (the default)" if default_spec == catalog.DEFAULT
              else f"{default_spec} (this server's default)")
     return (TourModel("default", first, default_spec, default_task), *others)
 

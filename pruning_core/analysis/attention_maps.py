@@ -1,17 +1,12 @@
 """Attention maps of one input, with all heads and under a head mask (library side of the
 dashboard's Attention page).
 
-:func:`run_attention` runs a model loaded with eager attention once densely and once under the
-mask (``apply_mask``, per call: a model shared with other threads is only read) with
-``output_attentions=True`` and returns an :class:`AttentionRun`: numpy arrays, strings and
-small dataclasses, no live tensors. Translation models first generate the dense model's
-translation (greedy) and compute decoder and cross maps teacher-forced on it, so the two models'
-token grids line up; the masked model's own translation is its prediction.
-
-What "pruned" means here: the masked model, which computes exactly what the physically pruned
-model computes. A removed head's own attention map is still computed by the masked model but
-contributes nothing, so in the pruned model's maps it is set to all zeros; later layers' kept
-heads can attend differently than in the dense model because their inputs changed.
+:func:`run_attention` runs an eager-attention model once densely and once under the mask (per call: a
+shared model is only read) and returns an :class:`AttentionRun` of numpy arrays, strings and small
+dataclasses. A translation model's decoder and cross maps are computed teacher-forced on the dense model's
+greedy translation, so the two token grids line up. "Pruned" means the masked model, which computes what
+the physically pruned one does: a removed head's map is shown all zeros; later kept heads may attend
+differently because their inputs changed.
 """
 from __future__ import annotations
 

@@ -1,40 +1,29 @@
 """Training dynamics (Michel et al. 2019, §6): how head importance and pruning tolerance evolve
 while a model is fine-tuned.
 
-:func:`training_dynamics` fine-tunes with :func:`~pruning_core.tasks.finetune.finetune_classifier` (the
-same loop, schedule and seed as ``headprune prepare``) and, at each requested optimiser step
-(``0`` = before any update), measures the model as it is at that moment:
-
-- the gradient importance I_h of every head on a subset of the scoring split (train by default);
-- the unpruned metric and a short pruning curve on a subset of the evaluation split (validation
-  by default): the heads with the lowest (per-layer normalised) I_h of *that* checkpoint removed,
-  ``fractions`` of all heads at a time;
-- the Spearman rank correlation of that checkpoint's I_h with the final checkpoint's and with the
-  previous one's ("heads become important early" reads as a correlation with the final ranking
-  that is high from early on).
-
-Measuring does not change the training run: it runs in eval mode (no dropout), takes gradients
-only with respect to head outputs (no parameter gradient), and uses no random numbers, so the
-checkpoint at the last step of the default is the model ``prepare`` builds (up to the float
-non-determinism of threaded CPU kernels).
-
-The result is ``headprune.dynamics/1`` JSON with provenance.
+:func:`training_dynamics` fine-tunes with :func:`~pruning_core.tasks.finetune.finetune_classifier` (the loop,
+schedule and seed of ``headprune prepare``) and at each requested step (``0`` = before any update) measures
+the gradient importance I_h on a subset of the scoring split, the unpruned metric and a short pruning curve
+by that checkpoint's I_h, and the Spearman correlation of its I_h with the final and the previous
+checkpoint's. Measuring does not change the run (eval mode, gradients only with respect to head outputs,
+no random numbers), so the last checkpoint of the default is the model ``prepare`` builds. The result is
+``headprune.dynamics/1`` JSON with provenance.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from pruning_core.core.codec import DYNAMICS_FORMAT
+from pruning_core.io.codec import DYNAMICS_FORMAT, JsonRecord
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
-from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.core.errors import HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
 from pruning_core.zoo.default import FINETUNE
 from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
-from pruning_core.evaluation.results import check_format, provenance
+from pruning_core.evaluation.results import provenance
 from pruning_core.evaluation.stats import spearman
 
 PRETRAINED = "pretrained"          # the raw MiniLM-L6 that `headprune prepare` fine-tunes
@@ -42,7 +31,7 @@ DEFAULT_STEPS = (0, 50, 100, 250, 506)
 
 
 @dataclass(frozen=True)
-class DynamicsConfig:
+class DynamicsConfig(JsonRecord):
     """What to measure, and when. The fine-tuning settings default to ``prepare``'s, so step 506 is its end."""
 
     steps: tuple[int, ...] = DEFAULT_STEPS     # optimiser steps to measure at, increasing; 0 = before training
@@ -69,14 +58,10 @@ class DynamicsConfig:
         if self.batch_size < 1:
             raise HeadpruneError(f"batch_size must be at least 1, got {self.batch_size}.")
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["steps"], data["fractions"] = list(self.steps), list(self.fractions)
-        return data
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(JsonRecord):
     """The model at one optimiser step."""
 
     step: int
@@ -96,7 +81,10 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
-class DynamicsResult:
+class DynamicsResult(JsonRecord):
+    _malformed = "The dynamics file is incomplete or malformed; re-create it with `headprune dynamics --out FILE`"
+
+    format: str = field(default=DYNAMICS_FORMAT, init=False)
     metric_name: str
     total_steps: int                # steps of the whole fine-tuning schedule
     total_heads: int
@@ -106,25 +94,6 @@ class DynamicsResult:
     config: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        return {"format": DYNAMICS_FORMAT, "metric_name": self.metric_name, "total_steps": self.total_steps,
-                "total_heads": self.total_heads, "n_score_examples": self.n_score_examples,
-                "n_eval_examples": self.n_eval_examples,
-                "checkpoints": [asdict(c) for c in self.checkpoints], "config": self.config,
-                "provenance": self.provenance}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "DynamicsResult":
-        check_format(data, DYNAMICS_FORMAT)
-        try:
-            checkpoints = tuple(Checkpoint(**{**c, "points": tuple(CurvePoint.from_json(p) for p in c["points"])})
-                                for c in data["checkpoints"])
-            return cls(str(data["metric_name"]), int(data["total_steps"]), int(data["total_heads"]),
-                       int(data["n_score_examples"]), int(data["n_eval_examples"]), checkpoints,
-                       dict(data.get("config") or {}), dict(data.get("provenance") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"The {DYNAMICS_FORMAT} file is incomplete or malformed ({exc!r}). "
-                              "Re-create it with `headprune dynamics --out FILE`.") from None
 
 
 def _flat(scores: HeadScores) -> list[float]:

@@ -1,63 +1,36 @@
-"""What a piece of work costs a model, and what this machine can afford: evaluation sizes that keep
-a dashboard click short, scoring batches that fit a memory budget, time estimates.
+"""What a piece of work costs a model, and what this machine can afford: scoring batches that fit a
+memory budget, the layer-input cache's size, time estimates (the dashboard sizes its clicks from these:
+:mod:`app.model.workload`).
 
-Cost comes from the architecture (:func:`pruning_core.bench.flop_ceiling`'s multiply-add count of
-one dense forward pass) and from how long an example is: text classifiers read their tokens, a
-language model one window, a speech model all its audio frames (Whisper: 1,500 encoder positions
-for 30 s) plus the text it writes. These are estimates, stated with their assumptions:
+Cost comes from the architecture (:func:`pruning_core.bench.flop_ceiling`'s multiply-add count of one
+dense forward pass) and from how long an example is: text classifiers read their tokens, a language
+model one window, a speech model all its audio frames plus the text it writes. Activation memory of a
+gradient pass (:func:`example_cost`): per layer, the hidden states kept for the backward pass and the
+attention probabilities and their gradients; the output logits 3 times over. float32.
 
-- :data:`MACS_PER_SECOND`: dense float32 multiply-adds per second on 2 quiet CPU cores: the default
-  MiniLM-L6 evaluates 128 movie-sentiment examples (27 tokens on average, 0.28 GMAC each) in 0.9 s
-  on a quiet 2-core machine (issue 17), 40 GMAC/s; 6.6 GMAC/s measured here at load 5.6. A click
-  is sized for 30 GMAC/s: about 5 s quiet, longer on a busy machine.
-- activation memory of a gradient pass (:func:`example_cost`): per layer, the hidden states kept
-  for the backward pass (about 16 hidden-sized vectors and 2 feed-forward-sized ones per token)
-  and the attention probabilities and their gradients (3 per query-key pair per head); the
-  output logits 3 times over (logits, log-softmax, gradient). float32.
-
-The memory budget (:func:`memory_budget`) is half the machine's memory unless the environment
-variable ``HEADPRUNE_MEMORY_BUDGET`` says otherwise (bytes, or a number with KB/MB/GB/GiB...):
-the one place the library reads the environment for it.
+The memory budget (:func:`memory_budget`) is half the machine's memory unless ``HEADPRUNE_MEMORY_BUDGET``
+says otherwise: the one place the library reads the environment for it.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core.errors import HeadpruneError, ModelLoadError
+from pruning_core.core.errors import BudgetError, HeadpruneError, ModelLoadError
 
-MACS_PER_SECOND = 3e10         # dense float32 multiply-adds per second, 2 quiet CPU cores (see above)
-CLICK_SECONDS = 5.0            # a dashboard click should show its new metric within this
-# The forward pass's share of a click (the rest: the fragment's rerun, polling, drawing). Measured with
-# benchmarks/dashboard_timings.py on 2 quiet cores, 2026-12-03: MiniLM 1.0 s of 1.8 s, SmolLM2 (32
-# windows) 5.4 s of 7.5 s, whose forward pass also ran 1.5x slower than the multiply-add estimate
-# (its 49k-word output layer); 0.5 leaves room for both.
-FORWARD_SHARE = 0.5
-CLICK_PASSES = 1               # forward passes per click: one evaluation gives the metric and each example's loss
-MAX_EVAL_SIZE = 128            # the largest default evaluation size (encoders reach it)
-# The smallest default: the power of two from which a paired test can tell a change from noise (on
-# significance.MIN_PAIRED = 6 or more examples). A slow model's click takes longer rather than showing
-# a change no test can judge (Whisper-base: 8 utterances, not 2).
-MIN_EVAL_SIZE = 8
+MACS_PER_SECOND = 3e10         # dense float32 multiply-adds per second assumed for 2 quiet CPU cores (docs/FIGURES.md)
 SPEECH_TEXT_TOKENS = 32        # text tokens of one utterance (a sentence), decoded or teacher-forced
 BUDGET_ENV = "HEADPRUNE_MEMORY_BUDGET"
 # Cached layer inputs (pruning_core.modeling.layer_cache), for all sessions together: at most this, and at most
-# LAYER_CACHE_SHARE of the memory budget. One evaluation of the default (MiniLM-L6, 128 examples of 27 tokens
-# on average, padded to 43 in its length-sorted batches of 64, hidden 384) holds 6 layer inputs of 8.5 MB
-# each (layer_cache_bytes estimates 8.0 MB): 256 MiB keeps 5 whole evaluations, or the new layer inputs of
-# about 12 clicks on heads of random layers (a click on layer L adds the inputs of layers L+1 .. 5).
+# LAYER_CACHE_SHARE of the memory budget; the default's whole evaluation holds a few MB per layer, so this keeps
+# several evaluations and the new layer inputs of a dozen clicks (docs/FIGURES.md).
 LAYER_CACHE_MAX = 256 * 2**20
 LAYER_CACHE_SHARE = 1 / 8
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-class BudgetError(HeadpruneError):
-    """A job that would take the server past its memory budget."""
 
 
 @dataclass(frozen=True)
@@ -107,16 +80,6 @@ def example_cost(model_or_config, task_type: str, tokens: int = 128, decoder_tok
     floats += 3 * out_tokens * dims.head_size
     unit = "utterance" if frames is not None else "window" if task_type == "language_model" else "example"
     return ExampleCost(int(macs), 4 * floats, unit, enc, dec)
-
-
-def default_eval_size(cost: ExampleCost, seconds: float = CLICK_SECONDS * FORWARD_SHARE, passes: int = CLICK_PASSES,
-                      rate: float = MACS_PER_SECOND) -> int:
-    """The evaluation size (a power of two, :data:`MIN_EVAL_SIZE` to :data:`MAX_EVAL_SIZE`) whose
-    ``passes`` forward passes take about ``seconds`` at ``rate``."""
-    n = seconds * rate / (passes * max(cost.macs, 1))
-    if n < MIN_EVAL_SIZE:
-        return MIN_EVAL_SIZE
-    return int(min(MAX_EVAL_SIZE, 2 ** math.floor(math.log2(n))))
 
 
 def layer_cache_bytes(cost: ExampleCost, hidden: int, n: int, layers: int, padding: float = 0.5) -> int:

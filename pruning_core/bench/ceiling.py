@@ -6,28 +6,8 @@ gives ``1 / (1 - removed fraction)``. Only the attention projections and the att
 shrink; the feed-forward blocks and the output head do not (REFERENCE.md, "The compute ceiling of
 head pruning").
 
-What is counted, per sequence of ``T`` tokens in the attention's stack (``T_enc`` encoder and
-``T_dec`` decoder tokens for encoder-decoder models), with ``d`` the hidden size,
-``w = heads * head_dim`` the query width and ``w_kv = kv_heads * head_dim`` the key/value width
-(``w_kv = w`` without grouped-query attention; a key/value head goes only when its whole group
-of query heads goes):
-
-- self-attention (encoder, and decoder): ``T * (2*d*w + 2*d*w_kv)`` for the q, out, k and v
-  projections, plus ``2 * T**2 * w`` for QK^T and AV. The decoder's self-attention is counted over
-  the full ``T x T`` square: teacher-forced forward passes (eager and sdpa) compute it whole, the
-  causal mask only hides half of it.
-- cross-attention: ``T_dec * 2*d*w`` (q, out) + ``T_enc * 2*d*w_kv`` (k, v of the encoder states)
-  + ``2 * T_dec * T_enc * w``.
-- feed-forward: ``ffn_matrices * d * d_ff`` per token of its stack (2 matrices BERT-style, 3 gated).
-- output head, counted explicitly: ``classifier`` ``d*d + d*num_labels`` once per sequence (the
-  pooler / pre-classifier dense and the classifier; negligible), ``lm_head`` ``T * d * vocab``
-  over the output stack's tokens (for a Marian model a large share of the work; it does not shrink).
-- not counted: embedding look-ups (no multiply-adds), layer norms, activations, softmax, biases
-  and residual adds (elementwise, O(d) per token).
-
-Decoder length: ``decoder_len`` defaults to ``seq_len`` (a translation about as long as its
-source); the benchmark feeds decoder inputs of exactly that length, so the ceiling and the
-measurement describe the same forward pass. A decoder-only model's stack reads ``seq_len`` tokens.
+What is counted (projections, attention, feed-forward, output head; not embeddings, norms or
+softmax) is written out in docs/METHODS.md, "The FLOP ceiling: what is counted".
 """
 from __future__ import annotations
 
@@ -38,7 +18,7 @@ from dataclasses import dataclass, field
 from pruning_core.modeling.architectures import StackDims, adapter_for
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import KINDS, HeadLayout, HeadMask
-from pruning_core.core.codec import JsonRecord, json_field
+from pruning_core.io.codec import JsonRecord, json_field
 
 COUNTS_NOTE = ("multiply-adds per sequence; embeddings, norms, activations, softmax and biases not counted; "
                "output head counted")

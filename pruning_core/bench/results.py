@@ -5,7 +5,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pruning_core.core.codec import BENCH_FORMAT, JsonRecord, json_field
+from pruning_core.io.codec import BENCH_FORMAT, JsonRecord, json_field
 from pruning_core.core.heads import HeadMask
 from pruning_core.bench.ceiling import CeilingReport
 from pruning_core.bench.timing import LatencyStats
@@ -93,12 +93,6 @@ class BenchResult(JsonRecord):
 
     def __post_init__(self) -> None:
         self._derive(heads_kept=self.mask.n_kept, heads_total=self.mask.n_total)
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> "BenchResult":
-        from pruning_core.evaluation.results import check_format
-        check_format(data, BENCH_FORMAT)
-        return super().from_json(data)
 
     def row(self, variant: str, batch_size: int) -> BenchRow:
         for r in self.rows:

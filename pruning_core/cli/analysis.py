@@ -173,12 +173,12 @@ def cmd_evaluate(args) -> None:
     task.check_beams(args.beams)
     loaded = load_from_args(args)
     mask = read_mask(args, loaded.layout)
-    from pruning_core.modeling import kv_policy as kvp
-    policy = kvp.load_policy(args.kv_policy) if args.kv_policy else None
+    from pruning_core.modeling import kv_policy
+    policy = kv_policy.load_policy(args.kv_policy) if args.kv_policy else None
     if policy is not None:
         policy.check_fits(loaded)
     data = task.encode(loaded, split, args.limit, **({"max_length": args.context} if args.context else {}))
-    with kvp.applied(loaded, policy):
+    with kv_policy.applied(loaded, policy):
         res = task.evaluate(loaded, data, mask, batch_size=args.batch_size, beams=args.beams,
                             progress=progress_bars(), shortlist=not args.no_shortlist)
     kept = f", {mask.n_kept}/{mask.n_total} heads kept" if mask else ""
@@ -189,7 +189,7 @@ def cmd_evaluate(args) -> None:
         print(f"  {_named(get_metric(name), res.extra[name], interval)}")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams, "context": data.max_length}
     if policy is not None:
-        memory = kvp.memory_report(policy, loaded, data.max_length)
+        memory = kv_policy.memory_report(policy, loaded, data.max_length)
         settings["kv_policy"] = {"file": args.kv_policy, **policy.to_json(), "memory": memory}
         print(f"  KV policy {args.kv_policy}: {policy.n_streaming}/{policy.n_heads} key/value heads stream (sink "
               f"{policy.sink}, window {policy.window}); KV cache at {data.max_length} tokens "

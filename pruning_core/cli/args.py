@@ -1,17 +1,11 @@
 """Checks of command-line option values, run before a command loads anything.
 
-argparse converts the text of an option (``type=int``); the checks here then say whether the
-value can be used: ``--batch-size 0``, ``--step 2`` or an ``--out`` inside a file are refused
-with a :class:`UsageError` that names the option and the value and says what to give instead.
-The CLI prints it as one line ``headprune: error: ...`` and exits 2, like every HeadpruneError.
-
-A parser declares a check with :func:`checked` (``add_argument`` plus the check); the CLI calls
-:func:`run_checks` on the parsed arguments before the command runs.
-
-Output paths: a missing parent folder is fine (it is created when the result is written); a
-parent that is a file, or a folder nobody can create files in, is an error. Writability is tested
-by creating (and removing) a temporary file in the nearest existing folder, which also works for
-root, for whom ``os.access`` is always true.
+argparse converts an option's text; the checks here say whether the value can be used (``--batch-size 0``,
+``--step 2`` or an ``--out`` inside a file are refused with a :class:`UsageError` naming the option, the value
+and what to give instead; the CLI prints one line and exits 2). A parser declares a check with
+:func:`checked`; the CLI calls :func:`run_checks` before the command runs. Output paths: a missing parent is
+created on writing; a parent that is a file, or a folder nobody can create files in (tested by creating a
+temporary file, which also works for root), is an error.
 """
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def add_commands(sub) -> None:
 
 def cmd_kv_policy(args) -> None:
     from pruning_core.evaluation.results import provenance
-    from pruning_core.modeling import kv_policy as kvp
+    from pruning_core.modeling import kv_policy
     if (args.scores is None) == (args.random is None):
         raise UsageError("Give a scores file or --random SEED (with --model), not both and not neither.")
     scores = score_map(args.scores, args.role) if args.scores else None
@@ -82,13 +82,13 @@ def cmd_kv_policy(args) -> None:
     if scores is not None:
         values, method, origin = scores
         values.check_fits(loaded.layout)
-        policy = kvp.from_scores(values, kvp.groups_of(loaded), args.stream, sink=args.sink, window=args.window,
+        policy = kv_policy.from_scores(values, kv_policy.groups_of(loaded), args.stream, sink=args.sink, window=args.window,
                                  source={"scores": str(args.scores), "score_method": method,
                                          "score_split": origin.get("split"), "score_task": origin.get("task")})
     else:
-        policy = kvp.random_policy(kvp.kv_heads_of(loaded), args.stream, args.random, sink=args.sink,
+        policy = kv_policy.random_policy(kv_policy.kv_heads_of(loaded), args.stream, args.random, sink=args.sink,
                                    window=args.window)
-    memory = kvp.memory_report(policy, loaded, args.context)
+    memory = kv_policy.memory_report(policy, loaded, args.context)
     data = policy.to_json(provenance(loaded, method="kv-policy", settings={"memory": memory}))
     write_output("--out", args.out, data)
     print(f"{policy.n_streaming}/{policy.n_heads} key/value heads stream (sink {policy.sink}, window "

@@ -14,7 +14,7 @@ from pruning_core.cli.common import (
     write_result,
 )
 from pruning_core.cli.roles import existing_roles_file, summary_of
-from pruning_core.core.codec import INFO_FORMAT
+from pruning_core.io.codec import INFO_FORMAT
 from pruning_core.core.errors import HeadpruneError
 
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 from pruning_core.cli.common import progress_bars
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
+from pruning_core.runtime.serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
 
 
 def add_prepare(sub) -> None:
     """Add ``prepare`` to the sub-commands ``sub``."""
-    from pruning_core.core import catalog as zoo
+    from pruning_core.modeling import catalog
     p = sub.add_parser("prepare", help="fetch and build a prepared model (the default classifier unless --model)")
     p.add_argument("--model", default="default", metavar="NAME",
-                   help=f"which prepared model to build: {', '.join(zoo.names())} (--list says what each is and "
+                   help=f"which prepared model to build: {', '.join(catalog.names())} (--list says what each is and "
                         "costs); default: the embedded MiniLM-L6 classifier")
     p.add_argument("--list", action="store_true", help="list the prepared models, whether each is ready, and stop")
     p.add_argument("--force", action="store_true", help="redo everything, even if a valid cache exists")
@@ -39,18 +39,18 @@ def add_app(sub) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from pruning_core.core import catalog as zoo
+    from pruning_core.modeling import catalog
     if args.runtime == "llama-cpp":
         from pruning_core.export import llama_cpp
         print(llama_cpp.install(force=args.force))
         return
     if args.list:
-        for name in zoo.names():
-            entry = zoo.get(name)
+        for name in catalog.names():
+            entry = catalog.get(name)
             state = "prepared" if entry.is_prepared() else f"not prepared ({entry.cost})"
             print(f"{name:<14} {entry.title}\n{'':<14} task {entry.task}; {state}")
         return
-    report = zoo.get(args.model).run_prepare(force=args.force, progress=progress_bars())
+    report = catalog.get(args.model).run_prepare(force=args.force, progress=progress_bars())
     print(report.summary() if hasattr(report, "summary") else report)
 
 
@@ -81,7 +81,7 @@ def app_command(args, entry: Path) -> tuple[list[str], dict[str, str]]:
 def cmd_app(args) -> None:
     import os
 
-    from pruning_core.core.children import run_child
+    from pruning_core.runtime.children import run_child
     root = Path(__file__).resolve().parents[2]
     entry = root / "dashboard.py"
     if not entry.is_file():

@@ -1,17 +1,12 @@
 """Read one attention site's output projection during a forward pass, and its weights per head.
 
-:func:`capture_site` runs a model up to one site's output projection and stops there: a forward hook
-on ``site.out`` keeps its input (the heads' outputs ``z``, ``[B, T, heads * head_dim]``) and its output
-(``y``, ``[B, T, d_out]``), then raises :class:`_Stop`, so the layers after it are not computed; given
-the family's residual source (:meth:`ArchitectureAdapter.residual_source`, a module run before the
-projection), a pre-hook on it also keeps the residual ``x`` ``[B, T, d_out]`` that is added to ``y``. The
-hook is installed for the block only (removed in ``finally``, also on error) and acts only in the
-thread that asked (a ``ContextVar``, as :mod:`pruning_core.modeling.masking` does): the dashboard's shared model
-can be read this way while other sessions evaluate it.
-
-:func:`head_columns` is the output projection's weight as one ``[head_dim, d_out]`` block per head
-(``y = b + sum_h z_h @ W_h``), for ``nn.Linear`` (weight ``[out, in]``) and transformers' ``Conv1D``
-(weight ``[in, out]``); :func:`scale_head_columns` multiplies each head's block in place.
+:func:`capture_site` runs a model up to one site's output projection and stops there: a hook on ``site.out``
+keeps its input ``z`` ``[B, T, heads * head_dim]`` and output ``y`` ``[B, T, d_out]``, then raises
+:class:`_Stop`; given the family's residual source (:meth:`ArchitectureAdapter.residual_source`) it also
+keeps the residual ``x``. The hooks are scoped to the block (removed in ``finally``) and act only in the
+asking thread (a ``ContextVar``), so the dashboard's shared model can be read while others evaluate it.
+:func:`head_columns` gives the output projection's weight as one ``[head_dim, d_out]`` block per head
+(``nn.Linear`` and ``Conv1D``); :func:`scale_head_columns` multiplies each block in place.
 """
 from __future__ import annotations
 

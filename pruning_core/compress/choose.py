@@ -1,18 +1,11 @@
 """Choose a layer's repair by the whole model's calibration loss instead of the layer's own error.
 
-:func:`.tuning.repair_mask` offers each layer a few candidates (no change, least-squares scales, FLAP's
-bias shift, both: :func:`.least_squares.layer_candidates`). By default the one with the smallest
-least-squares error of the layer wins; with ``choose="loss"`` the candidate with the smallest mean task
-loss of the whole pruned model on the calibration examples wins instead (greedy from the bottom: the
-layers below keep what they chose, the layers above are masked but not yet repaired). A smaller layer
-error is not always a smaller loss: the error weighs every token and hidden unit alike, the loss only
-what reaches the output.
-
-:class:`SuffixLoss` computes that loss. Where the family describes its layer stack
-(:meth:`ArchitectureAdapter.layer_stack`: encoder classifiers) the input of the layer being repaired is
-recorded once from one masked pass and each candidate reruns only that layer and the ones above it
-(:func:`pruning_core.modeling.layer_cache.run_from_layer`, the same float32 operations as a full pass); other
-families run the whole masked model per candidate.
+:func:`.tuning.repair_mask` offers each layer a few candidates (:func:`.least_squares.layer_candidates`); by
+default the smallest least-squares error wins, with ``choose="loss"`` the smallest mean task loss of the
+whole pruned model on the calibration examples (greedy from the bottom): the layer error weighs every token
+and unit alike, the loss only what reaches the output. :class:`SuffixLoss` computes it; where the family
+describes its layer stack (:meth:`ArchitectureAdapter.layer_stack`) each candidate reruns only its layer and
+those above (:func:`pruning_core.modeling.layer_cache.run_from_layer`), else the whole masked model.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Retraining-free compression (Kwon et al. 2022), end to end, on a copy of the model.
 
-:func:`compress` runs, and records in its report, each step in order:
-
-1. **score** the heads on the calibration examples (``scorer``, Fisher by default);
-2. **search** the budget's mask (:mod:`.search`: heads, multiply-adds or measured latency);
-3. **rearrange** each layer's removed heads by the block-diagonal Fisher (:mod:`.rearrange`; needs
-   the gate gradients, so only when the task has labels);
-4. **repair**: least-squares scales of the kept heads folded into W_O, plus FLAP's bias compensation
-   (:mod:`.tuning`). METHODS.md names the compensation for label-free scorers; it is on for every scorer
-   here because on the default it added 1.7 points to Fisher's mask at 50 % removed (benchmarks/compress.py),
-   and per layer it is kept only where it lowers the calibration residual. ``target`` says what each layer's
-   least squares reproduce (``"residual"``: the layer's sum W_O z + b + x before its LayerNorm, correcting
-   the drift from pruned layers below; ``"output"``: the output projection's output alone);
-5. **prune** physically (:func:`pruning_core.modeling.pruning.prune_heads`): an ordinary smaller model.
-
-The model passed in is only read. :func:`evaluate_compression` measures the metric of the unpruned,
-the pruned-without-repair and the repaired model on one evaluation set.
+:func:`compress` runs, and records in its report, each step in order: **score** the heads on calibration
+examples (Fisher by default); **search** the budget's mask (:mod:`.search`); **rearrange** each layer's
+removed heads by the block-diagonal Fisher (:mod:`.rearrange`; needs labels); **repair** with least-squares
+scales folded into W_O plus FLAP's bias compensation (:mod:`.tuning`; on for every scorer, kept per layer
+only where it lowers the calibration residual: docs/METHODS.md); **prune** physically
+(:func:`pruning_core.modeling.pruning.prune_heads`). The model passed in is only read.
+:func:`evaluate_compression` measures the unpruned, pruned and repaired model on one evaluation set.
 """
 from __future__ import annotations
 
@@ -25,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from pruning_core.core.codec import COMPRESS_FORMAT
+from pruning_core.io.codec import COMPRESS_FORMAT
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.modeling.pruning import parameter_count, prune_heads
@@ -36,7 +27,8 @@ from pruning_core.scoring.gradient import scoring_batch_size
 from pruning_core.tasks import default_score_split
 from pruning_core.compress.latency import latency_probe
 from pruning_core.compress.rearrange import rearrange
-from pruning_core.compress.search import Budget, BudgetError, check_remove_budget, search_mask
+from pruning_core.compress.search import Budget, check_remove_budget, search_mask
+from pruning_core.core.errors import BudgetError
 from pruning_core.compress.tuning import repair_mask
 
 

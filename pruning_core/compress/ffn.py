@@ -1,18 +1,12 @@
 """Kwon et al.'s neuron mask tuning used as repair: one least-squares scale per feed-forward neuron.
 
-After :func:`.tuning.repair_mask` repairs an attention layer, the feed-forward block that follows it
-(:meth:`ArchitectureAdapter.feed_forward`: ``norm(W2 h + b + x)``, ``h`` ``[ffn_dim]`` the neurons'
-activations, ``x`` the residual) gets one scale ``m_i`` per neuron, fitted like the heads' scales: the
-block's residual sum on the pruned model's own input, ``W2 (m * h_s) + b + x_s``, should reproduce the
-unpruned model's ``W2 h_t + b + x_t`` on the calibration tokens. The block's many neurons (1,536 in
-MiniLM-L6) can then absorb what the removed heads changed; Kwon et al. (2022) tune the masks of the
-neurons they keep the same way, on the first token only in a classifier's last layer (``only_first``).
-
-With ``w_i`` the i-th column of W2 and ``r_t = y_t + x_t - b - x_s`` the normal equations are
-``(G + lambda I) m = c`` with ``G = (sum_t h_t h_t') * (W2'W2)`` (elementwise) and
-``c_i = sum_t h_ti <w_i, r_t>`` (float64 sums over batches, so memory does not grow with the calibration
-size). The scales are kept only where they lower the summed error and all lie in ±MAX_SCALE; they fold
-into W2's columns, so the model keeps its shape. ``damping`` pulls them towards 1 (:func:`.least_squares.damped_solve`).
+After :func:`.tuning.repair_mask` repairs an attention layer, the feed-forward block after it
+(:meth:`ArchitectureAdapter.feed_forward`: ``norm(W2 h + b + x)``) gets one scale ``m_i`` per neuron, fitted
+so that ``W2 (m * h_s) + b + x_s`` reproduces the unpruned ``W2 h_t + b + x_t`` on the calibration tokens
+(the first token only in a classifier's last layer, ``only_first``). The normal equations
+``(G + lambda I) m = c``, ``G = (sum_t h_t h_t') * (W2'W2)``, ``c_i = sum_t h_ti <w_i, r_t>`` are summed in
+float64 over batches. Scales are kept only where they lower the error and lie in ±MAX_SCALE; they fold into
+W2's columns. ``damping`` pulls them towards 1 (:func:`.least_squares.damped_solve`).
 """
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
 """A latency budget, measured with the benchmark's timing harness (:mod:`pruning_core.bench`).
 
-What is measured: the wall time of one forward pass (``torch.inference_mode``, the model's own
-attention implementation and device) over ``batch_size`` synthetic sequences of exactly ``seq_len``
-tokens (:func:`pruning_core.bench.synthetic_inputs`; a speech model reads its fixed audio frames),
-median over interleaved rounds (:func:`pruning_core.bench.interleaved_latencies`, at least
-``repeats`` rounds and ``min_seconds``). It is this machine under its current load, not real data:
-the budget holds for inputs of that shape.
-
-The search (Kwon et al. use a per-layer latency table): time the dense model and the model with every
-removable head gone, take latency as linear in the number of heads removed between the two, pick the
-fewest heads the line says meet the budget, then time that physically pruned model beside the dense
-one; while it misses the budget, remove :data:`STEP_SHARE` more of the removable heads and time again
-(at most :data:`MAX_TRIES` times). The record says what was predicted and what was measured.
+Measured: the median wall time over interleaved rounds (:func:`pruning_core.bench.interleaved_latencies`)
+of one forward pass over ``batch_size`` synthetic sequences of ``seq_len`` tokens
+(:func:`pruning_core.bench.synthetic_inputs`), on this machine under its current load. The search (Kwon et
+al. use a per-layer table): time the dense model and the one with every removable head gone, take latency
+as linear in the heads removed, pick the fewest the line says meet the budget, time that pruned model; while
+it misses, remove :data:`STEP_SHARE` more (at most :data:`MAX_TRIES` times). The record says what was
+predicted and what was measured.
 """
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ import torch
 
 from pruning_core.bench import interleaved_latencies, load_average, synthetic_inputs
 from pruning_core.modeling.pruning import prune_heads
-from pruning_core.compress.search import BudgetError
+from pruning_core.core.errors import BudgetError
 
 STEP_SHARE = 0.05     # heads added per retry, as a share of the removable heads
 MAX_TRIES = 4

@@ -1,31 +1,13 @@
 """Kwon et al.'s mask tuning for one attention layer, as a small least-squares problem (float64).
 
-The pruned layer's output projection computes ``y_s = b + delta + sum_{h kept} m_h a_h`` per token,
-where ``a_h = z_h @ W_h`` is head h's contribution (its output ``z_h`` ``[head_dim]`` on the pruned
-model's own input to this layer, times its ``[head_dim, d_out]`` block of W_O), ``m_h`` the tuned
-scale (1 = untouched), ``b`` the bias and ``delta`` FLAP's bias compensation (0 = none). The
-teacher is the unpruned layer's output ``y_t`` on the same example. Over the calibration tokens
-
-    f(m, delta) = sum_tokens ||y_s - y_t||^2
-                = m'Gm - 2 m'(c - S delta) + rr - 2 <r_sum, delta> + n ||delta||^2
-
-with ``r = y_t - b``, ``G[h, k] = sum <a_h, a_k>``, ``c[h] = sum <a_h, r>``, ``S[h] = sum a_h``,
-``rr = sum ||r||^2``, ``r_sum = sum r`` and ``n`` tokens: :class:`LayerStats` adds these up batch by
-batch, so memory does not grow with the calibration size.
-
-:func:`solve_layer` solves the normal equations ``(G + lambda I) m = c - S delta`` (lambda = a small
-ridge, :data:`RIDGE` times the mean diagonal of G, so a head whose output is a copy of another's
-still gives one answer), refuses scales outside ``[-MAX_SCALE, MAX_SCALE]`` (METHODS.md), and keeps
-whichever candidate has the smallest ``f``: no change, scales, the bias shift, or both. No change is
-always a candidate, so tuning never increases the layer's residual on the calibration data. With a bias to
-shift, :func:`solve_centred` also fits scales and shift together (their joint least-squares optimum, of
-which FLAP's shift with the fitted scales is one point).
-
-With a :class:`NormJacobian` (``target="normed"`` in :mod:`.tuning`) each token's error is first mapped
-through the Jacobian ``J_t`` of the LayerNorm that follows the layer's residual sum (post-LN families),
-taken at the teacher's sum: the least squares then minimise ``sum ||J_t (y_s - y_t)||^2``, the error
-after the LayerNorm to first order. Every sum above is taken of the mapped vectors, and ``n ||delta||^2``
-becomes ``delta' H delta`` with ``H = sum_t J_t' J_t`` (``n I`` without a Jacobian).
+The pruned layer's output is ``y_s = b + delta + sum_{h kept} m_h a_h`` per token (``a_h = z_h @ W_h``, head
+h's contribution; ``m_h`` its scale; ``delta`` FLAP's bias shift); the teacher is the unpruned layer's ``y_t``.
+:class:`LayerStats` adds up, batch by batch, the sums that the squared error over the calibration tokens is
+made of, and :func:`solve_layer` solves the ridge-regularised normal equations, refuses scales outside
+``[-MAX_SCALE, MAX_SCALE]`` and keeps the candidate of smallest error (no change is always one, so tuning
+never increases the residual); :func:`solve_centred` fits scales and shift together. A :class:`NormJacobian`
+weighs each token's error through the Jacobian of the LayerNorm after the residual sum (``target="normed"``).
+The equations in full: docs/METHODS.md, "Repair as least squares".
 """
 from __future__ import annotations
 

@@ -1,32 +1,22 @@
 """Kwon et al.'s budgeted mask search: remove the least important heads until a budget is met.
 
-Heads are taken least important first (the scorer's ranking, ties by a seeded shuffle); a head is
-skipped while removing it would leave its layer with fewer than ``min_heads_per_layer`` heads (1 by
-default, as Kwon et al.: a layer with no attention left is a different model). That gives one removal
-order; every budget removes a prefix of it:
-
-- ``remove F``: ``round(F * heads)`` heads;
-- ``flops F``: the fewest heads whose removal cuts F of the multiply-adds of one forward pass of
-  ``seq_len`` tokens (the FLOP ceiling's count, :func:`pruning_core.bench.flop_ceiling`: attention,
-  feed-forward and output head; only attention shrinks, so F is at most the attention's share);
-- ``latency_ms X``: the fewest heads whose physically pruned model runs one forward pass in at most X ms
-  (:mod:`.latency`: measured, not counted).
-
-A budget that no prefix meets raises :class:`BudgetError` with the most the order can reach.
+Heads are taken least important first (ties by a seeded shuffle), skipping a head while its layer would keep
+fewer than ``min_heads_per_layer`` (1 by default, as Kwon et al.). Every budget removes a prefix of that
+order: ``remove F`` (``round(F * heads)`` heads), ``flops F`` (the fewest heads that cut F of one forward
+pass's multiply-adds at ``seq_len`` tokens, :func:`pruning_core.bench.flop_ceiling`) or ``latency_ms X``
+(the fewest whose physically pruned model runs in at most X ms, :mod:`.latency`: measured). A budget that
+no prefix meets raises :class:`BudgetError` with the most the order can reach.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from pruning_core.bench import flop_ceiling
-from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.errors import BudgetError
 from pruning_core.core.heads import HeadId, HeadLayout, HeadMask, HeadScores
+from pruning_core.io.codec import JsonRecord, json_field
 
 BUDGET_KINDS = ("remove", "flops", "latency_ms")
-
-
-class BudgetError(HeadpruneError):
-    """A compression budget that cannot be met (or makes no sense); the message gives the reachable range."""
 
 
 @dataclass(frozen=True)
@@ -50,21 +40,17 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(JsonRecord):
     """The mask the budget chose, with what it removes."""
 
-    mask: HeadMask
+    mask: HeadMask = field(metadata={"decode": HeadMask.from_lists})
     heads_removed: int
     removable: int                         # the most heads the order may remove (min heads per layer kept)
     flop_fraction: float                   # of one forward pass's multiply-adds at seq_len tokens
     attention_flop_fraction: float         # of the attention's multiply-adds alone
-    seq_len: int
+    seq_len: int = field(metadata=json_field("flops_counted_at_tokens"))
     latency: dict = field(default_factory=dict)     # latency budgets: what was measured (see .latency)
 
-    def to_json(self) -> dict:
-        return {"mask": self.mask.to_json(), "heads_removed": self.heads_removed, "removable": self.removable,
-                "flop_fraction": self.flop_fraction, "attention_flop_fraction": self.attention_flop_fraction,
-                "flops_counted_at_tokens": self.seq_len, "latency": self.latency}
 
 
 def removal_order(scores: HeadScores, min_heads_per_layer: int = 1, seed: int = 0) -> list[HeadId]:

@@ -1,24 +1,13 @@
 """Retraining-free repair of a masked model, on a copy: per-layer least-squares scales folded into W_O
 (Kwon et al. 2022) and FLAP's bias compensation (An et al. 2024).
 
-:func:`repair_mask` deep-copies the model (the one passed in, often the dashboard's shared model, is
-only read) and visits the attention sites in forward order. For each site it runs the calibration data
-to that site (:func:`.capture.run_to_site`) through the unpruned model (the teacher's layer output
-``y_t``) and through the copy, whose earlier layers are already pruned and tuned (the student's head
-outputs ``z_s``). :mod:`.least_squares` picks the kept heads' scales (and, with ``bias_compensation``,
-the output bias's shift); they are folded into the copy's W_O, where removed heads' columns become 0,
-exactly what the mask does. Layers before the first changed one are skipped.
-
-Targets: ``"output"`` (default) fits ``y_s ~ y_t``; ``"residual"`` fits the residual sum before the
-LayerNorm, ``W_O (m * z_s) + b + delta + x_s ~ W_O z_t + b + x_t``, so each layer also corrects the
-drift from below (families whose adapter names its residual, :meth:`ArchitectureAdapter.residual_source`).
-On grouped-query models a scale belongs to a query head; key/value heads are not tuned. A projection
-without a bias takes no bias compensation (a new bias would not load as a stock model). Each layer's
-record says what it used. Why the defaults are what they are, and the options measured and left off
-(``normed``, ``head_tokens``, ``choose="loss"``, ``ffn``, ``damping``): docs/METHODS.md.
-
-:class:`RepairResult` holds the tuned copy at full shape; ``pruning.prune_heads`` then removes the
-zeroed heads, so the smaller model has no extra parameters.
+:func:`repair_mask` deep-copies the model (the one passed in is only read) and visits the sites in forward
+order: the calibration data runs to each site (:func:`.capture.run_to_site`) through the unpruned teacher and
+the already-tuned copy, :mod:`.least_squares` picks the kept heads' scales (and the bias shift), and they are
+folded into the copy's W_O, removed heads' columns becoming 0. Targets: ``"output"`` fits the layer's output,
+``"residual"`` the residual sum (so each layer also corrects the drift from below). On grouped-query models
+scales belong to query heads. Why the defaults, and the options measured and left off: docs/METHODS.md.
+:class:`RepairResult` holds the tuned copy at full shape; ``pruning.prune_heads`` then removes the zeroed heads.
 """
 from __future__ import annotations
 
@@ -74,6 +63,7 @@ class RepairResult:
     seconds: float = 0.0
 
     def to_json(self) -> dict:
+        # by hand: the record holds the tuned model (not written); target and choice written as their descriptions
         return {"layers": [asdict(l) for l in self.layers], "calibration_examples": self.calibration_examples,
                 "calibration_tokens": self.calibration_tokens, "bias_compensation": self.bias_compensation,
                 "target": TARGETS[self.target], "choose": CHOICES[self.choose],

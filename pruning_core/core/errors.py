@@ -37,6 +37,11 @@ class UsageError(HeadpruneError):
     """A command-line option has a value the command cannot use (0 examples, an output path in a file)."""
 
 
+class BudgetError(HeadpruneError):
+    """A budget that cannot be met: a compression target out of reach, or work past the memory budget; the
+    message gives what can be reached or what to change."""
+
+
 class Cancelled(HeadpruneError):
     """Long work was cancelled through its progress callback."""
 

@@ -58,6 +58,7 @@ class HeadLayout:
         return "; ".join(parts)
 
     def to_json(self) -> dict:
+        # by hand: the wire form is the bare {kind: heads per layer} mapping, no field names
         return {k: list(v) for k, v in self.kinds.items()}
 
     @classmethod
@@ -159,6 +160,7 @@ class HeadMask:
         return HeadMask({k: tuple(tuple(1 - v for v in r) for r in rows) for k, rows in self.kinds.items()})
 
     def to_json(self) -> dict:
+        # by hand: the wire form is the bare {kind: [[per head] per layer]} lists, no field names
         return {k: [list(r) for r in rows] for k, rows in self.kinds.items()}
 
 
@@ -216,6 +218,7 @@ class HeadScores:
         return sorted(heads, key=lambda h: (self.get(h), tiebreak[h]))
 
     def to_json(self) -> dict:
+        # by hand: the wire form is the bare {kind: [[per head] per layer]} lists, no field names
         return {k: [list(r) for r in rows] for k, rows in self.kinds.items()}
 
 

@@ -12,31 +12,25 @@ as perplexity picks the head with the *lowest* value and ranks heads by the metr
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pruning_core.core.codec import ABLATION_FORMAT, CURVE_FORMAT, ONE_PER_LAYER_FORMAT, JsonRecord
+from pruning_core.io.codec import ABLATION_FORMAT, CURVE_FORMAT, ONE_PER_LAYER_FORMAT, JsonRecord, json_field
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.evaluation.results import EvalResult, ScoreResult, check_format, provenance
+from pruning_core.evaluation.results import EvalResult, ScoreResult, provenance
 from pruning_core.evaluation.significance import compare, too_few
 from pruning_core.evaluation.stats import bootstrap_interval, holm, mean_sd
 
 ALPHA = 0.05
 
 
-def _known(cls, data: dict) -> dict:
-    """The keys of ``data`` that are fields of dataclass ``cls`` (files from newer versions still load)."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
-
-
 @dataclass(frozen=True)
-class AblationRow:
+class AblationRow(JsonRecord):
     kind: str
     layer: int
     head: int
@@ -52,7 +46,10 @@ class AblationRow:
 
 
 @dataclass(frozen=True)
-class AblationResult:
+class AblationResult(JsonRecord):
+    _malformed = "The ablation file is malformed; run the ablation again"
+
+    format: str = field(default=ABLATION_FORMAT, init=False)
     metric_name: str
     base_metric: float
     base_loss: float
@@ -60,26 +57,20 @@ class AblationResult:
     rows: tuple[AblationRow, ...]
     provenance: dict = field(default_factory=dict)
     test: str = ""                      # the paired test used ("" when none could be run)
-    note: str = ""                      # the multiple-comparison note
+    note: str = field(default="", metadata=json_field("multiple_comparisons"))
+    # derived, written for readers of the file: the level and how many heads pass it
+    alpha: float = field(default=ALPHA, init=False)
+    n_significant_raw: int = field(default=0, init=False)
+    n_significant_holm: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._derive(n_significant_raw=self.n_significant(False), n_significant_holm=self.n_significant(True))
 
     def n_significant(self, adjusted: bool = True, alpha: float = ALPHA) -> int:
         """Heads whose removal changes the metric at ``p < alpha`` (Holm-adjusted, or raw)."""
         key = "p_holm" if adjusted else "p_value"
         return sum(1 for r in self.rows if getattr(r, key) is not None and getattr(r, key) < alpha)
 
-    def to_json(self) -> dict:
-        return {"format": ABLATION_FORMAT, "metric_name": self.metric_name, "base_metric": self.base_metric,
-                "base_loss": self.base_loss, "n_examples": self.n_examples, "test": self.test, "alpha": ALPHA,
-                "multiple_comparisons": self.note, "n_significant_raw": self.n_significant(False),
-                "n_significant_holm": self.n_significant(True),
-                "rows": [asdict(r) for r in self.rows], "provenance": self.provenance}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "AblationResult":
-        check_format(data, ABLATION_FORMAT)
-        return cls(data["metric_name"], data["base_metric"], data["base_loss"], data["n_examples"],
-                   tuple(AblationRow(**_known(AblationRow, r)) for r in data["rows"]), data.get("provenance", {}),
-                   data.get("test", ""), data.get("multiple_comparisons", ""))
 
 
 def _with_tests(rows: list[AblationRow], comparisons: list, n_examples: int) -> tuple[list[AblationRow], str, str]:
@@ -156,11 +147,6 @@ class OnePerLayerResult(JsonRecord):
     all_layers_metric: float       # every layer reduced to its best head at once
     provenance: dict = field(default_factory=dict)
 
-    @classmethod
-    def from_json(cls, data: Mapping) -> "OnePerLayerResult":
-        check_format(data, ONE_PER_LAYER_FORMAT)
-        return super().from_json(data)
-
 
 def _only_head(full: HeadMask, kind: str, layer: int, head: int) -> HeadMask:
     rows = list(full.kinds[kind])
@@ -209,7 +195,7 @@ def one_head_per_layer(loaded, task, data, *, scores: ScoreResult | None = None,
 
 
 @dataclass(frozen=True)
-class CurvePoint:
+class CurvePoint(JsonRecord):
     fraction_removed: float
     heads_removed: int
     metric: float
@@ -228,14 +214,12 @@ class CurvePoint:
     repaired_low: float | None = None   # its 95 % interval
     repaired_high: float | None = None
 
-    @classmethod
-    def from_json(cls, data: dict) -> "CurvePoint":
-        """Read a point back (JSON lists become the tuples they were; unknown keys are ignored)."""
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in _known(cls, data).items()})
-
 
 @dataclass(frozen=True)
-class CurveResult:
+class CurveResult(JsonRecord):
+    _malformed = "The curve file is malformed; run the curve again"
+
+    format: str = field(default=CURVE_FORMAT, init=False)
     method: str
     metric_name: str
     step: float
@@ -250,18 +234,6 @@ class CurveResult:
     def has_band(self) -> bool:
         return len(self.seeds) > 1
 
-    def to_json(self) -> dict:
-        return {"format": CURVE_FORMAT, "method": self.method, "metric_name": self.metric_name,
-                "step": self.step, "rescore": self.rescore, "total_heads": self.total_heads,
-                "n_examples": self.n_examples, "seeds": list(self.seeds), "points": [asdict(p) for p in self.points],
-                "provenance": self.provenance}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CurveResult":
-        check_format(data, CURVE_FORMAT)
-        points = tuple(CurvePoint.from_json(p) for p in data["points"])
-        return cls(data["method"], data["metric_name"], data["step"], data["rescore"], data["total_heads"],
-                   data["n_examples"], points, data.get("provenance", {}), tuple(data.get("seeds") or ()))
 
 
 def removal_schedule(total: int, step: float) -> list[int]:

@@ -9,15 +9,15 @@ such a kind from another model's run, for a figure that says which model each ki
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pruning_core.core.codec import KINDS_FORMAT, JsonRecord
+from pruning_core.io.codec import KINDS_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, KINDS, HeadId, HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.metrics import get_metric
-from pruning_core.evaluation.results import check_format, provenance
+from pruning_core.evaluation.results import provenance
 
 FRACTIONS = (0.1, 0.25, 0.5)
 METHODS = ("importance", "random")
@@ -84,11 +84,6 @@ class KindSensitivity(JsonRecord):
         if not spans or any(x is None or y is None for x, y in spans):
             return None
         return any(x[1] < y[0] or y[1] < x[0] for x, y in spans)
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> "KindSensitivity":
-        check_format(data, KINDS_FORMAT)
-        return super().from_json(data)
 
 
 def missing_note(missing: Sequence[str]) -> str:

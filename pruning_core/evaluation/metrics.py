@@ -1,17 +1,11 @@
 """The metrics: one registry entry per metric, read by every ranking, delta sign, colour and label.
 
-A :class:`Metric` declares how it is computed, whether a larger value is better, and how it is
-shown. Nothing outside this module branches on a metric's name: a display asks the metric
-(:meth:`Metric.format`, :meth:`Metric.delta`, :attr:`Metric.axis_title`), a ranking asks
-:meth:`Metric.sort_key` / :meth:`Metric.worsening`.
-
-What ``compute`` takes depends on ``inputs``:
-
-- ``"labels"``: ``compute(predictions, labels)`` with class ids (accuracy, F1, MCC);
-- ``"text"``: ``compute(hypotheses, references)`` with one string per example (BLEU, WER);
-- ``"loss"``: ``compute(loss_sum, n_tokens)`` with the summed cross-entropy (perplexity).
-
-Values are stored as computed (accuracy 0.85, BLEU 27.3); ``scale`` only changes what is shown.
+A :class:`Metric` declares how it is computed, whether a larger value is better, and how it is shown;
+nothing outside this module branches on a metric's name (a display asks :meth:`Metric.format`,
+:meth:`Metric.delta`, :attr:`Metric.axis_title`; a ranking :meth:`Metric.sort_key` / :meth:`Metric.worsening`).
+``compute`` takes, by ``inputs``: ``"labels"`` (class ids: accuracy, F1, MCC), ``"text"`` (one string per
+example: BLEU, chrF, WER) or ``"loss"`` (the summed cross-entropy and its token count: perplexity). Values
+are stored as computed (accuracy 0.85, BLEU 27.3); ``scale`` only changes what is shown.
 """
 from __future__ import annotations
 
@@ -204,9 +198,9 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 @functools.cache
 def _sacrebleu_metric(name: str):
     """One sacrebleu metric object with its defaults (what :func:`corpus_bleu` / :func:`corpus_chrf` use)."""
-    from sacrebleu.metrics import BLEU as SacreBLEU, CHRF as SacreCHRF
+    import sacrebleu.metrics
 
-    return {"bleu": SacreBLEU, "chrf": SacreCHRF}[name]()
+    return {"bleu": sacrebleu.metrics.BLEU, "chrf": sacrebleu.metrics.CHRF}[name]()
 
 
 def _sentence_statistics(name: str) -> Callable[[Sequence[str], Sequence[str]], np.ndarray]:

@@ -11,18 +11,18 @@ interrupted write never leaves a half-written file behind.
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import json
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pruning_core.core import distributed
-from pruning_core.core.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT
+from pruning_core.runtime import distributed
+from pruning_core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT, check_format
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
-from pruning_core.core.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
+from pruning_core.io.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
 
 
 def versions() -> dict[str, str]:
@@ -39,7 +39,7 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
     """Where a result came from: model and weights hash, data, method and settings, versions, time.
 
     ``parallel``: world size, backend and every rank's device (one process: its device alone),
-    see :mod:`pruning_core.core.distributed`.
+    see :mod:`pruning_core.runtime.distributed`.
     """
     device = device or (str(loaded.device) if loaded is not None else None)
     return {
@@ -54,7 +54,7 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
         "device": device or (str(loaded.device) if loaded is not None else None),
         "dtype": str(loaded.dtype).removeprefix("torch.") if hasattr(loaded, "dtype") else None,
         "parallel": distributed.describe(device),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
@@ -68,20 +68,6 @@ def read_json(path: str | Path, expected_prefix: str | None = None) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"File {str(path)!r} is not valid JSON ({exc}). Was it cut off or edited by hand?") from None
     return check_format(data, expected_prefix, str(path))
-
-
-def check_format(data: Any, expected: str | None, where: str = "the file") -> dict:
-    if not isinstance(data, dict) or "format" not in data:
-        raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
-    if expected is not None:
-        name, _, version = str(data["format"]).partition("/")
-        want_name, _, want_version = expected.partition("/")
-        if name != want_name:
-            raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
-        if want_version and version != want_version:
-            raise FormatError(f"{where} has format version {version!r}; this headprune reads version "
-                              f"{want_version!r}. Re-create the file with this version of headprune.")
-    return data
 
 
 # -- masks -----------------------------------------------------------------------------------------

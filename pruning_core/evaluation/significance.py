@@ -1,18 +1,12 @@
 """Intervals and paired tests of evaluations, chosen by what the metric declares.
 
-The metric registry says whether a metric is the mean of a score per example
-(``Metric.per_example``: accuracy) or corpus-level (F1, MCC, BLEU, WER). This module turns that
-into statistics (:mod:`pruning_core.evaluation.stats`), never branching on a metric's name:
-
-- :func:`evidence`: what an :class:`EvalResult` keeps per example and the 95 % interval of its
-  metric (Wilson for 0/1 scores, bootstrap over examples otherwise);
-- a loss-based metric (``Metric.inputs == "loss"``: perplexity) is resampled over examples when
-  each prediction is that example's ``(loss_sum, weight)`` pair (a language-model window): the
-  metric of a resample is ``compute(sum of losses, sum of weights)``;
-- :func:`compare`: a paired test of two evaluations on the same examples (exact McNemar for 0/1
-  scores, paired bootstrap otherwise) with the 95 % interval of the difference from the same test on
-  the same data, so the interval excludes 0 exactly when p < 0.05; none on fewer than
-  :data:`MIN_PAIRED` examples (:func:`too_few`).
+The metric registry says whether a metric is the mean of a score per example (``Metric.per_example``:
+accuracy) or corpus-level (F1, MCC, BLEU, WER); this module turns that into statistics
+(:mod:`pruning_core.evaluation.stats`), never branching on a metric's name. :func:`evidence` gives the
+95 % interval (Wilson for 0/1 scores, bootstrap over examples otherwise; a loss-based metric resamples
+each example's ``(loss_sum, weight)``). :func:`compare` runs a paired test of two evaluations on the same
+examples (exact McNemar for 0/1 scores, paired bootstrap otherwise) with the interval of the difference
+from the same test, so it excludes 0 exactly when p < 0.05; none below :data:`MIN_PAIRED` (:func:`too_few`).
 """
 from __future__ import annotations
 

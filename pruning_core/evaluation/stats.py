@@ -1,19 +1,11 @@
 """Small, exact statistics for comparing evaluations: intervals, paired tests, multiple comparisons.
 
-Pure functions of numbers and arrays (numpy only), seeded where they resample:
-
-- :func:`wilson_interval`: 95 % interval of a proportion (accuracy = k right of n);
-- :func:`mcnemar_exact`: two-sided exact McNemar p-value from the discordant pairs (b, c);
-- :func:`paired_correctness`: b, c and the McNemar p-value of two 0/1 correctness vectors;
-- :func:`mcnemar_interval`: the interval of an accuracy difference that inverts the same exact
-  McNemar test (it excludes 0 exactly when that test gives p < 0.05);
-- :func:`bootstrap_interval`: percentile interval of any statistic given as a function of
-  resampled example indices (a corpus metric such as BLEU or F1, or a paired difference of one);
-- :func:`paired_bootstrap`: interval and two-sided p-value of the difference of the mean of a
-  per-example score between two models evaluated on the same examples;
-- :func:`holm`: Holm–Bonferroni adjusted p-values;
-- :func:`spearman`: rank correlation of two lists (ties share their mean rank);
-- :func:`format_p`: a p-value as text, never "p = 0".
+Pure functions of numbers and arrays (numpy only), seeded where they resample: :func:`wilson_interval`
+(a proportion), :func:`mcnemar_exact` and :func:`paired_correctness` (the exact McNemar p-value),
+:func:`mcnemar_interval` (the accuracy difference's interval that inverts the same test),
+:func:`bootstrap_interval` (any statistic of resampled example indices), :func:`paired_bootstrap` (the
+difference of a per-example mean between two models), :func:`holm` (Holm–Bonferroni), :func:`spearman`
+(ties share their mean rank) and :func:`format_p` (never "p = 0").
 """
 from __future__ import annotations
 

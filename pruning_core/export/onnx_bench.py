@@ -21,7 +21,7 @@ import torch
 from pruning_core.bench.ceiling import CeilingReport, flop_ceiling
 from pruning_core.bench.run import audio_frames, synthetic_inputs
 from pruning_core.bench.timing import LatencyStats, interleaved_latencies, load_average
-from pruning_core.core.codec import JsonRecord, ONNX_BENCH_FORMAT, json_field
+from pruning_core.io.codec import JsonRecord, ONNX_BENCH_FORMAT, json_field
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.presets import half_mask

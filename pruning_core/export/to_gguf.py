@@ -1,24 +1,13 @@
 """GGUF export (llama.cpp's format) of a Llama-family model, pruned or not, with its BPE tokenizer.
 
-GGUF holds one head count per model, so the pruned shape must be a stock one (every layer the same query
-and key/value heads: :func:`pruning_core.modeling.pruning.stock_shape`; ``headprune mask --uniform`` makes such
-masks); other shapes are refused with the ONNX export as the way out. Names and metadata follow the
-``gguf`` package: tensor names from its ``TensorNameMap`` (``model.layers.3.self_attn.q_proj.weight`` ->
-``blk.3.attn_q.weight``), hyper-parameters under ``{arch}.*`` keys. ``head_dim`` is written explicitly
-(``attention.key_length`` / ``value_length`` and ``rope.dimension_count``): a pruned model's
-``hidden_size / heads`` is no longer its head size.
-
-llama.cpp's ``llama`` architecture applies rotary embeddings to interleaved pairs (GPT-J style), while
-transformers' Llama rotates the two halves of each head (NeoX style); its converter therefore permutes
-the rows of ``q_proj`` and ``k_proj`` within each head (:func:`permute_qk`), and transformers' GGUF loader
-undoes it. Qwen2 is NeoX style in llama.cpp too: no permutation. Mistral is written as ``llama`` (what
-llama.cpp's converter does), so a model with a sliding window shorter than its context is refused: the
-``llama`` architecture attends to every token.
-
-Weights: float32, or float16 for matrices with 1-D tensors (norms, biases) kept float32, as llama.cpp's
-converter does. The tokenizer: a byte-level BPE ``tokenizer.json`` (SmolLM2, Qwen2) as ``gpt2`` tokens and
-merges, special tokens marked as control tokens; ``tokenizer.ggml.pre`` is ``default`` (llama.cpp's own
-pre-tokenizer names are tied to hashes of known vocabularies).
+GGUF holds one head count per model, so the pruned shape must be a stock one
+(:func:`pruning_core.modeling.pruning.stock_shape`; ``headprune mask --uniform``); other shapes are refused
+with the ONNX export as the way out. Names and metadata follow the ``gguf`` package's ``TensorNameMap``;
+``head_dim`` is written explicitly (a pruned model's ``hidden_size / heads`` is no longer its head size).
+Llama's ``q_proj`` / ``k_proj`` rows are permuted within each head (:func:`permute_qk`: llama.cpp rotates
+interleaved pairs, transformers the two halves); Qwen2 needs none; Mistral is written as ``llama`` and
+refused with a sliding window shorter than its context. Weights float32 or float16 (1-D tensors float32);
+the byte-level BPE tokenizer as ``gpt2`` tokens and merges, special tokens as control tokens.
 """
 from __future__ import annotations
 
@@ -31,7 +20,7 @@ import numpy as np
 import torch
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.storage import atomic_path
+from pruning_core.io.storage import atomic_path
 
 # config.model_type -> (GGUF architecture, whether q/k rows are permuted for llama.cpp's rotary layout)
 GGUF_ARCHS = {"llama": ("llama", True), "mistral": ("llama", True), "qwen2": ("qwen2", False)}

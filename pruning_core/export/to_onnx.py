@@ -1,20 +1,11 @@
 """ONNX export of a (pruned) model as headprune loads it: one forward pass to logits, no key/value cache.
 
-Any shape headprune can prune exports, stock or not (different head counts per layer, a layer without
-heads): the graph is traced from the loaded PyTorch model, so it holds the pruned projections as they
-are. Inputs by family, as the benchmark feeds them (:func:`pruning_core.bench.run.synthetic_inputs`):
-token models take ``input_ids`` and ``attention_mask`` [batch, tokens]; encoder-decoders also
-``decoder_input_ids`` [batch, decoder tokens] (teacher-forced, as when evaluating the loss); speech
-models (Whisper) ``input_features`` [batch, mel bins, frames] and ``decoder_input_ids``. The output is
-``logits``: [batch, labels] for classifiers, [batch, (decoder) tokens, vocabulary] for the others.
-Batch and token counts are dynamic axes; Whisper's frame count is fixed by the model.
-
-The exporter is PyTorch's TorchScript-based one (``torch.onnx.export(..., dynamo=False)``): it needs
-only ``onnx``, works offline, and traces transformers' masking code without graph breaks; the newer
-``torch.export``-based exporter (PyTorch's default since 2.9) would also need ``onnxscript``. Tracing
-bakes Python-level branches in, so the trace runs on a padded batch (the attention-mask path every
-real batch takes) and the export is then checked in ONNX Runtime on other inputs (another batch size
-and length) against the PyTorch logits.
+Any shape headprune can prune exports (the graph is traced from the loaded model). Inputs by family, as the
+benchmark feeds them (:func:`pruning_core.bench.run.synthetic_inputs`): ``input_ids`` and ``attention_mask``;
+encoder-decoders also ``decoder_input_ids`` (teacher-forced); Whisper ``input_features``. Output ``logits``;
+batch and token counts are dynamic axes. The exporter is PyTorch's TorchScript-based one
+(``dynamo=False``: it needs only ``onnx`` and works offline); the trace runs on a padded batch, and the
+export is checked in ONNX Runtime on another batch size and length against the PyTorch logits.
 """
 from __future__ import annotations
 
@@ -29,7 +20,7 @@ import torch
 from torch import nn
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.storage import atomic_path
+from pruning_core.io.storage import atomic_path
 
 OPSET = 17
 # ONNX Runtime runs float32 kernels of its own (fused attention and layer norm, another summation order):

@@ -1,28 +1,12 @@
 """Greedy decoding of an encoder-decoder translation model, step by step: what a click on the head map waits for.
 
-The same tokens as ``model.generate(num_beams=1, do_sample=False, max_new_tokens=N)`` for the Bart/Marian family
-(``lm_head`` plus ``final_logits_bias``), with less work per click:
-
-- the encoder's output can be passed in (the teacher-forced forward that gave the loss already computed it);
-- each step feeds only the last token: the decoder's cache keeps each SSRU's state ``c_t`` (or a self-attention's
-  keys/values) and each cross-attention layer's keys/values, projected from the encoder output once; a family
-  whose adapter has lean steps (Marian-SSRU) runs them without transformers' cache bookkeeping;
-- a row that produced ``</s>`` leaves the batch (its cache rows, its encoder rows), so later steps run on the rows
-  still decoding.
-
-Whisper decodes the same way with its own :class:`Rules` (a prompt of several ids fed at once, suppressed ids,
-no timestamps: :func:`pruning_core.tasks.speech.greedy_rules`), the tokens of its ``generate`` under those settings.
-
-``max_new_tokens`` may be one bound per row (:class:`LengthBound`): a row stops at its own bound, so a mask that
-makes the model repeat itself costs a few tokens past the input's length, not the model's maximum; a row that ends
-before its bound gets exactly the tokens it gets without one.
-
-Head masks apply as in any forward pass: the decoder's modules are called, and their hooks gate the heads.
-
-``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.shortlist`): per row, the target ids it may
-produce; each step scores only the batch's union of them (``W[ids] h``, not the whole ``[vocab, d]`` matrix) and
-every row picks among its own. That is an approximation of full decoding (Marian's and Bergamot's deployed one), not
-the same tokens; without it the result is exact.
+The same tokens as ``model.generate(num_beams=1, do_sample=False, max_new_tokens=N)`` (Bart/Marian; Whisper with
+its own :class:`Rules`, :func:`pruning_core.tasks.speech.greedy_rules`), with less work per click: the encoder's
+output can be passed in; each step feeds only the last token (cached SSRU states or self-attention keys/values,
+cross-attention keys/values projected once; lean adapter steps where the family has them); a finished row leaves
+the batch. ``max_new_tokens`` may be one bound per row (:class:`LengthBound`). Head masks apply as in any forward
+pass. ``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.shortlist`) scores only the batch's union
+of allowed ids: an approximation (Marian's and Bergamot's deployed one); without it the result is exact.
 """
 from __future__ import annotations
 

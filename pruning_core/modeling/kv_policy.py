@@ -1,22 +1,12 @@
 """KV-cache head policies: per key/value head of a decoder, keep the whole cache (*full*) or only the first
-``sink`` tokens and the last ``window`` tokens (*streaming*; DuoAttention, Xiao et al. ICLR 2025).
+``sink`` and the last ``window`` tokens (*streaming*; DuoAttention, Xiao et al. ICLR 2025).
 
-A streaming key/value head ``j`` serves its query heads (:func:`~.architectures.base.kv_groups`); such a
-query at position ``t`` attends only to keys at positions ``[0, sink) ∪ (t - window, t]`` (and ``<= t``).
-
-- **Forward pass** (:func:`applied`): a forward pre-hook on each attention module replaces its
-  ``attention_mask`` by a per-query-head mask ``[B, H, Q, K]`` (1 / True = may attend) that adds the
-  streaming restriction to the model's own mask; eager and sdpa attention read it as they read theirs.
-  Hooks are per call (a ``ContextVar``, like the head gates of :mod:`.masking`), reference-counted and
-  removed when the block ends, also on error. A layer without streaming heads is left untouched, so an
-  all-full policy is the plain model bit for bit.
-- **Generation** (:func:`new_cache`): a transformers ``Cache`` whose layers with streaming heads store, for
-  those heads, only the sink and window entries (:class:`PolicyLayer`); positions that were dropped are
-  outside every later query's window, so attention over what is kept is exact. ``update`` hands the
-  attention a full-length view (dropped entries zero, masked out by the hook): a transient, not what is kept.
-- **Memory** (:func:`kv_bytes`): layers x kv heads x 2 (K, V) x head_dim x dtype bytes x kept tokens.
-
-Policies are frozen values written as ``headprune.kv_policy/1`` (:meth:`KVPolicy.to_json`).
+A streaming head's queries (:func:`~.architectures.slicing.kv_groups`) at position ``t`` attend only to
+``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook gives each
+attention a per-query-head mask that adds that restriction; an all-full policy is the plain model bit for bit.
+:func:`new_cache` (generation): a ``Cache`` whose streaming heads store only the sink and window entries
+(exact: dropped positions are outside every later window). :func:`kv_bytes`: layers x kv heads x 2 x
+head_dim x dtype bytes x kept tokens. Policies are frozen values written as ``headprune.kv_policy/1``.
 """
 from __future__ import annotations
 
@@ -29,10 +19,10 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from pruning_core.core.codec import KV_POLICY_FORMAT
+from pruning_core.io.codec import KV_POLICY_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores, group_scores
-from pruning_core.modeling.architectures.base import kv_groups, kv_groups_of
+from pruning_core.modeling.architectures.slicing import kv_groups, kv_groups_of
 from pruning_core.modeling.masking import shared_hooks
 
 KIND = "decoder_self"
@@ -95,6 +85,7 @@ class KVPolicy:
                               f"{impl!r}. Load it with attn_implementation='eager'.")
 
     def to_json(self, provenance: dict | None = None) -> dict:
+        # by hand: booleans written as 0/1 lists, derived counts, the provenance passed in
         return {"format": KV_POLICY_FORMAT, "sink": self.sink, "window": self.window,
                 "streaming": [[int(x) for x in row] for row in self.streaming], "source": self.source,
                 "n_streaming": self.n_streaming, "n_heads": self.n_heads, "provenance": provenance or {}}
@@ -132,7 +123,7 @@ def _policy(kv_heads: Sequence[int], chosen: set[tuple[int, int]], sink: int, wi
 def from_scores(scores: HeadScores, groups, fraction: float, *, sink: int = 128, window: int = 256,
                 source: dict | None = None) -> KVPolicy:
     """Stream the ``fraction`` of key/value heads whose query heads score lowest, summed per group, over all
-    layers (ties broken by position). ``groups``: :func:`~.architectures.base.kv_groups_of` of the model."""
+    layers (ties broken by position). ``groups``: :func:`~.architectures.slicing.kv_groups_of` of the model."""
     per_group = group_scores(scores, {KIND: groups[KIND]}).kinds[KIND]        # [layers][kv heads]
     heads = [(l, j) for l, row in enumerate(per_group) for j in range(len(row))]
     heads.sort(key=lambda h: per_group[h[0]][h[1]])

@@ -1,28 +1,14 @@
 """Evaluation that recomputes only from the first layer whose heads changed: cached layer inputs.
 
-In an encoder (or a decoder-only language model's pass over whole windows), the hidden state entering
-layer ``L`` depends only on the batch and on the mask rows of layers ``0 .. L-1``. A
-:class:`LayerInputCache` keeps those hidden states per evaluation batch, keyed by
-(model instance and weights hash, task, split, examples, batch size, device, the mask rows before
-``L``). :func:`forward_for` gives :meth:`pruning_core.tasks.Task.evaluate` a forward function that
-starts each batch at the first changed layer from its cached input, so a click in layer ``L`` of a
-6-layer model runs ``6 - L`` layers.
-
-Exact: the resumed batch runs the same layer modules on the same tensors, with the extra arguments the
-model's own loop passed them (recorded from a full pass), then the head the adapter describes
-(:meth:`~pruning_core.modeling.architectures.ArchitectureAdapter.layer_stack`: a classifier's head, or a language
-model's final norm and output head, its position embeddings and causal mask recorded too); the layer-cache tests
-check equal metric, losses and predictions for every family that supports it. An encoder-decoder
-(Marian, BART, Whisper: :class:`~pruning_core.modeling.architectures.EncoderStack`) resumes its encoder the same way,
-and a change in its decoder's heads alone starts after the encoder, from the cached encoder output. A model in
-training mode, a data-parallel rank's share and a key/value cache (the language-model task passes
-``use_cache=False``) run the whole model, as without a cache. A cached model must not change while cached; its
-entries go when the model is collected.
-
-Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently
-used first, except that the inputs entered with all earlier heads kept go last: every session starts
-from all heads, so every first click resumes from them. The recording hooks are scoped to one pass
-(:func:`pruning_core.modeling.masking.shared_hooks`); the model's modules are never replaced.
+The hidden state entering layer ``L`` depends only on the batch and the mask rows of layers ``0 .. L-1``;
+a :class:`LayerInputCache` keeps it per evaluation batch (keyed by model, weights hash, task, split,
+examples, batch size, device and those rows), and :func:`forward_for` starts each batch at the first
+changed layer. Exact: the same modules run on the same tensors, with the arguments recorded from a full
+pass, then the head the adapter describes (``layer_stack``, or ``encoder_stack`` for an encoder-decoder);
+the layer-cache tests check equal results for every family. Training mode, a data-parallel share and a
+key/value cache run the whole model. Memory: at most ``max_bytes``
+(:func:`pruning_core.bench.budget.layer_cache_budget`), least recently used first, the all-heads inputs
+last; recording hooks are scoped to one pass; modules are never replaced.
 """
 from __future__ import annotations
 

@@ -21,17 +21,17 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
-from pruning_core.core import hub_probe as hub
+from pruning_core.runtime import hub_probe
 from pruning_core.modeling.architectures import AttentionSite, adapter_for, find_sites, layout_of
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.core.heads import HeadLayout
 from pruning_core.modeling.pruning import CONFIG_KEY, STOCK_KEY, restructure_for_loading, stock_shape
 from pruning_core.modeling.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist
 from pruning_core.modeling.weight_files import check_weight_files, explain_mismatch
-from pruning_core.core.catalog import MANIFEST, headprune_home
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling.catalog import MANIFEST, headprune_home
+from pruning_core.modeling import catalog
 
-DEFAULT_ID = zoo.DEFAULT
+DEFAULT_ID = catalog.DEFAULT
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
@@ -45,7 +45,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def default_model_dir() -> Path:
-    return zoo.get(DEFAULT_ID).folder()
+    return catalog.get(DEFAULT_ID).folder()
 
 
 @dataclass
@@ -146,8 +146,8 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _resolve(spec: str) -> tuple[str, Path | str]:
-    if spec in zoo.names():
-        entry = zoo.get(spec)
+    if spec in catalog.names():
+        entry = catalog.get(spec)
         if not (entry.folder() / "config.json").is_file():
             raise entry.not_prepared_error()
         return ("default" if spec == DEFAULT_ID else "prepared"), entry.folder()
@@ -189,7 +189,7 @@ def load_model(spec: str, *, device: str | None = "cpu", allow_pickle: bool = Fa
     torch_dtype = resolve_dtype(dtype, dev)
     if source in ("default", "prepared"):
         _check_prepared(spec, Path(where))
-    offline = source == "hub" and not hub.reachable()      # then only the local Hugging Face cache, at once
+    offline = source == "hub" and not hub_probe.reachable()      # then only the local Hugging Face cache, at once
     local_only = source != "hub" or offline
     try:
         config = AutoConfig.from_pretrained(where, trust_remote_code=False, local_files_only=local_only)
@@ -273,7 +273,7 @@ def _check_prepared(name: str, folder: Path) -> None:
     import json
 
     what = "the embedded default" if name == DEFAULT_ID else f"the prepared model {name!r}"
-    fix = f"run `{zoo.get(name).command()} --force`"
+    fix = f"run `{catalog.get(name).command()} --force`"
     manifest = folder / MANIFEST
     try:
         files = json.loads(manifest.read_text())["files"]

@@ -1,17 +1,12 @@
 """Head gates: multiply each head's output by a gate xi_h before the output projection.
 
-Michel et al. put a gate xi_h on every head: Att(x) = W_o [xi_1 head_1(x); ...; xi_H head_H(x)].
-We implement it with a forward pre-hook on each site's output projection, whose input is the
-head-major concatenation ``[batch, tokens, heads * head_dim]``.
-
-Gates are *per call*, not per model: the hooks read the gates from a ``ContextVar`` that belongs
-to the calling thread (or asyncio task). A model shared by several threads (the dashboard's
-cached model) can therefore be evaluated with different masks at the same time; a thread that
-set no gates sees the plain model. Hooks are installed on first use with a per-model reference
-count and removed when the last user leaves, also when the forward pass raised.
-
-``gate_heads`` takes float gates (optionally requiring grad: that is how dL/dxi is obtained) and
-can record the gated head outputs so a scorer can form per-token products a_t . dL/da_t.
+Michel et al.'s Att(x) = W_o [xi_1 head_1(x); ...; xi_H head_H(x)], as a forward pre-hook on each site's
+output projection (input ``[batch, tokens, heads * head_dim]``). Gates are *per call*, not per model: the
+hooks read them from a ``ContextVar`` of the calling thread, so a shared model (the dashboard's) can be
+evaluated under different masks at once, and a thread that set none sees the plain model. Hooks are installed
+on first use with a per-model reference count and removed when the last user leaves, also on error.
+``gate_heads`` takes float gates (optionally requiring grad: how dL/dxi is obtained) and can record the gated
+head outputs for per-token products.
 """
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """The output layer where a loss reads it: the target positions of a batch alone, and in chunks.
 
-A translation batch pads its targets to the longest one, and the output projection over the whole vocabulary is
-most of a teacher-forced pass. Two ways to spend it on the target positions alone:
-
-- :func:`only_at`: a forward pre-hook on the model's output embeddings hands the head the hidden states of the
-  kept positions alone, in order, so ``outputs.logits`` is ``[N, V]`` (N kept positions) instead of ``[B, T, V]``.
-- :func:`hidden_at` with :func:`target_losses`, for a model whose logits are ``lm_head(h) + final_logits_bias``
-  (:func:`output_layer`: Bart, Marian, Marian-SSRU): the head is handed no position at all; the kept hidden states are
-  kept instead, and their losses computed a chunk of positions at a time. No ``[N, V]`` tensor is ever made: on
-  Bergamot's student (32,001 words, about 4,500 target positions) the model's own path makes three of 576 MB
-  (logits, logits plus bias, log-probabilities), fresh pages each, while a chunk fits in the allocator's heap.
-
-The hooks are removed on leaving, whatever happens.
+A translation batch pads its targets to the longest one, and the output projection over the whole vocabulary
+is most of a teacher-forced pass. :func:`only_at`: a pre-hook on the output embeddings hands the head the
+hidden states of the kept positions alone, so ``outputs.logits`` is ``[N, V]`` instead of ``[B, T, V]``.
+:func:`hidden_at` with :func:`target_losses` (logits ``lm_head(h) + final_logits_bias``, :func:`output_layer`):
+the head gets no position; the kept hidden states' losses are computed a chunk of positions at a time, so no
+``[N, V]`` tensor is ever made (docs/MODELS.md gives the memory it saves). The hooks are removed on leaving.
 """
 from __future__ import annotations
 

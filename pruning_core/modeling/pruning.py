@@ -1,18 +1,11 @@
 """Physical pruning: remove masked heads from the weights, so the model gets smaller and faster.
 
-For each site, the kept heads' query/key/value outputs and the matching input columns of the
-output projection are kept; the rest is dropped. How to slice a site and which attributes hold its
-head count is the architecture adapter's business (:mod:`pruning_core.modeling.architectures`). A site that
-loses every head is replaced by :class:`~pruning_core.modeling.architectures.EmptyAttention`, which outputs
-zeros of width 0 (so the output projection yields just its bias, exactly what the masked model
-computes).
-
-Pruning always works on a deep copy: the model passed in, often a shared cached one, is left as
-it was. The removed heads are written into ``config.headprune_pruned_heads`` so that
-``models.load_model`` can rebuild the smaller shapes when loading a saved pruned model. When every layer
-keeps the same shape and the family's config can say so (:func:`stock_shape`: grouped-query decoders),
-``models.save_pruned`` writes those head counts into the config instead and marks it
-``headprune_stock_config``: stock transformers then builds the smaller shapes itself.
+Each site keeps its kept heads' query/key/value outputs and the matching input columns of the output
+projection (how is the adapter's business, :mod:`pruning_core.modeling.architectures`); a site that loses
+every head becomes an :class:`~pruning_core.modeling.architectures.EmptyAttention` (the output projection
+then yields its bias, as the masked model computes). Pruning works on a deep copy; the removed heads go into
+``config.headprune_pruned_heads`` so loading rebuilds the shapes, or, when every layer keeps the same shape
+and the family's config can say so (:func:`stock_shape`), ``save_pruned`` writes stock head counts instead.
 """
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
 """Marian's binary vocabulary shortlist (``lex.*.s2t.bin``): the target pieces a translation may use, per source piece.
 
-Bergamot deploys its students with one: for each source piece, the ``bestNum`` target pieces most often aligned to
-it, plus the ``firstNum`` most frequent target ids (0 .. firstNum-1), always allowed. Decoding then scores only those
-ids instead of the whole vocabulary (:func:`pruning_core.modeling.greedy.greedy_decode`'s ``allowed``).
-
-File layout (Marian's ``BinaryShortlistGenerator``, little-endian): a header of six uint64 (magic, checksum,
-firstNum, bestNum, wordToOffset size, shortLists size), then the uint64 ``wordToOffset`` array (source id ->
-start of its list; one more entry than source ids, the last = shortLists size), then the uint32 ``shortLists``
-array of target ids. The checksum is Marian's ``hashMem`` (boost's hash_combine over uint64 words) of everything
-after the checksum.
-
-Allowed ids of one sentence, as Marian computes them for a batch of that sentence alone: ids below firstNum; every
-source piece's list; with a shared vocabulary (Bergamot's), the source pieces themselves; then ids from firstNum
-upward not yet allowed until the count is a multiple of 8. Each row of a batch gets its own set, so a sentence's
-translation does not depend on which other sentences share its batch.
+Bergamot deploys its students with one: per source piece, the ``bestNum`` target pieces most often aligned to
+it, plus the ``firstNum`` most frequent ids, always allowed; decoding then scores only those
+(:func:`pruning_core.modeling.greedy.greedy_decode`'s ``allowed``). The file (Marian's
+``BinaryShortlistGenerator``, little-endian) is a header of six uint64, the uint64 ``wordToOffset`` array and
+the uint32 ``shortLists`` array; its checksum is Marian's ``hashMem``. A sentence's allowed ids are computed
+as Marian does for that sentence alone (its pieces' lists, the source pieces themselves with a shared
+vocabulary, padded to a multiple of 8), so a translation does not depend on its batch neighbours.
 """
 from __future__ import annotations
 

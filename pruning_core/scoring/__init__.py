@@ -2,15 +2,12 @@
 
 ``get_scorer(name).score(loaded, task, config, progress=None, mask=None) -> ScoreResult``
 
-Registered: ``gradient`` (Michel et al. 2019), ``random`` (seeded baseline), ``ablation``
-(measured metric drop when a head alone is removed), ``smp`` (a trained SMP pruner), ``fisher``
-(Kwon et al. 2022), ``atp`` (attribution patching, ``ScoreConfig.baseline``), the label-free
-forward-only ``flap`` and ``activation``, and the attention statistics ``entropy`` and
-``confidence``. :func:`pruning_core.scoring.verify.verify_scores` checks any of them against exact
-single-head ablation. Each is
-registered with ``needs_labels`` and ``cost`` (see :class:`ScorerInfo`); :func:`scorer_info`
-reads them without importing the scorer. ``smp`` is registered lazily: its module sits above
-this package (:mod:`pruning_core.scoring.smp`) and is imported on the first ``get_scorer("smp")``.
+Registered: ``gradient`` (Michel et al. 2019), ``random``, ``ablation``, ``smp``, ``fisher`` (Kwon et al.
+2022), ``atp`` (attribution patching), the label-free ``flap`` and ``activation``, and the attention
+statistics ``entropy`` and ``confidence``; :func:`pruning_core.scoring.verify.verify_scores` checks any of
+them against exact ablation. Each is registered with ``needs_labels`` and ``cost`` (:class:`ScorerInfo`),
+which :func:`scorer_info` reads without importing the scorer; ``smp`` (:mod:`pruning_core.scoring.smp`) is
+registered lazily and imported on the first ``get_scorer("smp")``.
 """
 from __future__ import annotations
 
@@ -26,12 +23,8 @@ from pruning_core.scoring.base import (
     scorer_info,
     scorer_names,
 )
-from pruning_core.scoring import gradient as _gradient  # noqa: F401  (registers)
-from pruning_core.scoring import baselines as _baselines  # noqa: F401  (registers)
-from pruning_core.scoring import fisher as _fisher  # noqa: F401  (registers)
-from pruning_core.scoring import attribution as _attribution  # noqa: F401  (registers)
-from pruning_core.scoring import label_free as _label_free  # noqa: F401  (registers)
-from pruning_core.scoring import attention_stats as _attention_stats  # noqa: F401  (registers)
+# each of these modules registers its scorers
+from pruning_core.scoring import attention_stats, attribution, baselines, fisher, gradient, label_free  # noqa: F401
 from pruning_core.core.registry import lazy_object
 
 register_lazy_scorer("smp", lazy_object("pruning_core.scoring.smp.scorer:SMPScorer"), needs_labels=False, cost="one_pass",

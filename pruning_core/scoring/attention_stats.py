@@ -1,18 +1,12 @@
 """Attention-statistics scorers, from the eager attention maps A^h (rows = queries, each summing to 1).
 
-- ``entropy`` (as the HF bertology script computes it): H_h = -sum_j A[i, j] log A[i, j], averaged
-  over the real (non-padding) query rows of the scoring data. The score is **-H_h**: a focused
-  head (low entropy) ranks as more important than a diffuse one. The bertology script only
-  reports the entropy (it prunes by gradient importance); we read it as Voita et al. read
-  confidence, whose pruned-last heads were the focused, "confident" ones.
-- ``confidence`` (Voita et al. 2019): the mean over real query rows of max_j A[i, j]; larger =
-  more important, as in the paper (confident heads are the important, specialised ones).
+- ``entropy`` (as the HF bertology script computes it): the score is **-H_h**, minus the entropy averaged
+  over real query rows, so a focused head ranks above a diffuse one (Voita et al.'s reading of confidence).
+- ``confidence`` (Voita et al. 2019): the mean over real query rows of max_j A[i, j]; larger = more important.
 
-Both are label-free and forward only. Query rows are the tokens each kind attends from
-(``batch.token_masks``); padding keys get A = 0 and add 0 log 0 = 0. With a mask the masked model
-is scored (kept heads see the changed inputs) and removed heads score 0. The model must run eager
-attention (other implementations return no maps). Data-parallel: float64 sums and row counts, one
-all-reduce.
+Both are label-free and forward only; padding keys add 0 log 0 = 0. With a mask the masked model is scored
+and removed heads score 0. The model must run eager attention. Data-parallel: float64 sums and row counts,
+one all-reduce.
 """
 from __future__ import annotations
 
@@ -20,7 +14,7 @@ import time
 
 import torch
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask, HeadScores

@@ -1,24 +1,14 @@
 """Attribution patching (AtP; Nanda 2023, Kramar et al. 2024): the first-order estimate of the loss
 change when head h's output z_h is replaced by a baseline b_h,
 
-    e_{h,t} = <b_{h,t} - z_{h,t}, dL/dz_{h,t}>        (one token t of one example)
-    atp_h   = (1 / N_tokens) * sum_x sum_t e_{h,t}(x)
+    e_{h,t} = <b_{h,t} - z_{h,t}, dL/dz_{h,t}>,   atp_h = (1 / N_tokens) * sum_x sum_t e_{h,t}(x)
 
-signed: positive when patching the head increases the loss (the head helps), so larger = more
-important. Tokens and N_tokens are those of the gradient scorer (the real tokens each kind attends
-from), so with the zero baseline ``(1 / N_tokens) * sum |e_{h,t}|`` is exactly Michel's I_h before
-normalisation (:func:`attribution_sums` returns that magnitude too).
-
-Baselines (``ScoreConfig.baseline``):
-
-- ``zero``: b = 0 (the head removed);
-- ``mean``: b_h = z_h averaged over the real tokens of the scoring data itself (one extra forward
-  pass, all-reduced under ``torchrun``);
-- ``corrupt``: b_{h,t} = z_{h,t} on the same example with its tokens shuffled (:func:`corrupted_inputs`),
-  one extra forward pass per batch.
-
-The sum over an example's tokens is the estimated change of that example's loss; check any
-estimate against exact ablation with :func:`pruning_core.scoring.verify.verify_scores`.
+signed: positive when patching increases the loss (the head helps). Tokens are the gradient scorer's, so with
+the zero baseline ``(1 / N_tokens) * sum |e_{h,t}|`` is exactly Michel's I_h (:func:`attribution_sums` gives
+it too). Baselines (``ScoreConfig.baseline``): ``zero`` (the head removed), ``mean`` (z_h averaged over the
+scoring data's real tokens; one extra pass, all-reduced), ``corrupt`` (z_h on the example with its tokens
+shuffled, :func:`corrupted_inputs`). Check any estimate against exact ablation with
+:func:`pruning_core.scoring.verify.verify_scores`.
 """
 from __future__ import annotations
 
@@ -26,7 +16,7 @@ from dataclasses import replace
 
 import torch
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback

@@ -1,16 +1,13 @@
 """Kwon et al. (2022) Fisher importance: the empirical Fisher diagonal of the head gates.
 
-One backward pass per mini-batch of the batch's *mean* loss L_b (as the authors' code does);
-g_{b,h} = dL_b/dm_h is the gate gradient at m = 1 (``sum_t z_{h,t} . dL_b/dz_{h,t}`` over every
-token), and
+One backward pass per mini-batch of the batch's *mean* loss L_b (as the authors' code does); with
+g_{b,h} = dL_b/dm_h the gate gradient at m = 1,
 
     F_h = sum_b g_{b,h}^2
 
-Unlike Michel's I_h the sign is squared per batch, not per token, so heads whose effects cancel
-within a batch score low. F_h grows with the number of batches and shrinks with their size (a mean
-over more examples), so scores are comparable only at equal batch size; the batch size used is in
-the provenance. Data-parallel: each rank sums the squares of its own batches (the same batches
-one process cuts), then one all-reduce.
+The sign is squared per batch, not per token (unlike Michel's I_h), so effects that cancel within a batch
+score low; F_h depends on the batch size, which the provenance records. Data-parallel: each rank sums the
+squares of its own batches, then one all-reduce.
 """
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.scoring.base import register_scorer

@@ -1,17 +1,12 @@
 """Michel et al. (2019) head importance: I_h = E_x |dL/dxi_h|, taken per token.
 
-With gates xi = 1, dL/dxi_h = sum_t a_{h,t} . dL/da_{h,t}, where a_{h,t} is head h's output at
-token t (the input of the output projection). Like the authors' code we take the absolute value
-per token, then average over the real (non-padding) tokens of the scoring data:
+With gates xi = 1, dL/dxi_h = sum_t a_{h,t} . dL/da_{h,t} (a_{h,t}: head h's output at token t, the input of
+the output projection). Like the authors' code, the absolute value is taken per token, then averaged over
+the real tokens (source tokens for encoder self-attention, target tokens for the decoder's kinds):
 
     I_h = (1 / N_tokens) * sum_x sum_t | a_{h,t}(x) . dL(x)/da_{h,t}(x) |
 
-For encoder self-attention the tokens are the source tokens; for decoder self- and cross-
-attention the target tokens. L is the per-example cross-entropy (classification) or the
-per-token cross-entropy (translation), summed, so each token's product is its own.
-
-Data-parallel (under ``torchrun``, :mod:`pruning_core.core.distributed`): each rank sums its share of
-the batches, then one all-reduce of every head's sum and the token counts (a few hundred floats).
+Data-parallel (:mod:`pruning_core.runtime.distributed`): each rank sums its batches, then one all-reduce.
 """
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ import time
 import torch
 
 from pruning_core.bench import budget
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
 from pruning_core.core.progress import ProgressCallback
@@ -76,7 +71,7 @@ def scoring_batch_size(loaded, data, wanted: int) -> int:
     cut the batches alike.
 
     Raises:
-        budget.BudgetError: not even one example fits the budget.
+        BudgetError: not even one example fits the memory budget.
     """
     longest = max(getattr(data, "lengths", None) or [getattr(data, "max_length", 128)])
     cost = budget.example_cost(loaded, loaded.task_type, longest)

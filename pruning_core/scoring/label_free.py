@@ -1,21 +1,13 @@
 """Label-free, forward-only scorers on calibration text (the task's inputs; no labels, no backward pass).
 
-- ``flap`` (An et al., AAAI 2024, "fluctuation"): for every input channel j of a site's output
-  projection W_O (channel j = head h's output component c, j = h * head_dim + c),
+- ``flap`` (An et al., AAAI 2024): per input channel j of a site's output projection,
+  ``Var_tokens(X_j) * sum_i W_O[i, j]^2``; a head's fluctuation is the mean over its channels, standardised
+  within the layer (``torch.std``'s n - 1); :func:`flap_fluctuation` gives the raw value. A layer with fewer
+  than two kept heads, or equal fluctuations, standardises to 0.
+- ``activation`` (Minitron, Muralidharan et al. 2024): the sum over real tokens of ``||z_h||_2`` before the
+  output projection (it does not read W_O).
 
-      score_j = Var_tokens(X_j) * sum_i W_O[i, j]^2
-
-  over the real tokens of the calibration data (population variance); a head's fluctuation is
-  the mean of its head_dim channels, then *standardised within the layer* ((f - mean) / std over
-  the layer's kept heads, std with n - 1 as ``torch.std``), which puts layers on one scale. The
-  scores are the standardised values (never re-normalised); :func:`flap_fluctuation` gives the raw
-  fluctuation. A layer with fewer than two kept heads, or equal fluctuations, standardises to 0.
-- ``activation`` (Minitron, Muralidharan et al. 2024): sum over examples and real tokens of
-  ||z_h||_2, the norm of head h's output before the output projection. It does not read W_O: a
-  head whose W_O columns are zero still has activations (FLAP and the gradient scorers see it).
-
-Removed heads (``mask``) have z_h = 0 and score 0. Data-parallel like the other scorers: per-head
-float64 sums (of X, X^2, norms) and token counts, one all-reduce.
+Removed heads score 0. Data-parallel: per-head float64 sums and token counts, one all-reduce.
 """
 from __future__ import annotations
 
@@ -23,7 +15,7 @@ import time
 
 import torch
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.results import ScoreResult, provenance

@@ -13,18 +13,17 @@ the batch losses and weights, one all-reduce).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 
-from pruning_core.core import distributed
-from pruning_core.core.codec import VERIFY_FORMAT, JsonRecord
+from pruning_core.runtime import distributed
+from pruning_core.io.codec import VERIFY_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.evaluation.results import ScoreResult, check_format, provenance
+from pruning_core.evaluation.results import ScoreResult, provenance
 from pruning_core.evaluation.stats import spearman
 
 
@@ -54,11 +53,6 @@ class VerifyResult(JsonRecord):
     pairs: tuple[VerifyPair, ...]
     seconds: float = 0.0
     provenance: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> "VerifyResult":
-        check_format(data, VERIFY_FORMAT)
-        return super().from_json(data)
 
 
 def mean_loss(loaded, task, data, mask: HeadMask | None = None, batch_size: int = 64) -> float:

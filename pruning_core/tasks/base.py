@@ -1,17 +1,11 @@
 """The Task base class: a data source plus how to encode, score and evaluate it.
 
-A task tokenises a split once (:meth:`Task.encode`, cached in memory) into an
-:class:`~pruning_core.tasks.batching.EncodedData`. :meth:`Task.loss_sum` gives the *summed* loss
-of a batch (per example for classification, per target token for translation), so gradients of
-several batches add up and can be averaged by the caller; it is the sum of
-:meth:`Task.example_losses`, each example's own summed loss. :meth:`Task.evaluate` is the one
-evaluation loop (a template method): it runs the batches under ``torch.inference_mode()`` and the
-head mask, keeps each example's loss, reports progress and times the run; a task type supplies the
-per-batch hooks :meth:`Task.example_losses` and :meth:`Task.predict_batch`, and
-:meth:`Task.summarise`, which turns the predictions into an :class:`EvalResult`.
-
-A task declares its ``task_type`` (checked against the model's, which its architecture adapter
-sets) and the name of its headline metric (a :mod:`pruning_core.evaluation.metrics` entry).
+A task tokenises a split once (:meth:`Task.encode`, cached) into an
+:class:`~pruning_core.tasks.batching.EncodedData`. :meth:`Task.loss_sum` is a batch's *summed* loss (the sum
+of :meth:`Task.example_losses`), so gradients of several batches add up. :meth:`Task.evaluate` is the one
+evaluation loop (a template method: inference mode, the head mask, each example's loss, progress, timing);
+a task type supplies :meth:`Task.example_losses`, :meth:`Task.predict_batch` and :meth:`Task.summarise`. A
+task declares its ``task_type`` (checked against the model's) and its headline metric's name.
 """
 from __future__ import annotations
 
@@ -25,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.errors import DataError, did_you_mean
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.layer_cache import LayerInputCache, forward_for
@@ -191,7 +185,7 @@ class Task:
 
         Under ``torchrun`` each rank runs its share of the batches (the batch iterator's ``part``);
         predictions and losses are gathered and the batch losses re-added in the single-process
-        order, so every figure equals one process's exactly (:mod:`pruning_core.core.distributed`).
+        order, so every figure equals one process's exactly (:mod:`pruning_core.runtime.distributed`).
         """
         self.check_beams(beams)
         start = time.perf_counter()

@@ -1,20 +1,11 @@
 """Fine-tune a sequence classifier: a plain PyTorch AdamW loop.
 
-Used by ``prepare`` (the default MiniLM-L6 on movie-sentiment) and by the SMP comparison
-(fine-tuning physically pruned models), so it takes any ``nn.Module`` whose forward accepts
-``input_ids`` / ``attention_mask`` (and ``token_type_ids`` when its signature names it) and returns
-``.logits`` ``[B, num_labels]``. The loss is computed here (cross-entropy), not by the model.
-
-Batches are length-bucketed and shuffled: each epoch shuffles the examples (seeded), cuts them
-into chunks of ``batch_size * 50``, sorts each chunk by length, cuts it into batches and shuffles
-the batch order. The learning rate warms up linearly over ``warmup_fraction`` of the steps, then
-decays linearly to 0.
-
-Memory: on CUDA, ``torch.cuda.max_memory_allocated`` during training (tensors only). On CPU,
-the peak resident set size of the whole process (``/proc/self/statm``, sampled every 20 ms in a
-background thread) while training; it includes the model, the Python runtime and everything else
-the process holds, so ``memory_increase_bytes`` (peak minus the RSS at the start) is the part
-training added (activations, gradients, AdamW state). Unavailable (None) where /proc is missing.
+Used by ``prepare`` and by the SMP comparison (physically pruned models), so it takes any ``nn.Module`` whose
+forward accepts ``input_ids`` / ``attention_mask`` (and ``token_type_ids`` when its signature names it) and
+returns ``.logits`` ``[B, num_labels]``; the cross-entropy is computed here. Batches are length-bucketed
+within seeded shuffled chunks; the learning rate warms up linearly, then decays linearly to 0. Memory: on
+CUDA the peak allocated tensors; on CPU the peak resident set size of the process, sampled in a background
+thread, so ``memory_increase_bytes`` (peak minus the start) is what training added. None where /proc is missing.
 """
 from __future__ import annotations
 
@@ -31,12 +22,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from pruning_core.core.errors import DataError, HeadpruneError
+from pruning_core.io.codec import OMIT, JsonRecord
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.tasks import accepts_argument, collate_classification, tokenize_classification
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(JsonRecord):
     """How to fine-tune. Defaults suit MiniLM-sized encoders on short texts."""
 
     epochs: int = 2                     # passes over the training examples
@@ -65,7 +57,7 @@ class FinetuneConfig:
 
 
 @dataclass(frozen=True)
-class FinetuneStats:
+class FinetuneStats(JsonRecord):
     """What a fine-tuning run did and cost."""
 
     steps: int
@@ -80,12 +72,7 @@ class FinetuneStats:
     memory_increase_bytes: int | None
     memory_measure: str                 # "cuda_max_allocated" | "process_rss_peak" | "unavailable"
     device: str
-    losses: tuple[float, ...] = field(repr=False, default=())   # loss of every step
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in ("steps", "epochs", "n_examples", "final_train_loss",
-                                              "first_train_loss", "seconds", "cpu_seconds", "peak_memory_bytes",
-                                              "memory_increase_bytes", "memory_measure", "device")}
+    losses: tuple[float, ...] = field(repr=False, default=(), metadata=OMIT)   # loss of every step (not written)
 
 
 # -- memory ----------------------------------------------------------------------------------------

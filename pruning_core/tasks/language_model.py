@@ -1,19 +1,11 @@
 """Causal language modelling: next-token cross-entropy over sliding windows, metric perplexity.
 
-Each document (a line of a ``.txt`` file, a ``text`` field, a snippet) is tokenised whole (with
-the tokenizer's special tokens) and cut into **windows** of ``context_length`` tokens (the
-``max_length`` given to :meth:`Task.encode`, default 128, capped by the model's positions)
-starting every ``stride`` tokens (default: the context length, i.e. non-overlapping windows).
-Within a window each token is predicted from the tokens before it *in that window*; a token is
-a target only in the first window that can predict it, so every token is predicted at most once:
-with non-overlapping windows the first token of each window is context only (``C - 1`` targets
-per full window), as in the Hugging Face perplexity guide with ``stride == max_length``; with a
-smaller stride the overlap is context and only the new tokens are targets.
-
-The windows are this task type's examples: ``n_examples`` counts windows, and each window's
-prediction is its ``(loss_sum, tokens)`` pair, so a bootstrap over windows gives an interval of
-the perplexity (:mod:`pruning_core.evaluation.significance`). The loss of a batch is the next-token
-cross-entropy summed over its targets; perplexity = exp(summed loss / targets).
+Each document is tokenised whole and cut into **windows** of ``context_length`` tokens (``max_length``,
+default 128, capped by the model's positions) every ``stride`` tokens (default: the context length). A token
+is a target only in the first window that can predict it, so every token is predicted at most once (as in
+the Hugging Face perplexity guide). The windows are this task type's examples: each one's prediction is its
+``(loss_sum, tokens)`` pair, so a bootstrap over windows gives the perplexity's interval
+(:mod:`pruning_core.evaluation.significance`); perplexity = exp(summed loss / targets).
 """
 from __future__ import annotations
 

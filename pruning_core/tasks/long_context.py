@@ -1,17 +1,12 @@
 """Long-context tasks: RULER-style synthetic examples (:mod:`.data.ruler`) at a context length in tokens of
 the model's own tokenizer, scored by exact match of a greedy answer.
 
-The context length is ``max_length`` of :meth:`Task.encode` (``--context`` on the command line): each
-example's filler is the largest that keeps prompt + answer budget (the kind's ``new_tokens``) within it. A
-tokenizer with a chat template gets the question as a user turn, then the answer prefix; else the prompt,
-a newline and the answer prefix.
-
-Evaluation runs each example alone (no padding, so positions are exact): one prefill, whose last logits
-give the example's loss (cross-entropy of the answer's first token), then greedy decoding of up to
-``new_tokens`` tokens from the same cache (:func:`pruning_core.modeling.kv_policy.new_cache`: under a KV
-policy, streaming heads keep only sink + window entries). An example is right when every answer string
-occurs in the decoded text (RULER's ``string_match_all``, all or nothing); the metric is accuracy with a
-Wilson interval. Splits: ``train`` (for scoring heads) and ``test`` (for measuring), disjoint by answer.
+The context length is ``max_length`` (``--context``): each example's filler is the largest that keeps prompt
+plus answer budget within it (a chat template, when there is one, wraps the question). Each example runs
+alone: one prefill, whose last logits give its loss, then greedy decoding of up to ``new_tokens`` from the
+same cache (:func:`pruning_core.modeling.kv_policy.new_cache`: a KV policy's streaming heads keep sink +
+window entries). Right when every answer string occurs in the output (RULER's ``string_match_all``); the
+metric is accuracy with a Wilson interval. Splits ``train`` and ``test`` are disjoint by answer.
 """
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """The task registry: task names -> Task builders, and ``get_task`` for names and ``file:PATH``.
 
-- ``movie-sentiment``: the embedded default (see :mod:`pruning_core.tasks.data.movie_sentiment`);
-- ``movie-text``: the same snippets as documents for a language model (labels ignored; perplexity
-  over windows, see :mod:`.language_model`);
-- ``file:PATH``: a local CSV / TSV / JSONL / TXT file (see :mod:`pruning_core.tasks.data.files`); its task
-  type (from the file's columns) picks the Task class from :data:`~.base.TASK_TYPES`;
-- ``movie-speech``: the movie snippets spoken by espeak-ng (speech recognition, see
-  :mod:`pruning_core.tasks.data.speech`); ``speech:PATH``: a folder of WAV + transcript files or a JSONL /
-  TSV listing of them (:mod:`.speech`);
-- GLUE names (``sst2``, ``mnli``, ...) and WMT names (``wmt14-fr-en``, ...) from the hub
-  (see :mod:`pruning_core.tasks.data.hub`).
-
-Each registered entry is a factory, so every ``get_task`` builds a fresh Task.
+``movie-sentiment`` (the embedded default, :mod:`pruning_core.tasks.data.movie_sentiment`); ``movie-text``
+(the same snippets as documents, perplexity over windows, :mod:`.language_model`); ``file:PATH`` (a local
+file, :mod:`pruning_core.tasks.data.files`, whose columns pick the Task class from :data:`~.base.TASK_TYPES`);
+``movie-speech`` and ``speech:PATH`` (speech recognition, :mod:`pruning_core.tasks.data.speech`); GLUE and
+WMT names from the hub (:mod:`pruning_core.tasks.data.hub`). Each entry is a factory, so every ``get_task``
+builds a fresh Task.
 """
 from __future__ import annotations
 
@@ -51,25 +45,25 @@ def task_names() -> list[str]:
 
 def _movie_token(split: str) -> str:
     """The cached movie-sentiment split's SHA-256 (so re-preparing the data drops encoded splits)."""
-    from pruning_core.tasks.data import movie_sentiment as ms
-    manifest = ms.read_manifest()
+    from pruning_core.tasks.data import movie_sentiment
+    manifest = movie_sentiment.read_manifest()
     return manifest["files"][f"{split}.jsonl"]["sha256"] if manifest else ""
 
 
 def _movie_sentiment() -> Task:
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment
 
-    return ClassificationTask(ms.NAME, lambda split, limit: ms.load_split(split), splits=ms.SPLITS,
-                              default_split="validation", label_names=ms.LABEL_NAMES,
+    return ClassificationTask(movie_sentiment.NAME, lambda split, limit: movie_sentiment.load_split(split), splits=movie_sentiment.SPLITS,
+                              default_split="validation", label_names=movie_sentiment.LABEL_NAMES,
                               description="movie review snippets, positive vs negative (the embedded default)",
                               cache_token=_movie_token)
 
 
 def _movie_text() -> Task:
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment
 
-    return LanguageModelTask(MOVIE_TEXT, text_loader(lambda split: [e["text"] for e in ms.load_split(split)]),
-                             splits=ms.SPLITS, default_split="validation", description=MOVIE_TEXT_DESCRIPTION,
+    return LanguageModelTask(MOVIE_TEXT, text_loader(lambda split: [e["text"] for e in movie_sentiment.load_split(split)]),
+                             splits=movie_sentiment.SPLITS, default_split="validation", description=MOVIE_TEXT_DESCRIPTION,
                              cache_token=_movie_token)
 
 

@@ -1,23 +1,13 @@
 """Speech recognition (task type ``asr``): log-mel features in, transcript out; metric WER.
 
-Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core.tasks.data.speech`).
-
-- Features: Whisper's log-mel spectrogram (:func:`feature_extractor_for`: ``WhisperFeatureExtractor``
-  sized from the model's config: mel bins, and the window the encoder's positions cover, 30 s for
-  Whisper-base), ``input_features`` ``[B, mels, frames]``.
-- Teacher-forced loss: the decoder reads the prompt (start of transcript, language, task, no
-  timestamps: ``<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`` for a multilingual
-  Whisper, the start token alone otherwise), then the reference tokenised with a leading space, as
-  Whisper writes it. ``decoder_input_ids`` are built here from real ids (padding = end-of-text), never
-  from labels, so no -100 reaches the embedding; labels are the next tokens with the prompt's own
-  predictions ignored (-100), ending with end-of-text. Loss per label token.
-- Decoding: greedy step by step from the encoder output of the loss pass (:func:`greedy_rules`: the tokens of
-  ``generate`` in the task's language, transcribe, no timestamps), each utterance at most :data:`BOUND` tokens
-  (8 a second of audio, and 16); beam search (``beams`` > 1) with ``generate``. The loss comes first
-  (``loss_first``), so a page shows it while the transcripts are decoded.
-- Metric: WER (lower is better) of the transcript against the spoken text, both normalised
-  (:func:`~pruning_core.tasks.data.speech.normalize_transcript`: lower case, no punctuation); the BLEU of the
-  same pair is reported beside it in ``extra["bleu_transcript_vs_spoken_text"]``.
+Examples are ``{"audio": WAV path, "text": what is spoken}`` (:mod:`pruning_core.tasks.data.speech`); features
+are Whisper's log-mel spectrogram sized from the model's config (:func:`feature_extractor_for`). The
+teacher-forced loss reads the prompt (``<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`` for a
+multilingual Whisper) then the reference; ``decoder_input_ids`` come from real ids, so no -100 reaches the
+embedding; loss per label token. Decoding is greedy step by step from the loss pass's encoder output
+(:func:`greedy_rules`), at most :data:`BOUND` tokens an utterance; beam search with ``generate``. The loss
+comes first (``loss_first``). WER compares normalised texts
+(:func:`~pruning_core.tasks.data.speech.normalize_transcript`); the BLEU of the same pair is in ``extra``.
 """
 from __future__ import annotations
 

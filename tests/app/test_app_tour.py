@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from app.core import state
 from app.tour import steps as tour
 from browser_helpers import ROOT, TinyApp, app_env, build_tiny_app, ok
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.kinds import missing_note
 
@@ -161,9 +161,9 @@ def test_the_induction_step_on_a_tiny_language_model(monkeypatch, tmp_path, tiny
 
 @pytest.mark.slow
 def test_the_induction_step_on_smollm2_finds_heads_whose_removal_stops_copying(monkeypatch, tiny):
-    if not zoo.get(tour.LM_MODEL).is_prepared():
+    if not catalog.get(tour.LM_MODEL).is_prepared():
         pytest.skip("smollm2 is not prepared: run `headprune prepare --model smollm2`")
-    start = opener(monkeypatch, tiny, zoo.headprune_home())
+    start = opener(monkeypatch, tiny, catalog.headprune_home())
     at = start({"step": "induction"})
     ok(at.radio(key="hp_w_tour_model").set_value("smollm2").run())
     heads, losses = induction_step(at)
@@ -191,11 +191,11 @@ def test_the_speed_step_shows_only_a_timing_made_by_its_button(open_tour):
     assert "Measure again" not in " ".join(m.value for m in at.markdown)
 
 
-@pytest.mark.parametrize("default_spec", [zoo.DEFAULT, tour.LM_MODEL, tour.MT_MODEL, "/some/folder"])
+@pytest.mark.parametrize("default_spec", [catalog.DEFAULT, tour.LM_MODEL, tour.MT_MODEL, "/some/folder"])
 def test_the_model_picker_lists_each_model_once(default_spec):
     """A server started on SmolLM2 or on the translation model lists it once, as its default, with MiniLM-L6
     beside it (SmolLM2 was listed twice)."""
-    models = tour.tour_models(default_spec, zoo.get(default_spec).task if default_spec in zoo.names()
+    models = tour.tour_models(default_spec, catalog.get(default_spec).task if default_spec in catalog.names()
                               else "movie-sentiment")
     assert [m.key for m in models] == ["default", "smollm2", "translation"]
     assert len({m.spec for m in models}) == len(models) and len({m.label for m in models}) == len(models)
@@ -247,16 +247,16 @@ def test_the_translation_step_on_a_tiny_ssru_translation_model(monkeypatch, tmp_
 def test_the_translation_step_says_how_to_prepare_the_model(open_tour):
     at = open_tour({"step": "translation"})                       # an empty HEADPRUNE_HOME: nothing prepared
     ok(at.radio(key="hp_w_tour_model").set_value("translation").run())
-    assert any(zoo.get(tour.MT_MODEL).command() in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any(catalog.get(tour.MT_MODEL).command() in w.value for w in at.warning), [w.value for w in at.warning]
     assert shown_link(at) and not at.get("page_link")
 
 
 @pytest.mark.slow
 def test_the_translation_step_on_bergamot(monkeypatch, tiny):
     """The real student (12 evaluation examples): removed at random, cross-attention hurts translation most."""
-    if not zoo.get(tour.MT_MODEL).is_prepared():
-        pytest.skip(f"{tour.MT_MODEL} is not prepared: run `{zoo.get(tour.MT_MODEL).command()}`")
-    start = opener(monkeypatch, tiny, zoo.headprune_home())
+    if not catalog.get(tour.MT_MODEL).is_prepared():
+        pytest.skip(f"{tour.MT_MODEL} is not prepared: run `{catalog.get(tour.MT_MODEL).command()}`")
+    start = opener(monkeypatch, tiny, catalog.headprune_home())
     at = start({"step": "translation"})
     ok(at.radio(key="hp_w_tour_model").set_value("translation").run())
     mask = translation_step(at)

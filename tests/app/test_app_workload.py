@@ -11,13 +11,13 @@ import pytest
 
 from app.core.pages import URL_PATHS
 from app.core.selection import Selection
-from app.model import cache
+from app.model import cache, workload
 import transformers as tf
 from streamlit.testing.v1 import AppTest
 
 from browser_helpers import ROOT, app_env, build_tiny_app, build_tiny_llama, build_tiny_whisper, ok
 from pruning_core.bench import budget
-from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.errors import BudgetError, HeadpruneError
 
 TIMEOUT = 420        # one page run: the Tour's first step on tiny BART (a 24-head ablation, each row decoding 48
 #                      sentences and bootstrapping corpus BLEU) took 195 s on 2 cores at load 5
@@ -72,14 +72,14 @@ def test_evaluation_sizes_per_family():
     whisper = budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")
     # one pass per click, half of the click's 5 s for it (the rest: rerun and drawing)
     # ... but never fewer than a paired test needs to tell a change from noise
-    assert (budget.default_eval_size(minilm), budget.default_eval_size(smol), budget.default_eval_size(whisper)) == (128, 8, 8)
+    assert (workload.click_eval_size(minilm), workload.click_eval_size(smol), workload.click_eval_size(whisper)) == (128, 8, 8)
     assert (minilm.unit, smol.unit, whisper.unit) == ("example", "window", "utterance")
     assert whisper.tokens == 1500 and whisper.decoder_tokens == budget.SPEECH_TEXT_TOKENS
-    forward = budget.CLICK_SECONDS * budget.FORWARD_SHARE
+    forward = workload.CLICK_SECONDS * workload.FORWARD_SHARE
     for cost in (minilm, smol, whisper):   # the chosen size's forward pass fits its share, unless at the floor
-        n = budget.default_eval_size(cost)
-        assert cost.seconds(n, budget.CLICK_PASSES) <= forward or n == budget.MIN_EVAL_SIZE
-        assert cost.seconds(2 * n, budget.CLICK_PASSES) > forward or n == budget.MAX_EVAL_SIZE
+        n = workload.click_eval_size(cost)
+        assert cost.seconds(n, workload.CLICK_PASSES) <= forward or n == workload.SMALLEST_DEFAULT_EVAL_SIZE
+        assert cost.seconds(2 * n, workload.CLICK_PASSES) > forward or n == workload.LARGEST_DEFAULT_EVAL_SIZE
 
 
 def test_whisper_base_scoring_batch_fits_the_budget():
@@ -88,7 +88,7 @@ def test_whisper_base_scoring_batch_fits_the_budget():
     budget_bytes, in_use = 12 * 2**30, 2 * 2**30
     batch = budget.gradient_batch_size(whisper, 32, budget_bytes, in_use)
     assert 1 <= batch < 32 and in_use + batch * whisper.activation_bytes <= budget_bytes
-    with pytest.raises(budget.BudgetError, match="HEADPRUNE_MEMORY_BUDGET"):
+    with pytest.raises(BudgetError, match="HEADPRUNE_MEMORY_BUDGET"):
         budget.gradient_batch_size(whisper, 32, 3 * 2**30, in_use)
 
 
@@ -135,11 +135,11 @@ def test_a_translation_costs_its_source_in_the_encoder_and_its_target_in_the_dec
     split = budget.example_cost(tf.MarianConfig(**BERGAMOT), "translation", 28, decoder_tokens=28)
     summed = budget.example_cost(tf.MarianConfig(**BERGAMOT), "translation", 56)
     assert (split.tokens, split.decoder_tokens) == (28, 28)
-    assert (budget.default_eval_size(split), budget.default_eval_size(summed)) == (128, 64)
+    assert (workload.click_eval_size(split), workload.click_eval_size(summed)) == (128, 64)
 
     tiny = build_tiny_app(tmp_path, "marian-ssru", n_examples=8)
     cost = cache.example_cost(str(tiny.model), tiny.task)
-    feats = cache.data(Selection(str(tiny.model), tiny.task, budget.MAX_EVAL_SIZE)).features
+    feats = cache.data(Selection(str(tiny.model), tiny.task, cache.LENGTH_SAMPLE)).features
     source = math.ceil(statistics.mean(len(f["input_ids"]) for f in feats))
     target = math.ceil(statistics.mean(len(f["labels"]) for f in feats))
     assert (cost.tokens, cost.decoder_tokens) == (source, target)

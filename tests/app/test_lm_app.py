@@ -108,27 +108,28 @@ def test_causal_maps_are_lower_triangular_and_removed_heads_blank(tiny_llama):
 def test_choosing_a_prepared_llm_switches_to_its_task(monkeypatch, tmp_path, tiny_llama):
     """Picking a prepared language model (here a fake zoo entry holding the tiny Llama, prepared for
     movie-text) while the default classifier's task is in use moves the task along with it."""
-    from pruning_core.core import catalog as zoo
+    from pruning_core.modeling import catalog
 
     for key, value in app_env(tiny_llama, tmp_path / "hp-home").items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("HEADPRUNE_APP_TASK", "movie-sentiment")
-    entry = zoo.ZooModel("tinyllm", "a tiny random Llama", task="movie-text", prepare="x:y", cost="instant")
-    zoo.register(entry)
+    entry = catalog.ZooModel("tinyllm", "a tiny random Llama", task="movie-text", prepare="x:y", cost="instant")
+    catalog.register(entry)
     try:
         _switch(entry, tiny_llama)
     finally:
-        zoo.ZOO._entries.pop(entry.name, None)
-        zoo.ZOO._items.pop(entry.name, None)
+        catalog.ZOO._entries.pop(entry.name, None)
+        catalog.ZOO._items.pop(entry.name, None)
 
 
 def _switch(entry, tiny_llama) -> None:
     import shutil
 
-    from pruning_core.core import storage, catalog as zoo
+    from pruning_core.io import storage
+    from pruning_core.modeling import catalog
 
     shutil.copytree(tiny_llama.model, entry.folder())
-    storage.write_json(entry.folder() / zoo.MANIFEST, {"format": "test", "files": {
+    storage.write_json(entry.folder() / catalog.MANIFEST, {"format": "test", "files": {
         p.name: storage.sha256_file(p) for p in entry.folder().iterdir()}})
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=TIMEOUT)
     at.run()

@@ -18,7 +18,7 @@ import pytest
 
 from browser_helpers import LIVE_STRIP, POLL_MS, ROOT, head_points, new_page, wait_idle, wait_live
 from pruning_core.core.heads import HeadLayout, HeadMask
-from pruning_core.core.share_link import decode_mask
+from pruning_core.io.share_link import decode_mask
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
@@ -69,7 +69,7 @@ EARLY_WATCH = """([sel, kept]) => {
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
 def case(request) -> Case:
     """The prepared model a module's server runs; skipped when it is not prepared."""
-    from pruning_core.core import catalog
+    from pruning_core.modeling import catalog
 
     if not catalog.get(request.param.model).is_prepared():
         pytest.skip(f"{request.param.model} is not prepared: run `{catalog.get(request.param.model).command()}` "

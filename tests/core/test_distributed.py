@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.cli.main import main
 from pruning_core.cli.args import parse_device_map
 from pruning_core.core.errors import UsageError

@@ -1,4 +1,4 @@
-"""Every ``headprune.*`` JSON format is named once, in pruning_core/core/codec.py's registry."""
+"""Every ``headprune.*`` JSON format is named once, in pruning_core/io/codec.py's registry."""
 from __future__ import annotations
 
 import ast
@@ -7,7 +7,7 @@ import re
 import pytest
 
 from browser_helpers import ROOT
-from pruning_core.core import codec
+from pruning_core.io import codec
 
 FORMAT_STRING = re.compile(r"headprune\.[a-z_]+/\d+")
 
@@ -22,10 +22,10 @@ def test_every_format_name_is_spelled_only_in_the_codec():
     spelled = []
     for folder in ("pruning_core", "app", "app_pages"):
         for path in (ROOT / folder).rglob("*.py"):
-            if path != ROOT / "pruning_core" / "core" / "codec.py":
+            if path != ROOT / "pruning_core" / "io" / "codec.py":
                 spelled += [f"{path.relative_to(ROOT)}:{line} {name}"
                             for name, line in format_literals(path.read_text(encoding="utf-8"))]
-    assert not spelled, "name these formats with pruning_core.core.codec's constants:\n" + "\n".join(spelled)
+    assert not spelled, "name these formats with pruning_core.io.codec's constants:\n" + "\n".join(spelled)
 
 
 def test_the_checker_sees_a_spelled_format():

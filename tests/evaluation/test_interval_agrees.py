@@ -8,7 +8,6 @@ import pytest
 
 from app.core import uncertainty
 from app.model import workload
-from pruning_core.bench import budget
 from pruning_core.evaluation import stats
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import EvalResult
@@ -58,7 +57,7 @@ def test_two_utterances_are_too_few_to_judge_a_change():
 
 
 def test_every_default_evaluation_size_can_be_tested():
-    assert budget.MIN_EVAL_SIZE >= MIN_PAIRED
+    assert workload.SMALLEST_DEFAULT_EVAL_SIZE >= MIN_PAIRED
     assert 2 / 2 ** MIN_PAIRED < 0.05 <= 2 / 2 ** (MIN_PAIRED - 1)   # the fewest on which p < 0.05 is possible
 
 

@@ -105,9 +105,9 @@ PROMPT = "The capital of France is"
 
 @pytest.fixture(scope="module")
 def smol_gguf(tmp_path_factory):
-    from pruning_core.core import catalog as zoo
+    from pruning_core.modeling import catalog
     from pruning_core.export.to_gguf import export_gguf
-    if not (zoo.get("smollm2").folder() / "config.json").is_file():
+    if not (catalog.get("smollm2").folder() / "config.json").is_file():
         pytest.skip("smollm2 is not prepared: run `headprune prepare --model smollm2` (make test does)")
     smol = load_model("smollm2", device="cpu", dtype="float32")
     # the first key/value group (query heads 0-2) of every layer: 6 of 9 query heads on 2 of 3 key/value heads

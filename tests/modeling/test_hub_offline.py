@@ -7,7 +7,7 @@ import time
 import pytest
 from huggingface_hub import constants
 
-from pruning_core.core import hub_probe as hub
+from pruning_core.runtime import hub_probe
 from pruning_core.core.errors import ModelLoadError
 from pruning_core.modeling.loading import load_model
 
@@ -23,9 +23,9 @@ def no_network(monkeypatch, tmp_path):
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     monkeypatch.delenv("https_proxy", raising=False)
-    hub.forget()
+    hub_probe.forget()
     yield
-    hub.forget()
+    hub_probe.forget()
 
 
 def test_a_mistyped_hub_id_fails_fast_and_says_what_to_do(no_network):
@@ -41,8 +41,8 @@ def test_a_mistyped_hub_id_fails_fast_and_says_what_to_do(no_network):
 
 def test_the_offline_setting_answers_without_a_probe(monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub, "_probe", lambda host, port: pytest.fail("probed although offline"))
-    assert hub.reachable() is False
+    monkeypatch.setattr(hub_probe, "_probe", lambda host, port: pytest.fail("probed although offline"))
+    assert hub_probe.reachable() is False
 
 
 def test_an_open_endpoint_is_reachable(monkeypatch):
@@ -53,6 +53,6 @@ def test_an_open_endpoint_is_reachable(monkeypatch):
         monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
         monkeypatch.delenv("HTTPS_PROXY", raising=False)
         monkeypatch.delenv("https_proxy", raising=False)
-        hub.forget()
-        assert hub.reachable() is True
-    hub.forget()
+        hub_probe.forget()
+        assert hub_probe.reachable() is True
+    hub_probe.forget()

@@ -413,13 +413,14 @@ def test_the_budget_keeps_a_language_models_all_heads_inputs_with_room_for_click
     """At the evaluation size the dashboard picks for each mean window length, the inputs of every layer of the
     all-heads evaluation (kept longest: every first click resumes from them) take at most half the cache, so a
     click's new inputs fit beside them."""
+    from app.model.workload import click_eval_size
     from pruning_core.bench import budget
 
     fields = dict(shape)
     config = getattr(transformers, fields.pop("cls"))(**fields)
     for tokens in (16, 32, 64, 128):
         cost = budget.example_cost(config, "language_model", tokens)
-        n = budget.default_eval_size(cost)
+        n = click_eval_size(cost)
         held = budget.layer_cache_bytes(cost, config.hidden_size, n, config.num_hidden_layers)
         assert held <= budget.LAYER_CACHE_MAX / 2, (tokens, n, held)
 

@@ -130,7 +130,7 @@ def _fake_zip(path, card="---\nlicense: apache-2.0\n---\n", weights=b"weights"):
 
 
 def test_unpack_checks_the_weights_hash_and_the_license(tmp_path, monkeypatch):
-    from pruning_core.core import storage
+    from pruning_core.io import storage
     from pruning_core.zoo import mpnet
 
     with pytest.raises(DataError, match="SHA-256"):
@@ -148,11 +148,11 @@ def test_unpack_checks_the_weights_hash_and_the_license(tmp_path, monkeypatch):
 
 
 def test_mpnet_is_a_registered_prepared_model(monkeypatch, tmp_path):
-    from pruning_core.core import catalog as zoo
+    from pruning_core.modeling import catalog
     from pruning_core.core.errors import CacheError
 
     monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path))
-    entry = zoo.get("mpnet")
+    entry = catalog.get("mpnet")
     assert entry.command() == "headprune prepare --model mpnet" and entry.task == "movie-sentiment"
     with pytest.raises(CacheError, match="headprune prepare --model mpnet"):
         load_model("mpnet")

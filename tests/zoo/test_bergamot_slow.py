@@ -104,7 +104,7 @@ def test_the_manifests_bleu_after_conversion_is_the_librarys(name):
     whole vocabulary gives the same tokens, so the same BLEU (the manifest rounds to 2 decimals)."""
     import json
 
-    from pruning_core.core import catalog
+    from pruning_core.modeling import catalog
     from pruning_core.tasks import get_task
     lm = _loaded(name)
     after = json.loads((catalog.get(name).folder() / catalog.MANIFEST).read_text()).get("bleu_after_conversion")

@@ -11,7 +11,8 @@ import zipfile
 import pytest
 import torch
 
-from pruning_core.core import storage, catalog as zoo
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
 from pruning_core.cli.main import main
 from pruning_core.core.errors import FormatError, ModelLoadError
 from pruning_core.modeling.loading import load_model
@@ -23,7 +24,7 @@ SOURCES = {"smollm2": smollm2.SOURCE, "qwen2.5-0.5b": qwen.SOURCE}
 
 @pytest.mark.parametrize("name, function", [("smollm2", "smollm2:prepare_smollm2"), ("qwen2.5-0.5b", "qwen:prepare_qwen")])
 def test_entry_names_its_task_extras_and_command(name, function):
-    entry = zoo.get(name)
+    entry = catalog.get(name)
     assert entry.task == "movie-text" and entry.extras == ("gguf", "accelerate")
     assert entry.command() == f"headprune prepare --model {name}"
     assert entry.prepare == f"pruning_core.zoo.{function}"
@@ -50,7 +51,7 @@ def test_missing_extras_name_the_pip_command(name, no_gguf, headprune_home, caps
         gguf_lm.check_extras(SOURCES[name])
     assert main(["prepare", "--model", name]) == 2
     assert "pip install gguf accelerate" in capsys.readouterr().err
-    assert not zoo.get(name).folder().exists()                     # nothing half-built
+    assert not catalog.get(name).folder().exists()                     # nothing half-built
 
 
 def test_qwen_wrong_hash_names_the_fix_and_keeps_nothing(headprune_home, tmp_path, monkeypatch, capsys):
@@ -68,7 +69,7 @@ def test_qwen_wrong_hash_names_the_fix_and_keeps_nothing(headprune_home, tmp_pat
     err = capsys.readouterr().err
     assert "has 60 bytes and SHA-256" in err and qwen.SOURCE.sha256 in err
     assert "Run `headprune prepare --model qwen2.5-0.5b --force`" in err
-    cache = zoo.get("qwen2.5-0.5b").folder().parent
+    cache = catalog.get("qwen2.5-0.5b").folder().parent
     assert sorted(p.name for p in cache.iterdir()) == [".prepare.lock"]          # no folder, no GGUF, no temp
 
 

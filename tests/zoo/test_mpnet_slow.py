@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.bench import half_mask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from pruning_core.modeling.loading import load_model
@@ -23,7 +23,7 @@ SLICE = 128
 
 @pytest.fixture(scope="module")
 def mpnet():
-    if not zoo.get("mpnet").is_prepared():
+    if not catalog.get("mpnet").is_prepared():
         pytest.skip("the prepared model 'mpnet' is not prepared: run `headprune prepare --model mpnet` "
                     "(about 25 min on 2 cores)")
     return load_model("mpnet")
@@ -31,7 +31,7 @@ def mpnet():
 
 @pytest.fixture(scope="module")
 def manifest():
-    return json.loads((zoo.get("mpnet").folder() / zoo.MANIFEST).read_text())
+    return json.loads((catalog.get("mpnet").folder() / catalog.MANIFEST).read_text())
 
 
 def test_layout_and_manifest(mpnet, manifest):

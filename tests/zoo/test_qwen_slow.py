@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pruning_core import tasks
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.loading import save_pruned
 from stock_load import stock_run
@@ -29,7 +29,7 @@ PROMPTS = ["The movie was a quiet, careful study of", "def add(a, b):\n    retur
 
 @pytest.fixture(scope="module")
 def qwen():
-    if not zoo.get(NAME).is_prepared():
+    if not catalog.get(NAME).is_prepared():
         pytest.skip(f"{NAME} is not prepared: run `headprune prepare --model {NAME}` "
                     "(needs `pip install gguf accelerate`; downloads 477 MB, about 2 min)")
     from pruning_core.modeling.loading import load_model
@@ -43,13 +43,13 @@ def test_layout_biases_and_plain_safetensors(qwen):
     attn = qwen.model.model.layers[0].self_attn
     assert all(getattr(attn, p).bias is not None for p in ("q_proj", "k_proj", "v_proj"))
     assert attn.o_proj.bias is None and attn.k_proj.out_features == 2 * 64
-    manifest = json.loads((zoo.get(NAME).folder() / zoo.MANIFEST).read_text())
+    manifest = json.loads((catalog.get(NAME).folder() / catalog.MANIFEST).read_text())
     assert manifest["source"]["gguf_size"] == 491_400_064 and "Apache-2.0" in manifest["source"]["license"]
     assert "Paris" in manifest["check"]["continuation"] and "not the original bf16" in manifest["provenance"]
 
 
 def test_perplexity_is_finite_sane_and_the_manifests(qwen):
-    check = json.loads((zoo.get(NAME).folder() / zoo.MANIFEST).read_text())["evaluation"]["check"]
+    check = json.loads((catalog.get(NAME).folder() / catalog.MANIFEST).read_text())["evaluation"]["check"]
     tasks.clear_cache()
     task = tasks.get_task("movie-text")
     data = task.encode(qwen, "validation", limit=check["limit"], max_length=128)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pruning_core import tasks
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from tiny import masked_and_pruned, prepared_folder
@@ -36,7 +36,7 @@ def test_layout_and_plain_safetensors(smol):
     assert smol.arch == "llama" and smol.layout.kinds[K] == (9,) * 30
     assert getattr(smol.config, "quantization_config", None) is None        # the GGUF quantizer record is gone
     assert smol.config.num_key_value_heads == 3 and smol.dtype == torch.float32
-    manifest = json.loads((zoo.get("smollm2").folder() / zoo.MANIFEST).read_text())
+    manifest = json.loads((catalog.get("smollm2").folder() / catalog.MANIFEST).read_text())
     assert "dequantized" in manifest["provenance"] and "not the original bf16" in manifest["provenance"]
 
 
@@ -64,7 +64,7 @@ def test_masked_equals_pruned_with_a_whole_kv_group(smol):
 
 
 def test_perplexity_matches_the_manifest(smol):
-    check = json.loads((zoo.get("smollm2").folder() / zoo.MANIFEST).read_text())["evaluation"]["check"]
+    check = json.loads((catalog.get("smollm2").folder() / catalog.MANIFEST).read_text())["evaluation"]["check"]
     tasks.clear_cache()
     task = tasks.get_task("movie-text")
     data = task.encode(smol, "validation", limit=check["limit"], max_length=128)

@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from pruning_core.core import catalog as zoo
+from pruning_core.modeling import catalog
 from pruning_core.tasks.data import speech
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
@@ -20,7 +20,7 @@ SENTENCES = ("This film is a wonderful story about friendship.", "The acting was
 
 @pytest.fixture(scope="module")
 def whisper():
-    if not zoo.get("whisper-base").is_prepared():
+    if not catalog.get("whisper-base").is_prepared():
         pytest.skip("Whisper-base is not prepared: run `headprune prepare --model whisper-base`")
     if shutil.which("espeak-ng") is None:
         pytest.skip("espeak-ng is not installed (it speaks the test sentences)")
@@ -63,7 +63,7 @@ def test_prepared_folder_has_generation_and_feature_settings_and_is_kept(whisper
 
     from pruning_core.zoo.whisper import prepare_whisper
 
-    folder = zoo.get("whisper-base").folder()
+    folder = catalog.get("whisper-base").folder()
     gen = json.loads((folder / "generation_config.json").read_text())
     assert gen["lang_to_id"]["<|en|>"] == 50259 and gen["task_to_id"] == {"translate": 50358, "transcribe": 50359}
     assert (gen["eos_token_id"], gen["decoder_start_token_id"], gen["no_timestamps_token_id"]) == (50257, 50258, 50363)

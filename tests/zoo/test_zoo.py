@@ -1,10 +1,11 @@
-"""The prepared-model registry (pruning_core.core.catalog): names, folders, the not-prepared message, and loading
+"""The prepared-model registry (pruning_core.modeling.catalog): names, folders, the not-prepared message, and loading
 a prepared folder by name with its manifest checked."""
 import json
 
 import pytest
 
-from pruning_core.core import storage, catalog as zoo
+from pruning_core.io import storage
+from pruning_core.modeling import catalog
 from pruning_core.cli.main import main
 from pruning_core.core.errors import CacheError
 from pruning_core.modeling.loading import load_model
@@ -14,20 +15,20 @@ from pruning_core.modeling.loading import load_model
 def fake_entry(tmp_path, monkeypatch):
     """A zoo entry 'tinyzoo' whose prepare function saves a tiny BERT classifier under a temp HEADPRUNE_HOME."""
     monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path))
-    entry = zoo.ZooModel("tinyzoo", "a tiny random BERT for the zoo test", task="movie-sentiment",
+    entry = catalog.ZooModel("tinyzoo", "a tiny random BERT for the zoo test", task="movie-sentiment",
                          prepare="tests.zoo.test_zoo:_prepare_tiny", cost="instant")
-    zoo.ZOO._entries.pop(entry.name, None)
-    zoo.ZOO._items.pop(entry.name, None)
-    zoo.register(entry)
+    catalog.ZOO._entries.pop(entry.name, None)
+    catalog.ZOO._items.pop(entry.name, None)
+    catalog.register(entry)
     yield entry
-    zoo.ZOO._entries.pop(entry.name, None)
-    zoo.ZOO._items.pop(entry.name, None)
+    catalog.ZOO._entries.pop(entry.name, None)
+    catalog.ZOO._items.pop(entry.name, None)
 
 
 def _prepare_tiny(force: bool = False, progress=None):
     from tests.tiny import tiny_loaded
 
-    folder = zoo.get("tinyzoo").folder()
+    folder = catalog.get("tinyzoo").folder()
     folder.parent.mkdir(parents=True, exist_ok=True)
     loaded = tiny_loaded("bert", folder.parent)
     with storage.staged_folder(folder) as tmp:
@@ -35,29 +36,29 @@ def _prepare_tiny(force: bool = False, progress=None):
         loaded.model.save_pretrained(tmp)
         loaded.tokenizer.save_pretrained(tmp)
         files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        storage.write_json(tmp / zoo.MANIFEST, {"format": "test", "files": files})
+        storage.write_json(tmp / catalog.MANIFEST, {"format": "test", "files": files})
     return "prepared tinyzoo"
 
 
 def test_default_is_registered_with_its_command():
-    entry = zoo.get("default")
+    entry = catalog.get("default")
     assert entry.command() == "headprune prepare"
-    assert entry.folder() == zoo.headprune_home() / "default" / "model"
+    assert entry.folder() == catalog.headprune_home() / "default" / "model"
 
 
 def test_unknown_name_says_how_to_list():
     with pytest.raises(CacheError, match="headprune prepare --list"):
-        zoo.get("smollm3")
+        catalog.get("smollm3")
 
 
 def test_names_are_unique():
     with pytest.raises(ValueError, match="already registered"):
-        zoo.register(zoo.get("default"))
+        catalog.register(catalog.get("default"))
 
 
 def test_not_prepared_names_the_command_and_no_path(fake_entry, tmp_path):
     assert not fake_entry.is_prepared()
-    assert "tinyzoo" not in zoo.prepared_names()
+    assert "tinyzoo" not in catalog.prepared_names()
     with pytest.raises(CacheError, match=r"headprune prepare --model tinyzoo") as info:
         load_model("tinyzoo")
     assert str(tmp_path) not in str(info.value)
@@ -66,7 +67,7 @@ def test_not_prepared_names_the_command_and_no_path(fake_entry, tmp_path):
 def test_prepare_then_load_by_name_checks_the_manifest(fake_entry, capsys):
     assert main(["prepare", "--model", "tinyzoo"]) in (0, None)
     assert "prepared tinyzoo" in capsys.readouterr().out
-    assert fake_entry.is_prepared() and "tinyzoo" in zoo.prepared_names()
+    assert fake_entry.is_prepared() and "tinyzoo" in catalog.prepared_names()
     loaded = load_model("tinyzoo")
     assert loaded.source == "prepared" and loaded.model_id == "tinyzoo"
     weights = next(fake_entry.folder().glob("*.safetensors"))

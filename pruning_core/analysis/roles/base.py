@@ -4,7 +4,7 @@ A :class:`Role` names its probe input (``text``: natural sentences of the task; 
 with R uniform random tokens; ``needle``: needle-in-a-haystack prompts decoded greedily), how its score is
 computed from the attention maps on that probe, the threshold above which a head has the role, and the
 attention kinds it applies to. A role that makes no sense for a kind (induction on cross-attention) is
-absent for that kind, never zero. Exact definitions: docs of each role and ``shared/METHODS.md``.
+absent for that kind, never zero. Exact definitions: docs of each role and ``docs/METHODS.md``.
 
 Roles register in :data:`ROLES` (one registry, like scorers and tasks); :func:`kinds_for` is the one
 place that decides which of a model's attention kinds a role is computed on.

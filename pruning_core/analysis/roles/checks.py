@@ -60,6 +60,7 @@ class CopyLosses:
         return float(self.drops.mean())
 
     def to_json(self) -> dict:
+        # by hand: the means are derived (properties) and written between the settings and the losses
         return {"n": self.n, "seed": self.seed, "mean_first": self.mean_first, "mean_second": self.mean_second,
                 "mean_drop": self.drop, "first": list(self.first), "second": list(self.second)}
 

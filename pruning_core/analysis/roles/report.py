@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pruning_core.core.codec import ROLES_FORMAT
+from pruning_core.io.codec import ROLES_FORMAT, check_format
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadId, HeadLayout
-from pruning_core.evaluation.results import check_format
 
 # how a head's strongest role is picked: scores of different roles are on different scales, so they are
 # compared as multiples of each role's own threshold
@@ -81,6 +80,7 @@ class RoleReport:
                 for kind, rows in self.layout.kinds.items()}
 
     def to_json(self) -> dict:
+        # by hand: numpy grids written as ragged per-layer lists of each layer's real heads
         rows = self.layout.kinds
         return {"format": ROLES_FORMAT, "layout": self.layout.to_json(),
                 "roles": {r: {k: [[float(v) for v in g[l, :rows[k][l]]] for l in range(len(rows[k]))]

@@ -19,14 +19,16 @@ from pruning_core.core.heads import HeadLayout
 from pruning_core.modeling.architectures.base import (
     ArchitectureAdapter,
     AttentionSite,
-    EmptyAttention,
     EncoderStack,
     FeedForward,
     FlopDims,
     LayerStack,
-    SharedKVLinear,
     StackDims,
     StockShape,
+)
+from pruning_core.modeling.architectures.slicing import (
+    EmptyAttention,
+    SharedKVLinear,
     keep_inputs,
     keep_outputs,
     kv_groups,
@@ -43,7 +45,7 @@ from pruning_core.modeling.architectures.registry import (
 )
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    if _module not in ("base", "registry"):
+    if _module not in ("base", "derived", "registry", "slicing"):
         importlib.import_module(f"{__name__}.{_module}")
 
 

@@ -1,19 +1,16 @@
 """The architecture extension point: one :class:`ArchitectureAdapter` per family of models.
 
-An *attention site* is one multi-head attention of one layer (say, the cross-attention of
-decoder layer 2). Every site has an output projection whose *input* is the concatenation of the
-heads' outputs, head-major: ``[batch, tokens, heads * head_dim]``. Masking gates that input (a
-forward pre-hook, in :mod:`pruning_core.modeling.masking`); physical pruning slices the query/key/value
-outputs and the output projection's input columns.
-
-An adapter owns everything that depends on the family: where the sites are, how to slice them
-(separate or fused projections, ``nn.Linear`` or transformers' ``Conv1D``), which attributes hold
-the head count, the dimensions the FLOP ceiling needs, how to read attention maps from a model
-output, the task type and the transformers Auto class. Nothing else in the library looks at
-``config.model_type`` or at module attribute names.
+An *attention site* is one multi-head attention of one layer. Its output projection's *input* is the
+heads' outputs concatenated head-major, ``[batch, tokens, heads * head_dim]``: masking gates that input
+(:mod:`pruning_core.modeling.masking`), physical pruning slices the query/key/value outputs and those
+columns. An adapter owns everything that depends on the family: where the sites are, how they are sliced,
+which attributes hold the head count, the dimensions the FLOP ceiling needs, the task type and Auto class.
+Nothing else in the library looks at ``config.model_type`` or at module attribute names. A family writes
+the three abstract methods; the rest is derived (:mod:`.derived`, :mod:`.slicing`) or an optional hook.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -22,7 +19,7 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from pruning_core.core.heads import KINDS, HeadLayout
+from pruning_core.modeling.architectures.derived import DerivedMethods
 
 
 @dataclass
@@ -162,131 +159,15 @@ class StockShape:
     reason: str = ""
 
 
-def keep_outputs(module: nn.Module, index: torch.Tensor) -> None:
-    """Keep only the output features ``index`` of a Linear or Conv1D, in place (weight and bias)."""
-    _keep(module, index, outputs=True)
 
-
-def keep_inputs(module: nn.Module, index: torch.Tensor) -> None:
-    """Keep only the input features ``index`` of a Linear or Conv1D, in place (the bias stays)."""
-    _keep(module, index, outputs=False)
-
-
-def _keep(module: nn.Module, index: torch.Tensor, outputs: bool) -> None:
-    # nn.Linear stores weight as [out, in]; transformers' Conv1D as [in, out] (attributes nf = out, nx = in)
-    conv1d = hasattr(module, "nf") and hasattr(module, "nx")
-    dim = (1 if conv1d else 0) if outputs else (0 if conv1d else 1)
-    index = index.to(module.weight.device)
-    with torch.no_grad():
-        weight = module.weight.index_select(dim, index).clone()
-        module.weight = nn.Parameter(weight, requires_grad=module.weight.requires_grad)
-        if outputs and module.bias is not None:
-            module.bias = nn.Parameter(module.bias.index_select(0, index).clone(),
-                                       requires_grad=module.bias.requires_grad)
-    width = weight.shape[dim]
-    if conv1d:
-        setattr(module, "nf" if outputs else "nx", width)
-    else:
-        setattr(module, "out_features" if outputs else "in_features", width)
-
-
-def head_index(heads: Sequence[int], head_dim: int, offset: int = 0) -> torch.Tensor:
-    """Feature indices ``[offset + h*head_dim, offset + (h+1)*head_dim)`` of the given heads, in order."""
-    if not heads:
-        return torch.zeros(0, dtype=torch.long)
-    return torch.cat([torch.arange(offset + h * head_dim, offset + (h + 1) * head_dim) for h in heads])
-
-
-def in_width(module: nn.Module) -> int:
-    """Input features of a Linear or Conv1D."""
-    return int(module.nx if hasattr(module, "nx") else module.in_features)
-
-
-def out_width(module: nn.Module) -> int:
-    """Output features of a Linear or Conv1D."""
-    return int(module.nf if hasattr(module, "nf") else module.out_features)
-
-
-def _weights(module: nn.Module, outputs: int, inputs: int) -> int:
-    """Parameters of a Linear or Conv1D with ``outputs`` x ``inputs`` weights (plus ``outputs`` if it has a bias)."""
-    return outputs * inputs + (outputs if getattr(module, "bias", None) is not None else 0)
-
-
-class SharedKVLinear(nn.Linear):
-    """A key or value projection of a grouped-query layer whose kept groups are uneven (say 2 and 3
-    query heads left of 3): it stores each kept key/value head once, ``weight`` ``[kv_heads * head_dim,
-    in]``, and gives every kept query head its group's head, ``forward(x)`` ``[..., heads * head_dim]``
-    with head ``i`` the stored head ``head_index[i]``. The attention then runs one key/value head per
-    query head (``num_key_value_groups = 1``), exactly as the unpruned model grouped them, and removing a
-    query head never adds parameters. headprune's own format: ``head_index`` is derived again from the
-    removed heads when a saved model is loaded (:func:`kv_index`), so the state dict keeps the keys and
-    shapes of a plain ``nn.Linear``.
-    """
-
-    def __init__(self, linear: nn.Linear, head_index: Sequence[int], head_dim: int) -> None:
-        # built on the meta device (no memory, no initialisation), then given the projection's own parameters
-        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta",
-                         dtype=linear.weight.dtype)
-        self.weight, self.bias = linear.weight, linear.bias
-        self.head_dim = head_dim
-        self.register_buffer("head_index", torch.tensor(list(head_index), dtype=torch.long,
-                                                        device=linear.weight.device), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        stored = super().forward(x)                                     # [..., kv_heads * head_dim]
-        heads = stored.unflatten(-1, (-1, self.head_dim))               # [..., kv_heads, head_dim]
-        return heads.index_select(-2, self.head_index).flatten(-2)      # [..., heads * head_dim]
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, query heads read key/value heads {self.head_index.tolist()}"
-
-
-class EmptyAttention(nn.Module):
-    """An attention whose heads were all removed: zero-width projections, output = out-projection bias.
-
-    It keeps the (zero-width) projections under their original attribute names so that the
-    module tree, and the saved state dict, keep the same keys. ``out_name`` is None when the
-    output projection lives outside the attention module (BERT): then the output is the empty
-    ``[batch, tokens, 0]`` tensor and the outer projection adds its bias.
-    """
-
-    def __init__(self, children: Mapping[str, nn.Module], out_name: str | None, head_dim: int,
-                 cache_layer: int | None = None) -> None:
-        super().__init__()
-        for name, module in children.items():
-            setattr(self, name, module)
-        self.out_name = out_name
-        self.head_dim = head_dim
-        self.num_heads = 0
-        self.cache_layer = cache_layer
-
-    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, None]:
-        empty = hidden_states.new_zeros(*hidden_states.shape[:-1], 0)   # [batch, tokens, 0]
-        cache = kwargs.get("past_key_values")
-        if cache is not None and self.cache_layer is not None:
-            # a decoder self-attention still counts its tokens in the key/value cache: models (BART) read
-            # the cached length of layer 0 to place the next token, and a cache of zero heads counts as
-            # empty, so one zero placeholder head [batch, 1, tokens, head_dim] is cached (never read)
-            cache = getattr(cache, "self_attention_cache", cache)
-            kv = hidden_states.new_zeros(hidden_states.shape[0], 1, hidden_states.shape[1], self.head_dim)
-            cache.update(kv, kv, self.cache_layer)
-        if self.out_name is None:
-            return empty, None
-        out = getattr(self, self.out_name)
-        if isinstance(out, nn.Linear):
-            return out(empty), None
-        # Conv1D cannot take a zero-width input (it flattens it with view(-1, 0)); its output is its bias
-        width = int(out.nf)
-        bias = out.bias if out.bias is not None else hidden_states.new_zeros(width)
-        return bias.to(hidden_states.dtype).expand(*hidden_states.shape[:-1], width), None
-
-
-class ArchitectureAdapter:
+class ArchitectureAdapter(DerivedMethods, ABC):
     """What headprune needs to know about one family of architectures.
 
-    A subclass sets the class attributes and implements :meth:`find_sites`, :meth:`set_head_count`
-    and :meth:`flop_dims`. The defaults of :meth:`prune_site` handle separate q/k/v projections,
-    grouped-query attention included (:func:`kv_plan`); a fused projection overrides :meth:`slice_qkv`.
+    A family sets the class attributes and writes the three abstract methods: :meth:`find_sites`,
+    :meth:`set_head_count` and :meth:`flop_dims`. Everything else is derived from them
+    (:class:`~.derived.DerivedMethods`: sorted sites, the layout, physical pruning of separate or
+    grouped-query projections, parameter counts, attention maps) or is an optional hook below whose
+    default says "not known" (the library then takes the general path).
     """
 
     name: ClassVar[str]                          # family name, recorded as ``LoadedModel.arch``
@@ -300,92 +181,20 @@ class ArchitectureAdapter:
     # kinds a family of its shape would have but this one has no heads of, and why (shown beside the map)
     absent_kinds: ClassVar[Mapping[str, str]] = {}
 
-    # -- finding the sites ---------------------------------------------------------------------------
+    # -- what every family writes ---------------------------------------------------------------------
+    @abstractmethod
     def find_sites(self, model: nn.Module) -> list[AttentionSite]:
         """Every attention site of ``model`` (any order; :meth:`sites` sorts them)."""
-        raise NotImplementedError
 
-    def sites(self, model: nn.Module) -> list[AttentionSite]:
-        """All attention sites of ``model``, sorted by kind (KINDS order), then layer."""
-        return sorted(self.find_sites(model), key=lambda s: (KINDS.index(s.kind), s.layer))
-
-    def layout(self, model: nn.Module) -> HeadLayout:
-        return layout_of(self.sites(model))
-
-    # -- physical pruning ----------------------------------------------------------------------------
-    def prune_site(self, site: AttentionSite, keep: Sequence[int]) -> None:
-        """Keep only the query heads ``keep`` of ``site``, in place; no heads left -> EmptyAttention.
-
-        Key/value heads follow :func:`kv_plan`: a group's key/value head stays, once, while any of its
-        query heads stays; when the kept groups are uneven the key and value projections become
-        :class:`SharedKVLinear` (:func:`kv_index` says which stored head each query head reads).
-        """
-        keep = sorted(keep)
-        kv_keep, shared = kv_plan(site, keep), kv_index(site, keep)
-        self.slice_qkv(site, keep, kv_keep)
-        if shared is not None:
-            self.share_kv(site, shared)
-        keep_inputs(site.out, head_index(keep, site.head_dim))
-        if keep:
-            self.set_head_count(site.container, len(keep), site.head_dim)
-        else:
-            setattr(site.parent, site.attr, self.empty_attention(site))
-
-    def site_parameters(self, site: AttentionSite, keep: Sequence[int] | None = None) -> int:
-        """Parameters of ``site`` (its projections and the attention module's other parameters) as it is,
-        or with ``keep``, as :meth:`prune_site` would leave it: counted from the shapes, nothing copied.
-
-        Queries keep ``len(keep)`` heads, keys and values the :func:`kv_plan` heads (each once),
-        each ``head_dim`` rows of the projection's input width (plus bias); the output projection keeps
-        ``len(keep) * head_dim`` input columns and its whole bias; a site left without heads loses the
-        attention module's other parameters (it becomes an :class:`EmptyAttention`). A family whose
-        :meth:`prune_site` slices otherwise overrides this beside it (``tests/test_pruning.py`` checks
-        both agree for every family).
-        """
-        projections = site.projections()
-        own = {id(p) for m in projections for p in m.parameters()}
-        other = sum(p.numel() for p in site.container.parameters() if id(p) not in own)
-        if keep is None:
-            return other + sum(p.numel() for m in projections for p in m.parameters(recurse=False))
-        keep = sorted(keep)
-        kv_heads = len(kv_plan(site, keep))
-        rows: dict[int, int] = {}                      # id(module) -> kept output rows (fused q|k|v add up)
-        for module, heads in ((site.q, len(keep)), (site.k, kv_heads), (site.v, kv_heads)):
-            rows[id(module)] = rows.get(id(module), 0) + heads * site.head_dim
-        qkv = sum(_weights(m, rows[id(m)], in_width(m)) for m in projections if id(m) in rows)
-        out = _weights(site.out, out_width(site.out), len(keep) * site.head_dim)      # the bias stays whole
-        return qkv + out + (other if keep else 0)
-
-    def slice_qkv(self, site: AttentionSite, keep: Sequence[int], kv_keep: Sequence[int]) -> None:
-        """Keep the query outputs of heads ``keep`` and the key/value outputs of heads ``kv_keep``
-        (key/value head ids, possibly repeated; separate projections)."""
-        keep_outputs(site.q, head_index(keep, site.head_dim))
-        kv_index = head_index(kv_keep, site.head_dim)
-        for proj in (site.k, site.v):
-            keep_outputs(proj, kv_index)
-
-    def share_kv(self, site: AttentionSite, index: Sequence[int]) -> None:
-        """Make ``site``'s (already sliced) key and value projections :class:`SharedKVLinear` with ``index``:
-        query head ``i`` reads stored key/value head ``index[i]``. Separate ``nn.Linear`` projections;
-        :func:`kv_index` is None for a family without grouped-query attention, so others never get here."""
-        container = site.container
-        for name, child in list(container.named_children()):
-            if child is site.k or child is site.v:
-                setattr(container, name, SharedKVLinear(child, index, site.head_dim))
-
+    @abstractmethod
     def set_head_count(self, attention: nn.Module, heads: int, head_dim: int) -> None:
         """Write the new head count into the attention module's own attributes."""
-        raise NotImplementedError
 
-    def empty_attention(self, site: AttentionSite) -> nn.Module:
-        """The module that replaces an attention with no heads left (its projections already sliced)."""
-        container = site.container
-        wanted = site.projections()
-        children = {name: m for name, m in container.named_children() if any(m is w for w in wanted)}
-        out_name = next((name for name, m in children.items() if m is site.out), None)
-        cache_layer = getattr(container, "layer_idx", None) if site.kind == "decoder_self" else None
-        return EmptyAttention(children, out_name, site.head_dim, cache_layer)
+    @abstractmethod
+    def flop_dims(self, config) -> FlopDims:
+        """The dimensions the FLOP ceiling counts with, read from the config."""
 
+    # -- optional hooks: a family that knows more says so --------------------------------------------
     def stock_shape(self, model: nn.Module) -> StockShape:
         """The config fields that let stock transformers build ``model``'s (pruned) attention shapes, or why
         none can. Default: none, for families whose config derives each head's size from the hidden size
@@ -442,87 +251,3 @@ class ArchitectureAdapter:
         """The LayerNorm applied right after ``site``'s residual sum (post-LN families), or None (pre-LN, or not
         said): ``target="normed"`` repair weighs each layer's error by its Jacobian (:mod:`pruning_core.compress`)."""
         return None
-
-    # -- compute, attention maps ---------------------------------------------------------------------
-    def flop_dims(self, config) -> FlopDims:
-        """The dimensions the FLOP ceiling counts with, read from the config."""
-        raise NotImplementedError
-
-    def attention_maps(self, outputs) -> dict[str, list[torch.Tensor]]:
-        """Per kind, one ``[batch, heads, q_tokens, k_tokens]`` tensor per layer, from a model output
-        computed with ``output_attentions=True`` (eager attention). Missing maps give an empty list."""
-        return {kind: list(getattr(outputs, attr, None) or ()) for kind, attr in self.attention_outputs.items()}
-
-
-def kv_groups(site: AttentionSite) -> list[list[int]]:
-    """The query head ids of each key/value head of ``site``, in key/value head order.
-
-    transformers' grouped-query attention (``repeat_kv``) gives key/value head ``j`` the query heads
-    ``j*g .. j*g + g-1`` with ``g = num_heads // num_kv_heads``; without grouping every head is its
-    own group. An attention with no heads left has no groups.
-    """
-    if site.num_heads == 0 or site.num_kv_heads == 0:
-        return []
-    shared = getattr(site.k, "head_index", None)          # a pruned layer of uneven groups: SharedKVLinear
-    if shared is not None:
-        index = shared.tolist()
-        return [[h for h, j in enumerate(index) if j == kv] for kv in range(site.num_kv_heads)]
-    g = site.num_heads // site.num_kv_heads
-    return [list(range(j * g, (j + 1) * g)) for j in range(site.num_kv_heads)]
-
-
-def kv_groups_of(sites: Sequence[AttentionSite]) -> dict[str, tuple[tuple[tuple[int, ...], ...], ...]]:
-    """Per kind, per layer, the query head ids of each key/value group (:func:`kv_groups`), for
-    :func:`pruning_core.core.heads.group_scores` and the group presets."""
-    kinds: dict[str, list[tuple[tuple[int, ...], ...]]] = {}
-    for s in sites:
-        kinds.setdefault(s.kind, []).append(tuple(tuple(g) for g in kv_groups(s)))
-    return {k: tuple(v) for k, v in kinds.items()}
-
-
-def _kept_per_group(site: AttentionSite, keep: Sequence[int]) -> list[tuple[int, int]]:
-    """``(key/value head, query heads kept)`` for each group of ``site`` that keeps any of ``keep``."""
-    groups = kv_groups(site)
-    if site.num_heads and site.num_heads != sum(len(g) for g in groups):
-        from pruning_core.core.errors import UnsupportedArchitectureError
-        raise UnsupportedArchitectureError(
-            f"{site.kind} layer {site.layer} has {site.num_heads} query heads, not a multiple of its "
-            f"{site.num_kv_heads} key/value heads; it cannot be pruned physically (use masking).")
-    counts = [(j, sum(1 for h in keep if h in group)) for j, group in enumerate(groups)]
-    return [(j, c) for j, c in counts if c]
-
-
-def kv_plan(site: AttentionSite, keep: Sequence[int]) -> list[int]:
-    """The key/value heads (original ids, in order, each once) that query heads ``keep`` need: a
-    group's key/value head stays while any of its query heads stays, and goes with the last one.
-
-    When the kept groups are even (every group keeps the same number ``c`` of query heads), the
-    attention's own uniform grouping fits (``num_key_value_groups = c``) and a stock config can
-    describe the layer. When they are uneven (say 2 and 3 kept of 3), :func:`kv_index` maps each kept
-    query head to its stored key/value head (:class:`SharedKVLinear`). Either way removing a query head
-    never adds a parameter. Without grouped-query attention this is ``keep`` itself.
-    """
-    return [j for j, _ in _kept_per_group(site, keep)]
-
-
-def kv_index(site: AttentionSite, keep: Sequence[int]) -> list[int] | None:
-    """For kept query heads ``keep`` (sorted) of uneven groups: the position in :func:`kv_plan`'s list of
-    the key/value head each one reads, e.g. ``[0, 0, 1]`` when group 0 keeps 2 and group 1 keeps 1.
-    None when the kept groups are even (the attention's uniform grouping fits) or nothing is kept."""
-    counts = _kept_per_group(site, keep)
-    if len({c for _, c in counts}) <= 1:
-        return None
-    return [position for position, (_, c) in enumerate(counts) for _ in range(c)]
-
-
-def layout_of(sites: Sequence[AttentionSite]) -> HeadLayout:
-    """Heads per layer of each kind, from sites sorted as :meth:`ArchitectureAdapter.sites` sorts them."""
-    kinds: dict[str, list[int]] = {}
-    for s in sites:
-        kinds.setdefault(s.kind, []).append(s.num_heads)
-    return HeadLayout({k: tuple(v) for k, v in kinds.items()})
-
-
-def heads_of(module: nn.Module, head_dim: int) -> int:
-    """Heads feeding an output projection: its input width / head_dim (0 when no head is left)."""
-    return in_width(module) // head_dim if head_dim else 0

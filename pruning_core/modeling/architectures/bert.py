@@ -15,8 +15,8 @@ from pruning_core.modeling.architectures.base import (
     FlopDims,
     LayerStack,
     StackDims,
-    heads_of,
 )
+from pruning_core.modeling.architectures.slicing import heads_of
 from pruning_core.modeling.architectures.registry import register
 
 

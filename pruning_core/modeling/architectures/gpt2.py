@@ -2,7 +2,7 @@
 
 Each block's ``attn`` has one fused ``c_attn`` Conv1D producing ``q | k | v`` (each
 ``heads * head_dim`` wide) and a ``c_proj`` Conv1D output projection. transformers' Conv1D
-stores its weight as ``[in, out]``; :func:`~.base.keep_outputs` and :func:`~.base.keep_inputs`
+stores its weight as ``[in, out]``; :func:`~.slicing.keep_outputs` and :func:`~.slicing.keep_inputs`
 handle that.
 """
 from __future__ import annotations
@@ -18,10 +18,8 @@ from pruning_core.modeling.architectures.base import (
     FlopDims,
     LayerStack,
     StackDims,
-    head_index,
-    heads_of,
-    keep_outputs,
 )
+from pruning_core.modeling.architectures.slicing import head_index, heads_of, keep_outputs
 from pruning_core.modeling.architectures.registry import register
 
 

@@ -1,24 +1,13 @@
 """Llama-style decoder-only language models: llama, qwen2, mistral, gemma (causal LM).
 
-Each decoder layer's ``self_attn`` holds separate ``q_proj``/``k_proj``/``v_proj``/``o_proj``
-``nn.Linear`` projections (Qwen2 with q/k/v biases); queries are ``num_attention_heads`` heads of
-``head_dim``, keys and values ``num_key_value_heads`` heads (grouped-query attention: key/value head
-``j`` serves query heads ``j*g .. j*g+g-1``, ``g = num_key_value_groups``). The attention reshapes
-with ``-1`` heads and reads only ``head_dim`` and ``num_key_value_groups`` from itself, so a pruned
-layer needs just ``num_key_value_groups`` rewritten; the shared config stays as it was.
-
-Grouped-query pruning (design): the per-group layout is implemented exactly rather than refused.
-One cell per **query** head; a key/value head stays, once, while any query head of its group stays
-and goes with the last one (:func:`~.base.kv_plan`), so removing a head never adds parameters. When
-the kept groups of a layer stay even, the attention's own grouping fits (``num_key_value_groups``)
-and a stock config can describe the model; when they end uneven, the key and value projections
-become :class:`~.base.SharedKVLinear`, which store each kept key/value head once and hand it to each
-of its query heads (headprune's own format: the model loads with headprune; the presets
-``prune_by_group``, ``prune_k_per_group`` and ``uniform_by_group`` make even masks). A layer that loses every head becomes an ``EmptyAttention`` that still caches one
-placeholder head, so the cache keeps counting tokens during ``generate``. ``generate`` uses the
-dynamic cache; a static cache (``cache_implementation="static"``) sizes itself from the unpruned
-config and does not fit a pruned model. Phi-3 (fused ``qkv_proj`` split by the shared config's head
-counts) does not fit and is not listed.
+Each layer's ``self_attn`` holds separate ``q_proj``/``k_proj``/``v_proj``/``o_proj`` (Qwen2 with q/k/v biases);
+key/value head ``j`` serves query heads ``j*g .. j*g+g-1`` (grouped-query attention). The attention reads only
+``head_dim`` and ``num_key_value_groups`` from itself, so a pruned layer needs just the latter rewritten.
+Grouped-query pruning is exact: a key/value head stays, once, while any query head of its group stays
+(:func:`~.slicing.kv_plan`); even groups keep a stock config, uneven ones get :class:`~.slicing.SharedKVLinear`
+(headprune's own format; the group presets make even masks). A layer without heads still caches one
+placeholder head, so ``generate`` keeps counting tokens (dynamic cache only: a static one is sized from the
+unpruned config). Phi-3's fused ``qkv_proj`` does not fit and is not listed.
 """
 from __future__ import annotations
 
@@ -29,11 +18,10 @@ from pruning_core.modeling.architectures.base import (
     AttentionSite,
     FlopDims,
     LayerStack,
-    SharedKVLinear,
     StackDims,
     StockShape,
-    heads_of,
 )
+from pruning_core.modeling.architectures.slicing import SharedKVLinear, heads_of
 from pruning_core.modeling.architectures.registry import register
 
 
@@ -78,7 +66,7 @@ class LlamaAdapter(ArchitectureAdapter):
     def stock_shape(self, model: nn.Module) -> StockShape:
         """Stock when every layer keeps the same query heads and key/value heads in even groups: the config
         then says so with ``head_dim`` written out (its default, ``hidden_size // num_attention_heads``, would
-        change with the head count). Uneven groups (:class:`~.base.SharedKVLinear`) have no stock config."""
+        change with the head count). Uneven groups (:class:`~.slicing.SharedKVLinear`) have no stock config."""
         sites = self.sites(model)
         shared = [s.layer for s in sites if isinstance(s.k, SharedKVLinear)]
         if shared:

@@ -1,27 +1,12 @@
 """Marian transformers whose decoder self-attention is an SSRU (Bergamot's student models), and their adapter.
 
-The model is transformers' ``MarianMTModel`` with each decoder layer's ``self_attn`` replaced by
-:class:`SSRU` (Kim et al. 2019, "From research to production and back"), a gated recurrence::
-
-    f_t = sigmoid(x_t W_f + b_f)
-    c_t = f_t * c_{t-1} + (1 - f_t) * (x_t W)        c_0 = 0
-    out_t = ReLU(c_t)
-
-followed, as in Marian, by the residual sum and the layer's ``self_attn_layer_norm``.
-
-Loading: the config has its own ``model_type`` ``"marian-ssru"``; importing this module (which
-``pruning_core.modeling.architectures`` does) registers :class:`MarianSSRUConfig` and :class:`MarianSSRUMTModel`
-with transformers' ``AutoConfig`` and ``AutoModelForSeq2SeqLM``, so ``load_model(folder)`` and
-``AutoModelForSeq2SeqLM.from_pretrained(folder)`` (after ``import pruning_core``) build it; without
-headprune the folder does not load (no remote code is ever run).
-
-Generation with the key/value cache: each SSRU appends its state ``c_t`` ``[batch, 1, 1, d]`` to the
-self-attention slot of its layer in the cache, so the cache still counts the decoded tokens (the decoder
-reads that count for the next position), beam search reorders the states with the keys, and the next
-step starts from the last entry. Cross-attention keys/values are cached by ``MarianAttention`` itself.
-
-The adapter exposes the attention kinds ``encoder_self`` and ``cross`` only: this decoder has no
-self-attention heads.
+``MarianMTModel`` with each decoder layer's ``self_attn`` an :class:`SSRU` (Kim et al. 2019), a gated
+recurrence ``c_t = f_t * c_{t-1} + (1 - f_t) * (x_t W)``, ``f_t = sigmoid(x_t W_f + b_f)``, output
+``ReLU(c_t)``, then the residual sum and ``self_attn_layer_norm``. Importing this module registers the
+``"marian-ssru"`` config and model with transformers' Auto classes (no remote code is ever run). In the
+key/value cache each SSRU keeps its state ``c_t`` in its layer's self-attention slot, so the cache still
+counts the decoded tokens and beam search reorders the states. The adapter has the kinds ``encoder_self``
+and ``cross`` only: this decoder has no self-attention heads.
 """
 from __future__ import annotations
 
@@ -132,7 +117,7 @@ class SSRUDecoderSteps:
     @staticmethod
     def applies(model: nn.Module) -> bool:
         """Whether these steps reproduce ``model``'s decoder: eager attention, no layer's cross-attention pruned
-        away (an :class:`~pruning_core.modeling.architectures.base.EmptyAttention` keeps the model's decoder)."""
+        away (an :class:`~pruning_core.modeling.architectures.slicing.EmptyAttention` keeps the model's decoder)."""
         from transformers.models.marian.modeling_marian import MarianAttention
 
         layers = model.get_decoder().layers

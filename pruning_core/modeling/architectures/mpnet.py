@@ -1,16 +1,11 @@
 """MPNet (sequence classification, e.g. all-mpnet-base-v2): a BERT-like encoder with one shared
 relative-position bias.
 
-Each layer's ``attention.attn`` holds ``q``/``k``/``v`` and the output projection ``o``. The
-encoder owns one ``relative_attention_bias`` embedding ``[num_buckets, heads]``, turns it into a
-``position_bias [batch, heads, L, L]`` once per forward pass and hands that same tensor to every
-layer, which adds it to its attention scores head by head. After physical pruning a layer keeps
-fewer heads than the bias has, so its attention becomes a :class:`HeadSlicedMPNetAttention`
-that adds only its kept heads' slice ``position_bias[:, kept]``. The kept ids are a buffer rebuilt
-by ``prune_site`` (also when ``load_model`` restructures a saved pruned model), not saved weights,
-so a pruned model's state dict has the same keys as the full one.
-
-transformers' MPNet has eager attention only (no sdpa).
+Each layer's ``attention.attn`` holds ``q``/``k``/``v`` and the output projection ``o``. The encoder computes
+one ``position_bias [batch, heads, L, L]`` per pass and hands it to every layer; after physical pruning a
+layer keeps fewer heads than the bias has, so it becomes a :class:`HeadSlicedMPNetAttention` that adds only
+its kept heads' slice. The kept ids are a buffer rebuilt by ``prune_site`` (also when loading a saved pruned
+model), not saved weights, so the state dict keeps the full model's keys. MPNet has eager attention only.
 """
 from __future__ import annotations
 
@@ -25,8 +20,8 @@ from pruning_core.modeling.architectures.base import (
     FeedForward,
     FlopDims,
     LayerStack,
-    heads_of,
 )
+from pruning_core.modeling.architectures.slicing import heads_of
 from pruning_core.modeling.architectures.bert import encoder_classifier_dims
 from pruning_core.modeling.architectures.registry import register
 

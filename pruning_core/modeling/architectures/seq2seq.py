@@ -13,8 +13,8 @@ from pruning_core.modeling.architectures.base import (
     EncoderStack,
     FlopDims,
     StackDims,
-    heads_of,
 )
+from pruning_core.modeling.architectures.slicing import heads_of
 from pruning_core.modeling.architectures.registry import register
 
 

@@ -1,23 +1,19 @@
 """Whisper (speech recognition): a BART-style encoder-decoder over log-mel audio frames.
 
-The sites are those of :class:`~.seq2seq.Seq2SeqAdapter` (``model.model.encoder.layers[i].self_attn``,
-``decoder.layers[i].self_attn`` and the cross-attention ``encoder_attn``, each with
-``q_proj``/``k_proj``/``v_proj``/``out_proj`` and ``num_heads``); Whisper's key projections have no
-bias, which slicing handles. Encoder tokens are audio frames (1,500 for 30 s after the two
-convolutions), so cross-attention maps are ``[batch, heads, text tokens, frames]``. The task type is
-``asr`` (:mod:`pruning_core.tasks.speech`); the FLOP ceiling counts the transformer layers, not the
-convolutional front end.
-
-A cross-attention that loses every head still fills its layer of the cross-attention cache with one
-zero placeholder head (never read): Whisper's ``generate`` reads every layer of that cache when it
-returns per-example caches (``return_dict_in_generate=True``).
+The sites are those of :class:`~.seq2seq.Seq2SeqAdapter`; Whisper's key projections have no bias, which
+slicing handles. Encoder tokens are audio frames (1,500 for 30 s), so cross-attention maps are ``[batch,
+heads, text tokens, frames]``. The task type is ``asr`` (:mod:`pruning_core.tasks.speech`); the FLOP ceiling
+counts the transformer layers, not the convolutional front end. A cross-attention that loses every head
+still fills its layer of the cross-attention cache with one zero placeholder head (never read): Whisper's
+``generate`` reads every layer of that cache when it returns per-example caches.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from pruning_core.modeling.architectures.base import AttentionSite, EmptyAttention, EncoderStack
+from pruning_core.modeling.architectures.base import AttentionSite, EncoderStack
+from pruning_core.modeling.architectures.slicing import EmptyAttention
 from pruning_core.modeling.architectures.registry import register
 from pruning_core.modeling.architectures.seq2seq import Seq2SeqAdapter
 

@@ -1,34 +1,24 @@
 """Does single-shot pruning before fine-tuning work? Five conditions side by side, one run.
 
-On one classification task, from the same pre-trained model, with identical fine-tuning settings
-(same examples, epochs, learning rate, batch size, seed and classifier initialisation):
-
-- ``a_full``: the full model fine-tuned;
-- ``b_smp``: SMP keeps the top half of every layer (scored on the task's training texts, no
-  labels), the pre-trained model is pruned physically, then fine-tuned;
-- ``c_random_<s>``: a random half of every layer kept (seed ``s``), pruned physically, fine-tuned;
-- ``d_gradient``: the fine-tuned full model of (a) scored by the gradient importance I_h (Michel et
-  al., on the training split, with labels), the top half of every layer kept and the rest removed
-  *physically* (same outputs as masking), no retraining;
-- ``e_gradient_retrained``: the pruned model of (d) fine-tuned again with the same settings.
-
-Each condition reports accuracy on ``eval_split`` (default ``test``), fine-tuning wall time, CPU
-time and peak memory (see :mod:`pruning_core.tasks.finetune`: on CPU the peak resident set size of the
-process). By default every condition runs in a fresh process (``multiprocessing`` spawn), so one
-condition's freed memory cannot hide in another's peak; ``isolate=False`` runs them in this
-process (for tests).
+From the same pre-trained model, with identical fine-tuning settings: ``a_full`` (the full model
+fine-tuned), ``b_smp`` (SMP keeps the top half of every layer, label-free, pruned physically, then
+fine-tuned), ``c_random_<s>`` (a random half, seed ``s``), ``d_gradient`` (the fine-tuned model of (a) pruned
+to the top half by Michel's I_h, no retraining) and ``e_gradient_retrained`` ((d) fine-tuned again). Each
+reports accuracy on ``eval_split``, fine-tuning wall and CPU time and peak memory
+(:mod:`pruning_core.tasks.finetune`); each runs in a fresh process by default, so one condition's freed
+memory cannot hide in another's peak (``isolate=False`` for tests).
 """
 from __future__ import annotations
 
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-from pruning_core.core.codec import SMP_COMPARE_FORMAT
+from pruning_core.io.codec import SMP_COMPARE_FORMAT, JsonRecord, check_format
 from pruning_core.core.errors import DataError, HeadpruneError
 from pruning_core.tasks.finetune import FinetuneConfig
 from pruning_core.core.heads import HeadMask
@@ -47,7 +37,7 @@ LABELS = {
 
 
 @dataclass(frozen=True)
-class CompareConfig:
+class CompareConfig(JsonRecord):
     """One comparison run (every condition shares these settings)."""
 
     model: str = "pretrained"          # the pre-trained encoder ("pretrained" = the raw MiniLM-L6)
@@ -71,15 +61,13 @@ class CompareConfig:
             raise HeadpruneError(f"random_seeds ({self.random_seeds}) must be >= 0 and score_limit "
                                  f"({self.score_limit}) >= 1.")
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["finetune"] = asdict(self.finetune)
-        return data
 
 
 @dataclass(frozen=True)
-class ConditionResult:
+class ConditionResult(JsonRecord):
     """One row of the comparison."""
+
+    _malformed = "The comparison file has malformed conditions; re-run `headprune smp compare`"
 
     key: str                           # a_full, b_smp, c_random_0, ..., d_gradient, e_gradient_retrained
     group: str                         # a_full, b_smp, c_random, d_gradient, e_gradient_retrained
@@ -123,20 +111,15 @@ class CompareResult:
         return out
 
     def to_json(self) -> dict:
+        # by hand: the summary rows are derived when written, from a list that grows while the run goes on
         return {"format": SMP_COMPARE_FORMAT, "config": self.config, "seconds": self.seconds,
-                "conditions": [asdict(c) for c in self.conditions], "summary": summary_rows(self),
+                "conditions": [c.to_json() for c in self.conditions], "summary": summary_rows(self),
                 "provenance": self.provenance}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompareResult":
-        from pruning_core.evaluation.results import check_format
         check_format(data, SMP_COMPARE_FORMAT, "the comparison file")
-        try:
-            conds = [ConditionResult(**c) for c in data["conditions"]]
-        except (KeyError, TypeError) as exc:
-            from pruning_core.core.errors import FormatError
-            raise FormatError(f"The comparison file has malformed conditions ({exc}). Re-run "
-                              "`headprune smp compare`.") from None
+        conds = [ConditionResult.from_json(c) for c in data["conditions"]]
         return cls(conds, dict(data.get("config") or {}), dict(data.get("provenance") or {}),
                    float(data.get("seconds", 0.0)))
 
@@ -293,14 +276,14 @@ def _worker(spec: dict, queue) -> None:
 def run_isolated(spec: dict, progress: ProgressCallback | None = None, stage_prefix: str = "") -> dict:
     """:func:`run_condition` in a fresh process (spawn); progress is forwarded, errors re-raised.
 
-    The worker is supervised (:func:`pruning_core.core.children.supervised`): SIGTERM/SIGINT on this
+    The worker is supervised (:func:`pruning_core.runtime.children.supervised`): SIGTERM/SIGINT on this
     process are passed on to it, and it is killed if it lingers, whatever ends the wait.
     """
     import multiprocessing as mp
     import queue as queue_mod
     from contextlib import closing
 
-    from pruning_core.core.children import supervised
+    from pruning_core.runtime.children import supervised
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -357,7 +340,7 @@ def _smp_mask(config: CompareConfig, progress: ProgressCallback | None) -> tuple
 def _spec(config: CompareConfig, **kw) -> dict:
     base = {"model": config.model, "task": config.task, "eval_split": config.eval_split, "mask": None,
             "gradient_mask": False, "keep_fraction": config.keep_fraction, "score_limit": config.score_limit,
-            "finetune": asdict(config.finetune), "train_limit": config.train_limit,
+            "finetune": config.finetune.to_json(), "train_limit": config.train_limit,
             "reset_classifier_seed": config.seed, "save": None, "eval_batch_size": config.eval_batch_size,
             "device": config.finetune.device or "cpu", "max_length": config.finetune.max_length,
             "threads": config.threads}

@@ -1,45 +1,31 @@
-"""The SMP pruner: a small convolutional network that reads each head's attention map.
+"""The SMP pruner: a small convolutional network that reads each head's attention map (Zhang et al. 2020).
 
-Zhang et al. (2020) score a head by what it *does* on the input, not by where it sits: every
-head's attention map (queries x keys) from the frozen pre-trained model goes through the same
-small network, which outputs one logit per head; the logits are averaged over a batch.
-
-How one network fits models with any number of layers or heads (the transfer to another model of
-the same family): nothing in the network depends on the head count, the layer count or the hidden
-size. Each map is cropped to the example's real tokens and average-pooled to a fixed
-``map_size x map_size`` grid, so any sequence length fits; each head is one item of a batch of
-maps, so any head count fits; the only positional input is the layer's *relative* depth
-``layer / (layers - 1)`` in [0, 1], so any layer count fits. A head's score therefore depends
-only on its own map and how deep its layer is.
-
-Attention maps are recomputed from the query and key projections (captured by scoped forward
-hooks) as ``softmax(q k^T / sqrt(head_dim) + key padding mask)``; this equals the eager
-attention probabilities of the supported encoder families (tested for parity), and also works
-for models loaded with ``sdpa`` and for physically pruned models (a layer with 0 heads gives an
-empty map), where ``output_attentions`` would not.
-
-The pruner is saved as ``pruner.safetensors`` (the weights) plus ``pruner.json`` (format
-``headprune.smp_pruner/1``: the network config, the family it was trained for, the SHA-256 of
-the weights file, and provenance with the training settings and loss curve).
+Every head's attention map from the frozen pre-trained model goes through the same network, which gives one
+logit per head (averaged over a batch). Nothing in it depends on the model's size: each map is cropped to the
+real tokens and pooled to ``map_size x map_size``, heads are items of a batch, and the only positional input is
+the layer's relative depth, so a pruner transfers to any model of its family. Maps are recomputed from the
+captured query and key projections (scoped hooks) as ``softmax(q k^T / sqrt(head_dim) + padding mask)``: equal
+to eager attention (tested), and they work under ``sdpa`` and on physically pruned models. Saved as
+``pruner.safetensors`` plus ``pruner.json`` (``headprune.smp_pruner/1``: config, family, the weights' SHA-256,
+provenance with the training settings and loss curve).
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pruning_core.core.codec import SMP_PRUNER_FORMAT
+from pruning_core.io.codec import SMP_PRUNER_FORMAT, JsonRecord, check_format
 from pruning_core.core.errors import FormatError, UnsupportedArchitectureError
 from pruning_core.core.heads import HeadMask, HeadScores
-from pruning_core.evaluation.results import check_format
-from pruning_core.core.storage import atomic_path, sha256_file, write_json
+from pruning_core.io.storage import atomic_path, sha256_file, write_json
 
 WEIGHTS_FILE = "pruner.safetensors"
 CONFIG_FILE = "pruner.json"
@@ -48,8 +34,10 @@ SUPPORTED_ARCHS: tuple[str, ...] = ("bert-encoder", "distilbert")
 
 
 @dataclass(frozen=True)
-class PrunerConfig:
+class PrunerConfig(JsonRecord):
     """The shape of the pruner network (it does not depend on the model it scores)."""
+
+    _malformed = "The pruner config is incomplete or malformed"
 
     map_size: int = 32                        # every attention map is pooled to map_size x map_size
     channels: tuple[int, ...] = (8, 16, 16)   # conv channels; each conv halves the grid (stride 2)
@@ -64,16 +52,6 @@ class PrunerConfig:
         if self.hidden < 1:
             raise FormatError(f"hidden must be at least 1, got {self.hidden}.")
 
-    def to_json(self) -> dict:
-        return {**asdict(self), "channels": list(self.channels)}
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> "PrunerConfig":
-        try:
-            return cls(map_size=int(data["map_size"]), channels=tuple(int(c) for c in data["channels"]),
-                       hidden=int(data["hidden"]), depth_feature=bool(data["depth_feature"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"The pruner config is incomplete or malformed ({exc!r}).") from None
 
 
 class SMPPruner(nn.Module):

@@ -1,17 +1,11 @@
 """The ``smp`` scorer: a trained SMP pruner scores every head from the task's texts, no labels.
 
-The pruner's per-head logits are averaged over all scored examples (the authors average over the
-target task's training texts) and turned into per-layer softmax probabilities: each layer's
-scores are positive and sum to 1, which is what the pruner's sampler draws from. They are
-already on one scale across layers, so they are never re-normalised. With a mask, the masked
-model is scored and removed heads get 0.
-
-SMP is meant for single-shot pruning: keep the top half of every layer
-(:func:`pruning_core.modeling.presets.keep_top_fraction_per_layer`).
-
-The default pruner is the one ``headprune smp train`` writes to ``headprune_home()/smp/pruner/``;
-until a user trains one, the pruner shipped in :data:`BUNDLED_DIR` (trained by that command with
-its default settings and seed 0; its ``training.json`` says how and on what) serves.
+The pruner's per-head logits are averaged over the scored examples and turned into per-layer softmax
+probabilities (positive, summing to 1 in each layer: one scale, never re-normalised). With a mask, removed
+heads get 0. SMP is meant for single-shot pruning: keep the top half of every layer
+(:func:`pruning_core.modeling.presets.keep_top_fraction_per_layer`). The default pruner is the one
+``headprune smp train`` writes to ``headprune_home()/smp/pruner/``; until then the pruner shipped in
+:data:`BUNDLED_DIR` (its ``training.json`` says how it was trained) serves.
 """
 from __future__ import annotations
 
@@ -20,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.core import distributed
+from pruning_core.runtime import distributed
 from pruning_core.core.errors import CacheError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask

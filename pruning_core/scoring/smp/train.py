@@ -1,30 +1,13 @@
-"""Training the SMP pruner without labels (Zhang et al. 2020).
+"""Training the SMP pruner without labels (Zhang et al. 2020); the step, the episodes and the held-out
+divergences in full: docs/METHODS.md, "Training the SMP pruner".
 
-One step, for a batch of single sentences drawn from one text source:
-
-1. The frozen pre-trained model runs unpruned. Its attention maps feed the pruner, which gives a
-   logit per head (averaged over the batch); its mean-pooled token states are the reference
-   sentence representations.
-2. A random half of the layers is left unpruned. In every other layer exactly
-   ``keep_count(heads)`` heads (half) are kept, drawn without replacement in proportion to
-   softmax(logits) with hard Gumbel top-k; the gates are the hard 0/1 draw in the forward pass
-   and the sum of the k relaxed draws in the backward pass (straight-through).
-3. The model runs again under those gates (``masking.gate_heads``); gradients flow through the
-   frozen model into the gates and on into the pruner.
-4. Loss: both batches of representations, restricted to the same random 20 % of hidden
-   dimensions, are centred and L2-normalised; each row of the cosine-similarity matrix over the
-   *other* sentences of the batch, divided by the temperature 0.1, becomes a softmax
-   distribution; the loss is KL(unpruned || pruned), averaged over rows. (Self-similarity is
-   always 1 and carries no information, so the diagonal is left out.)
-
-Episodes: each step takes ``sources_per_step`` batches, each from a source drawn with
-probability proportional to size^0.2, and averages their losses.
-
-Held-out divergence (what ``headprune smp train`` reports before and after training):
-``sampled`` is the training loss on held-out text with fixed seeds (same masks' randomness for
-every pruner compared); ``top_half`` is the single-shot use: scores averaged over each source's
-held-out texts, the top half of heads kept in *every* layer, KL on all hidden dimensions;
-``random_half`` is the same for random 50 %-per-layer masks (mean over seeds), for reference.
+One step: the frozen model runs unpruned (its attention maps feed the pruner: a logit per head; its
+mean-pooled states are the reference representations); half of the layers keep ``keep_count(heads)``
+heads drawn by hard Gumbel top-k (straight-through gates); the model runs again under those gates; the
+loss is KL(unpruned || pruned) of the batch's cosine-similarity distributions on a random 20 % of hidden
+dimensions. Each step averages ``sources_per_step`` batches from sources drawn ∝ size^0.2. Held-out
+divergence: ``sampled`` (the training loss, fixed seeds), ``top_half`` (the single-shot use) and
+``random_half`` (random masks, for reference).
 """
 from __future__ import annotations
 
@@ -32,12 +15,13 @@ import copy
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from pruning_core.core.errors import HeadpruneError
+from pruning_core.io.codec import JsonRecord
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import gate_heads, gates_from_mask
 from pruning_core.modeling.presets import keep_top_fraction_per_layer, random_per_layer, removed_per_layer
@@ -55,7 +39,7 @@ from pruning_core.scoring.smp.pruner import (
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(JsonRecord):
     """Settings of one pruner training run (defaults fit MiniLM-L6 in well under 10 minutes on 2 CPU cores)."""
 
     steps: int = 600                  # optimiser steps
@@ -91,10 +75,6 @@ class TrainConfig:
             if not ok:
                 raise HeadpruneError(f"Invalid SMP training setting: {msg}; got {self}.")
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["pruner"] = self.pruner.to_json()
-        return data
 
 
 # -- masks -----------------------------------------------------------------------------------------

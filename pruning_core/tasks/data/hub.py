@@ -1,29 +1,21 @@
 """GLUE and WMT data from the Hugging Face hub, through ``datasets.load_dataset``.
 
-GLUE (``nyu-mll/glue``): ``sst2 mnli qnli qqp mrpc cola rte wnli``. Their ``test`` labels are
-hidden, so the splits are ``train`` and ``validation`` (for ``mnli``: ``validation`` is
-``validation_matched``; ``validation_mismatched`` is also offered). ``stsb`` is a regression
-task and is refused with a clear error.
-
-WMT (``wmt/wmt14``, ``wmt/wmt16``): names ``wmtYY-SRC-TGT`` translate SRC into TGT, e.g.
-``wmt14-fr-en`` (French to English) or ``wmt16-en-ro``. Splits ``train``, ``validation``, ``test``;
-the ``train`` split is streamed so that a ``limit`` does not download millions of pairs.
-
-Offline, this fails fast: before calling ``datasets`` we open one TCP connection to the hub
-(3 s timeout) unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` is set, in which case
-``datasets`` reads its local cache only. Either way an unreachable hub gives a
-:class:`DataError` suggesting a local ``file:PATH`` instead.
+GLUE (``nyu-mll/glue``: ``sst2 mnli qnli qqp mrpc cola rte wnli``): splits ``train`` and ``validation`` (test
+labels are hidden; ``mnli`` also offers ``validation_mismatched``); the regression task ``stsb`` is refused.
+WMT (``wmt/wmt14``, ``wmt/wmt16``): ``wmtYY-SRC-TGT`` translates SRC into TGT; ``train`` is streamed, so a
+``limit`` does not download millions of pairs. Offline this fails fast: the library's one hub probe
+(:mod:`pruning_core.runtime.hub_probe`) is asked first unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``
+is set (then ``datasets`` reads its cache only); an unreachable hub is a :class:`DataError` suggesting
+``file:PATH``.
 """
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 from pruning_core.core.errors import DataError
+from pruning_core.runtime import hub_probe
 
-PROBE_TIMEOUT_S = 3.0
 GLUE_DATASET = "nyu-mll/glue"
 
 
@@ -80,25 +72,9 @@ def wmt_names() -> dict[str, WmtSpec]:
     return out
 
 
-def _hub_host() -> tuple[str, int]:
-    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    url = urlparse(endpoint)
-    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-
-
 def _offline_mode() -> bool:
     return any(os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")
                for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """One TCP connection to the hub's host; False on any failure (DNS, refused, timeout)."""
-    host, port = _hub_host()
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _unreachable(what: str, detail: str = "") -> DataError:
@@ -110,8 +86,9 @@ def _unreachable(what: str, detail: str = "") -> DataError:
 def _load_dataset(what: str, *args, **kwargs):
     """``datasets.load_dataset`` with a fast offline check and errors turned into DataError."""
     offline = _offline_mode()
-    if not offline and not hub_reachable():
-        raise _unreachable(what, f" ({':'.join(map(str, _hub_host()))} did not answer within {PROBE_TIMEOUT_S:g} s)")
+    if not offline and not hub_probe.reachable():
+        raise _unreachable(what, f" ({':'.join(map(str, hub_probe.target()))} did not answer within "
+                                 f"{hub_probe.PROBE_SECONDS:g} s)")
     import datasets
     try:
         return datasets.load_dataset(*args, **kwargs)

@@ -1,35 +1,19 @@
 """The embedded default data: movie review snippets with human sentiment ratings.
 
-Source: Hutto & Gilbert (ICWSM 2014), ``movieReviewSnippets_GroundTruth.txt``: 10,605 snippets
-(the sentence polarity snippets of Pang & Lee 2005), each with the mean of about 20 human
-ratings on a -4..+4 scale. The file ships inside the ``vaderSentiment==3.3.2`` sdist on PyPI, at
-``vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz``, so ``headprune prepare``
-fetches it with pip (the one registry reachable everywhere) and checks the sdist's SHA-256.
+Source: Hutto & Gilbert (ICWSM 2014), 10,605 snippets (Pang & Lee 2005's) with the mean of about 20
+human ratings on a -4..+4 scale, inside the ``vaderSentiment==3.3.2`` sdist on PyPI, which
+``headprune prepare`` fetches with pip and checks by SHA-256.
 
-Labels and split (fixed; changing them changes every published number):
+Labels (sign of the rating, ``|rating| < 0.5`` dropped) and the split by ``sha256(id)`` are fixed:
+changing them changes every published number (docs/MODELS.md, "Data movie-sentiment"). The other
+ground-truth files of the tarball are kept as unlabeled text for :func:`snippet_texts` (SMP).
 
-- label = 1 (positive) if the mean rating > 0, else 0 (negative);
-- snippets with ``|rating| < 0.5`` (no clear polarity) are dropped: 533 of 10,605;
-- split by ``int(sha256(id as UTF-8).hexdigest(), 16) % 10``: 0 -> ``test``, 1 -> ``validation``,
-  2..9 -> ``train``. The id is the file's first column (``"1"`` .. ``"10605"``);
-- within a split, examples are ordered by ``sha256(id)`` (the source file groups snippets by
-  polarity, so its order would make any "first N" subset one-sided).
-
-Resulting sizes (10,072 snippets): train 8,066, validation 994, test 1,012; 4,996 positive in all.
-
-The other ground-truth files of the same tarball (Amazon review snippets, New York Times editorial
-snippets, tweets) are kept as unlabeled text lists for :func:`snippet_texts` (the SMP pruner
-trains on unlabeled text).
-
-Cache: ``headprune_home()/data/movie-sentiment/`` holds ``{train,validation,test}.jsonl``,
-``snippets-<name>.jsonl`` and ``manifest.json`` (SHA-256 and count of every file). The manifest
-is removed first and written last (temp file + rename), so a folder without one is an
-interrupted run and is redone; a file whose hash differs from the manifest raises
-:class:`CacheError` telling the user to run ``headprune prepare --force``.
+Cache: ``headprune_home()/data/movie-sentiment/`` with a manifest of SHA-256s, written last; a hash
+that differs raises :class:`CacheError` naming ``headprune prepare --force``.
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import io
 import json
 import tarfile
@@ -38,11 +22,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core.codec import DATA_FORMAT
+from pruning_core.io.codec import DATA_FORMAT
 from pruning_core.core.errors import CacheError, DataError, did_you_mean
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.core import storage
-from pruning_core.core.storage import sha256_bytes, write_json, write_jsonl
+from pruning_core.io import storage
+from pruning_core.io.storage import sha256_bytes, write_json, write_jsonl
 
 NAME = "movie-sentiment"
 SDIST_REQUIREMENT = "vaderSentiment==3.3.2"
@@ -215,7 +199,7 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
         "label_rule": f"1 if rating > 0 else 0; dropped if |rating| < {MIN_ABS_RATING}",
         "split_rule": SPLIT_RULE,
         "files": files,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     write_json(folder / MANIFEST, manifest)              # last: its presence means "complete"
     return manifest

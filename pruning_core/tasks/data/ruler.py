@@ -1,34 +1,16 @@
-"""RULER-style synthetic long-context examples (Hsieh et al. 2024, "RULER: What's the Real Context Size of
-Your Long-Context Language Models?", arXiv:2404.06654), generated offline from a seed.
+"""RULER-style synthetic long-context examples (Hsieh et al. 2024, arXiv:2404.06654), generated offline from
+a seed; the tasks and how each is built: docs/METHODS.md, "Long context".
 
-Word lists: the noun, adjective and verb lists of the PyPI wheel ``wonderwords==3.0.1`` (the lists RULER
-reads), fetched by pip (:func:`prepare`: by ``headprune prepare --model smollm2`` / ``qwen2.5-0.5b``, else on a
-task's first use), checked against a pinned SHA-256 and cached as ``words.json`` beside a manifest in
-``headprune_home()/data/ruler/``; nothing is imported from the package.
-
-Each task is a *spec* (what one example asks and answers, drawn from a seeded ``random.Random``) and a
-*render* ``render(spec, words, k) -> (prompt, answers)`` whose filler grows with ``k`` (haystack sentences,
-distractor needles, list entries); :func:`fit` picks the largest ``k`` whose prompt fits a token budget of
-the model's tokenizer. The split is fixed: an example's primary answer goes to ``train`` or ``test`` by
-``int(sha256(task:answer)) % 2`` (0 train, 1 test), so no answer of one split appears in the other.
-
-Tasks (RULER's names in brackets):
-
-- ``niah-single`` [niah_single_1]: one needle "One of the special magic numbers for {key} is: {value}." (a
-  word key, a 7-digit value) at a random depth of the repeated "The grass is green. ..." noise.
-- ``niah-multikey`` [niah_multikey_2]: the haystack is made of needles with other word keys; one key is asked.
-- ``niah-multikey-uuid`` [niah_multikey_3]: the same with UUID keys and values.
-- ``variable-tracking`` [vt]: a chain of 5 assignments "VAR ABCDE = 12345", "VAR FGHIJ = VAR ABCDE", ...
-  scattered in the noise; the answer is every variable that holds the value.
-- ``common-words`` [cwe]: a numbered list in which 10 words appear ``freq_cw`` times and the others
-  ``freq_ucw`` times (30 / 3 from 4k tokens on, as in RULER; 10 / 2 from 2k and 4 / 1 below, so that
-  short contexts hold uncommon words at all); the answer is the 10 common words.
-- ``frequent-words`` [fwe]: coded words (3 random letters) drawn from a Zipf law (alpha 2), the most frequent
-  rank shown as "...." noise; the answer is the three next most frequent words.
+Word lists: those of the PyPI wheel ``wonderwords==3.0.1`` (the lists RULER reads), fetched by pip
+(:func:`prepare`), checked against a pinned SHA-256 and cached in ``headprune_home()/data/ruler/``.
+Each task is a *spec* drawn from a seeded ``random.Random`` and a *render* ``render(spec, words, k) ->
+(prompt, answers)`` whose filler grows with ``k``; :func:`fit` picks the largest ``k`` whose prompt fits a
+token budget. The split is fixed: an example's primary answer goes to ``train`` or ``test`` by
+``int(sha256(task:answer)) % 2``, so no answer of one split appears in the other.
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import hashlib
 import json
 import random
@@ -41,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.core import storage
+from pruning_core.io import storage
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -128,7 +110,7 @@ def write_words(words: dict[str, list[str]], folder: Path) -> dict:
                 "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
                 "files": {WORDS_FILE: {"sha256": storage.sha256_file(folder / WORDS_FILE),
                                        "count": sum(map(len, words.values()))}},
-                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     storage.write_json(folder / MANIFEST, manifest)          # last: its presence means "complete"
     return manifest
 

@@ -1,20 +1,12 @@
 """Speech data: audio read from WAV files or synthesized from text, at 16 kHz mono float32.
 
-Examples of a speech source are ``{"audio": path to a WAV file, "text": what is spoken}``.
-
-- :func:`synthesize`: Debian's ``espeak-ng`` reads a text (``-v en -s 120 -g 2``: English, 120 words a
-  minute, 20 ms gaps between words; slowed because Whisper-base mishears espeak's default rate); its
-  22,050 Hz output is resampled to 16 kHz (:func:`resample`, FFT band-limited, numpy only).
-- :func:`load_listing`: a folder of ``NAME.wav`` + ``NAME.txt`` (the transcript), or a JSONL file of
-  ``{"audio": ..., "text": ...}`` lines, or a TSV file with the header ``audio<TAB>text``; relative audio
-  paths are relative to the listing.
-- **movie-speech**, the embedded offline speech set: the movie-sentiment snippets (validation and test
-  splits, :mod:`.movie_sentiment`) of :data:`MIN_WORDS`-:data:`MAX_WORDS` words, the first
-  :data:`PER_SPLIT` of each split in its fixed order, synthesized once into
-  ``headprune_home()/data/movie-speech/`` (``{split}/NNNN.wav`` as 16-bit PCM at 16 kHz,
-  ``{split}.jsonl`` listings and ``manifest.json`` with every file's SHA-256, written last; the folder
-  is built staged, so it is complete or absent). :func:`load_split` builds it on first use (a few
-  seconds; needs ``espeak-ng`` and the movie-sentiment cache of ``headprune prepare``).
+Examples are ``{"audio": WAV path, "text": what is spoken}``. :func:`synthesize` has ``espeak-ng`` read a text
+(English, 120 words a minute, slowed because Whisper-base mishears its default rate) and resamples it to
+16 kHz (:func:`resample`, numpy only). :func:`load_listing` reads a folder of ``NAME.wav`` + ``NAME.txt``, a
+JSONL or a TSV listing. **movie-speech**, the embedded offline set: the movie-sentiment validation and test
+snippets of :data:`MIN_WORDS`-:data:`MAX_WORDS` words, the first :data:`PER_SPLIT` of each, synthesized once
+into ``headprune_home()/data/movie-speech/`` (staged, with a manifest of SHA-256s written last) by
+:func:`load_split` on first use.
 """
 from __future__ import annotations
 
@@ -29,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pruning_core.core import storage
-from pruning_core.core.codec import SPEECH_FORMAT
+from pruning_core.io import storage
+from pruning_core.io.codec import SPEECH_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -164,15 +156,15 @@ def load_listing(path: str | Path) -> list[dict]:
 # -- the embedded movie-speech set -------------------------------------------------------------------
 
 def data_dir() -> Path:
-    from pruning_core.core.catalog import headprune_home
+    from pruning_core.modeling.catalog import headprune_home
     return headprune_home() / "data" / NAME
 
 
 def sentences(split: str) -> list[dict]:
     """The movie-sentiment snippets of ``split`` that are spoken (:data:`MIN_WORDS`-:data:`MAX_WORDS` words)."""
-    from pruning_core.tasks.data import movie_sentiment as ms
+    from pruning_core.tasks.data import movie_sentiment
 
-    rows = [e for e in ms.load_split(split) if MIN_WORDS <= len(e["text"].split()) <= MAX_WORDS]
+    rows = [e for e in movie_sentiment.load_split(split) if MIN_WORDS <= len(e["text"].split()) <= MAX_WORDS]
     return [{"id": e["id"], "text": e["text"]} for e in rows[:PER_SPLIT]]
 
 

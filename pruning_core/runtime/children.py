@@ -1,20 +1,11 @@
 """Child processes that end with their parent: stopping a command stops all of it.
 
-By default SIGTERM kills a Python process on the spot: ``finally`` and ``with`` blocks do not run,
-so temporary folders stay behind and child processes (the dashboard server, the comparison
-workers) keep running. The pieces here fix that:
-
-- :func:`signals_raise` turns SIGTERM and SIGHUP into :class:`Terminated` (a ``SystemExit`` with
-  the conventional status 128 + signal: 143, 129) and SIGINT into ``KeyboardInterrupt`` (exit
-  130 in the CLI), so cleanup code runs as for any exception;
-- :func:`supervised` stops a child whenever its parent leaves the block, normally or by an
-  exception: the signal that ended the parent is passed on, the child gets ``grace`` seconds,
-  then SIGKILL;
-- :func:`run_child` runs a command in its own session (process group), supervised, and returns
-  its exit status. The whole group is stopped, so grandchildren go too.
-
-Signal handlers can only be installed in the main thread; elsewhere (e.g. a dashboard script
-thread) :func:`signals_raise` does nothing and the process's own handling applies.
+By default SIGTERM kills a Python process on the spot: ``finally`` blocks do not run, temporary folders stay
+and children keep running. :func:`signals_raise` turns SIGTERM and SIGHUP into :class:`Terminated` (a
+``SystemExit``, status 128 + signal) and SIGINT into ``KeyboardInterrupt``, so cleanup runs as for any
+exception; :func:`supervised` stops a child whenever its parent leaves the block (the same signal, ``grace``
+seconds, then SIGKILL); :func:`run_child` runs a command in its own process group, supervised, so
+grandchildren go too. Handlers install only in the main thread; elsewhere :func:`signals_raise` does nothing.
 """
 from __future__ import annotations
 

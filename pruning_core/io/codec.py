@@ -2,11 +2,12 @@
 
 A :class:`JsonRecord` dataclass is written field by field in declaration order. Field metadata
 adjusts the key: ``json`` renames it, ``flatten`` merges a nested record's keys into the parent,
-``decode`` gives the function that reads a non-dataclass value (``HeadMask.from_lists``). Values
-derived from others (a speed-up, a total) are ``init=False`` fields that ``__post_init__`` fills
-with :meth:`JsonRecord._derive`: they are written, and recomputed (not read) when decoding.
-Decoding follows the type hints: ``int``/``float``/``str``, ``X | None``, ``tuple[X, ...]``,
-``Mapping`` (copied as a dict) and nested records. A missing key with a default takes the default.
+``omit`` leaves a field out of the file, ``decode`` gives the function that reads a non-dataclass
+value (``HeadMask.from_lists``). Derived values and a file's ``format`` are ``init=False`` fields:
+written, never read (``__post_init__`` fills derived ones with :meth:`JsonRecord._derive`); a record
+with a ``format`` field checks a file's format before reading it. Decoding follows the type hints:
+``int``/``float``/``str``/``bool``, ``X | None``, tuples, ``Mapping`` and nested records; unknown keys
+are ignored and a missing key with a default takes the default.
 
 :data:`FORMATS` names every ``headprune.*`` format, each spelled once, below.
 """
@@ -74,6 +75,25 @@ BERGAMOT_FORMAT = _format("bergamot", 1, "the manifest of a prepared Bergamot tr
 ANALYSIS_FORMAT = _format("analysis", 1, "the dashboard's analysis bundle (mask, scores, results)")
 
 
+def check_format(data: Any, expected: str | None, where: str = "the file") -> dict:
+    """``data`` if it is a headprune document of format ``expected`` (any format when None), else a
+    :class:`FormatError` that names what the file is and what is needed."""
+    if not isinstance(data, dict) or "format" not in data:
+        raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
+    if expected is not None:
+        name, _, version = str(data["format"]).partition("/")
+        want_name, _, want_version = expected.partition("/")
+        if name != want_name:
+            raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
+        if want_version and version != want_version:
+            raise FormatError(f"{where} has format version {version!r}; this headprune reads version "
+                              f"{want_version!r}. Re-create the file with this version of headprune.")
+    return data
+
+
+OMIT = {"omit": True}    # field metadata: kept in memory, not written (a run's per-step losses)
+
+
 def json_field(key: str) -> dict:
     """Field metadata renaming the JSON key: ``field(metadata=json_field("median_s"))``."""
     return {"json": key}
@@ -84,6 +104,8 @@ def encode(value: Any) -> Any:
     if isinstance(value, JsonRecord):
         out: dict[str, Any] = {}
         for f in fields(value):
+            if f.metadata.get("omit"):
+                continue
             encoded = encode(getattr(value, f.name))
             if f.metadata.get("flatten"):
                 out.update(encoded)
@@ -104,7 +126,7 @@ def decode(cls: type[R], data: Mapping) -> R:
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
-        if not f.init:
+        if not f.init or f.metadata.get("omit"):
             continue
         if f.metadata.get("flatten"):
             raw = data
@@ -124,7 +146,11 @@ def _value(tp: Any, raw: Any) -> Any:
         if raw is None and type(None) in args:
             return None
         return _value(next(a for a in args if a is not type(None)), raw)
+    if tp is tuple:                           # a bare ``tuple``: its items as JSON gave them, lists as tuples
+        return tuple(tuple(r) if isinstance(r, list) else r for r in raw)
     if origin is tuple:
+        if len(args) == 2 and args[1] is not Ellipsis:
+            return tuple(_value(a, r) for a, r in zip(args, raw, strict=True))
         return tuple(_value(args[0], r) for r in raw)
     if tp is Mapping or origin is Mapping or tp is dict or origin is dict:
         return dict(raw or {})
@@ -145,6 +171,9 @@ class JsonRecord:
 
     @classmethod
     def from_json(cls: type[R], data: Mapping) -> R:
+        fmt = next((f.default for f in fields(cls) if f.name == "format"), None)
+        if isinstance(fmt, str):
+            check_format(data, fmt)
         try:
             return decode(cls, data)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

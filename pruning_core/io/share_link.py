@@ -1,16 +1,12 @@
 """A head mask in a URL: the text form the dashboard keeps in its ``mask`` query parameter, and
 the reading of a whole shared dashboard link.
 
-Text form of a mask (1 = keep, 0 = removed): ``e:fff.fdf,c:ff.f0``. One part per attention kind,
-joined by ``,``; a part is ``<kind code>:<layers>`` with kind codes ``e`` (encoder_self), ``d``
-(decoder_self) and ``c`` (cross); layers are joined by ``.``; each layer's row of keep bits is
-read as a binary number with head 0 as the most significant bit and written in hex with
-``ceil(heads / 4)`` digits. A layer with no heads is the empty string.
-
-A link carries the query parameters ``model``, ``task``, ``scorer``, ``n`` (evaluation size) and
-``mask``; :func:`parse_link` reads them back from a full URL or a bare query string. The
-dashboard, its Share page and ``headprune evaluate --mask-link URL`` all use this one module, so
-a link, the address bar and the command line never disagree.
+Text form (1 = keep, 0 = removed): ``e:fff.fdf,c:ff.f0``: one ``<kind code>:<layers>`` part per kind (``e``
+encoder_self, ``d`` decoder_self, ``c`` cross), layers joined by ``.``, each layer's keep bits read as a binary
+number (head 0 the most significant bit) in ``ceil(heads / 4)`` hex digits; a layer with no heads is empty.
+A link carries ``model``, ``task``, ``scorer``, ``n`` (evaluation size) and ``mask``; :func:`parse_link` reads
+them from a URL or a query string. The dashboard, its Share page and ``headprune evaluate --mask-link URL``
+all use this one module, so a link, the address bar and the command line never disagree.
 """
 from __future__ import annotations
 
