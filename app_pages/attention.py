@@ -3,10 +3,11 @@ import streamlit as st
 
 from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
 from app.model import cache
-from app.sidebar import pickers
+from app.model import pickers
 from app.core import mask as mask_state, state, ui
 from app.roles import ui as role_ui
 from app.core.access import task_label
+from app.core.selection import Selection
 from app.core.text import md_code
 from app.runtime.work import Work
 
@@ -79,4 +80,4 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
                    "(double-click: only that head)." if view == "head" else
                    "Every layer (row) and head (column) at once; click a thumbnail to enlarge it.")
 with role_tab:                  # what a role's probe looks like to one head (the induction stripe)
-    role_ui.probe_tab(spec, task_name, arch)
+    role_ui.probe_tab(Selection(spec, task_name), arch)

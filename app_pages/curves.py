@@ -3,7 +3,7 @@ import streamlit as st
 
 from app.model import cache, workload
 from app.curves import jobs as curve_jobs
-from app.sidebar import pickers
+from app.model import pickers
 from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view, tables
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.core.text import md_code, md_escape
@@ -37,8 +37,7 @@ with c[3]:
 
 # curves start on the button only; they run on while the user is on other pages
 calls = [curve_jobs.curve(sel, name, step, rescore, start="button") for name in chosen]
-waiting = {name: workload.curve_seconds(sel, name, workload.score_size(sel, name), step, rescore, arch.total_heads,
-                                        cache_curves.curve_seeds(name))
+waiting = {name: workload.curve_seconds(sel, name, step, rescore, arch.total_heads, cache_curves.curve_seeds(name))
            for name, call in zip(chosen, calls) if not call.started()}
 start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
              help="The work goes on while you look at other pages.")
@@ -97,9 +96,8 @@ with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
                    horizontal=True, key=state.widget_key("curves", "one_how"))
     by = None if how.startswith("search") else state.scorer_name()
-    n_score = workload.score_size(sel, by) if by else None
     layers = sum(1 for rows in arch.layout.kinds.values() for n in rows if n > 0)
-    secs = workload.one_per_layer_seconds(sel, arch.total_heads, layers, by, n_score)
+    secs = workload.one_per_layer_seconds(sel, arch.total_heads, layers, by)
     table = curve_jobs.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
                                     start="button").show()
     if table is not None:

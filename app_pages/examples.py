@@ -2,10 +2,10 @@
 import streamlit as st
 
 from app.model import cache
-from app.sidebar import pickers
+from app.model import pickers
 from app.attention import cache as cache_attention
 from app.core import mask as mask_state, state, ui
-from app.examples import tables as view
+from app.headmap import examples as view
 from app.runtime.work import Work
 
 ui.page_intro("Per example", """

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.model import jobs
-from app.sidebar import pickers
+from app.model import pickers
 from app.headmap import panel as live_panel
 from app.core import mask as mask_state, state, ui
 

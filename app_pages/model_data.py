@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.model import cache, workload
-from app.sidebar import pickers
+from app.model import pickers
 from app.core import state, ui, uncertainty, welcome
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.model import cache
-from app.sidebar import pickers
+from app.model import pickers
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.share import report, links as share, ui as share_ui
 from app.share.analysis import read_shared_file

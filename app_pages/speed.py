@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.speed import cache as cache_speed, figures as speed
-from app.sidebar import pickers
+from app.model import pickers
 from app.core import mask as mask_state, session_results, state, ui
 from app.runtime.work import Work
 from pruning_core.bench import MASKED_TEXT

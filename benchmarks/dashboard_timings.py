@@ -26,16 +26,28 @@ from browser_helpers import (_RECORD_INPUT, LIVE_STRIP, POLL_MS, DashboardServer
 from pruning_core.io.share_link import decode_mask  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
+
+
+def cpu_description() -> dict:
+    """The CPU's name and whether it has the bf16 / AMX units (the machines of this kind differ in them)."""
+    flags, name = set(), ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name") and not name:
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("flags") and not flags:
+            flags = set(line.split(":", 1)[1].split())
+    return {"name": name, "cores": os.cpu_count(), **{f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16")}}
 FIRST = 3               # the toggles start at the 4th kept head (first layer) or, with --spread, head 3 of the last
 
 
 UPDATING_LATENCY = "latency: updating"
+MEASURING = "measuring this mask"     # app.headmap.latency.show_estimate: the estimate drawn, the timing still running
 # Timed inside the page: performance.now() at the click's mousedown and at the first change of the page
 # after which it shows the new metric (the strip with the new count, no "updating"), then the latency (no
-# "latency: updating" left). The benchmark's own waiting then adds nothing: neither its polling interval
+# "latency: updating" left: its estimate or its measurement), then its measurement (no estimate left). The benchmark's own waiting then adds nothing: neither its polling interval
 # nor the frames a page draws while Playwright polls it on every animation frame.
-WATCH = """([sel, kept, latency]) => {
-  const w = window.__hp_click = {click: null, loss: null, metric: null, latency: null};
+WATCH = """([sel, kept, latency, measuring]) => {
+  const w = window.__hp_click = {click: null, loss: null, metric: null, latency: null, measured: null};
   document.addEventListener('mousedown', () => { if (w.click === null) w.click = performance.now(); }, {capture: true});
   const check = () => {
     if (w.click === null) return;
@@ -46,7 +58,10 @@ WATCH = """([sel, kept, latency]) => {
       w.metric = performance.now();
     if (w.metric !== null && w.latency === null && !document.body.textContent.includes(latency))
       w.latency = performance.now();
-    if (w.latency !== null) observer.disconnect();
+    if (w.latency !== null && w.measured === null && !document.body.textContent.includes(latency)
+        && !document.body.textContent.includes(measuring))
+      w.measured = performance.now();
+    if (w.measured !== null) observer.disconnect();
   };
   const observer = new MutationObserver(check);
   observer.observe(document.body, {subtree: true, childList: true, characterData: true});
@@ -70,7 +85,7 @@ def _kept(page) -> int:
 
 def watch(page, kept_after: int) -> None:
     """Time the page's next click inside the page (:data:`WATCH`) until it shows ``kept_after`` heads kept."""
-    page.evaluate(WATCH, [LIVE_STRIP, f"{kept_after} / ", UPDATING_LATENCY])
+    page.evaluate(WATCH, [LIVE_STRIP, f"{kept_after} / ", UPDATING_LATENCY, MEASURING])
 
 
 def wait_watched(page, what: str, timeout_s: float = 900, polling_ms: int = POLL_MS) -> None:
@@ -84,7 +99,7 @@ def watched(page) -> dict[str, float | None]:
     metric drawn and to the latency drawn (None: not seen)."""
     w = page.evaluate("() => window.__hp_click")
     return {k: None if w is None or w["click"] is None or w[k] is None else round((w[k] - w["click"]) / 1000, 3)
-            for k in ("loss", "metric", "latency")}
+            for k in ("loss", "metric", "latency", "measured")}
 
 
 def settle(pid: int, idle_cpu_s: float = 0.05, window_s: float = 1.0, limit_s: float = 120.0,
@@ -182,6 +197,19 @@ def spread_targets(rows: list[int], toggles: int, offset: int) -> list[tuple[int
     return out
 
 
+def kind_targets(grids: list[list[int]], toggles: int, offset: int) -> list[tuple[int, int, int]]:
+    """``toggles`` (grid, layer, head) triples taking the attention kinds in turn (``grids[k]``: heads per layer of
+    the k-th grid); each kind's clicks spread evenly over its layers, the last layer first (head ``offset``, then the
+    next head when a kind has more clicks than layers)."""
+    out = []
+    for i in range(toggles):
+        kind, j = i % len(grids), i // len(grids)
+        rows, clicks_here = grids[kind], len(range(kind, toggles, len(grids)))
+        layer = len(rows) - 1 - (j * len(rows)) // clicks_here if clicks_here <= len(rows) else len(rows) - 1 - j % len(rows)
+        out.append((kind, layer, (offset + j // len(rows)) % rows[layer]))
+    return out
+
+
 class HeadPicker:
     """The heads the class sessions click, each (layer, head) once in the whole run. A fresh session's click
     makes a one-head mask, and a mask any session evaluated before is a cache hit that times no work. Every
@@ -215,35 +243,39 @@ def point_index(rows: list[int], removed: set[tuple[int, int]], layer: int, head
     return sum(1 for l, n in enumerate(rows) for h in range(n) if (l, h) < (layer, head) and (l, h) not in removed)
 
 
-def clicks(page, pid: int, toggles: int, first: int, rows: list[int] | None = None,
+def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | None = None,
            timing_log: Path | None = None) -> list[dict]:
     """``toggles`` head clicks on one page, each timed until the new metric and until the new latency: the
-    kept heads from the ``first``-th on (in the first layers), or with ``rows`` (heads per layer) one head
-    per layer from the last layer up (:func:`spread_targets`)."""
+    kept heads from the ``first``-th on (in the first layers of the first grid), or with ``grids`` (heads per layer
+    of each attention kind's grid) the kinds in turn, one head per layer from the last layer up (:func:`kind_targets`)."""
     out = []
-    targets = spread_targets(rows, toggles, first) if rows else None
-    removed: set[tuple[int, int]] = set()
+    targets = kind_targets(grids, toggles, first) if grids else None
+    removed: list[set[tuple[int, int]]] = [set() for _ in grids or [[]]]
     for i in range(toggles):
         waited = settle(pid)
         kept = _kept(page)
-        index = first + i if targets is None else point_index(rows, removed, *targets[i])
-        point = head_points(page).nth(index)                     # a kept head: one fewer each time
+        if targets is None:
+            point = head_points(page).nth(first + i)                 # a kept head: one fewer each time
+        else:
+            chart, layer, head = targets[i]
+            point = head_points(page, chart).nth(point_index(grids[chart], removed[chart], layer, head))
         watch(page, kept - 1)
         cpu0, clicked = process_cpu_s(pid), time.time()
         click_point(page, point)
         if targets is not None:
-            removed.add(targets[i])
+            removed[targets[i][0]].add(targets[i][1:])
         wait_watched(page, "metric", 600)
         cpu1 = process_cpu_s(pid)
         mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get("mask")
         sent = metrics_sent(timing_log, "cpu", after=clicked).get(mask) if timing_log else None
-        wait_watched(page, "latency", 600)
+        wait_watched(page, "measured", 600)
         times = watched(page)
         wait_idle(page, 600_000)
-        out.append({"layer": targets[i][0] if targets else None, "to_loss_s": times["loss"], "to_metric_s": times["metric"],
+        out.append({"kind": targets[i][0] if targets else 0, "layer": targets[i][1] if targets else None,
+                    "to_loss_s": times["loss"], "to_metric_s": times["metric"],
                     "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
                     "server_cpu_to_metric_sent_s": round(sent - cpu0, 3) if sent is not None else None,
-                    "to_latency_s": times["latency"],
+                    "to_latency_s": times["latency"], "to_latency_measured_s": times["measured"],
                     "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load(),
                     "settled_after_s": waited})
     return out
@@ -496,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {"PYTHONPATH": str(ROOT / "benchmarks" / "observer"), "HEADPRUNE_BENCH_METRICS_LOG": str(timing_log), "HEADPRUNE_APP_MODEL": args.model, "HEADPRUNE_APP_TASK": args.task, "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu", "HEADPRUNE_APP_EVAL_LIMIT": str(args.limit)}
     runs, classes, random_class = [], [], None
-    rows = list(next(iter(ref.loaded.layout.kinds.values())))      # heads per layer of the first grid
+    grids = [list(rows) for rows in ref.loaded.layout.kinds.values()]      # heads per layer of each kind's grid
+    rows = grids[0]
     with DashboardServer(env, log) as srv, chromium_browser(path) as browser:
         page = open_head_map(browser, srv.url)                    # cold: loads, scores, evaluates, times
         for n, busy in enumerate(([0, args.busy] if args.busy else [0]) if args.toggles else []):
@@ -504,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 before = _load()
                 forward = ref.forward_pass()
-                toggles = clicks(page, srv.proc.pid, args.toggles, first=FIRST + 8 * n, rows=rows if args.spread else None,
+                toggles = clicks(page, srv.proc.pid, args.toggles, first=FIRST + 8 * n, grids=grids if args.spread else None,
                                  timing_log=timing_log)
             finally:
                 for proc in loops:                    # only the processes started here
@@ -517,7 +550,13 @@ def main(argv: list[str] | None = None) -> int:
                    "click_to_loss_s": _spread(losses) if (losses := [c["to_loss_s"] for c in toggles
                                                                      if c["to_loss_s"] is not None]) else None,
                    "click_to_latency_s": _spread([c["to_latency_s"] for c in toggles]),
+                   "click_to_latency_measured_s": _spread([c["to_latency_measured_s"] for c in toggles]),
                    "server_cpu_to_metric_s": _spread([c["server_cpu_to_metric_s"] for c in toggles])}
+            if args.spread:
+                run["by_kind"] = {name: {"click_to_loss_s": _spread(l) if (l := [c["to_loss_s"] for c in toggles
+                                                                               if c["kind"] == k and c["to_loss_s"] is not None]) else None,
+                                         "click_to_metric_s": _spread([c["to_metric_s"] for c in toggles if c["kind"] == k])}
+                                  for k, name in enumerate(ref.loaded.layout.kinds) if any(c["kind"] == k for c in toggles)}
             sent = [c["server_cpu_to_metric_sent_s"] for c in toggles if c["server_cpu_to_metric_sent_s"] is not None]
             run["server_cpu_to_metric_sent_s"] = _spread(sent) if sent else None
             run["cpu_to_metric_over_one_forward_pass"] = round(
@@ -532,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"forward pass {forward['cpu_s']} CPU s ({forward['wall_s']} wall s); load {before} -> {_load()}",
                   flush=True)
         page.context.close()
-        first_click = spread_targets(rows, 1, FIRST)[0] if args.spread else (0, FIRST)  # the toggles' one-head mask
+        first_click = kind_targets(grids, 1, FIRST)[0][1:] if args.spread else (0, FIRST)  # the toggles' one-head mask
         picker = HeadPicker(rows, reserved={first_click} if args.toggles else set())
         for niceness in sorted(args.browser_niceness):           # raised only: see set_browsers_niceness
             for sessions in sorted({1, args.class_size}) if args.class_size else ():    # 0: no class at all
@@ -554,7 +593,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{random_class['all_correct']}", flush=True)
     settings = {"toggles": args.toggles, "busy": args.busy, "class_size": args.class_size, "limit": args.limit,
                 "class_rounds": args.class_rounds, "single_rounds": args.single_rounds, "browser_niceness": args.browser_niceness,
-                "clicks": "one head per layer, last layer first" if args.spread else "the first kept heads (layer 0)",
+                "clicks": ("each attention kind in turn (" + ", ".join(ref.loaded.layout.kinds) + "), one head per layer, "
+                           "last layer first") if args.spread else "the first kept heads (layer 0)",
                 "window": "1366x768 Chromium (headless)"}
     result = {"format": BENCH_FORMAT, "kind": "dashboard_timings", "model": args.model, "task": args.task,
               "what": "seconds from a head click in Chromium until the new mask's metric and loss are drawn "
@@ -566,9 +606,10 @@ def main(argv: list[str] | None = None) -> int:
               "class_over_single": class_over_single(pooled(classes)),
               "class_random_moments": random_class if args.random_clicks and args.class_size else None,
               "class_heads_clicked_twice": picker.repeats if args.class_size else 0, "cpu_threads": os.cpu_count(),
+              "cpu": cpu_description(),
               "provenance": provenance(ref.loaded, task=args.task, n_examples=args.limit,
                                        method="dashboard_timings", settings=settings, device="cpu"),
-              "command": "python benchmarks/dashboard_timings.py", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "command": " ".join(["python", "benchmarks/dashboard_timings.py", *(argv if argv is not None else sys.argv[1:])]), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     storage.write_json(Path(args.out), result)
     print(f"wrote {args.out}")
     return 0

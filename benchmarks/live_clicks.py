@@ -13,51 +13,22 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from live_common import RESULTS, load_1min, machine
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets it
+from app.model import workload
+from pruning_core.bench import budget
+from pruning_core.modeling import catalog
+from pruning_core.core.heads import HeadMask
+from pruning_core.io.storage import write_json
+from pruning_core.modeling.layer_cache import LayerInputCache
+from pruning_core.modeling.loading import load_model
+from pruning_core.tasks import get_task
 
-import torch  # noqa: E402
-
-from app.model import workload  # noqa: E402
-from pruning_core.bench import budget  # noqa: E402
-from pruning_core.modeling import catalog  # noqa: E402
-from pruning_core.core.heads import HeadMask  # noqa: E402
-from pruning_core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.layer_cache import LayerInputCache  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
-from pruning_core.tasks import get_task  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = "headprune.live_clicks/1"
-
-
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def _cpu() -> dict:
-    """The CPU's name and whether it has the reduced-precision units a fast path could use."""
-    name, flags = platform.processor(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and not name:
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    return {"name": name, "cores": os.cpu_count(), "avx512_bf16": "avx512_bf16" in flags,
-            "amx_bf16": "amx_bf16" in flags, "avx512f": "avx512f" in flags}
 
 
 def default_size(lm, task, split: str) -> int:
@@ -94,7 +65,7 @@ def main() -> None:
     layers = args.layers if args.layers is not None else spread(len(lm.layout.kinds[kind]))
 
     cache = LayerInputCache(budget.layer_cache_budget())
-    load_before = _load()
+    load_before = load_1min()
     t = time.perf_counter()
     dense = task.evaluate(lm, data, None, batch_size=args.batch_size, layer_cache=cache)
     full_seconds = time.perf_counter() - t
@@ -103,7 +74,7 @@ def main() -> None:
         for layer in layers:
             head = (args.head + repeat) % lm.layout.kinds[kind][layer]     # a click not served already
             mask = HeadMask.full(lm.layout).toggled(kind, layer, head)
-            load = _load()
+            load = load_1min()
             t, cpu = time.perf_counter(), time.process_time()
             resumed = task.evaluate(lm, data, mask, batch_size=args.batch_size, layer_cache=cache)
             seconds, cpu_seconds = time.perf_counter() - t, time.process_time() - cpu
@@ -124,8 +95,7 @@ def main() -> None:
     result = {
         "format": FORMAT, "model": args.model, "task": task_name, "split": split, "n_examples": data.n_examples,
         "unit": budget.example_cost(lm, lm.task_type).unit, "metric": dense.metric_name,
-        "dense_metric": dense.metric, "batch_size": args.batch_size, "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__, "cpu": _cpu(), "omp": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY",)},
+        "dense_metric": dense.metric, "batch_size": args.batch_size, "machine": machine(),
         "layer_cache_budget_bytes": budget.layer_cache_budget(), "cache_bytes_after": cache.nbytes,
         "cache_resumed": cache.resumed, "cache_full": cache.full,
         "full_seconds": round(full_seconds, 3), "kind": kind, "layers": layers,
@@ -136,7 +106,7 @@ def main() -> None:
                                                                  [c for c in clicks if c["layer"] == layer])}
                      for layer in layers},
         "all_equal": all(c["equal"] for c in clicks), "clicks": clicks,
-        "load_before": load_before, "load_end": _load(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_before": load_before, "load_end": load_1min(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = Path(args.out) if args.out else RESULTS / f"live_clicks_{args.model.replace('/', '_')}.json"

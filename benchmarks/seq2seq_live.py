@@ -10,53 +10,24 @@ What it measures and writes, in full: benchmarks/README.md, ``seq2seq_live.py``.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from live_common import RESULTS, load_1min, machine
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets it
+from pruning_core.bench.budget import layer_cache_budget
+from pruning_core.modeling import catalog
+from pruning_core.core.heads import HeadMask
+from pruning_core.io.storage import write_json
+from pruning_core.modeling.layer_cache import LayerInputCache
+from pruning_core.modeling.loading import load_model
+from pruning_core.tasks import get_task
 
-import torch  # noqa: E402
-
-from pruning_core.bench.budget import layer_cache_budget  # noqa: E402
-from pruning_core.modeling import catalog  # noqa: E402
-from pruning_core.core.heads import HeadMask  # noqa: E402
-from pruning_core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.layer_cache import LayerInputCache  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
-from pruning_core.tasks import get_task  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = "headprune.seq2seq_live/1"
 DEFAULT_N = {"whisper-base": 8}          # the dashboard's evaluation sizes; 128 verses for the students
 BATCH = 64                               # the dashboard's EVAL_BATCH
-
-
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def machine() -> dict:
-    """The CPU model, its flags that matter to float32 and bf16 kernels, cores and torch threads."""
-    model, flags = platform.processor(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
-            "torch": torch.__version__, "python": platform.python_version()}
 
 
 def timed_evaluation(task, lm, data, mask: HeadMask | None, cache: LayerInputCache | None) -> dict:
@@ -106,14 +77,14 @@ def main() -> None:
     lm = load_model(args.model)
     task = get_task(task_name)
     data = task.encode(lm, task.default_split, n)
-    load_before = _load()
+    load_before = load_1min()
     cache = LayerInputCache(layer_cache_budget())
     arrival = timed_evaluation(task, lm, data, None, cache)
     base = arrival["result"]
     clicks = []
     for kind, layer, head in clicks_of(lm.layout, args.seed)[:args.clicks]:
         mask = HeadMask.full(lm.layout).toggled(kind, layer, head)
-        load = _load()
+        load = load_1min()
         timed = timed_evaluation(task, lm, data, mask, cache)
         result = timed.pop("result")
         click = {"removed": [kind, layer, head], **timed, "metric": result.metric, "loss": result.loss,
@@ -139,8 +110,8 @@ def main() -> None:
                         "metric_seconds": summary([c for c in clicks if c["removed"][0] == k], "metric_seconds")}
                     for k in kinds},
         "all_equal_uncached": None if args.no_check else all(c["equals_uncached"] for c in clicks),
-        "machine": machine(), "omp": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")},
-        "load_before": load_before, "load_after": _load(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(),
+        "load_before": load_before, "load_after": load_1min(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = Path(args.out) if args.out else RESULTS / f"seq2seq_live-{args.model}.json"

@@ -17,8 +17,8 @@ from import_map import imported_names
 FLOORS = [
     {"__init__", "core"},                  # conventions: session state, the mask, text, widgets, the page list
     {"runtime"},                           # long work: Work and the job board; no feature
-    {"model"},                             # the shared cached calls, the scores job, sizing, the warm-up
-    {"headmap", "curves", "attention", "roles", "speed", "examples", "smp", "sidebar"},    # features
+    {"model"},                             # the shared cached calls, the scores job, sizing, the warm-up, the pickers
+    {"headmap", "curves", "attention", "roles", "speed"},                                  # features
     {"share"},                             # the analysis bundle, links, report: reads the features' results
     {"tour"},                              # walks through every page
 ]
@@ -27,7 +27,7 @@ FLOOR_OF = {name: i for i, names in enumerate(FLOORS) for name in names}
 PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
         "app.headmap.figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
         "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
-        "app.core.mask_history", "app.roles.probe", "app.curves.words", "app.examples.tables",
+        "app.core.mask_history", "app.roles.probe", "app.curves.words", "app.headmap.examples",
         "pruning_core.analysis.attention_maps", "pruning_core.io.share_link"]
 
 
@@ -95,6 +95,15 @@ def test_app_folders_have_no_import_cycle():
     assert folder_cycles(folder_graph()) == []
 
 
+def test_design_draws_the_app_tree_and_its_floors():
+    """docs/DESIGN.md's ``app/`` tree names every folder of ``app/``, in the order of :data:`FLOORS`."""
+    text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    tree = text[text.index("```\napp/\n") + len("```\napp/\n"):]
+    drawn = re.findall(r"^  ([a-z_]+)/ ", tree[:tree.index("```")], flags=re.M)
+    folders = {p.name for p in ROOT.joinpath("app").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert sorted(drawn) == sorted(folders), (drawn, sorted(folders))
+    assert [FLOOR_OF[f] for f in drawn] == sorted(FLOOR_OF[f] for f in drawn), drawn
+
 def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
     probe = "import os\ndef f():\n    from app.headmap import panel\n    from ..model import cache\n"
     assert app_imports(probe, ["app", "core"]) == [("headmap", 3), ("model", 4)]
@@ -103,8 +112,9 @@ def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
 
 # A Head-map click's way to ``Task.evaluate``, as (importer, imported) hops between app modules; docs/DESIGN.md
 # lists these modules and counts them.
-CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/mask"), ("core/mask", "core/mask_history"),
-              ("headmap/panel", "model/cache"), ("model/cache", "runtime/work"), ("runtime/work", "runtime/board")]
+CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/state"), ("headmap/clicks", "core/mask"),
+              ("core/mask", "core/mask_history"), ("headmap/panel", "model/workload"), ("headmap/panel", "model/cache"),
+              ("model/cache", "runtime/work"), ("runtime/work", "runtime/board")]
 
 
 def modules_imported_by(module: str) -> set[str]:

@@ -135,6 +135,20 @@ def tiny_loaded(arch: str, tmp: Path, seed: int = 0, attn_implementation: str = 
                        weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites))
 
 
+def talkative_whisper(tmp: Path, begin_suppress: Sequence[int] = (13,)) -> LoadedModel:
+    """A tiny Whisper whose transcripts differ between utterances: its linear weights (not the output head) drawn
+    wide (std 0.5), and a generation config with suppressed ids 8 and 11, ``begin_suppress`` at the first step and
+    no-timestamps id 25 (the ids above it play the timestamps)."""
+    lm = tiny_loaded("whisper", tmp)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, module in lm.model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name != "proj_out":
+                module.weight.normal_(0.0, 0.5, generator=gen)
+    config = lm.model.generation_config
+    config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], list(begin_suppress), 25
+    return lm
+
 def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> dict:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(9, len(VOCAB), (batch, length), generator=g)

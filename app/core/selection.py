@@ -1,15 +1,17 @@
-"""What a page works on: one frozen value for the model, the task and how many examples are evaluated.
+"""What a page works on: one frozen value for the model, the task and how many examples are evaluated, and one
+for the scores asked of it.
 
-Every cached call and every long job takes a :class:`Selection` instead of loose ``(spec, task_name, limit)``
-arguments, so it is the key of the cross-session cache (``st.cache_data`` hashes its fields) and of the
-session's jobs. The session's selection comes from :func:`app.sidebar.pickers.selection`.
+Every cached call and every long job takes a :class:`Selection` (scores: a :class:`ScoreRequest`) instead of loose
+``(spec, task_name, limit)`` arguments, so it is the key of the cross-session cache (``st.cache_data`` hashes its
+fields) and of the session's jobs. The session's selection comes from :func:`app.model.pickers.selection`.
 
 "How many examples", one name per idea in the app:
 
 - ``eval_size``: examples evaluated, the first N of the task's evaluation split (this value's field).
 - ``default_eval_size``: a model's own evaluation size when the user chose none (a click in about 5 s;
   :func:`app.model.workload.default_eval_size`).
-- ``score_size``: examples a scorer reads on the score split (:func:`app.model.workload.score_size`).
+- ``score_size``: examples a scorer reads on the score split (:attr:`ScoreRequest.score_size`, chosen by
+  :func:`app.model.workload.score_request`).
 
 Pure: no Streamlit.
 """
@@ -31,5 +33,31 @@ class Selection:
                                            or self.eval_size < 1):
             raise ValueError(f"Selection.eval_size must be a positive int or None, got {self.eval_size!r}.")
 
+    def without_size(self) -> Selection:
+        """This model and task with no evaluation size: the key of results that do not depend on it (scores, roles)."""
+        return Selection(self.model, self.task)
 
-__all__ = ["Selection"]
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Every head's importance asked of a model on a task: by ``scorer`` on ``score_size`` examples of the score
+    split, with ``seed``. Its selection carries no evaluation size (scores do not depend on it), so one request
+    keys the cache, the kept file and the job whatever size the page evaluates; build it with :meth:`of`."""
+
+    sel: Selection                    # the model and the task, ``eval_size`` None
+    scorer: str                       # a registered scorer's name (``pruning_core.scoring``)
+    score_size: int | None            # examples the scorer reads; None: all of the split
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sel.eval_size is not None:
+            raise ValueError(f"ScoreRequest.sel must carry no evaluation size, got {self.sel!r}: build it with "
+                             "ScoreRequest.of(sel, scorer, score_size).")
+
+    @classmethod
+    def of(cls, sel: Selection, scorer: str, score_size: int | None, seed: int = 0) -> ScoreRequest:
+        """The request for ``sel``'s model and task, whatever its evaluation size."""
+        return cls(sel.without_size(), scorer, score_size, seed)
+
+
+__all__ = ["ScoreRequest", "Selection"]

@@ -38,7 +38,7 @@ Public functions
 - :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
 - :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
   :func:`scorer_name` / :func:`set_scorer`, :func:`eval_size` / :func:`set_eval_size` (the
-  session's whole selection: :func:`app.sidebar.pickers.selection`).
+  session's whole selection: :func:`app.model.pickers.selection`).
 - Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
   :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
   :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
@@ -80,7 +80,7 @@ TOUR_STEP = "hp_tour_step"
 MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
 MAP_EDITS = "hp_map_edits"      # app.headmap.clicks: what each edit button does, as last drawn
-MODEL_TYPED = "hp_model_typed"  # app.sidebar.pickers: (source, text) of a model that failed to load, kept in the form
+MODEL_TYPED = "hp_model_typed"  # app.model.pickers: (source, text) of a model that failed to load, kept in the form
 
 QP_STEP = "step"              # the Tour page's step: only that page's links carry it
 TOUR_PAGE = "tour"            # its url_path (app.core.pages)
@@ -228,7 +228,7 @@ def set_scorer(name: str) -> None:
 
 
 def eval_size() -> int | None:
-    """The evaluation size the user chose, or None for the model's own (:func:`app.sidebar.pickers.selection`
+    """The evaluation size the user chose, or None for the model's own (:func:`app.model.pickers.selection`
     resolves it)."""
     init()
     return st.session_state[EVAL_SIZE]

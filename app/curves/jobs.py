@@ -23,7 +23,7 @@ def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool =
           start: Start = "auto") -> Work:
     """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`)."""
     return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache_curves.curve,
-                (sel, scorer, workload.score_size(sel, scorer), step, rescore),
+                (sel, workload.score_request(sel, scorer), step, rescore),
                 {"seeds": cache_curves.curve_seeds(scorer)}, start=start)
 
 
@@ -36,8 +36,8 @@ def one_per_layer(sel: Selection, scorer: str | None, label: str = "One head per
                   start: Start = "auto") -> Work:
     """Each layer reduced to its best head, by ``scorer``'s scores or by search when None
     (:func:`app.curves.cache.one_per_layer`)."""
-    n = workload.score_size(sel, scorer) if scorer else None
-    return Work(f"one_{scorer}", label, cache_curves.one_per_layer, (sel, scorer, n), start=start)
+    req = workload.score_request(sel, scorer) if scorer else None
+    return Work(f"one_{scorer}", label, cache_curves.one_per_layer, (sel, req), start=start)
 
 
 def kinds(sel: Selection, scorer: str, label: str, fractions: tuple[float, ...] = FRACTIONS,
@@ -45,7 +45,7 @@ def kinds(sel: Selection, scorer: str, label: str, fractions: tuple[float, ...] 
     """Michel et al. §5, a share of one attention kind's heads removed at a time, by ``scorer`` and in ``seeds``
     random orders (:func:`app.curves.cache.kind_sensitivity`)."""
     return Work(f"kinds_{scorer}", label, cache_curves.kind_sensitivity,
-                (sel, scorer, workload.score_size(sel, scorer), fractions, seeds), start=start)
+                (sel, workload.score_request(sel, scorer), fractions, seeds), start=start)
 
 
 __all__ = ["CURVE_STEP", "KIND_SEEDS", "curve", "ablation", "one_per_layer", "kinds"]

@@ -42,7 +42,7 @@ from app.model import cache, workload
 from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
-from app.examples import tables as example_tables
+from app.headmap import examples as example_tables
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
@@ -92,13 +92,12 @@ def show(sel: Selection, arch, ranking, score_name: str) -> None:
 
 @st.fragment
 def _live(sel: Selection, arch, ranking, score_name: str) -> None:
-    spec, task_name = sel.model, sel.task
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
     mask = mask_state.current_mask(layout)
     wait = not reruns.fragment_rerun()  # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
-    latency_ui.drop_stale_timing(spec, mask)            # a timing of the previous mask would hold the CPU queue
+    latency_ui.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
     evaluation = _evaluation(sel, mask)
     evaluation.begin()                  # queued for the CPU now, while the map is drawn
     known = evaluation.ready()          # a redraw: the metric is drawn at once, never marked "updating"
@@ -106,7 +105,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with st.container(key=STRIP_KEY):
         strip = st.empty()
         strip.markdown(strip_text(mask) if known is None else _strip_done(mask, known))
-    roles = role_ui.ready(spec, task_name)      # the session's role report when found (no work here)
+    roles = role_ui.ready(sel)      # the session's role report when found (no work here)
     colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
     map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
     row = st.container(horizontal=True, wrap=True, gap=ROW_GAP)
@@ -114,7 +113,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with left:
         roles_slot, roles_wanted = _map_and_presets(arch, mask, ranking, score_name, roles)
     with right:                         # drawn after the map: the new mask's cheap numbers, then placeholders
-        metric_slot, speed_slot, history_slot = _panel_top(spec, mask, roles, known is None)
+        metric_slot, speed_slot, history_slot = _panel_top(sel.model, mask, roles, known is None)
     with metric_slot.container():
         note = st.empty()
         if known is None:
@@ -142,8 +141,8 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         with speed_slot.container():
             note = st.empty()
             note.caption(ui.updating_text("latency"))
-            pending += latency_ui.latency_panel(spec, mask, wait, note)
-    roles_job = role_ui.show_roles_job(roles_slot, spec, task_name, roles_wanted, roles, wait)  # last: holds up nothing
+            pending += latency_ui.latency_panel(sel.model, mask, wait, note)
+    roles_job = role_ui.show_roles_job(roles_slot, sel, roles_wanted, roles, wait)  # last: holds up nothing
     _poll(pending + ([roles_job] if roles_job is not None else []), early)
 
 
@@ -154,15 +153,18 @@ def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:
     early loss is drawn in place, without a rerun (which would redraw the map while the metric is computed)."""
     while pending and wait_for_change(pending, REDRAW_S, reruns.user_waiting):
         if early is None or not early.draw():
+            if early is not None:
+                early.draw_done()       # the metric in place at once; the rerun then draws the whole panel
             st.rerun(scope="fragment")
 
 
 @dataclass
 class EarlyLoss:
-    """Where the loss of ``mask`` is drawn while its metric is still computed (``Task.loss_first``: a translation
-    decodes after its loss pass; the evaluation reports the loss as its job's ``partial``). One line of text in
-    the panel and the strip: metric widgets there cost the decoding CPU time (the browser's layout), a line
-    nothing measurable (docs/FIGURES.md; ``benchmarks/dashboard_timings.py`` on the student)."""
+    """Where the figures of ``mask`` are drawn in place while the fragment waits: its loss while its metric is
+    still computed (``Task.loss_first``: a translation decodes after its loss pass; the evaluation reports the
+    loss as its job's ``partial``), then its metric and loss the moment the evaluation ends, before the rerun that
+    redraws the map and the panel. One line of text in the panel and the strip: metric widgets there would cost
+    the decoding the browser's layout (benchmarks/dashboard_timings.py)."""
 
     sel: Selection
     mask: HeadMask
@@ -183,6 +185,19 @@ class EarlyLoss:
         self.strip.markdown(strip_text(self.mask, f"{md_escape(label)}: :material/hourglass_top: updating (decoding)…",
                                        f"{loss:.4f}"))
         return True
+
+    def draw_done(self) -> None:
+        """Draw the finished evaluation's metric and loss in the strip and the panel's line (nothing while it runs
+        or after it failed): the fragment's rerun that follows takes a map's drawing longer to show them."""
+        ev = self.work.ready()
+        if ev is None:
+            return
+        self.strip.markdown(_strip_done(self.mask, ev))
+        label = ui.metric_label(ev.metric_name)
+        value = uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
+        self.note.markdown(f"{md_escape(label)} **{md_escape(value)}** · loss **{ev.loss:.4f}** for "
+                           f"{self.mask.n_kept} / {self.mask.n_total} heads")
+        _note_metric_sent(self.mask)
 
 
 def _task_metric(sel: Selection) -> str:

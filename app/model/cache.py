@@ -55,7 +55,7 @@ from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
-from app.core.selection import Selection
+from app.core.selection import ScoreRequest, Selection
 from app.runtime import board
 from app.runtime.work import Work
 from app.core.access import DataAccess, data_access_from
@@ -336,35 +336,39 @@ def score_split_of(task_name: str) -> str:
     return tasks.default_score_split(task(task_name))
 
 
+def score_config(req: ScoreRequest) -> ScoreConfig:
+    """The library's settings for ``req``: its size and seed on :func:`score_split_of` its task."""
+    return ScoreConfig(split=score_split_of(req.sel.task), limit=req.score_size, seed=req.seed)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def scores(spec: str, task_name: str, scorer: str, score_size: int | None, seed: int = 0,
-           _progress: ProgressCallback | None = None, split: str | None = None) -> ScoreResult:
-    """Importance scores of every head by ``scorer`` (larger = more important) on ``score_size`` examples of ``split``
-    (default: :func:`score_split_of`, train when the task has its own). The split used is in the
-    result's ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
-    config = ScoreConfig(split=split or score_split_of(task_name), limit=score_size, seed=seed)
-    loaded, the_task = load(spec), task(task_name)
-    if scorer_info(scorer).seeded:                     # reads no data: nothing worth keeping
-        return get_scorer(scorer).score(loaded, the_task, config, progress=_progress)
-    key = score_store.key_for(task_name, scorer, config.split, score_size, seed)
+def scores(req: ScoreRequest, _progress: ProgressCallback | None = None) -> ScoreResult:
+    """Importance scores of every head by ``req.scorer`` (larger = more important) on ``req.score_size`` examples of
+    :func:`score_split_of` the task (train when the task has its own). The split used is in the result's
+    ``provenance["split"]`` (absent for a scorer that reads no data, such as random)."""
+    config = score_config(req)
+    loaded, the_task = load(req.sel.model), task(req.sel.task)
+    if scorer_info(req.scorer).seeded:                 # reads no data: nothing worth keeping
+        return get_scorer(req.scorer).score(loaded, the_task, config, progress=_progress)
+    key = score_store.key_for(req.sel.task, req.scorer, config.split, req.score_size, req.seed)
     with _SCORE_LOCKS[(loaded.weights_sha256, key)]:  # one computation, whichever sessions ask together
         kept = score_store.load_stored(key, loaded.weights_sha256, loaded.layout)
         if kept is not None:
             return kept
-        result = get_scorer(scorer).score(loaded, the_task, config, progress=_progress)
+        result = get_scorer(req.scorer).score(loaded, the_task, config, progress=_progress)
         try:
             score_store.save_stored(key, result)
         except OSError as exc:                         # a read-only cache: the scores still serve this server
-            log.warning("could not keep the %s scores of %s: %s", scorer, spec, exc)
+            log.warning("could not keep the %s scores of %s: %s", req.scorer, req.sel.model, exc)
         return result
 
 
-def scores_kept(spec: str, task_name: str, scorer: str, score_size: int | None, seed: int = 0) -> bool:
-    """Whether :func:`scores` of these arguments (default split) is kept on disk: opening a page then
-    reads it instead of computing (``pruning_core.scoring.store``)."""
+def scores_kept(req: ScoreRequest) -> bool:
+    """Whether :func:`scores` of ``req`` is kept on disk: opening a page then reads it instead of computing
+    (``pruning_core.scoring.store``)."""
     try:
-        loaded, _ = load(spec), task(task_name)      # the task first: an exposed server's path check
-        key = score_store.key_for(task_name, scorer, score_split_of(task_name), score_size, seed)
+        loaded, _ = load(req.sel.model), task(req.sel.task)      # the task first: an exposed server's path check
+        key = score_store.key_for(req.sel.task, req.scorer, score_split_of(req.sel.task), req.score_size, req.seed)
     except HeadpruneError:
         return False
     return score_store.storable(key, loaded.weights_sha256) and score_store.stored_path(

@@ -15,11 +15,10 @@ from app.runtime.work import Start, Work
 def scores(sel: Selection, scorer: str, heads: int, start: Start | None = None) -> Work:
     """Every head's importance by ``scorer`` (``heads``: how many, for the time estimate); by default it waits
     for a click when :func:`app.model.workload.waits_for_click` says so."""
-    n = workload.score_size(sel, scorer)
+    req = workload.score_request(sel, scorer)
     if start is None:
-        start = "button" if workload.waits_for_click(sel.model, sel.task, scorer, n, heads) else "auto"
-    return Work(f"score_{scorer}", workload.scoring_label(sel.model, sel.task, scorer, n, heads), cache.scores,
-                (sel.model, sel.task, scorer, n), start=start)
+        start = "button" if workload.waits_for_click(req, heads) else "auto"
+    return Work(f"score_{scorer}", workload.scoring_label(req, heads), cache.scores, (req,), start=start)
 
 
 __all__ = ["scores"]

@@ -45,30 +45,27 @@ log = logging.getLogger("headprune.app")
 def wanted(spec: str, task_name: str, scorer: str = DEFAULT_SCORER) -> Selection | None:
     """The selection whose scores a new session's Head map would compute by itself, None when there is
     nothing to do ahead (:func:`why_not`)."""
-    return None if why_not(spec, task_name, scorer) else _selection(spec, task_name)
+    if spec not in catalog.prepared_names():     # before sizing: only a prepared model is read here
+        return None
+    sel = workload.default_selection(spec, task_name)
+    return None if why_not(sel, scorer) else sel
 
 
-def why_not(spec: str, task_name: str, scorer: str = DEFAULT_SCORER) -> str:
-    """Why ``spec``'s scores are not computed ahead ("" when they should be)."""
-    if spec not in catalog.prepared_names():
+def why_not(sel: Selection, scorer: str = DEFAULT_SCORER) -> str:
+    """Why ``sel``'s scores are not computed ahead ("" when they should be)."""
+    if sel.model not in catalog.prepared_names():
         return "not a prepared model"
-    sel = _selection(spec, task_name)
-    n, heads = workload.score_size(sel, scorer), cache.load(spec).layout.total_heads
-    if cache.scores_kept(spec, task_name, scorer, n):
+    req, heads = workload.score_request(sel, scorer), cache.load(sel.model).layout.total_heads
+    if cache.scores_kept(req):
         return "kept already"
-    if workload.waits_for_click(spec, task_name, scorer, n, heads):
-        return (f"{workload.about(workload.scoring_seconds(spec, task_name, scorer, n, heads))} of scoring: "
-                "the Head map starts it on a click")
+    if workload.waits_for_click(req, heads):
+        return f"{workload.about(workload.scoring_seconds(req, heads))} of scoring: the Head map starts it on a click"
     return ""
-
-
-def _selection(spec: str, task_name: str) -> Selection:
-    return Selection(spec, task_name, workload.default_eval_size(spec, task_name)[0])
 
 
 def warm(sel: Selection, scorer: str = DEFAULT_SCORER) -> None:
     """Compute and keep ``scorer``'s scores of ``sel`` (what the Head map asks for)."""
-    cache.scores(sel.model, sel.task, scorer, workload.score_size(sel, scorer))
+    cache.scores(workload.score_request(sel, scorer))
 
 
 def start(spec: str, task_name: str) -> threading.Thread | None:
@@ -123,10 +120,11 @@ def _warm_all(models: list[str]) -> int:
                   + ". Nothing scored.", file=sys.stderr)
             return 2
         t, task_name = time.monotonic(), catalog.get(spec).task
-        if why := why_not(spec, task_name):
+        sel = workload.default_selection(spec, task_name)
+        if why := why_not(sel):
             print(f"{spec}: {DEFAULT_SCORER} scores not computed ahead: {why}")
             continue
-        warm(_selection(spec, task_name))
+        warm(sel)
         print(f"{spec}: {DEFAULT_SCORER} scores on {task_name} kept for the dashboard in {time.monotonic() - t:.0f} s")
     return 0
 

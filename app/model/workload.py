@@ -18,7 +18,7 @@ from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import scorer_info
 from pruning_core.evaluation.significance import too_few
 
-from app.core.selection import Selection
+from app.core.selection import ScoreRequest, Selection
 from app.model import cache
 
 CLICK_SECONDS = 5.0              # a click should show its new metric within this
@@ -59,6 +59,11 @@ def click_eval_size(cost: budget.ExampleCost, seconds: float = CLICK_SECONDS * F
     return int(min(LARGEST_DEFAULT_EVAL_SIZE, 2 ** math.floor(math.log2(n))))
 
 
+def default_selection(spec: str, task_name: str) -> Selection:
+    """What a new session works on for ``spec`` and ``task_name``: the model's :func:`default_eval_size`."""
+    return Selection(spec, task_name, default_eval_size(spec, task_name)[0])
+
+
 def interval_note(n: int, unit: str = "example") -> str:
     """What ``n`` examples buy: the widest 95 % interval of an accuracy on them (p = 0.5), and how to narrow it;
     below :data:`pruning_core.evaluation.significance.MIN_PAIRED`, that no change can be told from noise."""
@@ -70,60 +75,58 @@ def interval_note(n: int, unit: str = "example") -> str:
             "and take four times as long.")
 
 
-def score_size(sel: Selection, scorer: str) -> int:
-    """Examples ``scorer`` reads: one that evaluates once per head reads the evaluated examples, the others
-    at least :data:`SCORE_SIZE`, cut for a costly model to what scores in about :data:`SCORE_SECONDS` on 2
-    cores (Whisper-base: a few dozen utterances, not 200), never below the evaluation size or
-    :data:`SMALLEST_DEFAULT_EVAL_SIZE`."""
+def score_request(sel: Selection, scorer: str) -> ScoreRequest:
+    """The scores ``scorer`` gives on ``sel``, with how many examples it reads: one that evaluates once per head
+    reads the evaluated examples, the others at least :data:`SCORE_SIZE`, cut for a costly model to what scores
+    in about :data:`SCORE_SECONDS` on 2 cores (Whisper-base: a few dozen utterances, not 200), never below the
+    evaluation size or :data:`SMALLEST_DEFAULT_EVAL_SIZE`."""
     info = scorer_info(scorer)
     if info.cost == "per_head":
-        return sel.eval_size
+        return ScoreRequest.of(sel, scorer, sel.eval_size)
     wanted = max(SCORE_SIZE, sel.eval_size)
-    if info.seeded:
-        return wanted
     try:
-        per_example = cache.example_cost(sel.model, sel.task).seconds(1, passes=GRADIENT_PASS)
+        per_example = 0.0 if info.seeded else cache.example_cost(sel.model, sel.task).seconds(1, passes=GRADIENT_PASS)
     except HeadpruneError:
-        return wanted
+        per_example = 0.0
     fits = int(SCORE_SECONDS // per_example) if per_example > 0 else wanted
-    return max(min(wanted, fits), min(sel.eval_size, wanted), SMALLEST_DEFAULT_EVAL_SIZE)
+    return ScoreRequest.of(sel, scorer, max(min(wanted, fits), min(sel.eval_size, wanted), SMALLEST_DEFAULT_EVAL_SIZE))
 
 
-def scoring_seconds(spec: str, task_name: str, scorer: str, score_size: int, heads: int) -> float:
-    """Estimated seconds to score every head with ``scorer`` on ``score_size`` examples; 0 when the model or
-    task cannot be read (the scoring job then fails and shows why, on the page that asked)."""
+def scoring_seconds(req: ScoreRequest, heads: int) -> float:
+    """Estimated seconds to score every head (``heads`` of them) as ``req`` asks; 0 when the model or task cannot
+    be read (the scoring job then fails and shows why, on the page that asked)."""
     try:
-        cost = cache.example_cost(spec, task_name)
+        cost = cache.example_cost(req.sel.model, req.sel.task)
     except HeadpruneError:
         return 0.0
-    info = scorer_info(scorer)
+    info = scorer_info(req.scorer)
     if info.cost == "per_head":
-        return cost.seconds(score_size, passes=heads + 1)
-    return 0.0 if info.seeded else cost.seconds(score_size, passes=GRADIENT_PASS)
+        return cost.seconds(req.score_size, passes=heads + 1)
+    return 0.0 if info.seeded else cost.seconds(req.score_size, passes=GRADIENT_PASS)
 
 
-def waits_for_click(spec: str, task_name: str, scorer: str, score_size: int, heads: int) -> bool:
-    """Whether scoring ``spec`` with ``scorer`` starts only on a click (never by opening a page). Scores
-    kept on disk never wait; a prepared model's short scoring starts by itself (once, then kept)."""
-    if cache.slow_scorer(scorer):
+def waits_for_click(req: ScoreRequest, heads: int) -> bool:
+    """Whether the scoring ``req`` asks for starts only on a click (never by opening a page). Scores kept on disk
+    never wait; a prepared model's short scoring starts by itself (once, then kept)."""
+    if cache.slow_scorer(req.scorer):
         return True
-    if scorer_info(scorer).seeded:
+    if scorer_info(req.scorer).seeded:
         return False                                   # random: no forward pass at all
-    if cache.scores_kept(spec, task_name, scorer, score_size):
+    if cache.scores_kept(req):
         return False
-    if cache.load(spec).task_type in CLICK_TASK_TYPES:
+    if cache.load(req.sel.model).task_type in CLICK_TASK_TYPES:
         return True
-    longest = PREPARED_SCORE_SECONDS if spec in catalog.names() else AUTO_SCORE_SECONDS
-    return scoring_seconds(spec, task_name, scorer, score_size, heads) > longest
+    longest = PREPARED_SCORE_SECONDS if req.sel.model in catalog.names() else AUTO_SCORE_SECONDS
+    return scoring_seconds(req, heads) > longest
 
 
-def scoring_label(spec: str, task_name: str, scorer: str, score_size: int, heads: int) -> str:
+def scoring_label(req: ScoreRequest, heads: int) -> str:
     """The scoring job's label, with its time estimate when it waits for a click."""
-    label = f"Scoring heads ({scorer})"
-    if cache.scores_kept(spec, task_name, scorer, score_size):
+    label = f"Scoring heads ({req.scorer})"
+    if cache.scores_kept(req):
         return label
-    secs = scoring_seconds(spec, task_name, scorer, score_size, heads)
-    if not waits_for_click(spec, task_name, scorer, score_size, heads):
+    secs = scoring_seconds(req, heads)
+    if not waits_for_click(req, heads):
         return label if secs <= AUTO_SCORE_SECONDS else f"{label}, {about(secs)}, once for every session"
     return f"{label}, {about(secs)} on 2 CPU cores"
 
@@ -138,25 +141,25 @@ ROLE_OVERHEAD = {"text": 1.5, "repeated": 1.5, "needle": 6.0}
 ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring every head in Python
 
 
-def roles_seconds(spec: str) -> float:
+def roles_seconds(sel: Selection) -> float:
     """Estimated seconds to find every head's roles (:func:`app.roles.cache.roles`) on 2 quiet CPU cores."""
-    loaded = cache.load(spec)
+    loaded = cache.load(sel.model)
     probes = {r.probe for r in map(get_role, role_names()) if kinds_for(r, loaded.task_type, loaded.layout.kinds)}
     return ROLE_FIXED_S + sum(ROLE_OVERHEAD[p] * budget.example_cost(loaded, loaded.task_type, ROLE_PROBES[p][1])
                               .seconds(ROLE_PROBES[p][0]) for p in probes)
 
 
-def roles_wait_for_click(spec: str) -> bool:
+def roles_wait_for_click(sel: Selection) -> bool:
     """Whether finding head roles starts only on a click: a speech or language model, or over :data:`AUTO_SCORE_SECONDS`."""
-    return cache.load(spec).task_type in CLICK_TASK_TYPES or roles_seconds(spec) > AUTO_SCORE_SECONDS
+    return cache.load(sel.model).task_type in CLICK_TASK_TYPES or roles_seconds(sel) > AUTO_SCORE_SECONDS
 
 
-def roles_label(spec: str) -> str:
+def roles_label(sel: Selection) -> str:
     """The roles job's label, with its time estimate when it waits for a click."""
     label = f"Finding head roles ({len(role_names())} roles)"
-    if not roles_wait_for_click(spec):
+    if not roles_wait_for_click(sel):
         return label
-    secs = roles_seconds(spec)
+    secs = roles_seconds(sel)
     return f"{label}, about {f'{secs:.0f} s' if secs < 90 else f'{secs / 60:.0f} min'} on 2 CPU cores"
 
 
@@ -202,14 +205,13 @@ def _eval_seconds(sel: Selection) -> float:
         return 0.0
 
 
-def curve_seconds(sel: Selection, scorer: str, score_size_: int, step: float, rescore: bool, heads: int,
-                  seeds: int = 1) -> float:
+def curve_seconds(sel: Selection, scorer: str, step: float, rescore: bool, heads: int, seeds: int = 1) -> float:
     """Estimated seconds of one pruning curve: its scoring (again at every point with ``rescore``) and one
     evaluation of ``sel.eval_size`` examples per point, for each of ``seeds``."""
     from pruning_core.evaluation.experiments import removal_schedule
 
     points = len(removal_schedule(heads, step))
-    scoring = scoring_seconds(sel.model, sel.task, scorer, score_size_, heads)
+    scoring = scoring_seconds(score_request(sel, scorer), heads)
     return seeds * (scoring * (points if rescore else 1) + points * _eval_seconds(sel))
 
 
@@ -226,15 +228,14 @@ def kinds_evaluations(kinds: int, fractions: int, seeds: int) -> int:
 
 def kinds_seconds(sel: Selection, scorer: str, heads: int, kinds: int, fractions: int, seeds: int) -> float:
     """Estimated seconds of the attention-kinds comparison: the scoring and :func:`kinds_evaluations`."""
-    scoring = scoring_seconds(sel.model, sel.task, scorer, score_size(sel, scorer), heads)
+    scoring = scoring_seconds(score_request(sel, scorer), heads)
     return scoring + kinds_evaluations(kinds, fractions, seeds) * _eval_seconds(sel)
 
 
-def one_per_layer_seconds(sel: Selection, heads: int, layers: int, scorer: str | None,
-                          score_size_: int | None) -> float:
+def one_per_layer_seconds(sel: Selection, heads: int, layers: int, scorer: str | None) -> float:
     """Estimated seconds of "one head per layer": by search, one evaluation per head; by a scorer's scores,
     the scoring and one evaluation per layer; plus the evaluations with all heads and with every layer cut."""
     one = _eval_seconds(sel)
     if scorer is None:
         return (heads + 2) * one
-    return scoring_seconds(sel.model, sel.task, scorer, score_size_ or sel.eval_size, heads) + (layers + 2) * one
+    return scoring_seconds(score_request(sel, scorer), heads) + (layers + 2) * one

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.core.selection import Selection
 from app.model.cache import load, task
 from app.roles.probe import ProbeView, probe_view
 from pruning_core.core.progress import ProgressCallback
@@ -13,25 +14,26 @@ from pruning_core.analysis.roles import InductionCheck, RoleReport, compute_role
 __all__ = ["induction_roles", "role_probe", "roles"]
 
 
-def roles(spec: str, task_name: str, seed: int = 0, _progress: ProgressCallback | None = None) -> RoleReport:
+def roles(sel: Selection, seed: int = 0, _progress: ProgressCallback | None = None) -> RoleReport:
     """Every role's score of every head (``pruning_core.analysis.roles.compute_roles`` on the shared model, only read),
-    probed with ``task_name``'s sentences; once per model, weights, task, roles and seed for all sessions."""
-    return _roles(spec, load(spec).weights_sha256, task_name, tuple(role_names()), seed, _progress)
+    probed with ``sel.task``'s sentences; once per model, weights, task, roles and seed for all sessions, whatever
+    the evaluation size."""
+    return _roles(sel.without_size(), load(sel.model).weights_sha256, tuple(role_names()), seed, _progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _roles(spec: str, weights_sha256: str, task_name: str, names: tuple[str, ...], seed: int,
+def _roles(sel: Selection, weights_sha256: str, names: tuple[str, ...], seed: int,
            _progress: ProgressCallback | None = None) -> RoleReport:
-    return compute_roles(load(spec), task=task(task_name), roles=list(names), seed=seed, progress=_progress)
+    return compute_roles(load(sel.model), task=task(sel.task), roles=list(names), seed=seed, progress=_progress)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def role_probe(spec: str, task_name: str, role: str, seed: int = 0) -> ProbeView:
+def role_probe(sel: Selection, role: str, seed: int = 0) -> ProbeView:
     """One sequence of ``role``'s probe with every head's map on it (:func:`app.roles.probe.probe_view`)."""
-    return probe_view(load(spec), task(task_name), role, seed)
+    return probe_view(load(sel.model), task(sel.task), role, seed)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def induction_roles(spec: str, task_name: str, _progress: ProgressCallback | None = None) -> InductionCheck:
+def induction_roles(sel: Selection, _progress: ProgressCallback | None = None) -> InductionCheck:
     """The Tour's induction step: :func:`pruning_core.analysis.roles.induction_check` (SmolLM2: 30-100 s on 2 CPU cores)."""
-    return induction_check(load(spec), task=task(task_name), progress=_progress)
+    return induction_check(load(sel.model), task=task(sel.task), progress=_progress)

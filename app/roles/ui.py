@@ -21,6 +21,7 @@ from app.roles import cache as cache_roles
 from app.core import state, ui
 from app.model import workload
 from app.core.colouring import IMPORTANCE, STRONGEST
+from app.core.selection import Selection
 from app.core.text import md_escape
 from app.runtime.work import PENDING, Work
 
@@ -32,20 +33,20 @@ def applicable(arch) -> list[str]:
     return [r for r in role_names() if kinds_for(get_role(r), arch.task_type, arch.layout.kinds)]
 
 
-def ready(spec: str, task_name: str) -> RoleReport | None:
-    """This session's finished role report of ``spec`` on ``task_name``; None when not (yet) computed. No work."""
-    return Work(JOB, "Finding head roles", cache_roles.roles, (spec, task_name)).ready()
+def ready(sel: Selection) -> RoleReport | None:
+    """This session's finished role report of ``sel``'s model on its task; None when not (yet) computed. No work."""
+    return Work(JOB, "Finding head roles", cache_roles.roles, (sel.without_size(),)).ready()
 
 
-def show_roles_job(slot, spec: str, task_name: str, wanted: bool, drawn: RoleReport | None,
+def show_roles_job(slot, sel: Selection, wanted: bool, drawn: RoleReport | None,
                    wait: bool = True) -> Work | None:
     """In ``slot``: the roles job when ``wanted`` (its button with the time estimate, or its progress); once
     its report is there and the map was ``drawn`` without one, rerun so the map shows it. Returns the job
     while it runs and ``wait`` is False (:meth:`app.runtime.work.Work.show`), else None."""
     if not wanted:
         return None
-    job = Work(JOB, workload.roles_label(spec), cache_roles.roles, (spec, task_name),
-               start="button" if workload.roles_wait_for_click(spec) else "auto")
+    job = Work(JOB, workload.roles_label(sel), cache_roles.roles, (sel.without_size(),),
+               start="button" if workload.roles_wait_for_click(sel) else "auto")
     with slot:
         report = job.show(wait)
     if report is PENDING:
@@ -104,7 +105,7 @@ def summary_caption(report: RoleReport | None, mask: HeadMask) -> None:
 
 
 # -- the Attention page's role probe -------------------------------------------------------------------
-def probe_tab(spec: str, task_name: str, arch) -> None:
+def probe_tab(sel: Selection, arch) -> None:
     """A role's probe input and one head's attention map on it, the head with the highest score first."""
     roles = applicable(arch)
     if not roles:
@@ -115,7 +116,7 @@ def probe_tab(spec: str, task_name: str, arch) -> None:
                         **ui.remembered(state.widget_key("attention", "role"),
                                         "induction" if "induction" in roles else roles[0]))
     view = Work("role_probe", f"Running the model on the {get_role(role).title} probe", cache_roles.role_probe,
-                (spec, task_name, role), progress=False).show()
+                (sel.without_size(), role), progress=False).show()
     if view is None:
         return
     kind = view.kinds[0] if len(view.kinds) == 1 else c2.selectbox(
@@ -130,7 +131,7 @@ def probe_tab(spec: str, task_name: str, arch) -> None:
     st.caption(f"**Probe**: {md_escape(view.input)}. **Score**: {md_escape(get_role(role).score)} (A: the head's "
                "attention weights, a row per reading token, a column per token read; [BOS]: the start token); a head with a "
                f"score above {view.threshold:g} has the role (✔). " + " ".join(md_escape(n) for n in view.notes))
-    report = ready(spec, task_name)
+    report = ready(sel)
     if report is not None and (full := report.score(role, (kind, layer, head))) is not None:
         st.caption(f"Over the whole probe set this head scores {full:.2f} "
                    f"({'has' if full > view.threshold else 'does not have'} the role).")

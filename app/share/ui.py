@@ -22,14 +22,13 @@ def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorer
                     with_one_per_layer: bool) -> Analysis:
     """The session's analysis, from the same jobs the other pages start (:mod:`app.curves.jobs`: instant
     when they ran already; otherwise computed here with a progress bar). Missing parts are left out."""
-    spec, task_name = sel.model, sel.task
-    loaded = cache.load(spec)
+    loaded = cache.load(sel.model)
     scores = {}
     for name in dict.fromkeys([scorer, *curve_scorers]):      # slow models: scoring waits for a click here too
         result = jobs.scores(sel, name, loaded.layout.total_heads).show()
         if result is not None:
             scores[name] = result
-    curves = computed_curves(loaded, task_name)        # whatever this session computed, with its own settings
+    curves = computed_curves(loaded, sel.task)         # whatever this session computed, with its own settings
     for name in (n for n in curve_scorers if n not in curves):
         result = curve_jobs.curve(sel, name).show()
         if result is not None:
@@ -40,17 +39,17 @@ def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorer
     one = curve_jobs.one_per_layer(sel, scorer).show() if with_one_per_layer else None
     bench = session_results.get_result("bench")          # the Speed page's sweep, else the Head map's probe
     if bench is None or bench.mask != mask:
-        bench = latency_ui.measurement(spec, mask)
+        bench = latency_ui.measurement(sel.model, mask)
     return Analysis(
-        model_id=spec, layout=loaded.layout, mask=mask, task=task_name, scorer=scorer,
+        model_id=sel.model, layout=loaded.layout, mask=mask, task=sel.task, scorer=scorer,
         weights_sha256=loaded.weights_sha256, eval_size=sel.eval_size, scores=scores, curves=curves,
         evaluation=evaluation, dense_evaluation=dense, ablation=ablation, one_per_layer=one, bench=bench,
         provenance=analysis_provenance(
-            loaded, task_name, {"eval_limit": sel.eval_size, "scorer": scorer,
-                                "score_split": _score_split(scores.get(scorer)),
-                                "score_seed": 0, "curve_step": curve_jobs.CURVE_STEP, "curve_rescore": False,
-                                "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
-            split=cache.split_of(task_name), n_examples=(evaluation or dense).n_examples
+            loaded, sel.task, {"eval_limit": sel.eval_size, "scorer": scorer,
+                               "score_split": _score_split(scores.get(scorer)),
+                               "score_seed": 0, "curve_step": curve_jobs.CURVE_STEP, "curve_rescore": False,
+                               "curve_seeds": {name: list(curve.seeds) or [0] for name, curve in curves.items()}},
+            split=cache.split_of(sel.task), n_examples=(evaluation or dense).n_examples
             if (evaluation or dense) is not None else sel.eval_size))
 
 

@@ -21,7 +21,7 @@ from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
 from app.attention import figures as attention, cache as cache_attention
 from app.model import cache, jobs, workload
 from app.curves import jobs as curve_jobs
-from app.sidebar import pickers
+from app.model import pickers
 from app.curves import figures as charts, kinds as kinds_tab, tables, words as curve_words
 from app.roles import cache as cache_roles
 from app.headmap import cache as cache_headmap, latency as latency_ui
@@ -261,7 +261,7 @@ def _speed(ctx: Ctx) -> bool:
 
 def _induction(ctx: Ctx) -> bool:
     check = Work("induction", "Finding the induction heads", cache_roles.induction_roles,
-                 (ctx.spec, ctx.model.task)).show()
+                 (ctx.sel.without_size(),)).show()
     if check is None:
         return False
     mask = _prepare(check.mask, f"{len(check.heads)} induction heads removed")

@@ -176,7 +176,7 @@ def batches(data, batch_size: int, device=None) -> tuple[Iterator, int]:
     """
     part = batch_part()
     if part is None:
-        return data.batches(batch_size, device=device), max(1, -(-data.n_examples // batch_size))
+        return data.batches(batch_size, device=device), max(1, data.n_batches(batch_size))
     return data.batches(batch_size, device=device, part=part), max(1, data.n_batches(batch_size, part))
 
 

@@ -74,6 +74,7 @@ class Task:
 
     task_type: str = ""
     default_metric: str = ""
+    max_padding: float | None = None  # batching: the most of a batch's cells that may be padding (None: count only)
     beam_search: bool = False         # whether evaluate decodes text, so that beams > 1 means something
     loss_first: bool = False          # evaluate: every batch's loss first (reported as progress's ``partial``), then
     #                                   the predictions: a page shows the loss while a slow decoding runs

@@ -97,23 +97,46 @@ class EncodedData:
             return list(range(self.n_examples))
         return sorted(range(self.n_examples), key=lambda i: (self.lengths[i], i))
 
-    def batches(self, batch_size: int = 64, device: torch.device | str | None = None,
-                sort_by_length: bool = True, part: tuple[int, int] | None = None) -> Iterator[EncodedBatch]:
-        """``ceil(n / batch_size)`` batches covering every example once, shortest first.
+    def plan(self, batch_size: int = 64, sort_by_length: bool = True) -> list[list[int]]:
+        """Example positions of each batch, in batch order: at most ``batch_size`` each, shortest first.
 
-        part: ``(rank, world_size)``: only batches ``rank, rank + world_size, ...`` of that sequence
-        (a data-parallel rank's share, :mod:`pruning_core.runtime.distributed`); the others are not collated.
+        Where the task sets ``max_padding`` (a share of a batch's cells), a length-sorted batch also closes before
+        the next example would make more of its cells padding than that; the plan depends only on the data, so
+        every caller (CLI, dashboard, scorers) batches a split alike.
         """
         if batch_size < 1:
             raise DataError(f"batch_size must be at least 1, got {batch_size}.")
         order = self.order(sort_by_length)
+        max_padding = getattr(self.task, "max_padding", None) if sort_by_length else None
+        plan: list[list[int]] = []
+        real = 0                                # tokens in the open batch; sorted, so the newest is the widest
+        for i in order:
+            batch = plan[-1] if plan else None
+            fits = (batch is not None and len(batch) < batch_size
+                    and (max_padding is None
+                         or real + self.lengths[i] >= (1 - max_padding) * self.lengths[i] * (len(batch) + 1)))
+            if fits:
+                batch.append(i)
+                real += self.lengths[i]
+            else:
+                plan.append([i])
+                real = self.lengths[i]
+        return plan
+
+    def batches(self, batch_size: int = 64, device: torch.device | str | None = None,
+                sort_by_length: bool = True, part: tuple[int, int] | None = None) -> Iterator[EncodedBatch]:
+        """Every example once, batch by batch as :meth:`plan` groups them.
+
+        part: ``(rank, world_size)``: only batches ``rank, rank + world_size, ...`` of that sequence
+        (a data-parallel rank's share, :mod:`pruning_core.runtime.distributed`); the others are not collated.
+        """
         first, every = part if part is not None else (0, 1)
-        for start in range(first * batch_size, len(order), every * batch_size):
-            yield self.task._collate(self, order[start:start + batch_size], device)
+        for rows in self.plan(batch_size, sort_by_length)[first::every]:
+            yield self.task._collate(self, rows, device)
 
     def n_batches(self, batch_size: int, part: tuple[int, int] | None = None) -> int:
         """How many batches :meth:`batches` yields (for ``part``: that rank's share)."""
-        total = -(-self.n_examples // batch_size)
+        total = len(self.plan(batch_size))
         if part is None:
             return total
         rank, size = part
@@ -121,9 +144,9 @@ class EncodedData:
 
     def padding_fraction(self, batch_size: int = 64, sort_by_length: bool = True) -> float:
         """Share of the encoder input positions that are padding, for this batching."""
-        order, pad, total = self.order(sort_by_length), 0, 0
-        for start in range(0, len(order), batch_size):
-            lens = [len(self.features[i]["input_ids"]) for i in order[start:start + batch_size]]
+        pad, total = 0, 0
+        for rows in self.plan(batch_size, sort_by_length):
+            lens = [len(self.features[i]["input_ids"]) for i in rows]
             pad += max(lens) * len(lens) - sum(lens)
             total += max(lens) * len(lens)
         return pad / total if total else 0.0

@@ -58,6 +58,7 @@ class LanguageModelTask(Task):
 
     task_type = "language_model"
     default_metric = PERPLEXITY.name
+    max_padding = 0.25                 # windows vary in length; every padded position costs a whole decoder pass
 
     def __init__(self, name: str, loader: Loader, *, stride: int | None = None, **kwargs) -> None:
         super().__init__(name, loader, **kwargs)

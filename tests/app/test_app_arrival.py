@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from app.core.selection import ScoreRequest, Selection
 from app.model import workload
 from browser_helpers import ROOT, app_env, ok
 from pruning_core.scoring import store as score_store
@@ -67,10 +68,13 @@ def test_a_prepared_models_short_scoring_starts_by_itself(monkeypatch):
     monkeypatch.setattr(cache, "scores_kept", lambda *a, **k: False)
     monkeypatch.setattr(cache, "load", lambda spec: type("Loaded", (), {"task_type": "classification"})())
     monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 15.0)     # the default's gradient scoring
-    assert not workload.waits_for_click("default", "movie-sentiment", "gradient", 512, 72)
-    assert workload.waits_for_click("/some/folder", "movie-sentiment", "gradient", 512, 72)
+    def request(spec: str) -> ScoreRequest:
+        return ScoreRequest(Selection(spec, "movie-sentiment"), "gradient", 512)
+
+    assert not workload.waits_for_click(request("default"), 72)
+    assert workload.waits_for_click(request("/some/folder"), 72)
     monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 300.0)
-    assert workload.waits_for_click("default", "movie-sentiment", "gradient", 512, 72)
+    assert workload.waits_for_click(request("default"), 72)
 
 
 def test_the_landing_page_says_what_the_tool_is_for_and_offers_the_tour_and_the_head_map(tiny_bert, tmp_path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from app.examples import tables as view
+from app.headmap import examples as view
 from app.core import uncertainty
 from browser_helpers import ROOT, app_env, ok
 from pruning_core.tasks.per_example import ExampleOutputs

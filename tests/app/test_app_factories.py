@@ -50,7 +50,7 @@ def test_only_the_factories_build_a_long_job():
 
 
 def test_the_checker_sees_a_long_job_spelled_at_a_call_site():
-    assert spelled_long_jobs("w = Work('score_x', 'S', cache.scores, (sel.model, sel.task, 'x', 8))") == [1]
+    assert spelled_long_jobs("w = Work('score_x', 'S', cache.scores, (req,))") == [1]
     assert spelled_long_jobs("w = Work('a', 'A', fn=cache_curves.ablation, args=(sel,))") == [1]
     assert spelled_long_jobs("w = Work('t', 'T', cache.latency, (spec, mask))") == []
 

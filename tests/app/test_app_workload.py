@@ -111,12 +111,17 @@ def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
     costs = {"cheap": budget.example_cost(tf.BertConfig(**MINILM), "classification", 27),
              "whisper": budget.example_cost(tf.WhisperConfig(**WHISPER_BASE), "asr")}
     monkeypatch.setattr(cache, "example_cost", lambda spec, task_name: costs[spec])
-    assert workload.score_size(Selection("cheap", "t", 128), "gradient") == workload.SCORE_SIZE == 512
-    n = workload.score_size(Selection("whisper", "t", 2), "gradient")
+    def size(sel: Selection, scorer: str) -> int | None:
+        req = workload.score_request(sel, scorer)
+        assert req.sel == Selection(sel.model, sel.task) and req.scorer == scorer    # the size is not its key
+        return req.score_size
+
+    assert size(Selection("cheap", "t", 128), "gradient") == workload.SCORE_SIZE == 512
+    n = size(Selection("whisper", "t", 2), "gradient")
     assert 2 <= n < 100 and costs["whisper"].seconds(n, workload.GRADIENT_PASS) <= workload.SCORE_SECONDS
-    assert workload.score_size(Selection("whisper", "t", 150), "gradient") == 150    # never below the evaluation size
-    assert workload.score_size(Selection("whisper", "t", 2), "random") == workload.SCORE_SIZE   # seeded: not cut
-    assert workload.score_size(Selection("whisper", "t", 2), "ablation") == 2
+    assert size(Selection("whisper", "t", 150), "gradient") == 150    # never below the evaluation size
+    assert size(Selection("whisper", "t", 2), "random") == workload.SCORE_SIZE   # seeded: not cut
+    assert size(Selection("whisper", "t", 2), "ablation") == 2
 
 
 # Bergamot's student as a stock Marian config (it counts a decoder self-attention the SSRU student lacks)

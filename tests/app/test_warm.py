@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.model import warm
+from app.core.selection import Selection
+from app.model import warm, workload
 
 
 
@@ -18,11 +19,12 @@ def prepared(tiny_bert, monkeypatch, tmp_path):
 
 def test_scored_ahead_once_then_kept(prepared):
     spec, task = prepared
-    assert warm.why_not(spec, task) == ""
+    sel = workload.default_selection(spec, task)
+    assert warm.why_not(sel) == ""
     thread = warm.start(spec, task)
     thread.join(300)
     assert not thread.is_alive()
-    assert warm.why_not(spec, task) == "kept already"
+    assert warm.why_not(sel) == "kept already"
     assert warm.start(spec, task) is None                  # a second server start computes nothing
 
 
@@ -40,12 +42,13 @@ def test_a_long_scoring_keeps_its_button(prepared, monkeypatch):
     spec, task = prepared
     monkeypatch.setattr(warm.workload, "waits_for_click", lambda *a: True)
     monkeypatch.setattr(warm.workload, "scoring_seconds", lambda *a: 58.0)
-    assert "the Head map starts it on a click" in warm.why_not(spec, task)
+    assert "the Head map starts it on a click" in warm.why_not(workload.default_selection(spec, task))
     assert warm.start(spec, task) is None
 
 
 def test_only_prepared_models(tiny_bert, capsys):
-    assert warm.why_not(str(tiny_bert.model), tiny_bert.task) == "not a prepared model"
+    assert warm.why_not(Selection(str(tiny_bert.model), tiny_bert.task)) == "not a prepared model"
+    assert warm.wanted(str(tiny_bert.model), tiny_bert.task) is None
     assert warm.main(["no-such-model"]) == 2
     assert "no such model; the models are" in capsys.readouterr().err
 

@@ -57,7 +57,8 @@ document.addEventListener('DOMContentLoaded', () => document.getElementById('b')
   s.textContent = 'Heads kept 71 / 72 · metric and loss: updating…'; lat.textContent = 'latency: updating…';
   setTimeout(() => {{ s.textContent = 'Heads kept 71 / 72 · BLEU: updating (decoding)… · loss 0.31'; }}, 200);
   setTimeout(() => {{ s.textContent = 'Heads kept 71 / 72 · BLEU 28 · loss 0.31'; }}, 400);
-  setTimeout(() => {{ lat.textContent = 'latency 2 ms'; }}, 700);
+  setTimeout(() => {{ lat.textContent = 'latency (pruned), estimate ≈ 2 ms measuring this mask…'; }}, 700);
+  setTimeout(() => {{ lat.textContent = 'latency 2 ms'; }}, 1000);
 }}));
 </script></head><body><button id="b" style="width:200px;height:50px">head</button>
 <div class="{LIVE_STRIP[1:]}">Heads kept 72 / 72 · BLEU 29 · loss 0.3</div><p id="lat">latency 1 ms</p>
@@ -65,7 +66,8 @@ document.addEventListener('DOMContentLoaded', () => document.getElementById('b')
 
 
 def test_a_click_is_timed_inside_the_page_until_the_new_loss_metric_and_latency_show():
-    """A translation's loss shows before its BLEU (the strip still says "updating"): each is timed when it shows."""
+    """A translation's loss shows before its BLEU (the strip still says "updating"), the latency's estimate before
+    its measurement: each is timed when it shows."""
     path = chromium_path()
     if path is None:
         pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
@@ -73,14 +75,15 @@ def test_a_click_is_timed_inside_the_page_until_the_new_loss_metric_and_latency_
         page = browser.new_page()
         page.set_content(PAGE)
         bench.watch(page, 71)
-        assert bench.watched(page) == {"loss": None, "metric": None, "latency": None}      # nothing clicked yet
+        assert bench.watched(page) == {"loss": None, "metric": None, "latency": None, "measured": None}  # no click yet
         page.click("#b")
-        page.wait_for_function("() => window.__hp_click.latency !== null", timeout=10_000)
+        page.wait_for_function("() => window.__hp_click.measured !== null", timeout=10_000)
         times = bench.watched(page)
         # setTimeout fires no earlier than asked; a loaded machine may add tens of milliseconds
         assert 0.2 <= times["loss"] < 0.2 + 1.0 and times["metric"] > times["loss"]
         assert 0.4 <= times["metric"] < 0.4 + 1.0
-        assert 0.7 <= times["latency"] < 0.7 + 1.0 and times["latency"] > times["metric"]
+        assert 0.7 <= times["latency"] < 0.7 + 1.0 and times["latency"] > times["metric"]     # the estimate
+        assert 1.0 <= times["measured"] < 1.0 + 1.0 and times["measured"] > times["latency"]  # the measurement
 
 
 def test_the_panel_logs_each_metric_sent_and_the_observer_writes_it_as_a_json_line(tmp_path, caplog):
@@ -107,3 +110,13 @@ def test_the_panel_logs_each_metric_sent_and_the_observer_writes_it_as_a_json_li
     subprocess.run([sys.executable, "-c", "import logging; logging.getLogger('headprune.app.metrics')"
                     ".info('metric sent %s', '{\"mask\": \"e:1.f\", \"sent\": 1.5, \"cpu\": 2.5}')"], env=env, check=True)
     assert bench.metrics_sent(out) == {"e:1.f": 1.5} and bench.metrics_sent(out, "cpu") == {"e:1.f": 2.5}
+
+
+def test_spread_clicks_take_every_kind_in_turn_and_spread_over_its_layers():
+    grids = [[8] * 6, [8] * 2, [8] * 2]            # a translation student: 6 encoder layers, 2 decoder layers
+    targets = bench.kind_targets(grids, 9, 3)
+    assert [t[0] for t in targets] == [0, 1, 2] * 3
+    assert sorted({t[1] for t in targets if t[0] == 0}) == [1, 3, 5]       # spread, not the last three
+    assert {t[1] for t in targets if t[0] == 1} == {0, 1}
+    assert len(set(targets)) == 9 and all(0 <= h < 8 for _, _, h in targets)   # never the same head twice
+    assert [t[1] for t in bench.kind_targets([[9] * 30], 6, 3)] == [29, 24, 19, 14, 9, 4]

@@ -10,7 +10,7 @@ from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.architectures.marian_ssru import SSRUDecoderSteps
 from pruning_core.modeling.greedy import AllowedIds, CachedSteps, decoder_steps, greedy_decode, supports_greedy
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from tiny import tiny_inputs, tiny_loaded
+from tiny import talkative_whisper, tiny_inputs, tiny_loaded
 
 ARCHS = ["marian-ssru", "marian", "bart"]
 NEW = 12
@@ -156,18 +156,11 @@ def test_other_decoders_decode_through_the_models_own_decoder(tmp_path, arch, at
 # -- Whisper: a prompt of several ids, suppressed ids, no timestamps ---------------------------------------------
 
 def talking_whisper(tmp_path, mask=None):
-    """A tiny Whisper whose transcripts differ between utterances and end at different steps under ``mask``: weights
-    drawn wide (std 0.5); a generation config with suppressed ids, ids suppressed at the first step and a no-timestamps
-    id (the prompt becomes start + no timestamps; ids above it play the timestamps); and as end-of-text the id whose
-    first appearance differs most between the utterances' transcripts (:func:`whisper_features`)."""
-    lm = tiny_loaded("whisper", tmp_path)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, module in lm.model.named_modules():
-            if isinstance(module, torch.nn.Linear) and name != "proj_out":
-                module.weight.normal_(0.0, 0.5, generator=gen)
+    """:func:`tiny.talkative_whisper` whose transcripts also end at different steps under ``mask`` (the prompt
+    becomes start + no timestamps): as end-of-text the id whose first appearance differs most between the
+    utterances' transcripts (:func:`whisper_features`)."""
+    lm = talkative_whisper(tmp_path, begin_suppress=(13, 6))
     config = lm.model.generation_config
-    config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], [13, 6], 25
     config.eos_token_id = lm.model.config.eos_token_id = 7          # the pad id: never produced
     from pruning_core.tasks.speech import greedy_rules
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import random
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -78,6 +79,26 @@ def masks(layout, kind: str = "encoder_self") -> list[tuple[str, HeadMask | None
             ("fully removed layer", whole_layer), ("same mask again", whole_layer), ("dense again", full)]
 
 
+@contextmanager
+def layer_runs(loaded: LoadedModel, task, data, cache: LayerInputCache, modules=None):
+    """Yields ``run(mask) -> (batches each of modules ran, result)``: one evaluation of ``mask`` with ``cache``,
+    counting each module's forward calls (default: the layer stack's layers); the hooks go on exit."""
+    modules = adapter_for(loaded.model).layer_stack(loaded.model).layers if modules is None else modules
+    calls = [0] * len(modules)
+    handles = [m.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, m in enumerate(modules)]
+
+    def run(mask: HeadMask | None):
+        calls[:] = [0] * len(modules)
+        result = task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+        return list(calls), result
+    try:
+        yield run
+    finally:
+        for h in handles:
+            h.remove()
+
+
 @pytest.mark.parametrize("arch,attn", RESUMABLE)
 def test_resumed_evaluation_equals_the_full_masked_pass(arch, attn, tmp_path):
     loaded = three_layer_model(arch, tmp_path, attn)
@@ -113,27 +134,13 @@ def assert_resumed_equals_full(loaded, task, data, clicks: list[tuple[str, HeadM
 def test_a_change_in_layer_l_runs_only_layers_l_and_later(arch, attn, tmp_path):
     loaded = three_layer_model(arch, tmp_path, attn)
     task, data = sentiment_data(loaded, tmp_path)
-    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
-    cache = LayerInputCache(max_bytes=64 * 2**20)
-    calls = [0] * LAYERS
-    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-               for i, layer in enumerate(layers)]
-    batches = data.n_batches(BATCH)
-    try:
-        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
-        assert calls == [batches] * LAYERS
-        full = HeadMask.full(loaded.layout)
+    batches, full = data.n_batches(BATCH), HeadMask.full(loaded.layout)
+    with layer_runs(loaded, task, data, LayerInputCache(max_bytes=64 * 2**20)) as run:
+        assert run(None)[0] == [batches] * LAYERS
         for changed in (2, 1, 0):
-            calls[:] = [0] * LAYERS
-            task.evaluate(loaded, data, full.toggled("encoder_self", changed, 3), batch_size=BATCH, layer_cache=cache)
-            assert calls == [0] * changed + [batches] * (LAYERS - changed), changed
-        calls[:] = [0] * LAYERS                      # a second change in layer 1 after one in layer 0: from layer 1
+            assert run(full.toggled("encoder_self", changed, 3))[0] == [0] * changed + [batches] * (LAYERS - changed)
         two = full.toggled("encoder_self", 0, 3).toggled("encoder_self", 1, 1)
-        task.evaluate(loaded, data, two, batch_size=BATCH, layer_cache=cache)
-        assert calls == [0, batches, batches]
-    finally:
-        for h in handles:
-            h.remove()
+        assert run(two)[0] == [0, batches, batches]      # a second change in layer 1 after one in layer 0: from layer 1
 
 
 def test_the_cache_keeps_to_its_budget_least_recently_used_first(tmp_path):
@@ -166,24 +173,16 @@ def test_the_inputs_every_first_click_resumes_from_outlast_other_sessions_clicks
     probe = LayerInputCache(max_bytes=2**30)
     task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=probe)
     cache = LayerInputCache(max_bytes=probe.nbytes + probe.nbytes // 2)     # the context, 3 layers, and half again
-    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
-    calls = [0] * LAYERS
-    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-               for i, layer in enumerate(layers)]
-    try:
-        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)       # a session opens the map
+    last = HeadMask.full(loaded.layout).toggled("encoder_self", LAYERS - 1, 2)
+    with layer_runs(loaded, task, data, cache) as run:
+        run(None)                                     # a session opens the map
         mask = HeadMask.full(loaded.layout)
         for head in range(4):                         # one session's clicks in the first layer, one after the other
             mask = mask.toggled("encoder_self", 0, head)
-            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
+            run(mask)
             assert cache.nbytes <= cache.max_bytes
-        calls[:] = [0] * LAYERS                       # another session's first click, in the last layer
-        last = HeadMask.full(loaded.layout).toggled("encoder_self", LAYERS - 1, 2)
-        resumed = task.evaluate(loaded, data, last, batch_size=BATCH, layer_cache=cache)
-        assert calls == [0] * (LAYERS - 1) + [data.n_batches(BATCH)]
-    finally:
-        for h in handles:
-            h.remove()
+        counts, resumed = run(last)                   # another session's first click, in the last layer
+        assert counts == [0] * (LAYERS - 1) + [data.n_batches(BATCH)]
     assert resumed.example_losses == task.evaluate(loaded, data, last, batch_size=BATCH).example_losses
 
 
@@ -269,22 +268,11 @@ def test_resumed_language_model_equals_the_full_masked_pass(arch, attn, tmp_path
 def test_a_decoder_change_in_layer_l_runs_only_layers_l_and_later(tmp_path):
     loaded = three_layer_model("qwen2", tmp_path, "sdpa")
     task, data = text_data(loaded, tmp_path)
-    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
-    cache = LayerInputCache(max_bytes=64 * 2**20)
-    calls = [0] * LAYERS
-    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-               for i, layer in enumerate(layers)]
-    batches = data.n_batches(BATCH)
-    full = HeadMask.full(loaded.layout)
-    try:
-        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    batches, full = data.n_batches(BATCH), HeadMask.full(loaded.layout)
+    with layer_runs(loaded, task, data, LayerInputCache(max_bytes=64 * 2**20)) as run:
+        run(None)
         for changed in (2, 1, 0):
-            calls[:] = [0] * LAYERS
-            task.evaluate(loaded, data, full.toggled("decoder_self", changed, 3), batch_size=BATCH, layer_cache=cache)
-            assert calls == [0] * changed + [batches] * (LAYERS - changed), changed
-    finally:
-        for h in handles:
-            h.remove()
+            assert run(full.toggled("decoder_self", changed, 3))[0] == [0] * changed + [batches] * (LAYERS - changed)
 
 
 def test_a_figure_is_never_served_for_another_mask(tmp_path):
@@ -293,27 +281,16 @@ def test_a_figure_is_never_served_for_another_mask(tmp_path):
     figure differs, and equals the full pass's); the dense inputs stay reachable only for an unchanged prefix."""
     loaded = three_layer_model("llama", tmp_path, "eager")
     task, data = text_data(loaded, tmp_path)
-    layers = adapter_for(loaded.model).layer_stack(loaded.model).layers
-    cache = LayerInputCache(max_bytes=64 * 2**20)
-    calls = [0] * LAYERS
-    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-               for i, layer in enumerate(layers)]
-    batches = data.n_batches(BATCH)
-    full = HeadMask.full(loaded.layout)
+    batches, full = data.n_batches(BATCH), HeadMask.full(loaded.layout)
     one = full.toggled("decoder_self", 0, 1).toggled("decoder_self", 2, 0)
     other = full.toggled("decoder_self", 0, 2).toggled("decoder_self", 2, 0)     # the same rows but layer 0's
-    try:
-        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
-        task.evaluate(loaded, data, full.toggled("decoder_self", 0, 1), batch_size=BATCH, layer_cache=cache)
-        calls[:] = [0] * LAYERS
-        first = task.evaluate(loaded, data, one, batch_size=BATCH, layer_cache=cache)
-        assert calls == [0, 0, batches]
-        calls[:] = [0] * LAYERS
-        second = task.evaluate(loaded, data, other, batch_size=BATCH, layer_cache=cache)
-        assert calls == [batches] * LAYERS
-    finally:
-        for h in handles:
-            h.remove()
+    with layer_runs(loaded, task, data, LayerInputCache(max_bytes=64 * 2**20)) as run:
+        run(None)
+        run(full.toggled("decoder_self", 0, 1))
+        counts, first = run(one)
+        assert counts == [0, 0, batches]
+        counts, second = run(other)
+        assert counts == [batches] * LAYERS
     assert second.example_losses != first.example_losses
     assert second.example_losses == task.evaluate(loaded, data, other, batch_size=BATCH).example_losses
     assert first.example_losses == task.evaluate(loaded, data, one, batch_size=BATCH).example_losses
@@ -371,26 +348,14 @@ def test_a_decoder_change_runs_no_encoder_layer_and_an_encoder_change_only_those
     loaded = seq2seq_model("marian-ssru", tmp_path)
     task, data = translation_data(loaded, tmp_path)
     stack = adapter_for(loaded.model).encoder_stack(loaded.model)
-    n = len(stack.layers)
-    cache = LayerInputCache(max_bytes=64 * 2**20)
-    calls = [0] * n
-    handles = [layer.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-               for i, layer in enumerate(stack.layers)]
-    batches = data.n_batches(BATCH)
-    full = HeadMask.full(loaded.layout)
-    try:
-        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
-        assert calls == [batches] * n
+    n, batches, full = len(stack.layers), data.n_batches(BATCH), HeadMask.full(loaded.layout)
+    with layer_runs(loaded, task, data, LayerInputCache(max_bytes=64 * 2**20), stack.layers) as run:
+        assert run(None)[0] == [batches] * n
         for mask, expected in [(full.toggled("cross", 1, 2), [0] * n),
                                (full.toggled("encoder_self", n - 1, 1), [0] * (n - 1) + [batches]),
                                (full.toggled("encoder_self", n - 1, 1).toggled("cross", 0, 0), [0] * n),
                                (full.toggled("encoder_self", 0, 1), [batches] * n)]:
-            calls[:] = [0] * n
-            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
-            assert calls == expected, mask
-    finally:
-        for h in handles:
-            h.remove()
+            assert run(mask)[0] == expected, mask
 
 
 def speech_data(loaded: LoadedModel, tmp_path, n: int = 7):
@@ -423,24 +388,13 @@ def test_a_whisper_decoder_change_runs_no_encoder_layer_and_no_convolution(tmp_p
     task, data = speech_data(loaded, tmp_path)
     encoder = loaded.model.model.encoder
     modules = [encoder.conv1, *encoder.layers]
-    calls = [0] * len(modules)
-    handles = [m.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-               for i, m in enumerate(modules)]
-    cache = LayerInputCache(max_bytes=64 * 2**20)
-    batches = data.n_batches(BATCH)
-    full = HeadMask.full(loaded.layout)
-    try:
-        task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
-        assert calls == [batches] * len(modules)
+    batches, full = data.n_batches(BATCH), HeadMask.full(loaded.layout)
+    with layer_runs(loaded, task, data, LayerInputCache(max_bytes=64 * 2**20), modules) as run:
+        assert run(None)[0] == [batches] * len(modules)
         for mask, expected in [(full.toggled("cross", 1, 2), [0, 0, 0]), (full.toggled("decoder_self", 0, 1), [0, 0, 0]),
                                (full.toggled("encoder_self", 1, 1), [0, 0, batches]),
                                (full.toggled("encoder_self", 0, 1), [0, batches, batches])]:
-            calls[:] = [0] * len(modules)
-            task.evaluate(loaded, data, mask, batch_size=BATCH, layer_cache=cache)
-            assert calls == expected, mask
-    finally:
-        for h in handles:
-            h.remove()
+            assert run(mask)[0] == expected, mask
 
 
 def test_other_encoder_decoders_run_the_whole_model(tmp_path):

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+import sacrebleu
 import torch
 
 from pruning_core.modeling.architectures import adapter_for
@@ -138,8 +139,11 @@ def test_translation_task_on_a_file_and_every_scorer_see_two_kinds(tmp_path):
     data = task.encode(lm, "test", max_length=10)
     plain = task.evaluate(lm, data, batch_size=4)
     assert plain.metric_name == "bleu" and plain.loss > 0 and plain.interval is not None
-    low, high = beside_intervals(plain, task.references(data))["chrf"]          # chrF beside BLEU, with its interval
-    assert low <= plain.extra["chrf"] <= high and 0 <= plain.extra["chrf"] <= 100
+    references = list(task.references(data))
+    assert plain.metric == sacrebleu.corpus_bleu(list(plain.predictions), [references]).score   # of the shown outputs
+    low, high = beside_intervals(plain, references)["chrf"]                     # chrF beside BLEU, with its interval
+    assert plain.extra["chrf"] == sacrebleu.corpus_chrf(list(plain.predictions), [references]).score
+    assert low <= plain.extra["chrf"] <= high
     for name in ("gradient", "random"):
         scores = get_scorer(name).score(lm, task, ScoreConfig(split="test", limit=9, batch_size=4, max_length=10)).scores
         assert set(scores.kinds) == {"encoder_self", "cross"}, name

@@ -46,7 +46,7 @@ def test_evaluate_computes_the_cross_entropy_once_per_batch(setup, monkeypatch):
     reference = task.evaluate(loaded, data, batch_size=4)
     calls = _counting(monkeypatch)
     again = task.evaluate(loaded, data, batch_size=4)
-    assert len(calls) == math.ceil(data.n_examples / 4) and sum(calls) == sum(again.example_weights)
+    assert len(calls) == data.n_batches(4) >= math.ceil(data.n_examples / 4) and sum(calls) == sum(again.example_weights)
     assert again.metric == pytest.approx(reference.metric) and again.per_example == reference.per_example
     assert math.isfinite(again.metric)
 

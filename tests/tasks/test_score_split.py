@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from app.core.selection import Selection
+from app.core.selection import ScoreRequest, Selection
 from app.model import cache
 from app.headmap import latency as latency_ui
 from app.core import session_results
@@ -55,7 +55,7 @@ def test_head_map_scores_come_from_the_train_split(tiny_bert_16, held_out):
     name, task = held_out
     spec = str(tiny_bert_16.model)
     assert cache.score_split_of(name) == "train" and cache.split_of(name) == "validation"
-    result = cache.scores(spec, name, "gradient", 16)               # the Head map's call (app_pages/head_map.py)
+    result = cache.scores(ScoreRequest(Selection(spec, name), "gradient", 16))   # the Head map's call (app/model/jobs.py)
     assert result.provenance["split"] == "train" and result.provenance["n_examples"] == 16
     on_train = get_scorer("gradient").score(cache.load(spec), task, ScoreConfig(split="train", limit=16))
     on_validation = get_scorer("gradient").score(cache.load(spec), task, ScoreConfig(split="validation", limit=16))

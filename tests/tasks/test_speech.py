@@ -16,7 +16,7 @@ from pruning_core.scoring import ScoreConfig, get_scorer
 from pruning_core.tasks import IGNORE, get_task
 from pruning_core.tasks.speech import feature_extractor_for
 from task_files import SPOKEN, listing_folder
-from tiny import tiny_config, tiny_loaded
+from tiny import talkative_whisper, tiny_config, tiny_loaded
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -224,14 +224,7 @@ def test_greedy_transcripts_equal_generates_and_the_bound_is_recorded(tmp_path, 
     the result says how it decoded."""
     from pruning_core.tasks import speech as speech_task
 
-    lm = tiny_loaded("whisper", tmp_path)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, module in lm.model.named_modules():
-            if isinstance(module, torch.nn.Linear) and name != "proj_out":
-                module.weight.normal_(0.0, 0.5, generator=gen)
-    config = lm.model.generation_config
-    config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], [13], 25
+    lm = talkative_whisper(tmp_path)
     task = get_task(f"speech:{listing_folder(tmp_path, ('the movie was good', 'it was a bad film', 'fun'))}")
     data = task.encode(lm, "test", max_length=12)
     mask = HeadMask.from_removed(lm.layout, [("encoder_self", 1, 1), ("decoder_self", 1, 2), ("cross", 1, 0)])

@@ -187,10 +187,25 @@ def _render_niah_single(spec, words, k):
     return _niah_prompt(_noise_with([(spec["depth"], _needle(spec["key"], spec["value"]))], k), spec["key"])
 
 
+def _key_value(rng: random.Random, words: Words, uuids: bool) -> tuple[str, str]:
+    """A needle's key and value: two UUIDs, or a word key and a 7-digit number."""
+    key = _uuid(rng) if uuids else _word_key(rng, words)
+    return key, _uuid(rng) if uuids else _number(rng)
+
+
+def _codes(rng: random.Random, n: int, alphabet: str, length: int) -> list[str]:
+    """``n`` distinct strings of ``length`` letters drawn from ``alphabet``, in the order drawn."""
+    codes: list[str] = []
+    while len(codes) < n:
+        code = "".join(rng.choices(alphabet, k=length))
+        if code not in codes:
+            codes.append(code)
+    return codes
+
+
 def _spec_multikey(uuids: bool):
     def spec(rng, words):
-        key = _uuid(rng) if uuids else _word_key(rng, words)
-        value = _uuid(rng) if uuids else _number(rng)
+        key, value = _key_value(rng, words, uuids)
         return {"key": key, "value": value, "depth": rng.random(), "seed": rng.getrandbits(48), "uuids": uuids,
                 "answer": value, "answers": [value]}
     return spec
@@ -200,8 +215,7 @@ def _render_multikey(spec, words, k):
     rng = random.Random(spec["seed"])
     needles, seen = [], {spec["key"]}
     while len(needles) < k:
-        key = _uuid(rng) if spec["uuids"] else _word_key(rng, words)
-        value = _uuid(rng) if spec["uuids"] else _number(rng)
+        key, value = _key_value(rng, words, spec["uuids"])
         if key not in seen:
             seen.add(key)
             needles.append(_needle(key, value))
@@ -210,11 +224,7 @@ def _render_multikey(spec, words, k):
 
 
 def _spec_vt(rng, words):
-    names: list[str] = []
-    while len(names) < 5:
-        name = "".join(rng.choices(string.ascii_uppercase, k=5))
-        if name not in names:
-            names.append(name)
+    names = _codes(rng, 5, string.ascii_uppercase, 5)
     value = str(rng.randint(10_000, 99_999))
     depths = sorted(rng.random() for _ in names)
     return {"variables": names, "value": value, "depths": depths, "answer": value, "answers": names}
@@ -255,11 +265,7 @@ def _render_cwe(spec, words, k, budget: int = 0):
 
 
 def _spec_fwe(rng, words):
-    vocab: list[str] = []
-    while len(vocab) < 200:
-        w = "".join(rng.choices(string.ascii_lowercase, k=3))
-        if w not in vocab:
-            vocab.append(w)
+    vocab = _codes(rng, 200, string.ascii_lowercase, 3)
     return {"vocab": vocab, "seed": rng.getrandbits(48), "answer": " ".join(vocab[1:4]), "answers": vocab[1:4]}
 
 

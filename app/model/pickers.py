@@ -10,9 +10,8 @@ from app.core.access import hide_upload_paths, store_upload, task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
 from app.core.ui import bind
-from app.model import cache, workload
+from app.model import cache, smp_training, workload
 from app.runtime.work import Work
-from app.smp import training as smp_training
 from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
 

@@ -1,1 +1,0 @@
-"""The Per example page's tables."""

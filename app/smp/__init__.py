@@ -1,1 +1,0 @@
-"""Training the SMP pruner from the dashboard."""
