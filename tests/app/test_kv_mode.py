@@ -1,0 +1,101 @@
+"""The Head map's KV-cache mode on a tiny grouped-query Llama (2 layers, 4 query heads sharing 2 key/value heads,
+4,096 positions, a byte tokenizer): the switch, a click switching a key/value head to streaming, the KV memory
+equal to the library's arithmetic, accuracy as the CLI computes it, and no figure of another policy shown."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+from apptest_helpers import metric
+from browser_helpers import TinyApp, ok, open_app
+from long_context_tiny import WORDS, save_long_model
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.modeling import kv_policy as kvp
+from pruning_core.modeling.loading import load_model
+from pruning_core.tasks.data import ruler
+from pruning_core.tasks.long_context import LongContextTask
+
+PAGE = "app_pages/head_map.py"
+MODE = "hp_w_headmap_kv_mode"
+GRID = "hp_w_headmap_kvgrid"
+HEAD_DIM, DTYPE_BYTES, CONTEXT = 8, 4, 1024        # the tiny model: hidden 32 / 4 heads, float32
+
+
+@pytest.fixture(scope="module")
+def long_app(tmp_path_factory) -> TinyApp:
+    folder = tmp_path_factory.mktemp("kv-app")
+    text = folder / "docs.txt"
+    text.write_text("\n".join(f"line {i} of a small text about grass, sky and numbers" for i in range(40)) + "\n")
+    return TinyApp(save_long_model(folder / "tiny-long"), f"file:{text}", "llama")
+
+
+@pytest.fixture
+def kv_page(monkeypatch, tmp_path, long_app):
+    """The Head map on the tiny model, switched to the KV-cache mode (the RULER word lists are the tests' own)."""
+    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
+    at.radio(key=MODE).set_value("kv").run()
+    return ok(at)
+
+
+def click_kv_head(at, layer: int, j: int):
+    chart = next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID + "_"))
+    states = at._tree.get_widget_states()
+    ws = WidgetState(id=chart.proto.id)
+    ws.string_value = json.dumps({"selection": {
+        "points": [{"curve_number": 0, "point_index": 0, "x": j, "y": layer, "customdata": [layer, j]}],
+        "point_indices": [0], "box": [], "lasso": []}})
+    states.widgets.append(ws)
+    return ok(at._run(states))
+
+
+def _memory(rows) -> str:
+    policy = kvp.KVPolicy(tuple(map(tuple, rows)), 128, 256)
+    return f"{kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, DTYPE_BYTES) / 2 ** 20:.2f} MiB"
+
+
+def test_the_switch_shows_key_value_heads_and_a_click_streams_one(kv_page):
+    at = kv_page
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_0000"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory([[0, 0], [0, 0]]) == "0.25 MiB"
+    at = click_kv_head(at, 1, 0)
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_0010"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory([[0, 0], [1, 0]])
+    shown = next(m for m in at.metric if m.label == "KV cache at 1,024 tokens").proto
+    full = kvp.kv_bytes(kvp.KVPolicy(((False,) * 2,) * 2, 128, 256), HEAD_DIM, CONTEXT, DTYPE_BYTES)
+    assert shown.delta == f"{full / (3 * 1024 + 384) / (2 * HEAD_DIM * DTYPE_BYTES):.2f}x smaller"
+    assert metric(at, "full cache") == "0.25 MiB"
+    assert "1 of 4 key/value heads stream" in " ".join(c.value for c in at.caption)
+    at = click_kv_head(at, 1, 0)                                     # back to full
+    assert metric(at, "KV cache at 1,024 tokens") == "0.25 MiB"
+
+
+def test_accuracy_is_the_clis_and_a_stale_result_is_not_shown(kv_page, long_app):
+    at = click_kv_head(kv_page, 0, 1)
+    at.selectbox(key="hp_w_headmap_kv_n").set_value(5).run()
+    evaluate = next(b for b in at.button if b.label.startswith("Evaluate on niah-single: 5 examples"))
+    at = ok(evaluate.click().run())
+    shown = metric(at, "exact match, this policy"), metric(at, "exact match, full cache")
+    loaded = load_model(str(long_app.model), device="cpu")
+    data = LongContextTask("niah-single", words=WORDS).encode(loaded, "test", 5, max_length=CONTEXT)
+    expected = []
+    for rows in (((False, True), (False, False)), ((False, False), (False, False))):
+        with torch.no_grad(), kvp.applied(loaded, kvp.KVPolicy(rows, 128, 256)):
+            res = LongContextTask("niah-single", words=WORDS).evaluate(loaded, data, None, batch_size=1)
+        expected.append(res)
+    assert shown == tuple(get_metric(r.metric_name).format(r.metric) for r in expected)
+    caption = next(c.value for c in at.caption if "first 5 examples" in c.value)
+    assert get_metric("accuracy").format_with_interval(expected[0].metric, expected[0].interval) in caption
+    at = click_kv_head(at, 1, 1)                                      # another policy: its figure is not known
+    assert not [m for m in at.metric if m.label.startswith("exact match")]
+    assert any(b.label.startswith("Evaluate on niah-single") for b in at.button)
+    at = click_kv_head(at, 1, 1)                                      # the evaluated policy again: its figures
+    assert metric(at, "exact match, this policy") == shown[0]
+
+
+def test_the_mode_is_not_offered_for_an_encoder(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, PAGE))
+    assert not [r for r in at.radio if r.key == MODE]
