@@ -96,6 +96,58 @@ def test_accuracy_is_the_clis_and_a_stale_result_is_not_shown(kv_page, long_app)
     assert metric(at, "exact match, this policy") == shown[0]
 
 
+def test_fill_from_scores_streams_the_lowest_retrieval_groups(kv_page, monkeypatch):
+    """The share of key/value heads whose query heads' retrieval scores sum lowest stream, as ``headprune kv-policy``
+    chooses them (a role report given to the page: the roles job is tested in test_app_roles)."""
+    import numpy as np
+
+    from app.roles import ui as role_ui
+    from pruning_core.analysis.roles import RoleReport
+    from pruning_core.core.heads import HeadLayout
+    grid = np.array([[0.9, 0.8, 0.1, 0.0], [0.0, 0.1, 0.5, 0.6]])          # groups: 1.7, 0.1 | 0.1, 1.1
+    report = RoleReport(HeadLayout({"decoder_self": (4, 4)}), {"retrieval": {"decoder_self": grid}}, {"retrieval": 0.3})
+    monkeypatch.setattr(role_ui, "ready", lambda spec, task_name: report)
+    at = ok(kv_page.run())
+    at = ok(next(b for b in at.button if b.label.startswith("Fill from scores: stream the 50%")).click().run())
+    expected = kvp.from_scores(report.head_scores("retrieval"), {"decoder_self": (((0, 1), (2, 3)),) * 2}, 0.5)
+    bits = "".join("1" if s else "0" for row in expected.streaming for s in row)
+    assert bits == "0110"
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_{bits}"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory(expected.streaming)
+
+
 def test_the_mode_is_not_offered_for_an_encoder(app_for, tiny_bert):
     at = ok(app_for(tiny_bert, PAGE))
     assert not [r for r in at.radio if r.key == MODE]
+
+
+# -- the Attention page's logit attribution view ---------------------------------------------------------
+
+SENTENCE = "The plot was dull, but the acting was really great."
+
+
+def test_logit_attribution_view_is_the_librarys_and_cached(monkeypatch, tmp_path, long_app, stand_in_scripts):
+    from pruning_core.analysis import logit_attribution as dla
+    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    calls = []
+    real = dla.attribute_head
+    monkeypatch.setattr(dla, "attribute_head", lambda *a, **k: calls.append((a[2:4], k)) or real(*a, **k))
+    at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, "app_pages/attention.py"))
+    at.selectbox(key="hp_w_attention_dla_layer").set_value(1).run()
+    at = ok(at.selectbox(key="hp_w_attention_dla_head").set_value(3).run())
+    loaded = load_model(str(long_app.model), device="cpu")
+    expected = real(loaded, loaded.tokenizer(SENTENCE, return_tensors="pt")["input_ids"], 1, 3)
+    frame = next(d.value for d in at.dataframe if "All heads" in d.value.columns)
+    assert list(frame["All heads"]) == [repr(t.token) for t in expected.before]
+    assert list(frame["Head 1.3 removed"]) == [repr(t.token) for t in expected.after]
+    assert frame["Probability, head removed"].tolist() == [round(t.value, 4) for t in expected.after]
+    bars = next(c for c in at.get("plotly_chart") if "promotes" in c.proto.spec)
+    assert json.loads(bars.proto.spec)["data"][0]["y"][::-1] == [repr(t.token) for t in expected.promoted]
+    assert calls[-1][0] == (1, 3)
+    n = len(calls)
+    ok(at.run())                                           # the same model, head and input: from the cache
+    assert len(calls) == n
+    at = ok(at.radio(key="hp_w_attention_dla_source").set_value("example").run())
+    caption = next(c.value for c in at.caption if "answer's first token" in c.value)
+    assert calls[-1][1]["target"] is not None and "without this head" in caption
+
