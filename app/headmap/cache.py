@@ -87,8 +87,10 @@ def kv_evaluation(sel: Selection, context: int, policy: kv_policy.KVPolicy,
                   _progress: ProgressCallback | None = None) -> EvalResult:
     """Exact-match accuracy of the long-context task ``sel.task`` at ``context`` tokens under ``policy`` (every head
     kept), as ``headprune evaluate --context --kv-policy`` computes it: the task's own evaluation inside
-    :func:`pruning_core.modeling.kv_policy.applied`. Queued with the evaluations a user waits for."""
-    with board.GATE.hold(urgent=True, progress=_progress, what="evaluation"):
+    :func:`pruning_core.modeling.kv_policy.applied`. Long work: the clicks of other sessions go first, also between
+    its examples."""
+    with board.GATE.hold(urgent=False, progress=_progress, what="long-context evaluation"):
         loaded = load(sel.model)
         with kv_policy.applied(loaded, policy):
-            return task(sel.task).evaluate(loaded, context_data(sel, context), None, batch_size=1, progress=_progress)
+            return task(sel.task).evaluate(loaded, context_data(sel, context), None, batch_size=1,
+                                           progress=board.yielding(_progress, "long-context evaluation"))

@@ -19,6 +19,7 @@ removed also on error; the model is not modified.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -105,6 +106,15 @@ def _captured(loaded, site, position: int):
             h.remove()
 
 
+def _logits_at(model: nn.Module, input_ids: torch.Tensor, position: int) -> torch.Tensor:
+    """``[vocab]``: the logits at ``position`` (>= 0) of one forward pass, computing no later position's where the
+    model allows (``logits_to_keep``: a 1k-token prompt's logits over a 49k vocabulary are 200 MB)."""
+    keep = input_ids.shape[1] - position
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        return model(input_ids=input_ids, use_cache=False, logits_to_keep=keep).logits[0, 0]
+    return model(input_ids=input_ids, use_cache=False).logits[0, position]
+
+
 def head_contributions(loaded, input_ids: torch.Tensor, layer: int, position: int = -1) -> dict[str, torch.Tensor]:
     """One forward pass of ``input_ids`` ``[1, T]``; at ``position``: ``contributions`` ``[heads, hidden]`` (each
     head's ``W_O[:, h] z_h``), ``bias`` ``[hidden]`` (``o_proj``'s, zeros when it has none), ``attn_out``
@@ -112,7 +122,7 @@ def head_contributions(loaded, input_ids: torch.Tensor, layer: int, position: in
     site = _site(loaded, layer, 0)
     position = position % input_ids.shape[1]
     with _captured(loaded, site, position) as (seen, _), torch.inference_mode():
-        logits = loaded.model(input_ids=input_ids.to(loaded.device), use_cache=False).logits[0, position]
+        logits = _logits_at(loaded.model, input_ids.to(loaded.device), position)
     weight = _out_weight(site.out).detach()                          # [hidden, H * d]
     z = seen["z"].view(site.num_heads, site.head_dim)                # [H, d]
     per_head = torch.einsum("hd,ohd->ho", z, weight.view(weight.shape[0], site.num_heads, site.head_dim))
@@ -165,7 +175,7 @@ def attribute_head(loaded, input_ids: torch.Tensor, layer: int, head: int, *, po
         @ unembed.weight.detach().float().T                                                  # [vocab]
     removed = HeadMask.full(loaded.layout).toggled(KIND, layer, head)
     with apply_mask(loaded, removed), torch.inference_mode():
-        masked = loaded.model(input_ids=input_ids.to(loaded.device), use_cache=False).logits[0, position]
+        masked = _logits_at(loaded.model, input_ids.to(loaded.device), position)
     p_before, p_after = found["logits"].float().softmax(-1), masked.float().softmax(-1)
     tok = loaded.tokenizer
     answer = None if target is None else {

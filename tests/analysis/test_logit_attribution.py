@@ -37,11 +37,15 @@ def test_head_contributions_sum_to_the_attention_output(tmp_path, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_the_linearised_norm_of_the_whole_residual_gives_the_logits(tmp_path, arch):
+@pytest.mark.parametrize("position", [-1, 4])
+def test_the_linearised_norm_of_the_whole_residual_gives_the_logits(tmp_path, arch, position):
     """The convention's anchor: the norm linearised at x, applied to x itself, plus the norm's bias, through the
     unembedding (plus its bias) is the model's logits at that position (LayerNorm's centering included)."""
     lm = tiny_loaded(arch, tmp_path)
-    found = dla.head_contributions(lm, _ids(), 1)
+    found = dla.head_contributions(lm, _ids(), 1, position)
+    with torch.no_grad():
+        # the unembedding of one position or of all: the same sums, blocked differently (fp32 last bits)
+        torch.testing.assert_close(found["logits"], lm.model(input_ids=_ids()).logits[0, position], atol=1e-5, rtol=0)
     adapter = adapter_for(lm.model)
     norm, unembed = adapter.final_norm(lm.model), adapter.logits_layer(lm.model)
     normed = dla.linearised_norm(norm, found["residual"], found["residual"][None])[0]
