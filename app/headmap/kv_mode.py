@@ -257,9 +257,13 @@ def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:
                f"{metric.format_with_interval(full.metric, full.interval)}.")
 
 
+def policy_file(loaded, policy: kv_policy.KVPolicy, memory: dict) -> str:
+    """``policy`` as the ``headprune.kv_policy/1`` text ``headprune kv-policy`` writes, its memory in the provenance."""
+    return json.dumps(policy.to_json(provenance(loaded, method="kv-policy", settings={"memory": memory})), indent=1)
+
+
 def _download(loaded, policy: kv_policy.KVPolicy, memory: dict) -> None:
-    data = policy.to_json(provenance(loaded, method="kv-policy", settings={"memory": memory}))
-    st.download_button("Download the policy (JSON)", json.dumps(data, indent=1), file_name="kv-policy.json",
+    st.download_button("Download the policy (JSON)", policy_file(loaded, policy, memory), file_name="kv-policy.json",
                        mime="application/json", key=_key("download"), icon=":material/download:",
                        help="A headprune.kv_policy/1 file: `headprune evaluate MODEL --task TASK --context N "
                             "--kv-policy kv-policy.json` reads it.")

@@ -7,9 +7,8 @@ import json
 
 import pytest
 import torch
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from apptest_helpers import metric
+from apptest_helpers import click_grid, metric
 from browser_helpers import TinyApp, ok, open_app
 from long_context_tiny import WORDS, save_long_model
 from pruning_core.evaluation.metrics import get_metric
@@ -52,14 +51,7 @@ def kv_page(monkeypatch, tmp_path, long_app):
 
 
 def click_kv_head(at, layer: int, j: int):
-    chart = next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID + "_"))
-    states = at._tree.get_widget_states()
-    ws = WidgetState(id=chart.proto.id)
-    ws.string_value = json.dumps({"selection": {
-        "points": [{"curve_number": 0, "point_index": 0, "x": j, "y": layer, "customdata": [layer, j]}],
-        "point_indices": [0], "box": [], "lasso": []}})
-    states.widgets.append(ws)
-    return ok(at._run(states))
+    return ok(click_grid(at, GRID + "_", layer, j))
 
 
 def _memory(rows) -> str:
@@ -79,8 +71,23 @@ def test_the_switch_shows_key_value_heads_and_a_click_streams_one(kv_page):
     assert shown.delta == f"{full / (3 * 1024 + 384) / (2 * HEAD_DIM * DTYPE_BYTES):.2f}x smaller"
     assert metric(at, "full cache") == "0.25 MiB"
     assert "1 of 4 key/value heads stream" in " ".join(c.value for c in at.caption)
+    at.number_input(key="hp_w_headmap_kv_sink").set_value(32).run()
+    at = ok(at.number_input(key="hp_w_headmap_kv_window").set_value(96).run())
+    policy = kvp.KVPolicy(((False, False), (True, False)), 32, 96)
+    assert metric(at, "KV cache at 1,024 tokens") == f"{kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, DTYPE_BYTES) / 2 ** 20:.2f} MiB"
     at = click_kv_head(at, 1, 0)                                     # back to full
     assert metric(at, "KV cache at 1,024 tokens") == "0.25 MiB"
+
+
+def test_the_downloaded_policy_is_the_file_the_cli_reads(long_app):
+    from app.headmap.kv_mode import policy_file
+    loaded = load_model(str(long_app.model), device="cpu")
+    policy = kvp.KVPolicy(((True, False), (False, True)), 64, 128, {"method": "by hand"})
+    text = policy_file(loaded, policy, kvp.memory_report(policy, loaded, CONTEXT))
+    back = kvp.KVPolicy.from_json(json.loads(text))
+    assert back == policy and back.source == {"method": "by hand"}
+    back.check_fits(loaded)
+    assert json.loads(text)["provenance"]["settings"]["memory"]["kv_bytes"] == kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, 4)
 
 
 def test_accuracy_is_the_clis_and_a_stale_result_is_not_shown(kv_page, long_app):
