@@ -46,14 +46,18 @@ def kv_figure(policy: KVPolicy, groups, scores=None) -> go.Figure:
                         color=STREAMING_COLOR if streaming else FULL_COLOR, line=dict(width=2.5))))
     layers, width = len(policy.streaming), max(policy.kv_heads)
     fig.update_layout(
-        title=dict(text="Key/value heads (click to switch full ↔ streaming)", font=dict(size=14)),
-        width=max(360, 120 + CELL_PX * (width + 1)), height=140 + CELL_PX * layers,
-        margin=dict(l=60, r=20, t=70, b=40), legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
+        width=figure_width(width), height=110 + CELL_PX * layers,
+        margin=dict(l=60, r=20, t=40, b=40), legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
         xaxis=dict(title="key/value head", tickmode="array", tickvals=list(range(width)), range=[-0.6, width - 0.4]),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(layers)),
                    range=[layers - 0.4, -0.6]),
         plot_bgcolor="white", clickmode="event+select", dragmode=False)
     return fig
+
+
+def figure_width(kv_heads: int) -> int:
+    """The map's width in pixels for ``kv_heads`` key/value heads per layer (room for the legend above it)."""
+    return max(360, 120 + CELL_PX * (kv_heads + 1))
 
 
 def mib(n: int) -> str:

@@ -23,7 +23,7 @@ import streamlit as st
 from app.core import reruns, session_results, state, ui
 from app.core.selection import Selection
 from app.headmap import cache as cache_headmap
-from app.headmap.kv_figures import kv_figure, memory_text, mib
+from app.headmap.kv_figures import figure_width, kv_figure, memory_text, mib
 from app.model import cache, workload
 from app.roles import ui as role_ui
 from app.runtime.work import PENDING, Work, job_board, start_button, wait_for_change
@@ -45,6 +45,7 @@ POLICY = "kv_policy"                        # session_results name: (streaming r
 JOB, FULL_JOB = "kv_eval", "kv_eval_full"
 GRID_KEY = state.widget_key("headmap", "kvgrid")      # not under the head map's grid prefix: its click log skips it
 REDRAW_S = 5.0
+MAP_PX, PANEL_PX = 440, 380     # the map with its controls, and the panel beside it (below it on narrow windows)
 
 
 def _key(name: str) -> str:
@@ -180,9 +181,11 @@ def _kv(spec: str, arch, task_name: str) -> None:
         per_group = group_scores(report.head_scores("retrieval"), {KIND: arch.kv_groups[KIND]})
         scores = per_group.kinds[KIND]
     row = st.container(horizontal=True, wrap=True, gap="small")
-    left, right = row.container(width="content"), row.container(width=360)
+    left, right = row.container(width=max(figure_width(max(policy.kv_heads)), MAP_PX)), row.container(width=PANEL_PX)
     pending: list[Work] = []
     with left:
+        st.caption("Key/value heads, layer 0 at the top: **click one** to switch it between the full cache and "
+                   "streaming (the hover names its query heads).")
         key = f"{GRID_KEY}_{''.join('1' if s else '0' for r in policy.streaming for s in r)}"
         st.plotly_chart(kv_figure(policy, arch.kv_groups[KIND], scores), key=key, width="content",
                         on_select=lambda: _on_select(arch, key, policy.streaming), selection_mode="points",
@@ -197,10 +200,9 @@ def _kv(spec: str, arch, task_name: str) -> None:
 
 def _fill_controls(spec: str, arch, task_name: str, report, wait: bool) -> list[Work]:
     with st.container(border=True):
-        c1, c2 = st.columns([3, 2])
-        fraction = c1.slider("Share of key/value heads to stream", 0.0, 1.0, 0.5, 0.05, key=_key("fraction"))
+        fraction = st.slider("Share of key/value heads to stream", 0.0, 1.0, 0.5, 0.05, key=_key("fraction"))
         if report is not None and "retrieval" in report.scores:
-            c2.button(f"Fill from scores: stream the {fraction:.0%} with the lowest retrieval score",
+            st.button(f"Fill from scores: stream the {fraction:.0%} with the lowest retrieval score",
                       key=_key("fill"), on_click=_fill, args=(arch, report, fraction), width="stretch")
             found = None
         else:
@@ -219,7 +221,7 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
     value, sentence = memory_text(memory)
     row = ui.metric_row("small")
     row.metric(f"KV cache at {settings.context:,} tokens", value, width="content",
-               **ui.delta_kwargs(f"{memory['ratio']:.2f}x smaller" if policy.n_streaming else None, "normal"))
+               **({"delta": f"{memory['ratio']:.2f}x smaller", "delta_arrow": "off"} if policy.n_streaming else {}))
     row.metric("full cache", mib(memory["full_kv_bytes"]), width="content")
     st.caption(sentence)
     works = [evaluation(spec, settings, policy, full=True)]
