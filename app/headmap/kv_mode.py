@@ -254,8 +254,8 @@ def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:
     row.metric("exact match, full cache", metric.format(full.metric), width="content",
                help=metric.format_with_interval(full.metric, full.interval))
     st.caption(f"{settings.task} at {settings.context:,} tokens, the first {ev.n_examples} examples of the test "
-               f"split, every head kept, greedy answers (as `headprune evaluate --context {settings.context} "
-               f"--kv-policy`): this policy {metric.format_with_interval(ev.metric, ev.interval)}; full cache "
+               f"split, every head kept, greedy answers (what the command line's `evaluate` computes "
+               f"with `--context` and `--kv-policy`): this policy {metric.format_with_interval(ev.metric, ev.interval)}; full cache "
                f"{metric.format_with_interval(full.metric, full.interval)}.")
 
 
@@ -267,6 +267,6 @@ def policy_file(loaded, policy: kv_policy.KVPolicy, memory: dict) -> str:
 def _download(loaded, policy: kv_policy.KVPolicy, memory: dict) -> None:
     st.download_button("Download the policy (JSON)", policy_file(loaded, policy, memory), file_name="kv-policy.json",
                        mime="application/json", key=_key("download"), icon=":material/download:",
-                       help="A headprune.kv_policy/1 file: `headprune evaluate MODEL --task TASK --context N "
+                       help="A headprune.kv_policy/1 file: `headprune evaluate MODEL --task niah-single --context 1024 "
                             "--kv-policy kv-policy.json` reads it.")
 
