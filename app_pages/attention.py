@@ -48,7 +48,8 @@ if run is None:
 attention_ui.show_predictions(run)
 
 thumbs, head_tab, model_tab, role_tab, *dla_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view",
-                                                             "Head roles: probe", *dla_view.tabs(arch)])
+                                                             "Head roles: probe", *dla_view.tabs(arch)],
+                                                            key=state.widget_key("attention", "tabs"))  # kept on reruns
 with thumbs:
     c1, c2, c3 = st.columns(3)
     # remembered: these are not drawn while the sentence is empty, and must not fall back then
