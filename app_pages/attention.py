@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
+from app.attention import logit_attribution as dla_view
 from app.model import cache
 from app.model import pickers
 from app.core import mask as mask_state, state, ui
@@ -47,8 +48,9 @@ if run is None:
     st.stop()
 attention_ui.show_predictions(run)
 
-thumbs, head_tab, model_tab, role_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view",
-                                                   "Head roles: probe"])
+thumbs, head_tab, model_tab, role_tab, *dla_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view",
+                                                             "Head roles: probe", *dla_view.tabs(arch)],
+                                                            key=state.widget_key("attention", "tabs"))  # kept on reruns
 with thumbs:
     c1, c2, c3 = st.columns(3)
     # remembered: these are not drawn while the sentence is empty, and must not fall back then
@@ -81,3 +83,6 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
                    "Every layer (row) and head (column) at once; click a thumbnail to enlarge it.")
 with role_tab:                  # what a role's probe looks like to one head (the induction stripe)
     role_ui.probe_tab(Selection(spec, task_name), arch)
+for tab in dla_tab:             # a decoder LM: the tokens one head promotes, and the answer without it
+    with tab:
+        dla_view.show(spec, arch, text)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from app.model import jobs
 from app.model import pickers
-from app.headmap import panel as live_panel
+from app.headmap import kv_mode, panel as live_panel
 from app.core import mask as mask_state, state, ui
 
 ui.page_intro("Head map", """
@@ -15,6 +15,9 @@ physically smaller model against the full one.""")
 
 arch = pickers.load_architecture(state.model_spec())
 if arch is None:
+    st.stop()
+if kv_mode.mode_picker(arch) == kv_mode.KV:     # a decoder LM's key/value heads: full or streaming cache
+    kv_mode.show(state.model_spec(), arch, state.task_spec())
     st.stop()
 c1, c2, _ = st.columns([2, 1, 2])
 with c1:

@@ -30,11 +30,17 @@ def click_head(at: AppTest, kind: str, layer: int, head: int) -> AppTest:
     """Send the selection a click on head (layer, head) of ``kind``'s grid produces in the browser."""
     from app.headmap.ui import chart_key
 
-    chart = next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(chart_key(kind) + "_"))
+    return click_grid(at, chart_key(kind) + "_", layer, head)
+
+
+def click_grid(at: AppTest, key_prefix: str, layer: int, column: int) -> AppTest:
+    """Send the selection a click on the square (layer, column) of the grid whose chart key starts with
+    ``key_prefix`` produces in the browser (its points' ``customdata`` is ``[layer, column]``)."""
+    chart = next(e for e in at.get("plotly_chart") if e.key and e.key.startswith(key_prefix))
     states = at._tree.get_widget_states()
     ws = WidgetState(id=chart.proto.id)
     ws.string_value = json.dumps({"selection": {
-        "points": [{"curve_number": 0, "point_index": 0, "x": head, "y": layer, "customdata": [layer, head]}],
+        "points": [{"curve_number": 0, "point_index": 0, "x": column, "y": layer, "customdata": [layer, column]}],
         "point_indices": [0], "box": [], "lasso": []}})
     states.widgets.append(ws)
     return at._run(states)

@@ -25,7 +25,7 @@ FLOORS = [
 FLOOR_OF = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
-        "app.headmap.figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
+        "app.headmap.figures", "app.headmap.kv_figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
         "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
         "app.core.mask_history", "app.roles.probe", "app.curves.words", "app.headmap.examples",
         "pruning_core.analysis.attention_maps", "pruning_core.io.share_link"]

@@ -1,16 +1,23 @@
 """Cached calls of the Attention page (and the Tour's attention step): eager attention maps of the shared
-model under a mask, and their bertviz views. The rules of :mod:`app.model.cache` hold."""
+model under a mask, their bertviz views, and one head's direct logit attribution. The rules of
+:mod:`app.model.cache` hold."""
 from __future__ import annotations
 
 import streamlit as st
 
+import torch
+
 from app.attention import figures as attention
-from app.model.cache import load, task
-from pruning_core.analysis import attention_maps
+from app.core.selection import Selection
+from app.model.cache import context_data, load, task
+from app.runtime import board
+from pruning_core.analysis import attention_maps, logit_attribution
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 
-__all__ = ["attention_run", "bertviz_html", "label_names"]
+__all__ = ["attention_run", "bertviz_html", "label_names", "head_attribution"]
+
+EXAMPLES = 5            # long-context examples offered (the first of the test split, as the KV-cache mode's smallest size)
 
 
 def label_names(task_name: str) -> tuple[str, ...] | None:
@@ -35,3 +42,22 @@ def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None
     """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
     run = attention_run(spec, text, text_b, mask, labels)
     return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def head_attribution(spec: str, layer: int, head: int, text: str | None, example: tuple[str, int, int] | None
+                     ) -> logit_attribution.HeadAttribution:
+    """:func:`pruning_core.analysis.logit_attribution.attribute_head` of head ``(layer, head)`` at the last token of
+    ``text``, or of the long-context ``example`` ``(task, context, index)`` with its answer's first token as the
+    target; per (model, head, input). Queued with the evaluations a user waits for."""
+    loaded = load(spec)
+    target = None
+    if example is not None:
+        task_name, context, index = example
+        data = context_data(Selection(spec, task_name, EXAMPLES), context)
+        ids = torch.tensor([data.features[index]["input_ids"]])
+        target = int(data.specials["first_answer_token"][index])
+    else:
+        ids = loaded.tokenizer(text, return_tensors="pt")["input_ids"]
+    with board.GATE.hold(urgent=True, what="attribution"):
+        return logit_attribution.attribute_head(loaded, ids, layer, head, target=target)

@@ -1,5 +1,5 @@
-"""The Head map's cached calls: the live panel's latency probe, the pruned copies it times, the latency estimate and
-the repaired metric. The rules of :mod:`app.model.cache` hold; a mask's timing is never cached (it belongs to its
+"""The Head map's cached calls: the live panel's latency probe, the pruned copies it times, the latency estimate,
+the repaired metric and the KV-cache mode's evaluation of a policy. The rules of :mod:`app.model.cache` hold; a mask's timing is never cached (it belongs to its
 moment and machine load), so :mod:`app.headmap.latency` keeps it per session and shows when and under what load it
 was made. The estimate's timings are made once per model and server, and say when."""
 from __future__ import annotations
@@ -7,14 +7,14 @@ from __future__ import annotations
 import streamlit as st
 
 from app.core.selection import Selection
-from app.model.cache import EVAL_BATCH, data, load, score_split_of, task
+from app.model.cache import EVAL_BATCH, context_data, data, load, score_split_of, task
 from app.runtime import board
 from pruning_core import bench
 from pruning_core.bench.latency_model import LatencyModel, calibrate
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling import pruning
+from pruning_core.modeling import kv_policy, pruning
 
 LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
@@ -80,3 +80,17 @@ def repaired_evaluation(sel: Selection, mask: HeadMask, _progress: ProgressCallb
                                      bias_compensation=True, batch_size=EVAL_BATCH,
                                      progress=board.yielding(_progress, "repair"))
         return fixed
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def kv_evaluation(sel: Selection, context: int, policy: kv_policy.KVPolicy,
+                  _progress: ProgressCallback | None = None) -> EvalResult:
+    """Exact-match accuracy of the long-context task ``sel.task`` at ``context`` tokens under ``policy`` (every head
+    kept), as ``headprune evaluate --context --kv-policy`` computes it: the task's own evaluation inside
+    :func:`pruning_core.modeling.kv_policy.applied`. Long work: the clicks of other sessions go first, also between
+    its examples."""
+    with board.GATE.hold(urgent=False, progress=_progress, what="long-context evaluation"):
+        loaded = load(sel.model)
+        with kv_policy.applied(loaded, policy):
+            return task(sel.task).evaluate(loaded, context_data(sel, context), None, batch_size=1,
+                                           progress=board.yielding(_progress, "long-context evaluation"))

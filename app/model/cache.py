@@ -212,6 +212,13 @@ def data(sel: Selection):
     return task(sel.task).encode(load(sel.model), split_of(sel.task), sel.eval_size)
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def context_data(sel: Selection, context: int):
+    """A long-context task's evaluation split at ``context`` tokens per example (``headprune evaluate --context``),
+    its first ``sel.eval_size`` examples: the Head map's KV-cache mode and the Attention page's logit attribution."""
+    return task(sel.task).encode(load(sel.model), split_of(sel.task), sel.eval_size, max_length=context)
+
+
 LENGTH_SAMPLE = 128      # examples whose mean length gives an example's cost (the largest own evaluation size)
 
 

@@ -16,7 +16,6 @@ def _nonnegative(option: str, value: int) -> None:
 def score_map(path: str, role: str | None, layout=None):
     """``(HeadScores, method, provenance)`` of a headprune.scores/1 file, or of one role of a headprune.roles/1
     file (``headprune roles --out``: retrieval, induction ...) with ``role``."""
-    from pruning_core.core.heads import HeadScores
     from pruning_core.evaluation.results import load_scores, read_json
     data = read_json(path)
     if str(data.get("format", "")).startswith("headprune.roles/"):
@@ -25,9 +24,7 @@ def score_map(path: str, role: str | None, layout=None):
         if role is None or role not in report.scores:
             raise UsageError(f"{path!r} is a roles file: name the role whose scores to use with --role, one of "
                              f"{', '.join(report.scores)}.")
-        rows = {k: [[0.0 if v != v else float(v) for v in g[l, :n]] for l, n in enumerate(report.layout.kinds[k])]
-                for k, g in report.scores[role].items()}
-        return HeadScores.from_lists(rows), f"role:{role}", dict(report.provenance)
+        return report.head_scores(role), f"role:{role}", dict(report.provenance)
     if role is not None:
         raise UsageError(f"--role reads a roles file (`headprune roles --out`); {path!r} is a scores file.")
     scores = load_scores(path, layout)

@@ -17,7 +17,7 @@ import numpy as np
 
 from pruning_core.io.codec import ROLES_FORMAT, check_format
 from pruning_core.core.errors import FormatError
-from pruning_core.core.heads import HeadId, HeadLayout
+from pruning_core.core.heads import HeadId, HeadLayout, HeadScores
 
 # how a head's strongest role is picked: scores of different roles are on different scales, so they are
 # compared as multiples of each role's own threshold
@@ -78,6 +78,15 @@ class RoleReport:
         """Per kind, per layer, per head: :meth:`strongest_of` (None when the head has no role)."""
         return {kind: [[self.strongest_of((kind, layer, h)) for h in range(n)] for layer, n in enumerate(rows)]
                 for kind, rows in self.layout.kinds.items()}
+
+    def head_scores(self, role: str) -> HeadScores:
+        """``role``'s scores as a score map (larger = more of the role; a NaN, no data, as 0): what a KV-cache
+        policy or a mask is chosen from."""
+        if role not in self.scores:
+            raise FormatError(f"This role report has no {role!r} scores; it has {', '.join(self.scores) or 'none'}.")
+        return HeadScores.from_lists({k: [[0.0 if v != v else float(v) for v in g[l, :n]]
+                                          for l, n in enumerate(self.layout.kinds[k])]
+                                      for k, g in self.scores[role].items()})
 
     def to_json(self) -> dict:
         # by hand: numpy grids written as ragged per-layer lists of each layer's real heads

@@ -226,6 +226,12 @@ class ArchitectureAdapter(DerivedMethods, ABC):
         family does not say: the whole logits are computed."""
         return None
 
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        """The norm between the last layer and :meth:`logits_layer` (the logits are ``logits_layer(final_norm(h))``),
+        what direct logit attribution (:mod:`pruning_core.analysis.logit_attribution`) scales by; None (the
+        default) where the family does not say."""
+        return None
+
     # -- greedy decoding -------------------------------------------------------------------------------
     def decoder_steps(self, model: nn.Module, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor):
         """Lean greedy decoding steps of ``model``'s decoder over ``encoder_hidden`` ``[B, S, d]`` (an object

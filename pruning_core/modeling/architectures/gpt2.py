@@ -70,6 +70,10 @@ class GPT2Adapter(ArchitectureAdapter):
         """``GPT2LMHeadModel.lm_head``, whose output its forward returns as the logits."""
         return model.lm_head if type(model).__name__ == "GPT2LMHeadModel" else None
 
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        """``GPT2LMHeadModel.transformer.ln_f``, between the blocks and ``lm_head``."""
+        return model.transformer.ln_f if type(model).__name__ == "GPT2LMHeadModel" else None
+
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.n_head)
         d = int(config.n_embd)

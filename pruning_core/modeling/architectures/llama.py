@@ -100,6 +100,10 @@ class LlamaAdapter(ArchitectureAdapter):
         """``lm_head`` of the causal LMs whose forward returns its output as the logits."""
         return model.lm_head if type(model).__name__ in _CAUSAL_LMS else None
 
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        """``model.model.norm`` of the causal LMs whose logits are ``lm_head(norm(h))``."""
+        return model.model.norm if type(model).__name__ in _CAUSAL_LMS else None
+
     def flop_dims(self, config) -> FlopDims:
         heads = int(config.num_attention_heads)
         d = int(config.hidden_size)

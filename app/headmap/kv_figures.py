@@ -1,0 +1,77 @@
+"""The Head map's KV-cache mode as pictures and words (pure: no Streamlit): the layers x key/value heads map of a
+policy, and the KV memory of a policy beside the full cache's.
+
+One square per key/value head (rows are layers, 0 at the top; columns its key/value heads), standing for the group
+of query heads that read it (named in the hover). A *full* head keeps its whole cache: a filled square; a
+*streaming* head keeps only the first ``sink`` and the last ``window`` tokens: a hollow square with a dot, in
+another colour, so the two never depend on colour alone.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from pruning_core.modeling.kv_policy import KVPolicy
+
+FULL_COLOR = "#00204c"           # cividis' dark end, as the head map's important heads
+STREAMING_COLOR = "#d95f02"
+CELL_PX = 30
+
+
+def kv_figure(policy: KVPolicy, groups, scores=None) -> go.Figure:
+    """The map of ``policy``: ``groups`` per layer, each key/value head's query heads (``ArchSummary.kv_groups``'s
+    ``decoder_self``); ``scores``: per layer, each key/value head's retrieval score (summed over its query heads),
+    shown in the hover when given. Each point's ``customdata`` is ``[layer, key/value head]``."""
+    traces = {}
+    for layer, row in enumerate(policy.streaming):
+        for j, streaming in enumerate(row):
+            heads = groups[layer][j]
+            span = f"H{heads[0]}–H{heads[-1]}" if len(heads) > 1 else f"H{heads[0]}"
+            what = (f"streaming: keeps the first {policy.sink} and last {policy.window} tokens" if streaming
+                    else "full: keeps every token")
+            score = "" if scores is None else f"<br>retrieval score of the group {scores[layer][j]:.3f}"
+            t = traces.setdefault(streaming, {"x": [], "y": [], "text": [], "customdata": []})
+            t["x"].append(j)
+            t["y"].append(layer)
+            t["customdata"].append([layer, j])
+            t["text"].append(f"layer {layer}, K/V head {j} (query heads {span})<br>{what}{score}<br>click to switch")
+    fig = go.Figure()
+    for streaming in (False, True):
+        t = traces.get(streaming)
+        if t is None:
+            continue
+        fig.add_trace(go.Scatter(
+            x=t["x"], y=t["y"], customdata=t["customdata"], text=t["text"], hoverinfo="text", mode="markers",
+            name="streaming (sink + window)" if streaming else "full cache",
+            marker=dict(symbol="square-open-dot" if streaming else "square", size=CELL_PX - 6,
+                        color=STREAMING_COLOR if streaming else FULL_COLOR, line=dict(width=2.5))))
+    layers, width = len(policy.streaming), max(policy.kv_heads)
+    fig.update_layout(
+        width=figure_width(width), height=110 + CELL_PX * layers,
+        margin=dict(l=60, r=20, t=40, b=40), legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+        xaxis=dict(title="key/value head", tickmode="array", tickvals=list(range(width)), range=[-0.6, width - 0.4]),
+        yaxis=dict(title="layer", tickmode="array", tickvals=list(range(layers)),
+                   range=[layers - 0.4, -0.6]),
+        plot_bgcolor="white", clickmode="event+select", dragmode=False)
+    return fig
+
+
+def figure_width(kv_heads: int) -> int:
+    """The map's width in pixels for ``kv_heads`` key/value heads per layer (room for the legend above it)."""
+    return max(360, 120 + CELL_PX * (kv_heads + 1))
+
+
+def mib(n: int) -> str:
+    """Bytes as MiB with two decimals, as ``headprune kv-policy`` prints them."""
+    return f"{n / 2 ** 20:.2f} MiB"
+
+
+def memory_text(report: dict) -> tuple[str, str]:
+    """(the policy's KV memory, a sentence beside it) from :func:`pruning_core.modeling.kv_policy.memory_report`."""
+    ratio = report["ratio"]
+    times = f"{ratio:.2f}x smaller" if ratio is not None else "nothing kept"
+    return mib(report["kv_bytes"]), (
+        f"KV cache of one sequence at {report['context']:,} tokens: {mib(report['kv_bytes'])} with this policy vs "
+        f"{mib(report['full_kv_bytes'])} for the full cache ({times}); {report['streaming_kv_heads']} of "
+        f"{report['kv_heads']} key/value heads stream, each keeping {report['sink']} + {report['window']} tokens. "
+        f"Counted from the shapes: layers x key/value heads x 2 (K and V) x head dim {report['head_dim']} x "
+        f"{report['dtype_bytes']} bytes x tokens kept.")

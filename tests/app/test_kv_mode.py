@@ -1,0 +1,170 @@
+"""The Head map's KV-cache mode on a tiny grouped-query Llama (2 layers, 4 query heads sharing 2 key/value heads,
+4,096 positions, a byte tokenizer): the switch, a click switching a key/value head to streaming, the KV memory
+equal to the library's arithmetic, accuracy as the CLI computes it, and no figure of another policy shown."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from apptest_helpers import click_grid, metric
+from browser_helpers import TinyApp, ok, open_app
+from long_context_tiny import WORDS, save_long_model
+from pruning_core.evaluation.metrics import get_metric
+from pruning_core.modeling import kv_policy as kvp
+from pruning_core.modeling.loading import load_model
+from pruning_core.tasks.data import ruler
+from pruning_core.tasks.long_context import LongContextTask
+
+PAGE = "app_pages/head_map.py"
+MODE = "hp_w_headmap_kv_mode"
+GRID = "hp_w_headmap_kvgrid"
+HEAD_DIM, DTYPE_BYTES, CONTEXT = 8, 4, 1024        # the tiny model: hidden 32 / 4 heads, float32
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The tiny model's operations are so small that with several threads their synchronisation dominates: on a
+    loaded 2-core machine one evaluation of 5 examples at 1,024 tokens took 31 s, 1.6 s on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def long_app(tmp_path_factory) -> TinyApp:
+    folder = tmp_path_factory.mktemp("kv-app")
+    text = folder / "docs.txt"
+    text.write_text("\n".join(f"line {i} of a small text about grass, sky and numbers" for i in range(40)) + "\n")
+    return TinyApp(save_long_model(folder / "tiny-long"), f"file:{text}", "llama")
+
+
+@pytest.fixture
+def kv_page(monkeypatch, tmp_path, long_app):
+    """The Head map on the tiny model, switched to the KV-cache mode (the RULER word lists are the tests' own)."""
+    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
+    at.radio(key=MODE).set_value("kv").run()
+    return ok(at)
+
+
+def click_kv_head(at, layer: int, j: int):
+    return ok(click_grid(at, GRID + "_", layer, j))
+
+
+def _memory(rows) -> str:
+    policy = kvp.KVPolicy(tuple(map(tuple, rows)), 128, 256)
+    return f"{kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, DTYPE_BYTES) / 2 ** 20:.2f} MiB"
+
+
+def test_the_switch_shows_key_value_heads_and_a_click_streams_one(kv_page):
+    at = kv_page
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_0000"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory([[0, 0], [0, 0]]) == "0.25 MiB"
+    at = click_kv_head(at, 1, 0)
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_0010"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory([[0, 0], [1, 0]])
+    shown = next(m for m in at.metric if m.label == "KV cache at 1,024 tokens").proto
+    full = kvp.kv_bytes(kvp.KVPolicy(((False,) * 2,) * 2, 128, 256), HEAD_DIM, CONTEXT, DTYPE_BYTES)
+    assert shown.delta == f"{full / (3 * 1024 + 384) / (2 * HEAD_DIM * DTYPE_BYTES):.2f}x smaller"
+    assert metric(at, "full cache") == "0.25 MiB"
+    assert "1 of 4 key/value heads stream" in " ".join(c.value for c in at.caption)
+    at.number_input(key="hp_w_headmap_kv_sink").set_value(32).run()
+    at = ok(at.number_input(key="hp_w_headmap_kv_window").set_value(96).run())
+    policy = kvp.KVPolicy(((False, False), (True, False)), 32, 96)
+    assert metric(at, "KV cache at 1,024 tokens") == f"{kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, DTYPE_BYTES) / 2 ** 20:.2f} MiB"
+    at = click_kv_head(at, 1, 0)                                     # back to full
+    assert metric(at, "KV cache at 1,024 tokens") == "0.25 MiB"
+
+
+def test_the_downloaded_policy_is_the_file_the_cli_reads(long_app):
+    from app.headmap.kv_mode import policy_file
+    loaded = load_model(str(long_app.model), device="cpu")
+    policy = kvp.KVPolicy(((True, False), (False, True)), 64, 128, {"method": "by hand"})
+    text = policy_file(loaded, policy, kvp.memory_report(policy, loaded, CONTEXT))
+    back = kvp.KVPolicy.from_json(json.loads(text))
+    assert back == policy and back.source == {"method": "by hand"}
+    back.check_fits(loaded)
+    assert json.loads(text)["provenance"]["settings"]["memory"]["kv_bytes"] == kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, 4)
+
+
+def test_accuracy_is_the_clis_and_a_stale_result_is_not_shown(kv_page, long_app):
+    at = click_kv_head(kv_page, 0, 1)
+    at.selectbox(key="hp_w_headmap_kv_n").set_value(5).run()
+    evaluate = next(b for b in at.button if b.label.startswith("Evaluate on niah-single: 5 examples"))
+    at = ok(evaluate.click().run())
+    shown = metric(at, "exact match, this policy"), metric(at, "exact match, full cache")
+    loaded = load_model(str(long_app.model), device="cpu")
+    data = LongContextTask("niah-single", words=WORDS).encode(loaded, "test", 5, max_length=CONTEXT)
+    expected = []
+    for rows in (((False, True), (False, False)), ((False, False), (False, False))):
+        with torch.no_grad(), kvp.applied(loaded, kvp.KVPolicy(rows, 128, 256)):
+            res = LongContextTask("niah-single", words=WORDS).evaluate(loaded, data, None, batch_size=1)
+        expected.append(res)
+    assert shown == tuple(get_metric(r.metric_name).format(r.metric) for r in expected)
+    caption = next(c.value for c in at.caption if "first 5 examples" in c.value)
+    assert get_metric("accuracy").format_with_interval(expected[0].metric, expected[0].interval) in caption
+    at = click_kv_head(at, 1, 1)                                      # another policy: its figure is not known
+    assert not [m for m in at.metric if m.label.startswith("exact match")]
+    assert any(b.label.startswith("Evaluate on niah-single") for b in at.button)
+    at = click_kv_head(at, 1, 1)                                      # the evaluated policy again: its figures
+    assert metric(at, "exact match, this policy") == shown[0]
+
+
+def test_fill_from_scores_streams_the_lowest_retrieval_groups(kv_page, monkeypatch):
+    """The share of key/value heads whose query heads' retrieval scores sum lowest stream, as ``headprune kv-policy``
+    chooses them (a role report given to the page: the roles job is tested in test_app_roles)."""
+    import numpy as np
+
+    from app.roles import ui as role_ui
+    from pruning_core.analysis.roles import RoleReport
+    from pruning_core.core.heads import HeadLayout
+    grid = np.array([[0.9, 0.8, 0.1, 0.0], [0.0, 0.1, 0.5, 0.6]])          # groups: 1.7, 0.1 | 0.1, 1.1
+    report = RoleReport(HeadLayout({"decoder_self": (4, 4)}), {"retrieval": {"decoder_self": grid}}, {"retrieval": 0.3})
+    monkeypatch.setattr(role_ui, "ready", lambda sel: report)
+    at = ok(kv_page.run())
+    at = ok(next(b for b in at.button if b.label.startswith("Fill from scores: stream the 50%")).click().run())
+    expected = kvp.from_scores(report.head_scores("retrieval"), {"decoder_self": (((0, 1), (2, 3)),) * 2}, 0.5)
+    bits = "".join("1" if s else "0" for row in expected.streaming for s in row)
+    assert bits == "0110"
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_{bits}"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory(expected.streaming)
+
+
+def test_the_mode_is_not_offered_for_an_encoder(app_for, tiny_bert):
+    at = ok(app_for(tiny_bert, PAGE))
+    assert not [r for r in at.radio if r.key == MODE]
+
+
+# -- the Attention page's logit attribution view ---------------------------------------------------------
+
+SENTENCE = "The plot was dull, but the acting was really great."
+
+
+def test_logit_attribution_view_is_the_librarys_and_cached(monkeypatch, tmp_path, long_app, stand_in_scripts):
+    from pruning_core.analysis import logit_attribution as dla
+    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    calls = []
+    real = dla.attribute_head
+    monkeypatch.setattr(dla, "attribute_head", lambda *a, **k: calls.append((a[2:4], k)) or real(*a, **k))
+    at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, "app_pages/attention.py"))
+    at.selectbox(key="hp_w_attention_dla_layer").set_value(1).run()
+    at = ok(at.selectbox(key="hp_w_attention_dla_head").set_value(3).run())
+    loaded = load_model(str(long_app.model), device="cpu")
+    expected = real(loaded, loaded.tokenizer(SENTENCE, return_tensors="pt")["input_ids"], 1, 3)
+    frame = next(d.value for d in at.dataframe if "All heads" in d.value.columns)
+    assert list(frame["All heads"]) == [repr(t.token) for t in expected.before]
+    assert list(frame["Head 1.3 removed"]) == [repr(t.token) for t in expected.after]
+    assert frame["Probability, head removed"].tolist() == [round(t.value, 4) for t in expected.after]
+    bars = next(c for c in at.get("plotly_chart") if "promotes" in c.proto.spec)
+    assert json.loads(bars.proto.spec)["data"][0]["y"][::-1] == [repr(t.token) for t in expected.promoted]
+    assert calls[-1][0] == (1, 3)
+    n = len(calls)
+    ok(at.run())                                           # the same model, head and input: from the cache
+    assert len(calls) == n
+    at = ok(at.radio(key="hp_w_attention_dla_source").set_value("example").run())
+    caption = next(c.value for c in at.caption if "answer's first token" in c.value)
+    assert calls[-1][1]["target"] is not None and "without this head" in caption
+
