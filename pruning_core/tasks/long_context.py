@@ -2,7 +2,8 @@
 the model's own tokenizer, scored by exact match of a greedy answer.
 
 The context length is ``max_length`` (``--context``): each example's filler is the largest that keeps prompt
-plus answer budget within it (a chat template, when there is one, wraps the question). Each example runs
+plus answer budget within it. Every model gets RULER's template for base models: the question, a space, then the
+answer prefix the greedy answer continues (no chat template, whether or not the tokenizer has one). Each example runs
 alone: one prefill, whose last logits give its loss, then greedy decoding of up to ``new_tokens`` from the
 same cache (:func:`pruning_core.modeling.kv_policy.new_cache`: a KV policy's streaming heads keep sink +
 window entries). Right when every answer string occurs in the output (RULER's ``string_match_all``); the
@@ -26,13 +27,9 @@ from pruning_core.tasks.data import ruler
 DEFAULT_CONTEXT = 1024
 
 
-def prompt_text(tokenizer, prompt: str, answer_prefix: str) -> tuple[str, bool]:
-    """The model's input text and whether it already holds the special tokens (a chat template)."""
-    if getattr(tokenizer, "chat_template", None):
-        chat = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                             add_generation_prompt=True)
-        return chat + answer_prefix, True
-    return f"{prompt}\n{answer_prefix}", False
+def prompt_text(prompt: str, answer_prefix: str) -> str:
+    """The model's input text: RULER's base-model template, the task's text then `` `` and the answer prefix."""
+    return f"{prompt} {answer_prefix}"
 
 
 def is_correct(text: str, answers: Sequence[str]) -> bool:
@@ -86,8 +83,7 @@ class LongContextTask(Task):
         features, texts, labels = [], [], []
         for spec in examples:
             def ids_of(k: int) -> list[int]:
-                text, special = prompt_text(tok, *ruler.render(spec, self.words, k, max_length))
-                return tok(text, add_special_tokens=not special)["input_ids"]
+                return tok(prompt_text(*ruler.render(spec, self.words, k, max_length)))["input_ids"]
             k = ruler.fit(lambda k: len(ids_of(k)), budget, ruler.max_units(spec, self.words))
             ids = ids_of(k)
             first = tok(" " + spec["answers"][0], add_special_tokens=False)["input_ids"]

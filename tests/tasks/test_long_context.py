@@ -67,6 +67,26 @@ def test_answers_appear_in_the_prompt_and_match(lm):
         assert not is_correct(" " + ", ".join(spec["answers"][:-1]), spec["answers"])
 
 
+def test_prompts_take_rulers_base_model_form_even_with_a_chat_template():
+    """RULER's niah template in its single-value form, the answer prefix after the question on the same line, and
+    no chat template around it although the tokenizer has one (RULER's ``base`` model template)."""
+    lm = long_loaded("llama")
+    lm.tokenizer.chat_template = "{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}<|assistant|>"
+    data = _encode(lm, "niah-single", limit=2, context=600)
+    for spec, feature in zip(ruler.specs("niah-single", "test", WORDS, 2), data.features):
+        text = lm.tokenizer.decode(feature["input_ids"])
+        key = spec["key"]
+        assert text.startswith("A special magic number is hidden within the following text.")
+        assert text.endswith(f"What is the special magic number for {key} mentioned in the provided text? "
+                             f"The special magic number for {key} mentioned in the provided text is")
+        assert f"One of the special magic numbers for {key} is: {spec['value']}." in text
+        assert "<|user|>" not in text and "<|assistant|>" not in text
+    uuid = ruler.specs("niah-multikey-uuid", "test", WORDS, 1)[0]
+    prompt, prefix = ruler.render(uuid, WORDS, 3, 1024)
+    assert prefix == f"The special magic uuid for {uuid['key']} mentioned in the provided text is"
+    assert f"One of the special magic uuids for {uuid['key']} is: {uuid['value']}." in prompt
+
+
 def test_frequent_words_answer_is_the_three_most_frequent():
     from collections import Counter
     for spec in ruler.specs("frequent-words", "test", WORDS, 5):

@@ -158,15 +158,17 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def _needle(key: str, value: str) -> str:
-    return f"One of the special magic numbers for {key} is: {value}."
+def _needle(key: str, value: str, noun: str = "number") -> str:
+    return f"One of the special magic {noun}s for {key} is: {value}."
 
 
-def _niah_prompt(context: str, key: str) -> tuple[str, str]:
-    return (f"Some special magic numbers are hidden within the following text. Make sure to memorize it. I will "
-            f"quiz you about the numbers afterwards.\n{context}\nWhat are all the special magic numbers for {key} "
-            "mentioned in the provided text?",
-            f"The special magic numbers for {key} mentioned in the provided text are")
+def _niah_prompt(context: str, key: str, noun: str = "number") -> tuple[str, str]:
+    """RULER's niah template and answer prefix in the singular form its ``niah.py`` uses when one value is asked
+    (every niah kind here): "A special magic number is hidden ...", "... for KEY mentioned in the provided text is"."""
+    return (f"A special magic {noun} is hidden within the following text. Make sure to memorize it. I will quiz "
+            f"you about the {noun} afterwards.\n{context}\nWhat is the special magic {noun} for {key} mentioned in "
+            "the provided text?",
+            f"The special magic {noun} for {key} mentioned in the provided text is")
 
 
 def _noise_with(inserts: list[tuple[float, str]], k: int) -> str:
@@ -213,14 +215,15 @@ def _spec_multikey(uuids: bool):
 
 def _render_multikey(spec, words, k):
     rng = random.Random(spec["seed"])
+    noun = "uuid" if spec["uuids"] else "number"
     needles, seen = [], {spec["key"]}
     while len(needles) < k:
         key, value = _key_value(rng, words, spec["uuids"])
         if key not in seen:
             seen.add(key)
-            needles.append(_needle(key, value))
-    needles.insert(round(spec["depth"] * k), _needle(spec["key"], spec["value"]))
-    return _niah_prompt(" ".join(needles), spec["key"])
+            needles.append(_needle(key, value, noun))
+    needles.insert(round(spec["depth"] * k), _needle(spec["key"], spec["value"], noun))
+    return _niah_prompt(" ".join(needles), spec["key"], noun)
 
 
 def _spec_vt(rng, words):
