@@ -243,6 +243,26 @@ def point_index(rows: list[int], removed: set[tuple[int, int]], layer: int, head
     return sum(1 for l, n in enumerate(rows) for h in range(n) if (l, h) < (layer, head) and (l, h) not in removed)
 
 
+def clicks_lost_after(page, kept: int, seconds: float) -> bool:
+    """Whether a click made just now was lost: for ``seconds`` the page still shows ``kept`` heads and nothing
+    updating (a click on a map Plotly is redrawing can fall between two drawings; the server never hears of it).
+    Checked every :data:`POLL_MS` in the page, returning as soon as the page reacted."""
+    try:
+        page.wait_for_function(
+            "([sel, old]) => { const s = document.querySelector(sel), t = s ? s.textContent : '';"
+            " return !t.includes(old) || t.includes('updating') || window.__hp_click.metric !== null; }",
+            arg=[LIVE_STRIP, f"Heads kept {kept} /"], timeout=seconds * 1000, polling=POLL_MS)
+        return False
+    except Exception:                       # Playwright's TimeoutError: the page never reacted
+        return True
+
+
+def clicked_lost(page, kept: int) -> bool:
+    """A click is taken as lost when for 10 s the page shows the old count and no "updating" (every model marks
+    its figures "updating" as soon as a click reaches the server)."""
+    return clicks_lost_after(page, kept, 10.0)
+
+
 def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | None = None,
            timing_log: Path | None = None) -> list[dict]:
     """``toggles`` head clicks on one page, each timed until the new metric and until the new latency: the
@@ -258,10 +278,18 @@ def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | No
             point = head_points(page).nth(first + i)                 # a kept head: one fewer each time
         else:
             chart, layer, head = targets[i]
-            point = head_points(page, chart).nth(point_index(grids[chart], removed[chart], layer, head))
-        watch(page, kept - 1)
-        cpu0, clicked = process_cpu_s(pid), time.time()
-        click_point(page, point)
+            point = _in_view(head_points(page, chart).nth(point_index(grids[chart], removed[chart], layer, head)))
+        retried = 0
+        while True:
+            watch(page, kept - 1)
+            cpu0, clicked = process_cpu_s(pid), time.time()
+            click_point(page, point)
+            if clicked_lost(page, kept) and retried < 3:
+                retried += 1                # the map was being redrawn: the click never reached the server
+                settle(pid)
+                point = _in_view(point)
+                continue
+            break
         if targets is not None:
             removed[targets[i][0]].add(targets[i][1:])
         wait_watched(page, "metric", 600)
@@ -271,7 +299,7 @@ def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | No
         wait_watched(page, "measured", 600)
         times = watched(page)
         wait_idle(page, 600_000)
-        out.append({"kind": targets[i][0] if targets else 0, "layer": targets[i][1] if targets else None,
+        out.append({"kind": targets[i][0] if targets else 0, "clicks_lost_and_repeated": retried, "layer": targets[i][1] if targets else None,
                     "to_loss_s": times["loss"], "to_metric_s": times["metric"],
                     "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
                     "server_cpu_to_metric_sent_s": round(sent - cpu0, 3) if sent is not None else None,

@@ -120,3 +120,21 @@ def test_spread_clicks_take_every_kind_in_turn_and_spread_over_its_layers():
     assert {t[1] for t in targets if t[0] == 1} == {0, 1}
     assert len(set(targets)) == 9 and all(0 <= h < 8 for _, _, h in targets)   # never the same head twice
     assert [t[1] for t in bench.kind_targets([[9] * 30], 6, 3)] == [29, 24, 19, 14, 9, 4]
+
+
+LOST = f"""<html><body><button id="b" style="width:200px;height:50px">head</button>
+<div class="{LIVE_STRIP[1:]}">Heads kept 72 / 72 · BLEU 29 · loss 0.3</div></body></html>"""
+
+
+def test_a_lost_click_is_told_from_one_the_page_reacted_to():
+    path = chromium_path()
+    if path is None:
+        pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
+    with chromium_browser(path) as browser:
+        page = browser.new_page()
+        page.set_content(LOST)
+        bench.watch(page, 71)
+        assert bench.clicks_lost_after(page, 72, 0.5)               # nothing changed: lost
+        page.evaluate(f"() => document.querySelector('{LIVE_STRIP}').textContent = "
+                      "'Heads kept 71 / 72 · metric and loss: updating…'")
+        assert not bench.clicks_lost_after(page, 72, 0.5)           # the server heard it
