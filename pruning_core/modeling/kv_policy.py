@@ -174,6 +174,9 @@ def memory_report(policy: KVPolicy, loaded, context: int) -> dict:
 _ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, int, int]] | None] = ContextVar("headprune_kv_policy",
                                                                                  default=None)
 _POLICY: ContextVar["KVPolicy | None"] = ContextVar("headprune_kv_policy_value", default=None)
+# the masks of the forward pass under way: every layer gets the same model mask and sizes, and layers with the same
+# streaming heads share one mask; a new model mask or new sizes start afresh
+_MASKS: ContextVar[dict | None] = ContextVar("headprune_kv_policy_masks", default=None)
 
 
 def active_policy() -> "KVPolicy | None":
@@ -181,14 +184,41 @@ def active_policy() -> "KVPolicy | None":
     return _POLICY.get()
 
 
-def allowed(streaming: torch.Tensor, past: int, queries: int, sink: int, window: int) -> torch.Tensor:
-    """``[H, Q, K]`` bool, True where query head h at position ``past + q`` may attend key ``k`` (``K = past + Q``):
-    causal for every head; for a streaming head also ``k < sink`` or ``k > t - window``."""
-    q = torch.arange(past, past + queries, device=streaming.device)[:, None]          # [Q, 1]
-    k = torch.arange(past + queries, device=streaming.device)[None, :]                  # [1, K]
-    causal = k <= q
-    stream = causal & ((k < sink) | (k > q - window))
-    return torch.where(streaming[:, None, None], stream[None], causal[None])
+def _policy_mask(streaming: torch.Tensor, sink: int, window: int, past: int, queries: int, batch: int,
+                 mask: torch.Tensor | None, device) -> torch.Tensor:
+    """The attention mask of a layer whose query heads ``streaming`` ``[H]`` stream: the model's ``mask`` (None:
+    causal) for the full heads; for the streaming ones also ``k < sink`` or ``k > t - window`` (query ``t``, key ``k``).
+    ``[B, H, Q, K]``, or ``[B, 1, Q, K]`` when every head streams. Within one forward pass the restricted mask is
+    built once and each distinct head pattern's mask once (:data:`_MASKS`)."""
+    memo = _MASKS.get()
+    sizes = (past, queries, batch, str(device), sink, window)
+    if memo is None:
+        memo = {}
+    elif memo.get("mask") is not mask or memo.get("sizes") != sizes:
+        memo.clear()
+        memo.update(mask=mask, sizes=sizes)              # holding the mask keeps its identity unique
+    pattern = streaming.numpy().tobytes()
+    if pattern in memo:
+        return memo[pattern]
+    if "streamed" not in memo:
+        q = torch.arange(past, past + queries, device=device)[:, None]                 # [Q, 1]
+        k = torch.arange(past + queries, device=device)[None, :]                         # [1, K]
+        band = (k < sink) | (k > q - window)                                             # [Q, K]
+        if mask is None:
+            full = (k <= q)[None, None]                                                  # [1, 1, Q, K]
+            memo["full"], memo["streamed"] = full, full & band
+        elif mask.dtype == torch.bool:
+            memo["full"], memo["streamed"] = mask, mask & band
+        else:
+            memo["full"], memo["streamed"] = mask, torch.where(band, mask, torch.finfo(mask.dtype).min)
+    full, streamed = memo["full"], memo["streamed"]                                      # [B or 1, 1, Q, K]
+    if bool(streaming.all()):
+        new = streamed
+    else:
+        new = torch.where(streaming.to(device)[None, :, None, None], streamed, full)     # [B or 1, H, Q, K]
+    new = new.expand(batch, -1, -1, -1)
+    memo[pattern] = new
+    return new
 
 
 def _hook(module, args: tuple, kwargs: dict):
@@ -201,17 +231,12 @@ def _hook(module, args: tuple, kwargs: dict):
     batch, queries = hidden.shape[0], hidden.shape[1]
     cache = kwargs.get("past_key_values")
     past = int(cache.get_seq_length(module.layer_idx)) if cache is not None else 0
-    ok = allowed(streaming.to(hidden.device), past, queries, sink, window)              # [H, Q, K]
     mask = kwargs.get("attention_mask")
-    if mask is None:
-        new = ok[None].expand(batch, -1, -1, -1)
-    else:
-        if mask.shape[-1] != past + queries or mask.shape[-2] != queries:
-            raise FormatError(f"The attention mask has shape {tuple(mask.shape)}, expected [..., {queries}, "
-                              f"{past + queries}]: a KV policy needs a cache that counts every token "
-                              "(kv_policy.new_cache) and no left padding.")
-        new = mask & ok[None] if mask.dtype == torch.bool else torch.where(
-            ok[None], mask, torch.tensor(torch.finfo(mask.dtype).min, dtype=mask.dtype, device=mask.device))
+    if mask is not None and (mask.shape[-1] != past + queries or mask.shape[-2] != queries):
+        raise FormatError(f"The attention mask has shape {tuple(mask.shape)}, expected [..., {queries}, "
+                          f"{past + queries}]: a KV policy needs a cache that counts every token "
+                          "(kv_policy.new_cache) and no left padding.")
+    new = _policy_mask(streaming, sink, window, past, queries, batch, mask, hidden.device)
     return args, {**kwargs, "attention_mask": new}
 
 
@@ -238,11 +263,13 @@ def applied(loaded, policy: KVPolicy | None) -> Iterator[None]:
     entries = {id(s.container): (_streaming_queries(s, row), policy.sink, policy.window)
                for s, row in zip(sites, policy.streaming) if any(row)}
     token, value = _ACTIVE.set({**(_ACTIVE.get() or {}), **entries}), _POLICY.set(policy)
+    masks = _MASKS.set({})
     try:
         with shared_hooks(loaded.model, "kv_policy", lambda: [
                 s.container.register_forward_pre_hook(_hook, with_kwargs=True) for s in sites]):
             yield
     finally:
+        _MASKS.reset(masks)
         _POLICY.reset(value)
         _ACTIVE.reset(token)
 
@@ -262,33 +289,41 @@ class PolicyLayer(DynamicLayer):
         self.full_idx = torch.tensor([j for j, s in enumerate(streaming) if not s], dtype=torch.long)
         self.sink, self.window, self.seen = sink, window, 0
         self.full_k = self.full_v = self.stream_k = self.stream_v = None
-        self.positions = torch.zeros(0, dtype=torch.long)         # positions of the streaming entries kept
+
+    def _kept(self, seen: int) -> tuple[int, int]:
+        """(sink entries, window entries) a streaming head keeps after ``seen`` tokens: positions
+        ``[0, sink) ∪ [seen - window, seen)``, in that order, without overlap."""
+        first = min(self.sink, seen)
+        return first, min(self.window, seen - first)
 
     def update(self, key_states, value_states, *args, **kwargs):
-        batch, heads, new, dim = key_states.shape
+        batch, heads, new, dim = key_states.shape                                       # [B, H_kv, new, D]
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+            self.full_idx, self.stream_idx = self.full_idx.to(self.device), self.stream_idx.to(self.device)
             self.full_k = self.full_v = key_states.new_zeros(batch, len(self.full_idx), 0, dim)
             self.stream_k = self.stream_v = key_states.new_zeros(batch, len(self.stream_idx), 0, dim)
-        fi, si = self.full_idx.to(key_states.device), self.stream_idx.to(key_states.device)
-        self.full_k = torch.cat([self.full_k, key_states[:, fi]], dim=-2)
-        self.full_v = torch.cat([self.full_v, value_states[:, fi]], dim=-2)
+        fi, si = self.full_idx, self.stream_idx
+        self.full_k = torch.cat([self.full_k, key_states.index_select(1, fi)], dim=-2)
+        self.full_v = torch.cat([self.full_v, value_states.index_select(1, fi)], dim=-2)
+        sk = torch.cat([self.stream_k, key_states.index_select(1, si)], dim=-2)        # [B, S, kept + new, D]
+        sv = torch.cat([self.stream_v, value_states.index_select(1, si)], dim=-2)
+        first, last = self._kept(self.seen)
         seen = self.seen + new
-        positions = torch.cat([self.positions, torch.arange(self.seen, seen)])
-        sk = torch.cat([self.stream_k, key_states[:, si]], dim=-2)
-        sv = torch.cat([self.stream_v, value_states[:, si]], dim=-2)
+        positions = torch.cat([torch.arange(first, device=self.device),                 # sk's positions
+                               torch.arange(self.seen - last, seen, device=self.device)])
         keys = key_states.new_zeros(batch, heads, seen, dim)
         values = value_states.new_zeros(batch, heads, seen, dim)
-        keys[:, fi], values[:, fi] = self.full_k, self.full_v
-        pos = positions.to(key_states.device)
-        ks, vs = keys[:, si], values[:, si]
-        ks[:, :, pos], vs[:, :, pos] = sk, sv
-        keys[:, si], values[:, si] = ks, vs
-        keep = (positions < self.sink) | (positions >= seen - self.window)
-        self.positions = positions[keep]
-        kept = keep.nonzero().squeeze(-1).to(key_states.device)
-        self.stream_k, self.stream_v = sk[:, :, kept], sv[:, :, kept]
-        self.seen = seen
+        if len(fi):
+            keys.index_copy_(1, fi, self.full_k)
+            values.index_copy_(1, fi, self.full_v)
+        keys[:, si[:, None], positions] = sk
+        values[:, si[:, None], positions] = sv
+        first, last = self._kept(seen)
+        if sk.shape[-2] > first + last:                       # drop what no later window reaches
+            sk = torch.cat([sk[:, :, :first], sk[:, :, sk.shape[-2] - last:]], dim=-2)
+            sv = torch.cat([sv[:, :, :first], sv[:, :, sv.shape[-2] - last:]], dim=-2)
+        self.stream_k, self.stream_v, self.seen = sk, sv, seen
         return keys, values
 
     def get_seq_length(self) -> int:
