@@ -104,30 +104,12 @@ def test_every_backticked_path_in_a_module_docstring_exists():
     assert not bad, "these paths or modules do not exist:\n" + "\n".join(bad)
 
 
-# Module docstrings written before this test, still longer than the limit: this list only shrinks (the test
-# fails when one of them is cut to the limit and still listed, so it is taken off).
-LONG_BEFORE = {
-    "app/core/access.py",
-    "app/core/selection.py",
-    "app/core/state.py",
-    "app/headmap/clicks.py",
-    "app/headmap/figures.py",
-    "app/headmap/panel.py",
-    "app/model/cache.py",
-    "app/runtime/board.py",
-    "app/runtime/work.py",
-    "app/share/report.py",
-}
-
-
 def test_module_docstrings_are_short():
     lengths = {str(path.relative_to(ROOT)): len(doc.strip().splitlines())
                for path, doc in module_docstrings(*DOCSTRING_FOLDERS).items()}
-    long = [f"{name}: {n} lines" for name, n in lengths.items() if n > MAX_MODULE_DOCSTRING and name not in LONG_BEFORE]
+    long = [f"{name}: {n} lines" for name, n in lengths.items() if n > MAX_MODULE_DOCSTRING]
     assert not long, f"module docstrings over {MAX_MODULE_DOCSTRING} lines (say what and why; details to docs/):\n" \
         + "\n".join(long)
-    cut = sorted(name for name in LONG_BEFORE if name in lengths and lengths[name] <= MAX_MODULE_DOCSTRING)
-    assert not cut, f"now within the limit: take them off LONG_BEFORE: {cut}"
 
 
 def history_in(path: Path) -> list[str]:

@@ -1,32 +1,13 @@
 """The Head map's live loop: the clickable map, the presets and the live panel, in one ``st.fragment``.
 
-A click on a head (or a preset, Undo/Redo, a point of the history) reruns this fragment only, not
-the page: the title, the pickers, the scoring and the sidebar stay as they are. Per click, in
-order: the mask changes (the widget callback, before the rerun) → the map, heads kept and the
-parameter count of the new mask are drawn at once, with the metric, loss and latency marked
-"updating…" → the metric and loss as soon as the one evaluation of the new mask is done (a translation's
-loss first, while it decodes: ``Task.loss_first``, the job's ``partial``) → the
-history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
-after the metric, behind any evaluation another session waits for: :data:`app.runtime.board.GATE`).
-
-The fragment never waits for work while a click could come: a click made while the fragment
-runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
-is shown as far as it got (:meth:`app.runtime.work.Work.show` with ``wait=False``), then the run waits drawing
-nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
-A click during an evaluation or a latency timing thus applies to the mask at once; the work for the old
-mask is cancelled when the new mask's work starts under the same job name, and the panel marks which mask
-it is updating for. A full run of the page (its first load, AppTest) cannot rerun only the fragment: there
-it waits as before.
-
-Beside the map (1280 px wide windows and up) the panel shows heads kept, the metric and the loss
-without scrolling. On narrower windows the panel wraps below the map; a compact strip above the
-map (sticky under the page header) then shows the same three figures, so a click still shows
-its result in view. Nothing on the panel or the strip shows a value of the previous mask
-unmarked.
-
-Head roles (:mod:`app.roles.ui`): the map can be coloured by a role instead of importance, the presets
-can protect role heads, and the panel says which role heads the mask removes. They use the session's
-finished role report (no work); the roles job itself is looked after last, so a click never waits for it.
+A click on a head (or a preset, Undo/Redo, a point of the history) reruns this fragment only. Per click: the
+mask changes (the widget callback) → the map, heads kept and parameter count are drawn at once, the metric,
+loss and latency marked "updating…" → the metric and loss when the one evaluation of the new mask is done →
+the history → the latency (timed after the metric, behind urgent work: :data:`app.runtime.board.GATE`).
+The fragment never waits for work while a click could come: it shows each piece of work as far as it got,
+then polls (:func:`_poll`) until a piece is done or a click comes; a click cancels the old mask's work.
+Nothing on the panel shows a value of the previous mask unmarked. Head roles (:mod:`app.roles.ui`) colour
+the map, protect heads in presets and are named on the panel. docs/DASHBOARD.md gives the details.
 """
 from __future__ import annotations
 
