@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.model import cache, workload
-from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
+from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
-from app.headmap import examples as example_tables
+from app.headmap import examples
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
@@ -240,7 +240,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
     if note := role_ui.colour_note(colour, roles):
         st.caption(note)
     roles_slot = st.container()
-    map_clicks.log_clicks(layout, headmap_ui.GRID_KEYS)      # every click on a grid, in order, none lost
+    clicks.log_clicks(layout, headmap_ui.GRID_KEYS)      # every click on a grid, in order, none lost
     for kind in layout.kinds:
         headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "", roles, colour)
         if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
@@ -263,18 +263,18 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         def preset(*args, **kwargs):
             return functools.partial(headmap_ui.apply_preset, *args, **kwargs)
 
-        map_clicks.edit_button(b[0], "remove_least", f"Remove {pct} % least important",
+        clicks.edit_button(b[0], "remove_least", f"Remove {pct} % least important",
                                preset("remove_least", layout, ranking, pct / 100, per_layer, **kept),
                                disabled=why is not None, width="stretch", help=why)
-        map_clicks.edit_button(b[1], "one_per_layer", "Keep the best head per layer",
+        clicks.edit_button(b[1], "one_per_layer", "Keep the best head per layer",
                                preset("one_per_layer", layout, ranking, **kept),
                                disabled=why is not None, width="stretch", help=why)
         b = st.columns(4)
-        map_clicks.edit_button(b[0], "invert", "Invert", preset("invert", layout), width="stretch")
-        map_clicks.edit_button(b[1], "reset", "Reset", preset("reset", layout), width="stretch")
-        map_clicks.edit_button(b[2], "undo", "Undo", mask_state.undo, disabled=not mask_state.can_undo(),
+        clicks.edit_button(b[0], "invert", "Invert", preset("invert", layout), width="stretch")
+        clicks.edit_button(b[1], "reset", "Reset", preset("reset", layout), width="stretch")
+        clicks.edit_button(b[2], "undo", "Undo", mask_state.undo, disabled=not mask_state.can_undo(),
                                icon=":material/undo:", width="stretch")
-        map_clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
+        clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
                                icon=":material/redo:", width="stretch")
     return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
 
@@ -319,7 +319,7 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
 def example_outputs(dense, ev, mask: HeadMask) -> None:
     """The first few outputs of a translation or speech model (gold, all heads, this mask) under the metric,
     redrawn with it on every click; nothing for a task whose evaluation keeps none."""
-    rows = example_tables.sample_rows(dense, ev)
+    rows = examples.sample_rows(dense, ev)
     if not rows:
         return
     with st.container(border=True, key="hp_example_outputs"):
