@@ -67,7 +67,7 @@ with thumbs:
                     config={"displaylogo": False},
                     alt="Attention map of every head: rows are layers, kept heads in blue, removed heads in grey")
     st.caption("Each small square is one head's map: row = the token that reads, column = the token read from; "
-               "darker = more figures. Hover for the tokens and the weight.")
+               "darker = more attention. Hover for the tokens and the weight.")
 for tab, view in ((head_tab, "head"), (model_tab, "model")):
     with tab:
         which = st.radio("Model", ["dense", "pruned"], horizontal=True, key=state.widget_key("attention", view),

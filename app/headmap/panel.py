@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.model import cache, workload
-from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks
+from app.headmap import cache as cache_headmap, figures, ui as headmap_ui, latency, clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
 from app.headmap import examples
@@ -78,7 +78,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     mask = mask_state.current_mask(layout)
     wait = not reruns.fragment_rerun()  # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
-    latency_ui.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
+    latency.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
     evaluation = _evaluation(sel, mask)
     evaluation.begin()                  # queued for the CPU now, while the map is drawn
     known = evaluation.ready()          # a redraw: the metric is drawn at once, never marked "updating"
@@ -87,8 +87,8 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         strip = st.empty()
         strip.markdown(strip_text(mask) if known is None else _strip_done(mask, known))
     roles = role_ui.ready(sel)      # the session's role report when found (no work here)
-    colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
-    map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
+    colour = st.session_state.get(state.widget_key("headmap", "colour"), figures.IMPORTANCE)
+    map_px = max(figures.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
     row = st.container(horizontal=True, wrap=True, gap=ROW_GAP)
     left, right = row.container(width=map_px), row.container(width=PANEL_PX)
     with left:
@@ -122,7 +122,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         with speed_slot.container():
             note = st.empty()
             note.caption(ui.updating_text("latency"))
-            pending += latency_ui.latency_panel(sel.model, mask, wait, note)
+            pending += latency.latency_panel(sel.model, mask, wait, note)
     roles_job = role_ui.show_roles_job(roles_slot, sel, roles_wanted, roles, wait)  # last: holds up nothing
     _poll(pending + ([roles_job] if roles_job is not None else []), early)
 
@@ -276,7 +276,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
                                icon=":material/undo:", width="stretch")
         clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
                                icon=":material/redo:", width="stretch")
-    return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
+    return roles_slot, colour != figures.IMPORTANCE or bool(keep_roles)
 
 
 def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending: list | None = None):

@@ -109,7 +109,7 @@ def probe_tab(sel: Selection, arch) -> None:
     """A role's probe input and one head's attention map on it, the head with the highest score first."""
     roles = applicable(arch)
     if not roles:
-        st.info("No head role applies to this model's figures.")
+        st.info("No head role applies to this model's attention.")
         return
     c1, c2 = st.columns([1, 2])
     role = c1.selectbox("Role", roles, format_func=lambda r: get_role(r).title,
