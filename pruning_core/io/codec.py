@@ -1,13 +1,13 @@
 """A generic JSON codec for frozen dataclasses: field order is key order, no per-field code.
 
-A :class:`JsonRecord` dataclass is written field by field in declaration order. Field metadata
-adjusts the key: ``json`` renames it, ``flatten`` merges a nested record's keys into the parent,
-``omit`` leaves a field out of the file, ``decode`` gives the function that reads a non-dataclass
-value (``HeadMask.from_lists``). Derived values and a file's ``format`` are ``init=False`` fields:
-written, never read (``__post_init__`` fills derived ones with :meth:`JsonRecord._derive`); a record
-with a ``format`` field checks a file's format before reading it. Decoding follows the type hints:
-``int``/``float``/``str``/``bool``, ``X | None``, tuples, ``Mapping`` and nested records; unknown keys
-are ignored and a missing key with a default takes the default.
+A :class:`JsonRecord` dataclass is written field by field in declaration order. Field metadata adjusts the
+key: ``json`` renames it, ``flatten`` merges a nested record's keys (or a mapping's, read back as the keys no
+other field names) into the parent, ``omit`` leaves a field out of the file, ``decode`` gives the function
+that reads a non-dataclass value (``HeadMask.from_lists``). Derived values and a file's ``format`` are
+``init=False`` fields: written, never read (``__post_init__`` fills derived ones with
+:meth:`JsonRecord._derive`); a record with a ``format`` field checks a file's format before reading it.
+Decoding follows the type hints: ``int``/``float``/``str``/``bool``, ``X | None``, tuples, ``Mapping`` and
+nested records; unknown keys are ignored and a missing key with a default takes the default.
 
 :data:`FORMATS` names every ``headprune.*`` format, each spelled once, below.
 """
@@ -133,7 +133,8 @@ def decode(cls: type[R], data: Mapping) -> R:
         if not f.init or f.metadata.get("omit"):
             continue
         if f.metadata.get("flatten"):             # a record reads its own keys; a mapping the keys left over
-            flat_record = isinstance(hints[f.name], type) and issubclass(hints[f.name], JsonRecord)
+            hint = hints[f.name]
+            flat_record = typing.get_origin(hint) is None and isinstance(hint, type) and issubclass(hint, JsonRecord)
             raw = data if flat_record else {k: v for k, v in data.items() if k not in claimed}
         else:
             key = f.metadata.get("json", f.name)
