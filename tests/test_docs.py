@@ -219,8 +219,9 @@ def cached_calls() -> dict[str, str]:
 
 
 def design_names(lead: str, end: str) -> set[str]:
-    """The backticked names in DESIGN between ``lead`` and the next ``end``."""
-    text = DESIGN[DESIGN.index(lead) + len(lead):]
+    """The backticked names in DESIGN between ``lead`` and the next ``end`` (line breaks read as spaces)."""
+    flat = " ".join(DESIGN.split())
+    text = flat[flat.index(lead) + len(lead):]
     return set(re.findall(r"`(\w+)`", text[:text.index(end)]))
 
 
@@ -228,7 +229,7 @@ def test_design_says_what_each_cached_call_takes():
     calls = cached_calls()
     by_selection = design_names("take a `Selection` or a `ScoreRequest`:", ";")
     by_spec = design_names("take its spec, with a mask or an input the user gives:", ";")
-    the_rest = design_names("the rest take just what they depend on:", "\n\n")
+    the_rest = design_names("the rest take just what they depend on:", ".")
     assert by_selection == {n for n, k in calls.items() if k == "selection"}
     assert by_spec == {n for n, k in calls.items() if k == "spec"}
     assert the_rest == {n for n, k in calls.items() if k not in ("selection", "spec")}

@@ -28,7 +28,8 @@ def document_literals(source: str) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "metadata":
             exempt |= {id(n) for n in ast.walk(node.value)}
-        if isinstance(node, ast.FunctionDef) and "# by hand:" in "\n".join(lines[node.lineno - 1:node.lineno + 6]):
+        head = lines[node.lineno - 1:min(node.lineno + 6, node.end_lineno)] if isinstance(node, ast.FunctionDef) else []
+        if "# by hand:" in "\n".join(head):
             exempt |= {id(n) for n in ast.walk(node)}
     return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Dict) and id(n) not in exempt
             and any(isinstance(k, ast.Constant) and k.value == "format" for k in n.keys)]
