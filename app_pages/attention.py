@@ -1,8 +1,8 @@
 """Attention: what each head looks at for one sentence, with all heads and with the current mask."""
 import streamlit as st
 
-from app.attention import figures as attention, ui as attention_ui, cache as cache_attention
-from app.attention import logit_attribution as dla_view
+from app.attention import figures, ui as attention_ui, cache as cache_attention
+from app.attention import logit_attribution
 from app.model import cache
 from app.model import pickers
 from app.core import mask as mask_state, state, ui
@@ -34,8 +34,8 @@ else:
         st.info(f"Task {md_code(task_label(task_name))} has no examples to show; type a sentence instead.")
         st.stop()
     index = st.selectbox("Example", range(len(examples)), key=state.widget_key("attention", "example"),
-                         format_func=lambda i: " ‖ ".join(x for x in attention.example_text(examples[i]) if x)[:120])
-    text, text_b = attention.example_text(examples[index])
+                         format_func=lambda i: " ‖ ".join(x for x in figures.example_text(examples[i]) if x)[:120])
+    text, text_b = figures.example_text(examples[index])
 if not text.strip():
     st.info("Type a sentence above: the attention views need at least one word.")
     st.stop()
@@ -49,7 +49,7 @@ if run is None:
 attention_ui.show_predictions(run)
 
 thumbs, head_tab, model_tab, role_tab, *dla_tab = st.tabs(["Every head", "bertviz: head view", "bertviz: model view",
-                                                             "Head roles: probe", *dla_view.tabs(arch)],
+                                                             "Head roles: probe", *logit_attribution.tabs(arch)],
                                                             key=state.widget_key("attention", "tabs"))  # kept on reruns
 with thumbs:
     c1, c2, c3 = st.columns(3)
@@ -63,7 +63,7 @@ with thumbs:
     arrange = c3.radio("Arrange", ["grid", "grouped"], horizontal=True,
                        format_func={"grid": "as on the head map", "grouped": "kept | removed"}.get,
                        **ui.remembered(state.widget_key("attention", "arrange"), "grid"))
-    st.plotly_chart(attention.thumbnails_figure(run, kind, kept_from=kept_from, arrange=arrange),
+    st.plotly_chart(figures.thumbnails_figure(run, kind, kept_from=kept_from, arrange=arrange),
                     config={"displaylogo": False},
                     alt="Attention map of every head: rows are layers, kept heads in blue, removed heads in grey")
     st.caption("Each small square is one head's map: row = the token that reads, column = the token read from; "
@@ -77,7 +77,7 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
         except Exception as exc:  # noqa: BLE001 - shown, never a traceback
             ui.show_error(exc, f"bertviz {view} view")
             continue
-        st.iframe(page, height=attention.view_height(run, view), alt=f"bertviz {view} view of the {which} model")
+        st.iframe(page, height=figures.view_height(run, view), alt=f"bertviz {view} view of the {which} model")
         st.caption("Hover over a token to see where it attends; click the coloured squares to show or hide heads "
                    "(double-click: only that head)." if view == "head" else
                    "Every layer (row) and head (column) at once; click a thumbnail to enlarge it.")
@@ -85,4 +85,4 @@ with role_tab:                  # what a role's probe looks like to one head (th
     role_ui.probe_tab(Selection(spec, task_name), arch)
 for tab in dla_tab:             # a decoder LM: the tokens one head promotes, and the answer without it
     with tab:
-        dla_view.show(spec, arch, text)
+        logit_attribution.show(spec, arch, text)

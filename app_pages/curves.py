@@ -2,9 +2,9 @@
 import streamlit as st
 
 from app.model import cache, workload
-from app.curves import jobs as curve_jobs
+from app.curves import jobs
 from app.model import pickers
-from app.curves import cache as cache_curves, figures as charts, kinds as kinds_view, tables
+from app.curves import cache as cache_curves, figures, kinds, tables
 from app.core import mask as mask_state, state, ui, uncertainty
 from app.core.text import md_code, md_escape
 from app.runtime.work import Work, start_button
@@ -36,7 +36,7 @@ with c[3]:
     sel = pickers.eval_size_picker("curves")
 
 # curves start on the button only; they run on while the user is on other pages
-calls = [curve_jobs.curve(sel, name, step, rescore, start="button") for name in chosen]
+calls = [jobs.curve(sel, name, step, rescore, start="button") for name in chosen]
 waiting = {name: workload.curve_seconds(sel, name, step, rescore, arch.total_heads, cache_curves.curve_seeds(name))
            for name, call in zip(chosen, calls) if not call.started()}
 start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
@@ -61,7 +61,7 @@ if curves:
     # per-example score); no line for corpus-level metrics (F1, BLEU) or texts
     chance = uncertainty.majority_share(cache.references(sel)) \
         if get_metric(first.metric_name).per_example else None
-    st.plotly_chart(charts.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
+    st.plotly_chart(figures.curves_figure(curves, point, f"current mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None, chance),
                     alt="Metric against the share of heads removed, one line per scorer")
     st.caption(f"Each point: the metric on the first {first.n_examples} evaluation examples "
@@ -82,13 +82,13 @@ iv = dense.interval if dense is not None else None     # values rounded as the H
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
 with ablation_tab:                     # a button that says the cost, not a switch: it runs once per click
     secs = workload.ablation_seconds(sel, arch.total_heads)
-    table = curve_jobs.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
+    table = jobs.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
                                f"examples, {workload.about(secs)} on 2 CPU cores)", start="button").show()
     if table is not None:
         st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric, iv)}; "
                    f"a change {get_metric(table.metric_name).helps_sign} 0 without a head means the head helps. "
                    "Cells marked n.s. (greyed) are not significant after correction; * are.")
-        st.plotly_chart(charts.ablation_figure(table), key="ablation_heatmap",
+        st.plotly_chart(figures.ablation_figure(table), key="ablation_heatmap",
                         alt="Change of the metric when each head alone is removed, per layer and head")
         st.caption(md_escape(f"{table.note} Test: {table.test or 'none'}."))
         ui.downloads("ablation", tables.ablation_frame(table), table.to_json())
@@ -98,11 +98,11 @@ with one_tab:
     by = None if how.startswith("search") else state.scorer_name()
     layers = sum(1 for rows in arch.layout.kinds.values() for n in rows if n > 0)
     secs = workload.one_per_layer_seconds(sel, arch.total_heads, layers, by)
-    table = curve_jobs.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
+    table = jobs.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
                                     start="button").show()
     if table is not None:
         st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric, iv)} "
                    f"(all heads: {ui.metric_text(table.metric_name, table.base_metric, iv)}).")
         ui.downloads("one_per_layer", tables.one_per_layer_frame(table), table.to_json())
 with kinds_tab:
-    kinds_view.show(sel, arch)
+    kinds.show(sel, arch)

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from app.curves import dynamics as dc
+from app.curves import dynamics
 from app.core import state, ui
 from app.core.text import md_code, md_escape
 from pruning_core.analysis.dynamics import summary_rows
@@ -19,11 +19,11 @@ reads a file made by `headprune dynamics --out FILE` or `python benchmarks/dynam
 
 upload = st.file_uploader("Show another dynamics file (headprune.dynamics/1 JSON)", type=["json"],
                           key=state.widget_key("dynamics", "upload"))
-source = upload.name if upload is not None else dc.DEFAULT_RESULT.name
+source = upload.name if upload is not None else dynamics.DEFAULT_RESULT.name
 try:
-    result = dc.read_dynamics(upload.getvalue() if upload is not None else dc.DEFAULT_RESULT.read_bytes())
+    result = dynamics.read_dynamics(upload.getvalue() if upload is not None else dynamics.DEFAULT_RESULT.read_bytes())
 except FileNotFoundError:
-    st.info(f"No dynamics run yet ({dc.DEFAULT_RESULT.name} is missing). Run `python benchmarks/dynamics.py` "
+    st.info(f"No dynamics run yet ({dynamics.DEFAULT_RESULT.name} is missing). Run `python benchmarks/dynamics.py` "
             "(about 10 minutes on 2 CPU cores), or upload a file made by `headprune dynamics --out FILE`.")
     st.stop()
 except HeadpruneError as exc:
@@ -39,9 +39,9 @@ st.caption(f"From {md_code(source)} · {md_escape(result.provenance.get('task'))
            f"{md_escape(result.provenance.get('created', ''))}")
 left, right = st.columns(2)
 left.markdown("**Pruning curve at each checkpoint** (light = early, dark = late)")
-left.plotly_chart(dc.curves_by_step_figure(result), key="dyn-curves")
+left.plotly_chart(dynamics.curves_by_step_figure(result), key="dyn-curves")
 right.markdown("**Rank correlation of I_h** with the final checkpoint's and the previous one's")
-right.plotly_chart(dc.rank_correlation_figure(result), key="dyn-rho")
+right.plotly_chart(dynamics.rank_correlation_figure(result), key="dyn-rho")
 st.markdown("**Change from the unpruned model** at each step and share of heads removed (tolerance)")
-st.plotly_chart(dc.drop_heatmap_figure(result), key="dyn-heat")
+st.plotly_chart(dynamics.drop_heatmap_figure(result), key="dyn-heat")
 ui.downloads("dynamics", pd.DataFrame(summary_rows(result)), result.to_json())

@@ -5,7 +5,7 @@ from app.model import cache
 from app.model import pickers
 from app.attention import cache as cache_attention
 from app.core import mask as mask_state, state, ui
-from app.headmap import examples as view
+from app.headmap import examples
 from app.runtime.work import Work
 
 ui.page_intro("Per example", """
@@ -41,9 +41,9 @@ if dense is None or pruned is None:
 inputs, references = cache.example_inputs(sel), cache.references(sel)
 names = cache_attention.label_names(task_name)
 ev = cache.evaluate(sel, mask)
-classes = view.is_classes(list(dense.predictions), references)
+classes = examples.is_classes(list(dense.predictions), references)
 
-changed = view.changed_frame(inputs, references, dense, pruned, names)
+changed = examples.changed_frame(inputs, references, dense, pruned, names)
 st.subheader(f"Answers changed by the mask: {len(changed)} of {len(dense.losses)} examples")
 st.caption(f"Mask: {mask.n_kept} of {mask.n_total} heads kept. The first {len(dense.losses)} examples of the "
            f"evaluation split; loss per example (per target token for texts).")
@@ -56,21 +56,21 @@ else:
 
 if classes:
     st.subheader("Accuracy, F1 and MCC")
-    st.dataframe(view.metric_frame(list(ev.extra), dense, pruned, references), hide_index=True)
+    st.dataframe(examples.metric_frame(list(ev.extra), dense, pruned, references), hide_index=True)
     st.caption("Each value with its 95 % interval in brackets (Wilson for accuracy, bootstrap over examples for F1 "
                "and MCC); the change with its paired 95 % interval (exact McNemar test for accuracy, paired "
                "bootstrap over examples otherwise). F1 is for class 1 and only for two classes.")
     left, right = st.columns(2)
     with left:
         st.markdown("**All heads (rows) → this mask (columns)**")
-        st.dataframe(view.confusion_frame(list(dense.predictions), list(pruned.predictions), names,
+        st.dataframe(examples.confusion_frame(list(dense.predictions), list(pruned.predictions), names,
                                           "all heads", "this mask"))
     with right:
         st.markdown("**Gold (rows) → this mask (columns)**")
-        st.dataframe(view.confusion_frame(list(references), list(pruned.predictions), names, "gold", "this mask"))
+        st.dataframe(examples.confusion_frame(list(references), list(pruned.predictions), names, "gold", "this mask"))
 else:
     st.caption("Confusion matrices, F1 and MCC need class labels; this task's answers are texts or losses. "
                "Its metric and interval are on the Head map.")
 
 st.subheader("Largest loss increases")
-st.dataframe(view.loss_frame(inputs, dense, pruned), hide_index=True, width="stretch", column_config=COLUMNS)
+st.dataframe(examples.loss_frame(inputs, dense, pruned), hide_index=True, width="stretch", column_config=COLUMNS)

@@ -3,8 +3,8 @@ import streamlit as st
 
 from app.model import jobs
 from app.model import pickers
-from app.headmap import kv_mode, panel as live_panel
-from app.core import mask as mask_state, state, ui
+from app.headmap import kv_mode, panel
+from app.core import mask, state, ui
 
 ui.page_intro("Head map", """
 Each square is one attention head (rows are layers, 0 at the top; columns are heads): **click a head**
@@ -24,9 +24,9 @@ with c1:
     scorer = pickers.scorer_picker("headmap")
 with c2:
     sel = pickers.eval_size_picker("headmap")
-mask_state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
+mask.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 
 result = jobs.scores(sel, scorer, arch.layout.total_heads).show()   # slow ones wait for a click
 ranking = result.ranking_scores if result is not None else None
-live_panel.show(sel, arch, ranking, scorer)     # a fragment: a click reruns only the map and panel
+panel.show(sel, arch, ranking, scorer)     # a fragment: a click reruns only the map and panel

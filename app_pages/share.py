@@ -4,7 +4,7 @@ import streamlit as st
 from app.model import cache
 from app.model import pickers
 from app.core import mask as mask_state, state, ui, uncertainty
-from app.share import report, links as share, ui as share_ui
+from app.share import report, links, ui as share_ui
 from app.share.analysis import read_shared_file
 from app.core.access import task_label
 from app.core.text import md_code, md_escape
@@ -58,7 +58,7 @@ with share_tab:
     with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
     analysis = share_ui.gather_analysis(sel, scorer, mask, curve_scorers=curve_scorers,
                                      with_ablation=with_ablation, with_one_per_layer=with_one)
-    stem = share.pruned_folder_name(spec, mask).replace("-pruned-", "-")
+    stem = links.pruned_folder_name(spec, mask).replace("-pruned-", "-")
     d1, d2, d3 = st.columns(3)
     d1.download_button("JSON bundle", analysis.to_bytes(), f"{stem}-analysis.json", "application/json",
                        on_click="ignore", icon=":material/data_object:", key=state.widget_key("share", "json"))
@@ -70,7 +70,7 @@ with share_tab:
         d3.caption("No pruned model to download: all heads are kept. Remove heads on the Head map first.")
     else:
         d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
-                           lambda: share.pruned_model_zip(loaded, mask, task_name), f"{share.pruned_folder_name(spec, mask)}.zip",
+                           lambda: links.pruned_model_zip(loaded, mask, task_name), f"{links.pruned_folder_name(spec, mask)}.zip",
                            "application/zip", on_click="ignore", icon=":material/folder_zip:",
                            key=state.widget_key("share", "zip"))
     included = [k for k, v in analysis.to_json().items()
@@ -78,9 +78,9 @@ with share_tab:
     st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
                + ("" if mask.is_full() else " Unzip the model and load it with "
                   "`pruning_core.modeling.loading.load_model(folder)`, or measure it with "
-                  f"`{share.evaluate_command(share.pruned_folder_name(spec, mask), task_name)}`."))
+                  f"`{links.evaluate_command(links.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
-    st.code(share.share_link(share.link_base(st.context.url), analysis.link_params()), language=None,
+    st.code(links.share_link(links.link_base(st.context.url), analysis.link_params()), language=None,
             wrap_lines=True)
     if task_name.startswith("file:"):
         st.caption("The task is a file on this server: a colleague on another machine needs the same file.")

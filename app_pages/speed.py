@@ -1,7 +1,7 @@
 """Speed: dense vs masked vs physically pruned, over batch sizes, beside the FLOP ceiling."""
 import streamlit as st
 
-from app.speed import cache as cache_speed, figures as speed
+from app.speed import cache, figures
 from app.model import pickers
 from app.core import mask as mask_state, session_results, state, ui
 from app.runtime.work import Work
@@ -24,19 +24,19 @@ mask = mask_state.current_mask(arch.layout)
 st.markdown(f"Current mask: **{mask.n_kept} of {mask.n_total} heads kept** (change it on the Head map).")
 
 c = st.columns([3, 1, 1, 1])
-sizes = c[0].multiselect("Batch sizes", speed.BATCH_CHOICES,                  # kept across page visits
+sizes = c[0].multiselect("Batch sizes", figures.BATCH_CHOICES,                  # kept across page visits
                          **ui.remembered(state.widget_key("speed", "batches"), [1, 4, 16]))
-seq_len = c[1].selectbox("Tokens per sequence", speed.SEQ_LEN_CHOICES,
-                         **ui.remembered(state.widget_key("speed", "seq"), speed.SEQ_LEN_CHOICES[2]))
-device = c[2].radio("Device", cache_speed.devices(), horizontal=True,
-                    **ui.remembered(state.widget_key("speed", "device"), cache_speed.devices()[0]))
+seq_len = c[1].selectbox("Tokens per sequence", figures.SEQ_LEN_CHOICES,
+                         **ui.remembered(state.widget_key("speed", "seq"), figures.SEQ_LEN_CHOICES[2]))
+device = c[2].radio("Device", cache.devices(), horizontal=True,
+                    **ui.remembered(state.widget_key("speed", "device"), cache.devices()[0]))
 run_now = c[3].button("Run the sweep", type="primary", disabled=not sizes or mask.is_full(),
                       key=state.widget_key("speed", "run"))
 if mask.is_full():
     st.info("All heads are kept, so there is nothing to compare: remove some heads on the Head map first.")
     st.stop()
 settings = (tuple(sorted(sizes)), int(seq_len), device)
-sweep = Work("sweep", "Timing dense, masked and pruned", cache_speed.speed_sweep, (spec, mask, *settings),
+sweep = Work("sweep", "Timing dense, masked and pruned", cache.speed_sweep, (spec, mask, *settings),
              start="each_time")
 if run_now or sweep.running():        # a sweep started before a visit to another page goes on
     result = sweep.show()
@@ -51,17 +51,17 @@ if result.mask != mask or (result.batch_sizes, result.seq_len, result.device.spl
                f"heads, batches {list(result.batch_sizes)}, {result.seq_len} tokens, {result.device}). "
                "Press Run the sweep to measure the current ones.")
 
-st.plotly_chart(speed.speed_figure(result), config={"displaylogo": False},
+st.plotly_chart(figures.speed_figure(result), config={"displaylogo": False},
                 alt="Throughput of dense, masked and pruned models and the pruned model's speed-up per batch size, "
                     "medians with IQR error bars, with the FLOP ceiling")
 st.markdown("**The pruned model, per batch size** (dense and pruned timed in the same call, interleaved):\n"
-            + "\n".join(f"- {line}" for line in speed.verdict_lines(result))
+            + "\n".join(f"- {line}" for line in figures.verdict_lines(result))
             + f"\n\nThe masked model is the {MASKED_TEXT}: its latency is shown, never as a speed-up.")
-st.markdown(speed.ceiling_text(result))
+st.markdown(figures.ceiling_text(result))
 if result.busy:
     st.warning("Other processes competed for the CPUs during this sweep: the latencies are inflated and noisy. "
                "Run the sweep again on a quieter machine.", icon=":material/speed:")
 st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
-           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache_speed.SWEEP_REPEATS} rounds, error "
-           f"bars and ranges are interquartile; {speed.measured_text(result)}. Peak memory: {result.memory_measure}.")
-ui.downloads("speed", speed.speed_table(result), result.to_json())
+           f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds, error "
+           f"bars and ranges are interquartile; {figures.measured_text(result)}. Peak memory: {result.memory_measure}.")
+ui.downloads("speed", figures.speed_table(result), result.to_json())

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.core import state, ui
-from app.tour import steps as tour, ui as tour_ui
+from app.tour import steps, ui as tour_ui
 
 ui.page_intro("Tour", "A walk through what attention-head pruning shows, one step at a time, for a class.")
 with st.expander("How the tour works"):
@@ -14,11 +14,11 @@ default model on 2 CPU cores, several for SmolLM2 or the translation model); aft
 gets it from the server's cache at once, so a teacher clicks through the tour once before class. A
 step replaces your mask (the Head map's **Undo** brings yours back).""")
 
-models = tour.tour_models(*state.defaults())
+models = steps.tour_models(*state.defaults())
 model = tour_ui.model_picker(models)
-current = tour.step(state.tour_step())
+current = steps.step(state.tour_step())
 state.set_tour_step(current.name)
-index = tour.STEPS.index(current)
-st.subheader(f"Step {index + 1} of {len(tour.STEPS)} · {current.title}")
+index = steps.STEPS.index(current)
+st.subheader(f"Step {index + 1} of {len(steps.STEPS)} · {current.title}")
 tour_ui.show_step(current, model, models)
 tour_ui.navigation(current)

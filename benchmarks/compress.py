@@ -90,19 +90,19 @@ def main(argv: list[str] | None = None) -> int:
                      "bias_compensation": bias, "fit_bias": fit_bias, "ls_target": target, "rearrange": rearrange,
                      "choose": extra.get("choose", "residual"), "head_tokens": extra.get("head_tokens", False),
                      "ffn": extra.get("ffn", False), "damping": extra.get("damping", 0.0),
-                     "feed_forward": result.report["repair"].get("feed_forward"),
-                     "heads_removed": result.report["heads_removed"],
-                     "swaps": result.report["rearrangement"].get("swaps"), "test": evaluations,
-                     "seconds": result.report["seconds"], "wall_seconds_with_evaluation": time.perf_counter() - start,
+                     "feed_forward": result.report.repair.get("feed_forward"),
+                     "heads_removed": result.report.heads_removed,
+                     "swaps": result.report.rearrangement.get("swaps"), "test": evaluations,
+                     "seconds": result.report.seconds, "wall_seconds_with_evaluation": time.perf_counter() - start,
                      "cpu_seconds_with_evaluation": time.process_time() - cpu, "torch_threads": torch.get_num_threads(),
-                     "repair_layers": result.report["repair"].get("layers"),
+                     "repair_layers": result.report.repair.get("layers"),
                      "repaired_predictions": list(repaired.predictions),    # for paired tests between rows
                      "load_before": [round(x, 2) for x in load_before],
                      "load_after": [round(x, 2) for x in os.getloadavg()]})
         t = evaluations
         print(f"{label:20s} unpruned {t['unpruned']['metric']:.2%}  pruned {t['pruned']['metric']:.2%}  "
-              f"repaired {t['repaired']['metric']:.2%}  compress {result.report['seconds']['total']:.0f} s "
-              f"({result.report['seconds']['cpu_total']:.0f} CPU-s)  "
+              f"repaired {t['repaired']['metric']:.2%}  compress {result.report.seconds['total']:.0f} s "
+              f"({result.report.seconds['cpu_total']:.0f} CPU-s)  "
               f"load {load_before[0]:.1f}", flush=True)
         rows_now = rows + [r for r in kept if r["label"] not in {x["label"] for x in rows}]
         _write(args, loaded, test, rows_now)         # after every run: a stopped benchmark keeps what it measured

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                      "alone": {s: {"metric": e.metric, "loss": e.loss} for s, e in alone.items()},
                      "repaired": {s: {"metric": e.metric, "loss": e.loss, "interval": list(e.interval)}
                                   for s, e in ev.items()},
-                     "compress_seconds": result.report["seconds"]["total"],
+                     "compress_seconds": result.report.seconds["total"],
                      "seconds_with_evaluation": time.perf_counter() - clock})
         print(f"{label:16s} kept {kept}  repaired: validation {ev['validation'].metric:.2%} "
               f"(loss {ev['validation'].loss:.4f})  test {ev['test'].metric:.2%}", flush=True)

@@ -1,4 +1,4 @@
-"""Run by ``torchrun --nproc-per-node 2`` from tests/test_distributed.py: every data pass on tiny models,
+"""Run by ``torchrun --nproc-per-node 2`` from tests/runtime/test_distributed.py: every data pass on tiny models,
 data-parallel and then (on rank 0, the group hidden) as one process; rank 0 writes both to OUT/library.json.
 
 Then the CLI commands listed in ``CLI_RUNS`` (as the test gives them, one per line of ``cli_runs.txt``)

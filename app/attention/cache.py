@@ -7,7 +7,7 @@ import streamlit as st
 
 import torch
 
-from app.attention import figures as attention
+from app.attention import figures
 from app.core.selection import Selection
 from app.model.cache import context_data, load, task
 from app.runtime import board
@@ -41,7 +41,7 @@ def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None
                  view: str, which: str) -> str:
     """The bertviz ``view`` ("head" | "model") of the ``which`` ("dense" | "pruned") model, as offline HTML."""
     run = attention_run(spec, text, text_b, mask, labels)
-    return attention.head_view_html(run, which) if view == "head" else attention.model_view_html(run, which)
+    return figures.head_view_html(run, which) if view == "head" else figures.model_view_html(run, which)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

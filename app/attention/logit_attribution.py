@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.attention import cache as cache_attention
+from app.attention import cache
 from app.core import state
 from app.core.text import md_escape
 from app.runtime.work import Work
@@ -49,10 +49,10 @@ def show(spec: str, arch, text: str) -> None:
     if source == EXAMPLE:
         c4, c5 = st.columns([3, 2])
         kind = c4.selectbox("Long-context task", list(ruler.KINDS), key=_key("task"))
-        index = c5.selectbox("Example", range(cache_attention.EXAMPLES), key=_key("example"),
+        index = c5.selectbox("Example", range(cache.EXAMPLES), key=_key("example"),
                              format_func=lambda i: f"test example {i}")
         example = (kind, DEFAULT_CONTEXT, index)
-    result = Work("attribution", f"Attributing head {layer}.{head}'s output to tokens", cache_attention.head_attribution,
+    result = Work("attribution", f"Attributing head {layer}.{head}'s output to tokens", cache.head_attribution,
                   (spec, layer, head, None if example else text, example), progress=False).show()
     if result is None:
         return

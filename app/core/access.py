@@ -1,17 +1,13 @@
 """Which server files a dashboard session may read, by the address the server listens on.
 
-On the loopback address (``headprune app``'s default) the user is the operator: any ``file:``
-task and any local model folder can be opened. A server exposed on purpose (``headprune app
---host ADDR``) reads local paths given through the UI or a link only inside the folders its
-operator listed (``--data-dir DIR``, passed as :data:`DATA_DIRS_ENV`) and inside the private
-upload folder; uploads, hub ids and the embedded default keep working.
+On the loopback address (``headprune app``'s default) the user is the operator: any ``file:`` task and any
+local model folder opens. A server exposed on purpose (``headprune app --host ADDR``) reads local paths given
+through the UI or a link only inside the folders its operator listed (``--data-dir DIR``, passed as
+:data:`DATA_DIRS_ENV`) and inside the private upload folder; uploads, hub ids and the embedded default keep
+working. A refused path gets the same message whether it exists or not, never a resolved server path; paths
+are resolved (symlinks, ``..``) before the check, so neither leads out of an allowed folder.
 
-A refused path gets the same message whether it exists or not, and the message never shows a
-resolved server path. Paths are resolved (symlinks, ``..``) before the check, so neither can
-lead out of an allowed folder.
-
-Pure: no Streamlit. The dashboard reads the environment and the server address in one place,
-:func:`app.model.cache.data_access`.
+Pure: no Streamlit. The dashboard reads the environment and the address in :func:`app.model.cache.data_access`.
 """
 from __future__ import annotations
 

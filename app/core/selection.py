@@ -1,17 +1,12 @@
-"""What a page works on: one frozen value for the model, the task and how many examples are evaluated, and one
-for the scores asked of it.
+"""What a page works on: one frozen value for the model, the task and how many examples are evaluated
+(:class:`Selection`), and one for the scores asked of it (:class:`ScoreRequest`).
 
-Every cached call and every long job takes a :class:`Selection` (scores: a :class:`ScoreRequest`) instead of loose
-``(spec, task_name, limit)`` arguments, so it is the key of the cross-session cache (``st.cache_data`` hashes its
-fields) and of the session's jobs. The session's selection comes from :func:`app.model.pickers.selection`.
-
-"How many examples", one name per idea in the app:
-
-- ``eval_size``: examples evaluated, the first N of the task's evaluation split (this value's field).
-- ``default_eval_size``: a model's own evaluation size when the user chose none (a click in about 5 s;
-  :func:`app.model.workload.default_eval_size`).
-- ``score_size``: examples a scorer reads on the score split (:attr:`ScoreRequest.score_size`, chosen by
-  :func:`app.model.workload.score_request`).
+Cached calls and long jobs that depend on the task take these values instead of loose ``(spec, task_name,
+limit)`` arguments, so a value is the key of the cross-session cache and of the session's jobs (docs/DESIGN.md
+says which calls take which). The session's selection comes from :func:`app.model.pickers.selection`. One name
+per size: ``eval_size``, the examples evaluated (this value's field); ``default_eval_size``, a model's own size
+when the user chose none (:func:`app.model.workload.default_eval_size`); ``score_size``, the examples a scorer
+reads on the score split (:attr:`ScoreRequest.score_size`).
 
 Pure: no Streamlit.
 """

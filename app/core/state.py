@@ -1,54 +1,11 @@
 """The dashboard's session state: every key, its default, and the URL's query parameters.
 
-Pages never touch ``st.session_state`` or ``st.query_params`` directly. This module names every
-session-state key and reads and writes the URL; the feature modules that own a key's logic read it
-through the names below (the mask history: :mod:`app.core.mask`; jobs: :mod:`app.runtime.work`; notices:
-:mod:`app.core.notices`; kept results: :mod:`app.core.session_results`). One browser tab is one session; the
-model cached by ``app.model.cache`` is shared by all sessions, while everything here (the mask especially)
-is per session.
-
-Session-state keys
-------------------
-=====================  ===================  =====================================================
-key                    type                 meaning (URL query parameter, if mirrored)
-=====================  ===================  =====================================================
-``hp_model``           str                  model spec: "default", a local folder or a hub id (``model``)
-``hp_task``            str                  task: "movie-sentiment", a GLUE/WMT name, "file:PATH" (``task``)
-``hp_scorer``          str                  scorer name, a key of ``pruning_core.scoring.SCORERS`` (``scorer``)
-``hp_eval_size``       int | None           examples evaluated, the user's choice (``n``); None: the model's own
-``hp_history``         MaskHistory          every mask applied so far + the undo/redo position (``mask``;
-                                            :mod:`app.core.mask`)
-``hp_pending_mask``    str | None           a mask from the URL, decoded once the model's layout is known
-``hp_qp_read``         bool                 the URL's query parameters were read into this session
-``hp_qp_written``      dict                 what was last written to the URL (to skip no-op writes)
-``hp_cancelled``       set[str]             jobs the user cancelled; they do not restart by themselves (:mod:`app.runtime.work`)
-``hp_jobs``            app.runtime.board.JobBoard    this session's long work, running on while the user is on other
-                                            pages (:func:`app.runtime.work.job_board`)
-``hp_notices``         list[(level, text)]  one-shot messages shown at the top of the next page run (:mod:`app.core.notices`)
-``hp_results``         dict                 name -> (model, task, value): results no cache key finds again
-                                            (the last speed sweep "bench", a loaded "analysis";
-                                            :mod:`app.core.session_results`)
-``hp_tour_step``       str | None           the Tour page's step, by name (``step``, in the URL only on that page)
-``hp_w_<page>_<name>`` (widget values)      page widgets; build these keys with :func:`widget_key`
-                                            (``hp_w_job_*``: run/cancel buttons of :class:`app.runtime.work.Work`)
-=====================  ===================  =====================================================
-
-Public functions
-----------------
-- :func:`init` once per run, first thing in ``dashboard.py``: fills defaults, reads the URL once.
-- :func:`model_spec` / :func:`set_model_spec`, :func:`task_spec` / :func:`set_task_spec`,
-  :func:`scorer_name` / :func:`set_scorer`, :func:`eval_size` / :func:`set_eval_size` (the
-  session's whole selection: :func:`app.model.pickers.selection`).
-- Sharing: :func:`push_query_params` (dashboard.py, before and after the page), :func:`share_params`,
-  :func:`defaults` (the model and task a new session starts with), :func:`tour_step` / :func:`set_tour_step`,
-  :func:`restore` (used by the Share page to load an analysis). The mask's URL text form
-  is ``pruning_core.io.share_link`` (``encode_mask`` / ``decode_mask``).
-- :func:`widget_key` for page widget keys.
-
-Defaults come from the environment when set (used by tests and the browser e2e test):
-``HEADPRUNE_APP_MODEL`` (else "default"), ``HEADPRUNE_APP_TASK`` (else "movie-sentiment"),
-``HEADPRUNE_APP_EVAL_LIMIT`` (else None: each model's own size, ``app.model.workload.default_eval_size``, which
-keeps a click near 5 s on 2 cores; choosing another model goes back to its size).
+Pages never touch ``st.session_state`` or ``st.query_params`` directly: this module names every key (its
+type and meaning beside it) and reads and writes the URL; the modules that own a key's logic read it through
+these names. One browser tab is one session; the model cached by :mod:`app.model.cache` is shared by every
+session, while everything here (the mask especially) is per session. :func:`init` runs first in each run of
+``dashboard.py``: it fills the defaults (``HEADPRUNE_APP_MODEL``, ``HEADPRUNE_APP_TASK`` and
+``HEADPRUNE_APP_EVAL_LIMIT`` when set) and reads the URL once. docs/DASHBOARD.md lists the public functions.
 """
 from __future__ import annotations
 
@@ -63,20 +20,21 @@ from pruning_core.core.heads import HeadMask
 from pruning_core.io.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
 
 # -- keys ----------------------------------------------------------------------------------------
-MODEL = "hp_model"
-TASK = "hp_task"
-SCORER = "hp_scorer"
-EVAL_SIZE = "hp_eval_size"
-HISTORY = "hp_history"
-PENDING_MASK = "hp_pending_mask"
+# each key: its type and meaning (the URL query parameter it is mirrored to, if any)
+MODEL = "hp_model"            # str: "default", a local folder or a hub id (model)
+TASK = "hp_task"              # str: "movie-sentiment", a GLUE/WMT name, "file:PATH" (task)
+SCORER = "hp_scorer"          # str: a key of pruning_core.scoring.SCORERS (scorer)
+EVAL_SIZE = "hp_eval_size"    # int | None: examples evaluated, the user's choice; None: the model's own (n)
+HISTORY = "hp_history"        # MaskHistory: every mask applied and the undo/redo position (mask; app.core.mask)
+PENDING_MASK = "hp_pending_mask"              # str | None: a mask from the URL, decoded once the layout is known
 PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pending mask
-QP_READ = "hp_qp_read"
-QP_WRITTEN = "hp_qp_written"
-CANCELLED = "hp_cancelled"
-JOBS = "hp_jobs"
-NOTICES = "hp_notices"
-RESULTS = "hp_results"
-TOUR_STEP = "hp_tour_step"
+QP_READ = "hp_qp_read"        # bool: the URL's query parameters were read into this session
+QP_WRITTEN = "hp_qp_written"  # dict: what was last written to the URL (to skip no-op writes)
+CANCELLED = "hp_cancelled"    # set[str]: jobs the user cancelled; they do not restart by themselves
+JOBS = "hp_jobs"              # JobBoard: this session's long work (app.runtime.work.job_board)
+NOTICES = "hp_notices"        # list[(level, text)]: one-shot messages for the top of the next page run
+RESULTS = "hp_results"        # dict: name -> (model, task, value), results no cache key finds (app.core.session_results)
+TOUR_STEP = "hp_tour_step"    # str | None: the Tour page's step, by name (step, in the URL on that page only)
 MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
 MAP_EDITS = "hp_map_edits"      # app.headmap.clicks: what each edit button does, as last drawn

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from app.core import progress_text
 from app.core.selection import Selection
-from app.curves import cache as cache_curves
+from app.curves import cache
 from app.model import workload
 from app.runtime.work import Start, Work
 from pruning_core.evaluation.kinds import FRACTIONS
@@ -22,14 +22,14 @@ KIND_SEEDS = 3          # random orders per share in the attention-kinds compari
 def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
           start: Start = "auto") -> Work:
     """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`)."""
-    return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache_curves.curve,
+    return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache.curve,
                 (sel, workload.score_request(sel, scorer), step, rescore),
-                {"seeds": cache_curves.curve_seeds(scorer)}, start=start)
+                {"seeds": cache.curve_seeds(scorer)}, start=start)
 
 
 def ablation(sel: Selection, label: str = "Single-head ablation", start: Start = "auto") -> Work:
     """The single-head ablation table (:func:`app.curves.cache.ablation`)."""
-    return Work("ablation", label, cache_curves.ablation, (sel,), start=start)
+    return Work("ablation", label, cache.ablation, (sel,), start=start)
 
 
 def one_per_layer(sel: Selection, scorer: str | None, label: str = "One head per layer",
@@ -37,14 +37,14 @@ def one_per_layer(sel: Selection, scorer: str | None, label: str = "One head per
     """Each layer reduced to its best head, by ``scorer``'s scores or by search when None
     (:func:`app.curves.cache.one_per_layer`)."""
     req = workload.score_request(sel, scorer) if scorer else None
-    return Work(f"one_{scorer}", label, cache_curves.one_per_layer, (sel, req), start=start)
+    return Work(f"one_{scorer}", label, cache.one_per_layer, (sel, req), start=start)
 
 
 def kinds(sel: Selection, scorer: str, label: str, fractions: tuple[float, ...] = FRACTIONS,
           seeds: int = KIND_SEEDS, start: Start = "auto") -> Work:
     """Michel et al. §5, a share of one attention kind's heads removed at a time, by ``scorer`` and in ``seeds``
     random orders (:func:`app.curves.cache.kind_sensitivity`)."""
-    return Work(f"kinds_{scorer}", label, cache_curves.kind_sensitivity,
+    return Work(f"kinds_{scorer}", label, cache.kind_sensitivity,
                 (sel, workload.score_request(sel, scorer), fractions, seeds), start=start)
 
 

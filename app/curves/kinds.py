@@ -11,12 +11,12 @@ from app.core.selection import Selection
 from app.model import workload
 from app.core.text import md_code, md_escape
 from app.curves import figures, tables, words
-from app.curves import jobs as curve_jobs
+from app.curves import jobs
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.kinds import FRACTIONS, KindSensitivity, borrow, missing_note, source_label
 
-SEEDS = curve_jobs.KIND_SEEDS
+SEEDS = jobs.KIND_SEEDS
 # saved `headprune kinds` runs a model that lacks a kind can borrow it from (docs/MODELS.md says how each was made)
 REFERENCE_RUNS = Path(__file__).resolve().parents[2] / "assets" / "reference"
 
@@ -35,7 +35,7 @@ def show(sel: Selection, arch) -> None:
     st.caption(f"Remove {', '.join(f'{100 * f:g}' for f in FRACTIONS)} % of ONE kind's heads, the least important "
                f"first by {md_code(scorer)} and in {SEEDS} random orders, the other kinds untouched (Michel et al. "
                f"2019, §5): {runs} evaluations of {sel.eval_size} examples. " + missing_note(missing))
-    result = curve_jobs.kinds(sel, scorer, f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
+    result = jobs.kinds(sel, scorer, f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
                                            f"{workload.about(secs)} on 2 CPU cores)",
                              FRACTIONS, SEEDS, start="button").show()
     if result is None:

@@ -1,26 +1,13 @@
 """Every edit on the Head map counts: the page logs each head clicked and each edit button pressed (presets,
 Undo, Redo), in order, and the server applies each logged edit once, in that order.
 
-Why a log: a grid's click reaches Streamlit as the chart's *selection*, a value, and a value
-sent while the script still runs is replaced by the next one (Streamlit keeps the newest value of a
-widget until the run ends). Two quick clicks on one grid then arrive as one. So a small in-page
-component (``st.components.v2``, no iframe) listens to every press of the mouse on a grid (the square from
-its position on the figure's axes; a press on a grid still being drawn, the map of the previous click's
-mask, waits until it is laid out, and the edits after it wait their turn) and sends the whole list of
-clicks since the page loaded, ``{"page": token, "clicks": [[kind, layer, head], ...]}``: a newer
-value holds every older click, and :func:`_on_clicks` toggles the ones not applied yet, in order. The
-clicked square is faded at once in the page, until the map of the new mask is drawn.
-
-The edit buttons (:func:`edit_button`) go through the same log: Streamlit delivers a button press and a
-map click that arrive during one run together, and calls their callbacks in the page's widget order, so
-"click a head, then Undo" could undo the click before it. The log keeps the order made, and takes a button
-at the press of the mouse, as it does a head: a button that Streamlit redraws between press and release (the
-fragment's rerun after the click before) gets no "click" event. A button's own callback acts only before
-the page's log has reported (then the log skips that press).
-
-While this log reports (any browser with JavaScript), the grids are drawn without a selection
-(:func:`active`); before it first reports, and in ``AppTest`` (no JavaScript), a click comes as the
-selection (:func:`app.headmap.ui.show_grid`).
+Why a log: Streamlit keeps only the newest value of a chart's selection sent while the script runs (two quick
+clicks on one grid arrive as one), and calls the callbacks of a button and a click that arrive in one run in
+widget order. A small in-page component (``st.components.v2``, no iframe) takes every mouse press on a grid or
+an edit button and sends the whole list since the page loaded; :func:`_on_clicks` applies those not applied
+yet. While the log reports, the grids are drawn without a selection (:func:`active`); before it first reports,
+and in ``AppTest``, a click comes as the selection (:func:`app.headmap.ui.show_grid`). docs/DASHBOARD.md
+gives the details.
 """
 from __future__ import annotations
 
@@ -29,7 +16,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app.core import mask as mask_state, state
+from app.core import mask, state
 from pruning_core.core.heads import HeadLayout
 
 KEY = state.widget_key("headmap", "clicks")
@@ -188,7 +175,7 @@ def _on_clicks(layout: HeadLayout) -> None:
             elif action is not None:
                 action()
         elif len(entry) == 3 and _fits(layout, *entry):
-            mask_state.toggle_head(layout, entry[0], int(entry[1]), int(entry[2]))
+            mask.toggle_head(layout, entry[0], int(entry[1]), int(entry[2]))
     st.session_state[state.MAP_LOG] = {"page": page, "applied": max(applied, len(clicks))}
 
 

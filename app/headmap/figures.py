@@ -1,16 +1,11 @@
-"""The layers x heads map of a mask as a plotly figure (pure: no Streamlit; the Head map page
-makes it clickable through :mod:`app.headmap.ui`, the HTML report draws it as it is).
+"""The layers x heads map of a mask as a plotly figure (pure: no Streamlit; the Head map page makes it
+clickable through :mod:`app.headmap.ui`, the HTML report draws it as it is).
 
-One figure per attention kind: a plotly scatter of square markers, layer 0 at the top, head 0 on
-the left (a heatmap would be the natural chart, but Streamlit returns no selection for heatmap
-clicks). Kept heads are filled squares coloured by their importance score (cividis: readable for
-colour-blind readers and in greyscale); removed heads are hollow grey squares with a cross, so
-kept vs removed never depends on colour alone.
-
-With a role report (:class:`pruning_core.analysis.roles.RoleReport`) the kept squares can instead be coloured by
-one role's score (viridis; heads that have the role get a thick dark frame) or by each head's strongest
-role (one colour per role, a legend of the roles beside the map, heads without a role light grey); the
-hover text of every head then lists its role scores. Clicks work the same in every colouring.
+One figure per attention kind: square markers, layer 0 at the top, head 0 on the left (a scatter: Streamlit
+returns no selection for heatmap clicks). Kept heads are filled squares coloured by their importance score
+(cividis), removed heads hollow grey squares with a cross, so kept vs removed never depends on colour alone.
+With a role report (:class:`pruning_core.analysis.roles.RoleReport`) kept squares can instead be coloured by
+one role's score or by each head's strongest role (docs/DASHBOARD.md describes the colourings).
 """
 from __future__ import annotations
 

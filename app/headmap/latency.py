@@ -17,9 +17,9 @@ import streamlit as st
 from pruning_core.bench import FULL_MASK_TEXT, MASKED_TEXT, speed_verdict
 from pruning_core.core.heads import HeadMask
 
-from app.headmap import cache as cache_headmap
+from app.headmap import cache
 from app.core import session_results, state, ui
-from app.speed import figures as speed
+from app.speed import figures
 from app.runtime.work import PENDING, Work, job_board
 
 RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
@@ -78,7 +78,7 @@ def _clear(note) -> None:
 
 
 def _calibration(spec: str) -> Work:
-    return Work("latency_model", "Timing this model once for latency estimates", cache_headmap.latency_model,
+    return Work("latency_model", "Timing this model once for latency estimates", cache.latency_model,
                 (spec,))
 
 
@@ -116,7 +116,7 @@ def drop_stale_timing(spec: str, mask: HeadMask) -> None:
 
 
 def _timing(spec: str, mask: HeadMask) -> Work:
-    return Work("latency", "Timing dense vs pruned, interleaved", cache_headmap.latency, (spec, mask), start="each_time")
+    return Work("latency", "Timing dense vs pruned, interleaved", cache.latency, (spec, mask), start="each_time")
 
 
 def measurement(spec: str, mask: HeadMask, *, measure: bool = True, again: bool = False, wait: bool = True):
@@ -150,7 +150,7 @@ def show_latency(result, again_button: str = AGAIN_BUTTON) -> None:
     st.caption(f"Pruned: {verdict.text}. Dense {1e3 * dense.median:.1f} ms (IQR {1e3 * dense.q1:.1f}-"
                f"{1e3 * dense.q3:.1f}), timed in the same call, interleaved round by round: median of {pruned.n} "
                f"rounds, batch {size} x {result.seq_len} tokens on {result.device} ({result.torch_threads} "
-               f"threads); {speed.measured_text(result)}. {MASKED_SENTENCE}")
+               f"threads); {figures.measured_text(result)}. {MASKED_SENTENCE}")
     if result.busy:
         st.warning("Other processes competed for the CPUs while timing: the latencies are inflated and noisy. "
                    f"Press **{again_button}** on a quieter machine.", icon=":material/speed:")

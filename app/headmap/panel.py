@@ -1,32 +1,13 @@
 """The Head map's live loop: the clickable map, the presets and the live panel, in one ``st.fragment``.
 
-A click on a head (or a preset, Undo/Redo, a point of the history) reruns this fragment only, not
-the page: the title, the pickers, the scoring and the sidebar stay as they are. Per click, in
-order: the mask changes (the widget callback, before the rerun) → the map, heads kept and the
-parameter count of the new mask are drawn at once, with the metric, loss and latency marked
-"updating…" → the metric and loss as soon as the one evaluation of the new mask is done (a translation's
-loss first, while it decodes: ``Task.loss_first``, the job's ``partial``) → the
-history (values already known: no evaluation) → the latency (dense vs physically pruned, timed
-after the metric, behind any evaluation another session waits for: :data:`app.runtime.board.GATE`).
-
-The fragment never waits for work while a click could come: a click made while the fragment
-runs is only taken after that run ends (Streamlit queues it), so in a fragment rerun each piece of work
-is shown as far as it got (:meth:`app.runtime.work.Work.show` with ``wait=False``), then the run waits drawing
-nothing (:func:`_poll`) and runs again when a piece of work is done, or ends at once when a click comes.
-A click during an evaluation or a latency timing thus applies to the mask at once; the work for the old
-mask is cancelled when the new mask's work starts under the same job name, and the panel marks which mask
-it is updating for. A full run of the page (its first load, AppTest) cannot rerun only the fragment: there
-it waits as before.
-
-Beside the map (1280 px wide windows and up) the panel shows heads kept, the metric and the loss
-without scrolling. On narrower windows the panel wraps below the map; a compact strip above the
-map (sticky under the page header) then shows the same three figures, so a click still shows
-its result in view. Nothing on the panel or the strip shows a value of the previous mask
-unmarked.
-
-Head roles (:mod:`app.roles.ui`): the map can be coloured by a role instead of importance, the presets
-can protect role heads, and the panel says which role heads the mask removes. They use the session's
-finished role report (no work); the roles job itself is looked after last, so a click never waits for it.
+A click on a head (or a preset, Undo/Redo, a point of the history) reruns this fragment only. Per click: the
+mask changes (the widget callback) → the map, heads kept and parameter count are drawn at once, the metric,
+loss and latency marked "updating…" → the metric and loss when the one evaluation of the new mask is done →
+the history → the latency (timed after the metric, behind urgent work: :data:`app.runtime.board.GATE`).
+The fragment never waits for work while a click could come: it shows each piece of work as far as it got,
+then polls (:func:`_poll`) until a piece is done or a click comes; a click cancels the old mask's work.
+Nothing on the panel shows a value of the previous mask unmarked. Head roles (:mod:`app.roles.ui`) colour
+the map, protect heads in presets and are named on the panel. docs/DASHBOARD.md gives the details.
 """
 from __future__ import annotations
 
@@ -39,10 +20,10 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.model import cache, workload
-from app.headmap import cache as cache_headmap, figures as headmap, ui as headmap_ui, latency as latency_ui, clicks as map_clicks
+from app.headmap import cache as cache_headmap, figures, ui as headmap_ui, latency, clicks
 from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
 from app.roles import ui as role_ui
-from app.headmap import examples as example_tables
+from app.headmap import examples
 from app.core.access import task_label
 from app.core.selection import Selection
 from app.core.text import md_code, md_escape
@@ -97,7 +78,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     mask = mask_state.current_mask(layout)
     wait = not reruns.fragment_rerun()  # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
-    latency_ui.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
+    latency.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
     evaluation = _evaluation(sel, mask)
     evaluation.begin()                  # queued for the CPU now, while the map is drawn
     known = evaluation.ready()          # a redraw: the metric is drawn at once, never marked "updating"
@@ -106,8 +87,8 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         strip = st.empty()
         strip.markdown(strip_text(mask) if known is None else _strip_done(mask, known))
     roles = role_ui.ready(sel)      # the session's role report when found (no work here)
-    colour = st.session_state.get(state.widget_key("headmap", "colour"), headmap.IMPORTANCE)
-    map_px = max(headmap.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
+    colour = st.session_state.get(state.widget_key("headmap", "colour"), figures.IMPORTANCE)
+    map_px = max(figures.figure_width(max(max(layout.kinds[k]) for k in layout.kinds), colour=colour), 470)
     row = st.container(horizontal=True, wrap=True, gap=ROW_GAP)
     left, right = row.container(width=map_px), row.container(width=PANEL_PX)
     with left:
@@ -141,7 +122,7 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         with speed_slot.container():
             note = st.empty()
             note.caption(ui.updating_text("latency"))
-            pending += latency_ui.latency_panel(sel.model, mask, wait, note)
+            pending += latency.latency_panel(sel.model, mask, wait, note)
     roles_job = role_ui.show_roles_job(roles_slot, sel, roles_wanted, roles, wait)  # last: holds up nothing
     _poll(pending + ([roles_job] if roles_job is not None else []), early)
 
@@ -259,7 +240,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
     if note := role_ui.colour_note(colour, roles):
         st.caption(note)
     roles_slot = st.container()
-    map_clicks.log_clicks(layout, headmap_ui.GRID_KEYS)      # every click on a grid, in order, none lost
+    clicks.log_clicks(layout, headmap_ui.GRID_KEYS)      # every click on a grid, in order, none lost
     for kind in layout.kinds:
         headmap_ui.show_grid(kind, mask, ranking, score_name if ranking is not None else "", roles, colour)
         if note := headmap_ui.kv_groups_note(kind, arch.kv_groups.get(kind, ())):
@@ -282,20 +263,20 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         def preset(*args, **kwargs):
             return functools.partial(headmap_ui.apply_preset, *args, **kwargs)
 
-        map_clicks.edit_button(b[0], "remove_least", f"Remove {pct} % least important",
+        clicks.edit_button(b[0], "remove_least", f"Remove {pct} % least important",
                                preset("remove_least", layout, ranking, pct / 100, per_layer, **kept),
                                disabled=why is not None, width="stretch", help=why)
-        map_clicks.edit_button(b[1], "one_per_layer", "Keep the best head per layer",
+        clicks.edit_button(b[1], "one_per_layer", "Keep the best head per layer",
                                preset("one_per_layer", layout, ranking, **kept),
                                disabled=why is not None, width="stretch", help=why)
         b = st.columns(4)
-        map_clicks.edit_button(b[0], "invert", "Invert", preset("invert", layout), width="stretch")
-        map_clicks.edit_button(b[1], "reset", "Reset", preset("reset", layout), width="stretch")
-        map_clicks.edit_button(b[2], "undo", "Undo", mask_state.undo, disabled=not mask_state.can_undo(),
+        clicks.edit_button(b[0], "invert", "Invert", preset("invert", layout), width="stretch")
+        clicks.edit_button(b[1], "reset", "Reset", preset("reset", layout), width="stretch")
+        clicks.edit_button(b[2], "undo", "Undo", mask_state.undo, disabled=not mask_state.can_undo(),
                                icon=":material/undo:", width="stretch")
-        map_clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
+        clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
                                icon=":material/redo:", width="stretch")
-    return roles_slot, colour != headmap.IMPORTANCE or bool(keep_roles)
+    return roles_slot, colour != figures.IMPORTANCE or bool(keep_roles)
 
 
 def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending: list | None = None):
@@ -338,7 +319,7 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
 def example_outputs(dense, ev, mask: HeadMask) -> None:
     """The first few outputs of a translation or speech model (gold, all heads, this mask) under the metric,
     redrawn with it on every click; nothing for a task whose evaluation keeps none."""
-    rows = example_tables.sample_rows(dense, ev)
+    rows = examples.sample_rows(dense, ev)
     if not rows:
         return
     with st.container(border=True, key="hp_example_outputs"):

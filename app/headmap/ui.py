@@ -9,8 +9,8 @@ import functools
 
 import streamlit as st
 
-from app.curves import figures as charts
-from app.headmap import clicks as map_clicks
+from app.curves import figures
+from app.headmap import clicks
 from app.core import mask as mask_state, session_results, state
 from app.core.colouring import IMPORTANCE
 from app.headmap.figures import figure
@@ -41,7 +41,7 @@ def _on_select(kind: str, layout: HeadLayout, key: str) -> None:
     Streamlit then calls its callback again: a selection already applied is skipped, so a click counts
     exactly once, and a click that landed on the old figure still counts. Skipped once the page's click
     log reports (:mod:`app.headmap.clicks`): it has the same click."""
-    if map_clicks.active():
+    if clicks.active():
         return
     selection = st.session_state.get(key) or {}
     points = (selection.get("selection") or {}).get("points", [])
@@ -64,7 +64,7 @@ def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: 
     through the page's click log (:mod:`app.headmap.clicks`) once it reports, else as the chart's selection.
     ``roles`` (a ``RoleReport``) and ``colour``: see :func:`app.headmap.figures.figure`."""
     key = chart_key(kind, mask_state.edits())
-    selecting = {} if map_clicks.active() else dict(
+    selecting = {} if clicks.active() else dict(
         on_select=functools.partial(_on_select, kind, mask.layout, key), selection_mode="points")
     st.plotly_chart(figure(kind, mask, scores, score_name, roles, colour), key=key, width="content", **selecting,
                     config={"displayModeBar": False, "scrollZoom": False, "doubleClick": False, "doubleClickDelay": 1},
@@ -163,7 +163,7 @@ def show_history(metric_name: str) -> None:
     entries = mask_state.history()
     known = session_results.get_result(HISTORY_METRICS) or {}
     found = [known.get(encode_mask(e.mask)) for e in entries]
-    fig = charts.history_figure([f[0] if f else None for f in found], [e.label for e in entries],
+    fig = figures.history_figure([f[0] if f else None for f in found], [e.label for e in entries],
                                 mask_state.history_index(), metric_name, [f[1] if f else None for f in found])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},

@@ -1,27 +1,13 @@
 """The model floor's cached calls into pruning_core, shared by every feature: models, tasks, data, evaluation,
-scores. With each feature's own ``app/<feature>/cache.py`` (curves, attention, speed, roles, headmap), the only
-modules with ``st.cache_resource`` / ``st.cache_data``, and the only place the dashboard loads, scores,
-evaluates, times, prunes or runs attention maps.
+scores. With each feature's own ``app/<feature>/cache.py``, the only modules with ``st.cache_resource`` /
+``st.cache_data``, and the only place the dashboard loads, scores, evaluates, times, prunes or runs attention.
 
-- Heavy shared objects are ``st.cache_resource``: the loaded model, the task, the tokenised
-  evaluation data, physically pruned copies. One instance serves every browser session and is
-  treated as read-only: masks are applied per call (``pruning_core.modeling.masking.apply_mask`` is
-  per-thread), pruning returns a copy.
-- Derived results are ``st.cache_data`` (small typed dataclasses, copied per caller), keyed by
-  their arguments: the :class:`app.core.selection.Selection` (model, task, evaluation size), mask and
-  settings. A cached function reads nothing but its arguments (and the other cached calls they name); settings
-  such as the device or a batch size are arguments, filled in by a thin uncached wrapper where pages need no say.
-- Timings (:func:`app.headmap.cache.latency`, :func:`app.speed.cache.speed_sweep`) are never cached: a latency
-  belongs to its moment and machine load. Pages keep them per session and show when and under what load.
-
-Arguments named ``_progress`` take a ``pruning_core`` progress callback; the leading underscore
-keeps them out of the cache key. Run long calls through :class:`app.runtime.work.Work`, which supplies
-that callback, shows a progress bar with a Cancel button, and keeps Streamlit calls out of the
-cached functions (a cached function must not draw, or its cache hits would replay the drawing).
-
-The evaluation of a mask is built here as a job too (:func:`evaluation`, :func:`dense_evaluation`), beside
-the cached call it runs; the library's ``Task.evaluate`` is called here. The other long jobs:
-:mod:`app.model.jobs` (scores) and each feature's ``jobs.py``.
+Heavy shared objects (the loaded model, the task, the tokenised data, pruned copies) are ``st.cache_resource``:
+one instance for every session, read-only (masks are applied per call, pruning returns a copy). Derived
+results are ``st.cache_data``, keyed by their arguments alone (docs/DESIGN.md says which take a selection);
+timings are never cached. Arguments named ``_progress`` take a progress callback and stay out of the key; long
+calls run through :class:`app.runtime.work.Work`. The evaluation of a mask is built here as a job too
+(:func:`evaluation`, :func:`dense_evaluation`). docs/DASHBOARD.md gives the rules in full.
 """
 from __future__ import annotations
 

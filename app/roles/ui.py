@@ -16,8 +16,8 @@ from pruning_core.analysis.roles import RoleReport, get_role, protected_heads, r
 from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.analysis.roles.report import STRONGEST_RULE
 
-from app.attention import figures as attention
-from app.roles import cache as cache_roles
+from app.attention import figures
+from app.roles import cache
 from app.core import state, ui
 from app.model import workload
 from app.core.colouring import IMPORTANCE, STRONGEST
@@ -35,7 +35,7 @@ def applicable(arch) -> list[str]:
 
 def ready(sel: Selection) -> RoleReport | None:
     """This session's finished role report of ``sel``'s model on its task; None when not (yet) computed. No work."""
-    return Work(JOB, "Finding head roles", cache_roles.roles, (sel.without_size(),)).ready()
+    return Work(JOB, "Finding head roles", cache.roles, (sel.without_size(),)).ready()
 
 
 def show_roles_job(slot, sel: Selection, wanted: bool, drawn: RoleReport | None,
@@ -45,7 +45,7 @@ def show_roles_job(slot, sel: Selection, wanted: bool, drawn: RoleReport | None,
     while it runs and ``wait`` is False (:meth:`app.runtime.work.Work.show`), else None."""
     if not wanted:
         return None
-    job = Work(JOB, workload.roles_label(sel), cache_roles.roles, (sel.without_size(),),
+    job = Work(JOB, workload.roles_label(sel), cache.roles, (sel.without_size(),),
                start="button" if workload.roles_wait_for_click(sel) else "auto")
     with slot:
         report = job.show(wait)
@@ -115,7 +115,7 @@ def probe_tab(sel: Selection, arch) -> None:
     role = c1.selectbox("Role", roles, format_func=lambda r: get_role(r).title,
                         **ui.remembered(state.widget_key("attention", "role"),
                                         "induction" if "induction" in roles else roles[0]))
-    view = Work("role_probe", f"Running the model on the {get_role(role).title} probe", cache_roles.role_probe,
+    view = Work("role_probe", f"Running the model on the {get_role(role).title} probe", cache.role_probe,
                 (sel.without_size(), role), progress=False).show()
     if view is None:
         return
@@ -136,7 +136,7 @@ def probe_tab(sel: Selection, arch) -> None:
         st.caption(f"Over the whole probe set this head scores {full:.2f} "
                    f"({'has' if full > view.threshold else 'does not have'} the role).")
     q_tokens, k_tokens = view.tokens[kind]
-    st.plotly_chart(attention.probe_figure(view.maps[kind][layer][head], q_tokens, k_tokens,
+    st.plotly_chart(figures.probe_figure(view.maps[kind][layer][head], q_tokens, k_tokens,
                                            f"layer {layer}, head {head} on the {get_role(role).title} probe",
                                            stripe=view.stripe, span=view.span),
                     config={"displaylogo": False}, key=state.widget_key("attention", "role_map"),

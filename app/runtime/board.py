@@ -1,22 +1,12 @@
 """Long work that belongs to one browser session and survives page changes.
 
-A :class:`JobBoard` lives in that session's ``st.session_state`` (:func:`app.runtime.work.job_board`), so
-one session's jobs are never seen by another, and they go when the session goes. Each job runs
-``fn(*args, **kwargs)`` in a worker thread that is *not* tied to a script run: when the user
-visits another page (Streamlit stops the page's script), the work keeps running, and when they
-come back :meth:`app.runtime.work.Work.show` finds the same job by its name and arguments and shows its
-progress, or its result, without starting again. Cancel, a newer request under the same name with
-other arguments, or the end of the browser session stops a job, at the work's next progress
-callback: a board made with ``alive`` (:func:`session_alive`: the Streamlit runtime still knows the
-session's connection) stops its jobs once that has said no for :data:`GONE_AFTER_S` seconds, so
-closing the browser does not leave scoring running for nobody.
-
-Every session's jobs run their forward passes one at a time through :data:`GATE`, the server's CPU queue:
-each pass already uses all the cores (torch's intra-op threads), so side by side they would all finish late,
-while queued each takes what a lone pass takes. ``with GATE.hold(urgent=True)`` wraps work a user waits for
-(an evaluation behind a click), ``urgent=False`` work that can wait (a latency timing, which also measures
-better alone). Waiting work reports "queued" through its progress callback, so a Cancel, or a newer click
-that replaces the job, stops it while it waits.
+A :class:`JobBoard` lives in the session's ``st.session_state`` (:func:`app.runtime.work.job_board`). Each job
+runs ``fn(*args, **kwargs)`` in a worker thread not tied to a script run, so it keeps running when the user
+visits another page, and :meth:`app.runtime.work.Work.show` finds it again by name and arguments. Cancel, a
+newer request under the same name, or the end of the session (:func:`session_alive`, after
+:data:`GONE_AFTER_S`) stops a job at its next progress callback. Every session's forward passes run one at a
+time through :data:`GATE`, the server's CPU queue (``urgent=True`` for work a user waits for); waiting work
+reports "queued", so Cancel still stops it. docs/DASHBOARD.md gives the reasons.
 
 Pure: no Streamlit, so the survival rules and the queue are tested without a browser.
 """

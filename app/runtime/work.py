@@ -1,26 +1,12 @@
 """Long work on the dashboard: one description of a piece of work and when it starts, and one way to show it.
 
-Every slow call a page makes (scoring, evaluation, curves, timing, training) is a :class:`Work`:
-the session's job name, what the user reads, the function and its arguments, whether it reports
-progress, and **when it starts** (:data:`Start`):
-
-=============  ============================================================================================
-``start``      the work starts ...
-=============  ============================================================================================
-``"auto"``     when the page asks for it (:meth:`Work.show`), once; later visits find it running or finished
-``"button"``   only on a button press: its own "Run: <label>" button (drawn by :meth:`Work.show`), or one
-               :func:`start_button` for several (a page then shows only the :meth:`Work.started` ones)
-``"each_time"`` when the page asks, and again the next time: a timing, whose finished result is handed
-               out once (the page keeps what it needs, e.g. in :mod:`app.core.session_results`)
-=============  ============================================================================================
-
-:meth:`Work.show` runs the call as one of the session's jobs (:mod:`app.runtime.board`) in a worker thread while
-the page's script thread draws a progress bar fed by the pruning_core progress callback, with a Cancel
-button. Leaving the page does not stop the work: coming back shows its progress or result. Cancel sets
-a flag that the callback turns into ``pruning_core.core.errors.Cancelled``: the work unwinds cleanly
-(pruning_core removes its hooks in ``finally`` blocks), nothing half-done is cached, and the session
-stays usable. A job the user cancelled does not restart by itself, whatever its ``start``: the page
-offers a "Cancelled. Run: ..." button.
+Every slow call a page makes (scoring, evaluation, curves, timing, training) is a :class:`Work`: the session's
+job name, what the user reads, the function and its arguments, whether it reports progress, and when it
+starts (:data:`Start`). :meth:`Work.show` runs the call as one of the session's jobs (:mod:`app.runtime.board`)
+in a worker thread while the page draws a progress bar with a Cancel button; leaving the page does not stop
+it. Cancel makes the progress callback raise ``pruning_core.core.errors.Cancelled``: the work unwinds cleanly
+(hooks are removed in ``finally`` blocks), nothing half-done is cached, and a cancelled job does not restart by
+itself (the page offers a "Cancelled. Run: ..." button).
 """
 from __future__ import annotations
 
@@ -39,6 +25,10 @@ from pruning_core.core.errors import Cancelled
 
 log = logging.getLogger("headprune.app")
 
+# When a Work starts. "auto": when the page asks for it (Work.show), once; later visits find it running or
+# finished. "button": only on a button press, its own "Run: <label>" button (drawn by Work.show) or one
+# start_button for several (a page then shows only the started ones). "each_time": when the page asks, and again
+# the next time: a timing, whose finished result is handed out once (the page keeps what it needs).
 Start = Literal["auto", "button", "each_time"]
 STARTS: tuple[str, ...] = ("auto", "button", "each_time")
 QUICK_S = 0.3          # jobs finishing within this show no progress bar (cache hits, small work)
@@ -75,7 +65,7 @@ class Work:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     progress: bool = True        # False: the work reports no progress, so it cannot be cancelled midway
-    start: Start = "auto"        # when it starts: see the module's table
+    start: Start = "auto"        # when it starts: see Start
 
     def __post_init__(self) -> None:
         if self.start not in STARTS:

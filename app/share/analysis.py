@@ -69,6 +69,7 @@ class Analysis:
 
     def to_json(self) -> dict:
         """The ``headprune.analysis/1`` bundle; each result keeps its own format and provenance."""
+        # by hand: a bundle of other formats' documents, each written by its own to_json, and the link
         evals = {}
         if self.evaluation is not None:
             evals["masked"] = self.evaluation.to_json(self.eval_provenance(self.evaluation), mask=self.mask)

@@ -1,17 +1,12 @@
 """One self-contained HTML report of an analysis: opens offline, plots stay interactive.
 
-:func:`build_report` turns an :class:`app.share.analysis.Analysis` into a single HTML document:
-
-- plotly.js (from the installed ``plotly`` package) is inlined once in ``<head>``; every figure is
-  a ``<div>`` plus a small inline script. No ``<script src>``, no CDN, no external fonts.
-- every string that came from a user or a file (model id, task name, scorer, labels) goes
-  through ``html.escape``; figure data is plotly's own JSON, which escapes ``<``.
-- the analysis bundle itself (``headprune.analysis/1``) is embedded as
-  ``<script type="application/json" id="headprune-analysis">`` and offered as a download link
-  (a ``data:`` URI), so the report alone is enough to restore the analysis on the Share page.
-
-Figures reuse the dashboard's own builders (:mod:`app.headmap.figures`, :mod:`app.curves.figures`,
-:mod:`app.speed.figures`), so the report shows what the pages show.
+:func:`build_report` turns an :class:`app.share.analysis.Analysis` into one HTML document: plotly.js inlined
+once in ``<head>`` (no ``<script src>``, no CDN, no external fonts); every string from a user or a file
+through ``html.escape``; the analysis bundle (``headprune.analysis/1``) embedded as a
+``<script type="application/json" id="headprune-analysis">`` and offered as a download, so the report alone
+restores the analysis on the Share page. Figures reuse the dashboard's own builders
+(:mod:`app.headmap.figures`, :mod:`app.curves.figures`, :mod:`app.speed.figures`): the report shows what the
+pages show.
 """
 from __future__ import annotations
 

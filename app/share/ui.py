@@ -9,7 +9,7 @@ from pruning_core.core.heads import HeadMask
 
 from app.model import cache, jobs
 from app.curves import jobs as curve_jobs
-from app.headmap import latency as latency_ui
+from app.headmap import latency
 from app.core import notices, session_results, state
 from app.core.access import task_label
 from app.core.selection import Selection
@@ -39,7 +39,7 @@ def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorer
     one = curve_jobs.one_per_layer(sel, scorer).show() if with_one_per_layer else None
     bench = session_results.get_result("bench")          # the Speed page's sweep, else the Head map's probe
     if bench is None or bench.mask != mask:
-        bench = latency_ui.measurement(sel.model, mask)
+        bench = latency.measurement(sel.model, mask)
     return Analysis(
         model_id=sel.model, layout=loaded.layout, mask=mask, task=sel.task, scorer=scorer,
         weights_sha256=loaded.weights_sha256, eval_size=sel.eval_size, scores=scores, curves=curves,

@@ -22,9 +22,9 @@ from app.attention import figures as attention, cache as cache_attention
 from app.model import cache, jobs, workload
 from app.curves import jobs as curve_jobs
 from app.model import pickers
-from app.curves import figures as charts, kinds as kinds_tab, tables, words as curve_words
+from app.curves import figures as charts, kinds as kinds_tab, tables, words
 from app.roles import cache as cache_roles
-from app.headmap import cache as cache_headmap, latency as latency_ui
+from app.headmap import cache as cache_headmap, latency
 from app.core import mask as mask_state, state, ui
 from app.core.selection import Selection
 from app.tour import steps as tour
@@ -208,7 +208,7 @@ def _translation(ctx: Ctx) -> bool:
     missing = missing_note(result.missing)
     base_iv = None if result.base_low is None else (result.base_low, result.base_high)
     st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, base_iv)}. "
-               f"{curve_words.kinds_headline(result)} The prepared mask removes {mask.n_total - mask.n_kept} of "
+               f"{words.kinds_headline(result)} The prepared mask removes {mask.n_total - mask.n_kept} of "
                f"{result.heads.get('cross', 0)} "
                f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
                f"mean of {curve_jobs.KIND_SEEDS} random orders, shaded their range. "
@@ -250,12 +250,12 @@ def _speed(ctx: Ctx) -> bool:
     timed = state.widget_key("tour", "timed_mask")
     stored = None
     if st.button(TIME_BUTTON, key=state.widget_key("tour", "time"), icon=":material/timer:", type="primary"):
-        stored = latency_ui.measurement(ctx.spec, mask, again=True)
-        st.session_state[timed] = latency_ui.mask_key(mask) if stored is not None else None
-    elif st.session_state.get(timed) == latency_ui.mask_key(mask):
-        stored = latency_ui.measurement(ctx.spec, mask, measure=False)
+        stored = latency.measurement(ctx.spec, mask, again=True)
+        st.session_state[timed] = latency.mask_key(mask) if stored is not None else None
+    elif st.session_state.get(timed) == latency.mask_key(mask):
+        stored = latency.measurement(ctx.spec, mask, measure=False)
     if stored is not None:
-        latency_ui.show_latency(stored, again_button=TIME_BUTTON)
+        latency.show_latency(stored, again_button=TIME_BUTTON)
     return True
 
 

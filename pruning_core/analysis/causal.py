@@ -6,15 +6,16 @@ heads a score ranks high matter for the task far more than as many random heads.
 another split than the one measured (``train`` vs ``test``); the result records both. Removing a head is its
 gate set to 0 (:func:`pruning_core.modeling.masking.apply_mask`); random heads are drawn from all heads.
 
-The result is a ``headprune.causal/1`` document: the dense model's result, the top heads' and each seed's,
-and McNemar's exact paired test (accuracy) of each against the dense model and of top against each random.
+The result, a :class:`CausalResult` (``headprune.causal/1``), holds the dense model's result, the top heads'
+and each seed's, and McNemar's exact paired test (accuracy) of each against the dense model and of top against
+each random.
 """
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from pruning_core.io.codec import CAUSAL_FORMAT
+from pruning_core.io.codec import CAUSAL_FORMAT, JsonRecord
 from pruning_core.core.errors import UsageError
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report
@@ -39,6 +40,27 @@ class CausalConfig:
             raise UsageError("The causal test needs at least one random seed.")
 
 
+@dataclass(frozen=True)
+class CausalResult(JsonRecord):
+    """The dense model's, the top heads' and each seed's results, with the paired tests between them."""
+
+    format: str = field(default=CAUSAL_FORMAT, init=False)
+    metric_name: str
+    n_heads_removed: int
+    total_heads: int
+    fraction: float
+    seeds: tuple[int, ...]
+    split: str
+    n_examples: int
+    context: int | None
+    runs: dict                      # "dense" / "top" / "random-<seed>" -> removed, metric, interval, loss, drop
+    mean_random_drop: float
+    top_drop: float
+    comparisons: tuple[dict, ...]   # McNemar (accuracy) of base vs other: delta, p value, p_text
+    scores: dict = field(default_factory=dict)          # where the scores came from (file, method, split)
+    provenance: dict = field(default_factory=dict)
+
+
 def top_heads(scores: HeadScores, n: int) -> list:
     """The ``n`` heads with the highest scores (ties broken by the seeded order of :meth:`HeadScores.ranked`)."""
     return scores.ranked()[::-1][:n]
@@ -49,8 +71,8 @@ def random_heads(scores: HeadScores, n: int, seed: int) -> list:
 
 
 def causal_test(loaded, task, scores: HeadScores, config: CausalConfig = CausalConfig(), *,
-                progress: ProgressCallback | None = None) -> dict:
-    """Run the test; returns the results and comparisons (a dict; :func:`causal_json` adds provenance)."""
+                progress: ProgressCallback | None = None) -> CausalResult:
+    """Run the test; the result has no provenance yet (the caller adds it with ``dataclasses.replace``)."""
     scores.check_fits(loaded.layout)
     n = max(1, round(config.fraction * loaded.layout.total_heads))
     kwargs = {"max_length": config.context} if config.context else {}
@@ -72,19 +94,15 @@ def causal_test(loaded, task, scores: HeadScores, config: CausalConfig = CausalC
 
     randoms = [f"random-{s}" for s in config.seeds]
     mean_random = sum(results[r].metric for r in randoms) / len(randoms)
-    return {
-        "metric_name": metric.name, "n_heads_removed": n, "total_heads": loaded.layout.total_heads,
-        "fraction": config.fraction, "seeds": list(config.seeds), "split": config.split,
-        "n_examples": data.n_examples, "context": config.context,
-        "runs": {name: {"removed": [list(h) for h in (runs[name] or [])], "metric": r.metric,
-                        "interval": list(r.interval) if r.interval else None, "per_example": list(r.per_example),
-                        "loss": r.loss, "drop": results["dense"].metric - r.metric} for name, r in results.items()},
-        "mean_random_drop": results["dense"].metric - mean_random,
-        "top_drop": results["dense"].metric - results["top"].metric,
-        "comparisons": [c for c in [paired("dense", "top"), *(paired("dense", r) for r in randoms),
-                                    *(paired(r, "top") for r in randoms)] if c is not None],
-    }
-
-
-def causal_json(result: dict, provenance: dict, score_provenance: dict) -> dict:
-    return {"format": CAUSAL_FORMAT, **result, "scores": score_provenance, "provenance": provenance}
+    return CausalResult(
+        metric_name=metric.name, n_heads_removed=n, total_heads=loaded.layout.total_heads,
+        fraction=config.fraction, seeds=tuple(config.seeds), split=config.split,
+        n_examples=data.n_examples, context=config.context,
+        runs={name: {"removed": [list(h) for h in (runs[name] or [])], "metric": r.metric,
+                     "interval": list(r.interval) if r.interval else None, "per_example": list(r.per_example),
+                     "loss": r.loss, "drop": results["dense"].metric - r.metric} for name, r in results.items()},
+        mean_random_drop=results["dense"].metric - mean_random,
+        top_drop=results["dense"].metric - results["top"].metric,
+        comparisons=tuple(c for c in [paired("dense", "top"), *(paired("dense", r) for r in randoms),
+                                      *(paired(r, "top") for r in randoms)] if c is not None),
+    )

@@ -8,12 +8,17 @@ renamed into place), with ``headprune_compress.json``: every step's record and t
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pruning_core.runtime import distributed
 from pruning_core.cli.args import checked, fraction, output_folder, positive_int, positive_number
 from pruning_core.cli.common import common_options, fmt, load_from_args, progress_bars, require_heads
 from pruning_core.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from pruning_core.compress import CompressReport
 
 REPORT_NAME = "headprune_compress.json"
 DEFAULT_CALIBRATION = 512
@@ -102,44 +107,43 @@ def cmd_compress(args) -> None:
     loaded = load_from_args(args)
     require_heads(loaded, "compress")
     result = compress(loaded, task, config, progress=progress_bars())
-    report = result.report
     data = task.encode(loaded, split, args.limit)
     evaluations = evaluate_compression(loaded, task, data, result, batch_size=args.batch_size,
                                        progress=progress_bars())
-    report["evaluation"] = {"split": split, **summary_json(evaluations)}
+    report = replace(result.report, evaluation={"split": split, **summary_json(evaluations)})
     out = Path(args.out)
     with staged_folder(out) as tmp:
         save_pruned(result.model, loaded.tokenizer, tmp, shortlist=loaded.shortlist)
-        write_json(tmp / REPORT_NAME, report)
+        write_json(tmp / REPORT_NAME, report.to_json())
     from pruning_core.modeling.pruning import loads_in
     _print(report, evaluations, split, out, loads_in(result.model, str(out), saved_now=True))
 
 
-def _print(report: dict, evaluations: dict, split: str, out: Path, loads_in: str) -> None:
-    search = report["search"]
-    print(f"budget: {report['budget']['means']}; removed {report['heads_removed']}/{report['heads_total']} heads "
+def _print(report: CompressReport, evaluations: dict, split: str, out: Path, loads_in: str) -> None:
+    search = report.search
+    print(f"budget: {report.budget['means']}; removed {report.heads_removed}/{report.heads_total} heads "
           f"({search['flop_fraction']:.1%} of the multiply-adds at {search['flops_counted_at_tokens']} tokens, "
-          f"{search['attention_flop_fraction']:.1%} of the attention's); scored by {report['scores']['method']} "
-          f"on {report['calibration']['examples']} {report['calibration']['split']} examples")
+          f"{search['attention_flop_fraction']:.1%} of the attention's); scored by {report.scores['method']} "
+          f"on {report.calibration['examples']} {report.calibration['split']} examples")
     if search.get("latency"):
         lat = search["latency"]
         print(f"latency: {lat['measures']}: dense {lat['dense_ms']:.1f} ms, compressed "
               f"{lat.get('measured_ms', lat['dense_ms']):.1f} ms")
-    swaps = report["rearrangement"].get("swaps")
-    print(f"rearrangement: {swaps} swap(s)" if swaps is not None else f"rearrangement: {report['rearrangement']['skipped']}")
-    layers = report["repair"].get("layers")
+    swaps = report.rearrangement.get("swaps")
+    print(f"rearrangement: {swaps} swap(s)" if swaps is not None else f"rearrangement: {report.rearrangement['skipped']}")
+    layers = report.repair.get("layers")
     if layers:
         before = sum(l["residual_before"] for l in layers)
         after = sum(l["residual_after"] for l in layers)
         print(f"repair: layer-output error (mean squared, summed over layers) {before:.4g} -> {after:.4g} on "
-              f"{report['repair']['calibration_examples']} calibration examples")
+              f"{report.repair['calibration_examples']} calibration examples")
     ev = evaluations["unpruned"]
     line = f"{ev.metric_name} on {split} ({ev.n_examples} examples): unpruned {fmt(ev.metric_name, ev.metric)}"
     line += f", pruned without repair {fmt(ev.metric_name, evaluations['pruned'].metric)}"
     if "repaired" in evaluations:
         line += f", with repair {fmt(ev.metric_name, evaluations['repaired'].metric)}"
     print(line)
-    params = report["parameters"]
-    print(f"parameters {params['before']:,} -> {params['after']:,}; {report['seconds']['total']:.0f} s to compress; "
+    params = report.parameters
+    print(f"parameters {params['before']:,} -> {params['after']:,}; {report.seconds['total']:.0f} s to compress; "
           f"saved to {out} (report {REPORT_NAME})")
     print(f"loads in {loads_in}")

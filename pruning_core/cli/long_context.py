@@ -98,7 +98,9 @@ def _mib(n: int) -> str:
 
 
 def cmd_causal_test(args) -> None:
-    from pruning_core.analysis.causal import CausalConfig, causal_json, causal_test
+    from dataclasses import replace
+
+    from pruning_core.analysis.causal import CausalConfig, causal_test
     from pruning_core.evaluation.results import provenance
     task, split = task_and_split(args)
     loaded = load_from_args(args)
@@ -111,16 +113,15 @@ def cmd_causal_test(args) -> None:
                           context=args.context, batch_size=args.batch_size)
     result = causal_test(loaded, task, values, config, progress=progress_bars())
     metric = task.metric
-    runs = result["runs"]
-    print(f"{task.name} [{split}, {result['n_examples']} examples], {result['n_heads_removed']}/"
-          f"{result['total_heads']} heads removed ({method} scores from {score_split or 'their own probe'}):")
+    runs = result.runs
+    print(f"{task.name} [{split}, {result.n_examples} examples], {result.n_heads_removed}/"
+          f"{result.total_heads} heads removed ({method} scores from {score_split or 'their own probe'}):")
     for name, run in runs.items():
         interval = metric.format_interval(*run["interval"]) if run["interval"] else "no interval"
         print(f"  {name:10s} {metric.format(run['metric'])}  (95 % interval {interval})")
-    for c in result["comparisons"]:
+    for c in result.comparisons:
         print(f"  {c['other']} vs {c['base']}: {metric.format_delta(c['delta'], 0.0)}, {c['p_text']}")
-    write_result(args, causal_json(result, provenance(loaded, task=task.name, split=split,
-                                                      n_examples=result["n_examples"], method="causal-test",
-                                                      settings={"top": args.top, "seeds": args.seeds,
-                                                                "context": args.context}),
-                                   {"file": str(args.scores), "method": method, **origin}))
+    made = provenance(loaded, task=task.name, split=split, n_examples=result.n_examples, method="causal-test",
+                     settings={"top": args.top, "seeds": args.seeds, "context": args.context})
+    scores = {"file": str(args.scores), "method": method, **origin}
+    write_result(args, replace(result, scores=scores, provenance=made).to_json())

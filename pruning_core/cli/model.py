@@ -2,6 +2,7 @@
 bench (dense vs masked vs physically pruned)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pruning_core.cli.args import DTYPE_CHOICES, checked, int_list, output_folder, positive_int
@@ -14,7 +15,7 @@ from pruning_core.cli.common import (
     write_result,
 )
 from pruning_core.cli.roles import existing_roles_file, summary_of
-from pruning_core.io.codec import INFO_FORMAT
+from pruning_core.io.codec import INFO_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 
 
@@ -51,6 +52,26 @@ def add_prune_and_bench(sub) -> None:
     p.set_defaults(func=cmd_bench)
 
 
+@dataclass(frozen=True)
+class ModelInfo(JsonRecord):
+    """What ``headprune info --out`` writes: the model's architecture, head layout and parameter counts."""
+
+    format: str = field(default=INFO_FORMAT, init=False)
+    model: str | None
+    model_type: str | None
+    task_type: str | None
+    layout: dict                    # HeadLayout.to_json(): kind -> [layers, heads per layer]
+    parameters: int
+    attention_parameters: int
+    pruned_heads: dict              # heads removed earlier, as the model's config records them
+    stock_transformers: bool = field(init=False)       # derived: loads_in says "stock ..."
+    loads_in: str                   # what loads the saved model (stock transformers or headprune)
+    provenance: dict
+
+    def __post_init__(self) -> None:
+        self._derive(stock_transformers=self.loads_in.startswith("stock"))
+
+
 def cmd_info(args) -> None:
     from pruning_core.modeling.pruning import attention_parameter_count, loads_in, parameter_count
     from pruning_core.evaluation.results import provenance
@@ -64,11 +85,8 @@ def cmd_info(args) -> None:
         print(f"pruned     {sum(len(v) for k in loaded.pruned_heads.values() for v in k.values())} heads removed earlier")
     stock = loads_in(loaded.model, loaded.model_id)
     print(f"loads in   {stock}")
-    write_result(args, {"format": INFO_FORMAT, "model": loaded.model_id,
-                        "model_type": loaded.config.model_type, "task_type": loaded.task_type,
-                        "layout": loaded.layout.to_json(), "parameters": total, "attention_parameters": attn,
-                        "pruned_heads": loaded.pruned_heads, "stock_transformers": stock.startswith("stock"),
-                        "loads_in": stock, "provenance": provenance(loaded)})
+    write_result(args, ModelInfo(loaded.model_id, loaded.config.model_type, loaded.task_type, loaded.layout.to_json(),
+                                 total, attn, loaded.pruned_heads, stock, provenance(loaded)).to_json())
 
 
 def cmd_prune(args) -> None:

@@ -14,6 +14,7 @@ with tqdm, and a HeadpruneError is printed by the CLI, which exits 2.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pruning_core.cli.args import (
@@ -25,7 +26,7 @@ from pruning_core.cli.args import (
     positive_number,
     write_output,
 )
-from pruning_core.io.codec import SMP_TRAIN_FORMAT
+from pruning_core.io.codec import SMP_TRAIN_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.progress import tqdm_progress
 
@@ -100,6 +101,23 @@ def _set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+@dataclass(frozen=True)
+class TrainSummary(JsonRecord):
+    """What ``headprune smp train --out`` writes: where the pruner went and how training went."""
+
+    format: str = field(default=SMP_TRAIN_FORMAT, init=False)
+    pruner: str                         # the folder the pruner was saved to
+    steps_done: int
+    train_seconds: float                # the optimisation steps alone
+    total_seconds: float                # including tokenising and the held-out evaluations
+    source_sizes: dict                  # source -> texts
+    source_probabilities: dict          # source -> sampling probability
+    heldout_before: dict                # held-out divergences of the untrained pruner
+    heldout_after: dict                 # ... and of the trained one
+    losses: tuple[float, ...]           # training loss per step
+    provenance: dict
+
+
 def _write(args, data: dict) -> None:
     if getattr(args, "out", None):
         print(f"wrote {write_output('--out', args.out, data)}")
@@ -122,11 +140,9 @@ def cmd_train(args) -> None:
                                     progress=tqdm_progress())
     print(result.summary())
     print(f"saved the pruner to {folder}")
-    _write(args, {"format": SMP_TRAIN_FORMAT, "pruner": str(folder), "steps_done": result.steps_done,
-                  "train_seconds": result.train_seconds, "total_seconds": result.total_seconds,
-                  "source_sizes": result.source_sizes, "source_probabilities": result.source_probabilities,
-                  "heldout_before": result.heldout_before, "heldout_after": result.heldout_after,
-                  "losses": result.losses, "provenance": result.pruner_file.provenance})
+    _write(args, TrainSummary(str(folder), result.steps_done, result.train_seconds, result.total_seconds,
+                              result.source_sizes, result.source_probabilities, result.heldout_before,
+                              result.heldout_after, tuple(result.losses), result.pruner_file.provenance).to_json())
 
 
 def _compare_config(args, **extra):

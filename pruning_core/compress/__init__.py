@@ -14,6 +14,7 @@ from __future__ import annotations
 from pruning_core.compress.compress import (
     COMPRESS_FORMAT,
     CompressConfig,
+    CompressReport,
     CompressResult,
     compress,
     evaluate_compression,
@@ -31,7 +32,7 @@ from pruning_core.compress.search import (
 )
 from pruning_core.compress.tuning import LayerRepair, RepairResult, repair_mask
 
-__all__ = ["BUDGET_KINDS", "COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressResult",
-           "LayerRearrangement", "LayerRepair", "RepairResult", "SearchResult", "block_fisher_loss", "compress",
-           "evaluate_compression", "evaluate_repaired", "rearrange", "rearrange_layer", "removal_order", "repair_mask",
-           "repaired_curve", "search_mask", "summary_json"]
+__all__ = ["BUDGET_KINDS", "COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressReport",
+           "CompressResult", "LayerRearrangement", "LayerRepair", "RepairResult", "SearchResult", "block_fisher_loss",
+           "compress", "evaluate_compression", "evaluate_repaired", "rearrange", "rearrange_layer", "removal_order",
+           "repair_mask", "repaired_curve", "search_mask", "summary_json"]

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from pruning_core.io.codec import COMPRESS_FORMAT
+from pruning_core.io.codec import COMPRESS_FORMAT, JsonRecord
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.modeling.pruning import parameter_count, prune_heads
@@ -65,13 +65,34 @@ class CompressConfig:
             raise BudgetError(f"min_heads_per_layer must be 0 or more, got {self.min_heads_per_layer}.")
 
 
+@dataclass(frozen=True)
+class CompressReport(JsonRecord):
+    """The record of every step of :func:`compress` (``headprune_compress.json`` beside the saved model)."""
+
+    format: str = field(default=COMPRESS_FORMAT, init=False)
+    budget: dict                        # kind, value and what it means
+    config: dict                        # CompressConfig's fields (less the budget) and the calibration split
+    scores: dict                        # method, normalized, kinds, n_examples, seconds
+    search: dict                        # SearchResult.to_json()
+    rearrangement: dict                 # per-layer swaps, or why they were skipped
+    repair: dict                        # RepairResult.to_json(), or why it was skipped
+    mask: dict                          # HeadMask.to_json()
+    heads_removed: int
+    heads_total: int
+    parameters: dict                    # before, after
+    calibration: dict                   # split, examples
+    seconds: dict                       # per step, total and cpu_total
+    provenance: dict
+    evaluation: dict = field(default_factory=dict)      # the CLI's evaluations: split, then name -> metric ...
+
+
 @dataclass
 class CompressResult:
     """The pruned (and repaired) model, its mask and the record of every step (``report``, JSON-ready)."""
 
     model: nn.Module
     mask: HeadMask
-    report: dict = field(default_factory=dict)
+    report: CompressReport
     tuned: nn.Module | None = None      # the repaired copy at full shape (removed heads' columns 0), or None
 
 
@@ -142,26 +163,25 @@ def compress(loaded, task, config: CompressConfig, progress: ProgressCallback | 
     times["total"] = time.perf_counter() - started
     times["cpu_total"] = time.process_time() - cpu_started       # all threads: on a shared machine, the load-free cost
 
-    report = {
-        "format": COMPRESS_FORMAT,
-        "budget": {"kind": config.budget.kind, "value": config.budget.value, "means": config.budget.describe()},
-        "config": {k: v for k, v in asdict(config).items() if k != "budget"} | {"split": split},
-        "scores": {"method": scores.method, "normalized": scores.normalize, "kinds": scores.ranking_scores.to_json(),
-                   "n_examples": data.n_examples, "seconds": scores.seconds},
-        "search": found.to_json(),
-        "rearrangement": ({"layers": [asdict(s) for s in swaps], "swaps": sum(len(s.swaps) for s in swaps)}
-                          if grads is not None else {"skipped": "needs gate gradients: a scorer that reads labels"
-                                                     if config.rearrange else "turned off"}),
-        "repair": (tuned.to_json() if tuned is not None else
-                   {"skipped": "turned off (--no-repair)" if not config.repair else "nothing removed"}),
-        "mask": mask.to_json(),
-        "heads_removed": mask.n_total - mask.n_kept, "heads_total": mask.n_total,
-        "parameters": {"before": parameter_count(loaded.model), "after": parameter_count(pruned)},
-        "calibration": {"split": split, "examples": data.n_examples},
-        "seconds": times,
-        "provenance": provenance(loaded, task=task.name, split=split, n_examples=data.n_examples, method="compress",
-                                 settings={"scorer": scores.method, "budget": config.budget.describe()}),
-    }
+    report = CompressReport(
+        budget={"kind": config.budget.kind, "value": config.budget.value, "means": config.budget.describe()},
+        config={k: v for k, v in asdict(config).items() if k != "budget"} | {"split": split},
+        scores={"method": scores.method, "normalized": scores.normalize, "kinds": scores.ranking_scores.to_json(),
+                "n_examples": data.n_examples, "seconds": scores.seconds},
+        search=found.to_json(),
+        rearrangement=({"layers": [asdict(s) for s in swaps], "swaps": sum(len(s.swaps) for s in swaps)}
+                       if grads is not None else {"skipped": "needs gate gradients: a scorer that reads labels"
+                                                  if config.rearrange else "turned off"}),
+        repair=(tuned.to_json() if tuned is not None else
+                {"skipped": "turned off (--no-repair)" if not config.repair else "nothing removed"}),
+        mask=mask.to_json(),
+        heads_removed=mask.n_total - mask.n_kept, heads_total=mask.n_total,
+        parameters={"before": parameter_count(loaded.model), "after": parameter_count(pruned)},
+        calibration={"split": split, "examples": data.n_examples},
+        seconds=times,
+        provenance=provenance(loaded, task=task.name, split=split, n_examples=data.n_examples, method="compress",
+                              settings={"scorer": scores.method, "budget": config.budget.describe()}),
+    )
     return CompressResult(pruned, mask, report, tuned.model if tuned is not None else None)
 
 
@@ -184,5 +204,5 @@ def summary_json(evaluations: dict[str, EvalResult]) -> dict:
             for name, ev in evaluations.items()}
 
 
-__all__ = ["COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressResult", "compress",
-           "evaluate_compression", "gate_gradients", "summary_json"]
+__all__ = ["COMPRESS_FORMAT", "Budget", "BudgetError", "CompressConfig", "CompressReport", "CompressResult",
+           "compress", "evaluate_compression", "gate_gradients", "summary_json"]

@@ -1,13 +1,13 @@
 """A generic JSON codec for frozen dataclasses: field order is key order, no per-field code.
 
-A :class:`JsonRecord` dataclass is written field by field in declaration order. Field metadata
-adjusts the key: ``json`` renames it, ``flatten`` merges a nested record's keys into the parent,
-``omit`` leaves a field out of the file, ``decode`` gives the function that reads a non-dataclass
-value (``HeadMask.from_lists``). Derived values and a file's ``format`` are ``init=False`` fields:
-written, never read (``__post_init__`` fills derived ones with :meth:`JsonRecord._derive`); a record
-with a ``format`` field checks a file's format before reading it. Decoding follows the type hints:
-``int``/``float``/``str``/``bool``, ``X | None``, tuples, ``Mapping`` and nested records; unknown keys
-are ignored and a missing key with a default takes the default.
+A :class:`JsonRecord` dataclass is written field by field in declaration order. Field metadata adjusts the
+key: ``json`` renames it, ``flatten`` merges a nested record's keys (or a mapping's, read back as the keys no
+other field names) into the parent, ``omit`` leaves a field out of the file, ``decode`` gives the function
+that reads a non-dataclass value (``HeadMask.from_lists``). Derived values and a file's ``format`` are
+``init=False`` fields: written, never read (``__post_init__`` fills derived ones with
+:meth:`JsonRecord._derive`); a record with a ``format`` field checks a file's format before reading it.
+Decoding follows the type hints: ``int``/``float``/``str``/``bool``, ``X | None``, tuples, ``Mapping`` and
+nested records; unknown keys are ignored and a missing key with a default takes the default.
 
 :data:`FORMATS` names every ``headprune.*`` format, each spelled once, below.
 """
@@ -29,7 +29,7 @@ FORMATS: dict[str, str] = {}          # "headprune.<name>/<version>" -> what a f
 def _format(name: str, version: int, holds: str) -> str:
     """Register the format ``headprune.<name>/<version>``; a file names it in its ``"format"`` field."""
     fmt = f"headprune.{name}/{version}"
-    if any(f.partition("/")[0] == f"headprune.{name}" for f in FORMATS):
+    if any(f.rpartition("/")[0] == f"headprune.{name}" for f in FORMATS):
         raise ValueError(f"the format {name!r} is registered twice")
     FORMATS[fmt] = holds
     return fmt
@@ -37,7 +37,7 @@ def _format(name: str, version: int, holds: str) -> str:
 
 def format_family(fmt: str) -> str:
     """``"headprune.mask/"`` of ``"headprune.mask/1"``: what every version of the format starts with."""
-    return fmt.partition("/")[0] + "/"
+    return fmt.rpartition("/")[0] + "/"
 
 
 # -- results of the library (evaluation, scoring, analysis, compress, bench, export) --
@@ -65,12 +65,15 @@ SMP_SOURCES_FORMAT = _format("smp_sources", 1, "the manifest of SMP's unlabeled 
 # -- manifests of prepared data and models --
 DATA_FORMAT = _format("data", 2,                   # 2: splits ordered by sha256(id), not file order
                       "the manifest of the movie-sentiment data")
+RULER_FORMAT = _format("data/ruler", 1, "the manifest of the RULER word lists")
 SPEECH_FORMAT = _format("speech", 1, "the manifest of prepared speech data")
 BIBLE_FORMAT = _format("bible", 1, "the manifest of the English-Portuguese Bible verse pairs")
 DEFAULT_FORMAT = _format("default", 1, "the manifest of the prepared default model")
 MPNET_FORMAT = _format("mpnet", 1, "the manifest of the prepared MPNet model")
 WHISPER_FORMAT = _format("whisper", 1, "the manifest of the prepared Whisper model")
 BERGAMOT_FORMAT = _format("bergamot", 1, "the manifest of a prepared Bergamot translation model")
+SMOLLM2_FORMAT = _format("smollm2", 1, "the manifest of the prepared SmolLM2 model")
+QWEN_FORMAT = _format("qwen2.5-0.5b", 1, "the manifest of the prepared Qwen2.5-0.5B model")
 # -- the dashboard --
 ANALYSIS_FORMAT = _format("analysis", 1, "the dashboard's analysis bundle (mask, scores, results)")
 
@@ -81,8 +84,8 @@ def check_format(data: Any, expected: str | None, where: str = "the file") -> di
     if not isinstance(data, dict) or "format" not in data:
         raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
     if expected is not None:
-        name, _, version = str(data["format"]).partition("/")
-        want_name, _, want_version = expected.partition("/")
+        name, _, version = str(data["format"]).rpartition("/")
+        want_name, _, want_version = expected.rpartition("/")
         if name != want_name:
             raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
         if want_version and version != want_version:
@@ -124,12 +127,15 @@ def encode(value: Any) -> Any:
 def decode(cls: type[R], data: Mapping) -> R:
     """Build ``cls`` from what :func:`encode` wrote (raises KeyError/TypeError/ValueError if malformed)."""
     hints = typing.get_type_hints(cls)
+    claimed = {f.metadata.get("json", f.name) for f in fields(cls) if not f.metadata.get("flatten")}
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if not f.init or f.metadata.get("omit"):
             continue
-        if f.metadata.get("flatten"):
-            raw = data
+        if f.metadata.get("flatten"):             # a record reads its own keys; a mapping the keys left over
+            hint = hints[f.name]
+            flat_record = typing.get_origin(hint) is None and isinstance(hint, type) and issubclass(hint, JsonRecord)
+            raw = data if flat_record else {k: v for k, v in data.items() if k not in claimed}
         else:
             key = f.metadata.get("json", f.name)
             if key not in data and (f.default is not MISSING or f.default_factory is not MISSING):

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import json
 import os
@@ -20,11 +21,12 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pruning_core.core.errors import CacheError, DataError
+from pruning_core.io.codec import FORMATS, JsonRecord
 
 # -- atomic writes ---------------------------------------------------------------------------------
 
@@ -130,6 +132,37 @@ def sha256_file(path: str | Path) -> str:
 
 
 # -- manifests -------------------------------------------------------------------------------------
+
+def utc_now() -> str:
+    """The time now as a manifest records it: ISO 8601 in UTC, to the second (``...+00:00``)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Manifest(JsonRecord):
+    """What a prepared folder holds: its format, the preparer's own keys (source, checks, versions, in the
+    order given), every file with its SHA-256 (a hash, or an entry with a ``sha256`` key) and when it was made."""
+
+    format: str                         # one of the manifest formats of pruning_core.io.codec.FORMATS
+    details: Mapping[str, Any] = field(metadata={"flatten": True})
+    files: Mapping[str, Any] = field(default_factory=dict)
+    created: str = field(default_factory=utc_now)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"{self.format!r} is not a registered format; add it to pruning_core/io/codec.py.")
+        clash = sorted({"format", "files", "created"} & set(self.details))
+        if clash:
+            raise ValueError(f"the manifest keys {clash} are fields of Manifest; pass them as such, not in details.")
+
+
+def write_manifest(path: str | Path, manifest: Manifest) -> dict:
+    """Write ``manifest`` to ``path`` atomically (the folder's last file: its presence means "complete");
+    returns what was written."""
+    data = manifest.to_json()
+    write_json(path, data)
+    return data
+
 
 def read_manifest(path: str | Path, fmt: str, fix: str, require: Sequence[str] = ()) -> dict | None:
     """The manifest at ``path``; None when absent (not prepared, or a run was interrupted).

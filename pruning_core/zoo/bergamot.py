@@ -294,9 +294,9 @@ def prepare_bergamot(name: str, force: bool = False, progress: ProgressCallback 
             bible.prepare_bible(progress=progress)
             bleu = _bleu_after_conversion(saved, tok, direction)
             files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-            manifest = _manifest(direction, files, marian, translation=got, bleu=bleu,
-                                 convert_seconds=convert_seconds, seconds=time.perf_counter() - start)
-            storage.write_json(tmp / catalog.MANIFEST, manifest)
+            manifest = storage.write_manifest(tmp / catalog.MANIFEST, _manifest(
+                direction, files, marian, translation=got, bleu=bleu, convert_seconds=convert_seconds,
+                seconds=time.perf_counter() - start))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return BergamotReport(name, folder, False, time.perf_counter() - start, got, manifest)
@@ -337,12 +337,12 @@ def _bleu_after_conversion(model, tok, direction: Direction) -> dict:
 
 
 def _manifest(direction: Direction, files: dict, marian: MarianModel, *, translation: str, bleu: dict,
-              convert_seconds: float, seconds: float) -> dict:
+              convert_seconds: float, seconds: float) -> storage.Manifest:
     import transformers
 
     sentence, expected = direction.check
-    return {
-        "format": BERGAMOT_FORMAT, "name": direction.name, "files": files,
+    return storage.Manifest(BERGAMOT_FORMAT, {
+        "name": direction.name,
         "source": {"package": WHEEL.requirement, "wheel": WHEEL.wheel, "wheel_sha256": WHEEL_SHA256,
                    "model": direction.member(direction.model), "model_sha256": direction.sha256,
                    "vocab": direction.member(direction.vocab), "marian_config": marian.config_text,
@@ -360,5 +360,4 @@ def _manifest(direction: Direction, files: dict, marian: MarianModel, *, transla
         "timings": {"convert_seconds": round(convert_seconds, 2), "total_seconds": round(seconds, 2)},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    }, files=files)

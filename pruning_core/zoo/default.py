@@ -306,19 +306,15 @@ def prepare_default(force: bool = False, progress: ProgressCallback | None = Non
         with all_cores(), storage.staged_folder(model_dir) as tmp:      # renamed into place on success
             parts = _train(tmp, progress)
             accuracy = _evaluate(tmp, progress)
-            manifest = {
-                "format": DEFAULT_FORMAT,
+            manifest = storage.write_manifest(tmp / MANIFEST, storage.Manifest(DEFAULT_FORMAT, {   # last file
                 "model": "default",
                 **parts,
                 "data": {"name": movie_sentiment.NAME, "sdist_sha256": movie_sentiment.SDIST_SHA256, "files": data_hashes(data_manifest),
                          "split_sizes": {s: data_manifest["files"][f"{s}.jsonl"]["count"] for s in movie_sentiment.SPLITS},
                          "split_rule": movie_sentiment.SPLIT_RULE},
                 "accuracy": accuracy,
-                "files": folder_hashes(tmp),
                 "versions": {**versions(), "platform": platform.platform(), "threads": torch.get_num_threads()},
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            storage.write_json(tmp / MANIFEST, manifest)  # last file of the folder
+            }, files=folder_hashes(tmp)))
     report(progress, "prepare", 1, 1, "done")
     return _report(manifest, model_dir, skipped=False, reason=reason, start=start, cleaned=cleaned)
 

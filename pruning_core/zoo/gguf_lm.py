@@ -63,7 +63,7 @@ class GgufLM:
     weights: str                              # one line for the summary ("4-bit Q4_1 GGUF dequantized ...")
     provenance: str                           # where the weights come from and what was done to them
     license: str                              # the licence situation, as the manifest states it
-    manifest_format: str                      # "headprune.smollm2/1"
+    manifest_format: str                      # its manifest format (SMOLLM2_FORMAT)
     eval_batch_size: int = 16
     eval_limit: int | None = None             # validation documents measured at prepare time (None: all)
     check_limit: int = 64                     # documents a quick re-check (the slow test) compares with
@@ -208,9 +208,8 @@ def verify(source: GgufLM, folder: Path) -> dict:
     return manifest
 
 
-def _manifest(source: GgufLM, evaluation: dict, check: dict | None, timings: dict, files: dict) -> dict:
-    return {
-        "format": source.manifest_format,
+def _manifest(source: GgufLM, evaluation: dict, check: dict | None, timings: dict, files: dict) -> storage.Manifest:
+    return storage.Manifest(source.manifest_format, {
         "model": source.name,
         "source": {"packages": [p.requirement for p in source.pieces], "wheels": [p.wheel for p in source.pieces],
                    "members": [p.member for p in source.pieces], "gguf_sha256": source.sha256,
@@ -220,10 +219,8 @@ def _manifest(source: GgufLM, evaluation: dict, check: dict | None, timings: dic
         "check": check,
         "evaluation": evaluation,
         "timings": timings,
-        "files": files,
         "versions": _versions(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    }, files=files)
 
 
 def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | None = None) -> LMReport:
@@ -260,8 +257,8 @@ def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | No
             t3 = time.perf_counter()
             timings = {"fetch_s": t1 - t0, "convert_s": t2 - t1, "check_and_evaluate_s": t3 - t2,
                        "total_s": t3 - start}
-            manifest = _manifest(source, evaluation, check, timings, folder_hashes(tmp))
-            storage.write_json(tmp / catalog.MANIFEST, manifest)      # last file of the folder
+            manifest = storage.write_manifest(tmp / catalog.MANIFEST,      # last file of the folder
+                                              _manifest(source, evaluation, check, timings, folder_hashes(tmp)))
     report(progress, "prepare", 1, 1, "done")
     return LMReport(source.name, folder, False, reason or "not prepared", time.perf_counter() - start,
                     evaluation["perplexity"], evaluation["tokens"], source.weights, manifest)

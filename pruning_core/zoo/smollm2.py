@@ -12,6 +12,7 @@ says so through the manifest's ``provenance``.
 from __future__ import annotations
 
 from pruning_core.io import storage
+from pruning_core.io.codec import SMOLLM2_FORMAT
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.zoo.gguf_lm import GgufLM, GreedyCheck, LMReport, prepare
 
@@ -29,7 +30,7 @@ SOURCE = GgufLM(
                 f"{REQUIREMENT}: 4-bit Q4_1-quantized then dequantized to float32 by transformers, not the original "
                 "bf16 weights"),
     license="Apache-2.0",
-    manifest_format="headprune.smollm2/1",
+    manifest_format=SMOLLM2_FORMAT,
     check=GreedyCheck("The capital of France is", "Paris"),
 )
 

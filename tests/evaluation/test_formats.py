@@ -179,6 +179,28 @@ def test_a_file_written_by_hand_before_the_codec_reads_and_writes_back_the_same(
         record.from_json({**data, "format": "headprune.mask/1"})
 
 
+@pytest.mark.parametrize("name, module, cls", [
+    ("info-1.json", "pruning_core.cli.model", "ModelInfo"),
+    ("compress-1.json", "pruning_core.compress.compress", "CompressReport"),
+    ("causal-1.json", "pruning_core.analysis.causal", "CausalResult"),
+    ("smp_train-1.json", "pruning_core.cli.smp", "TrainSummary"),
+    ("smp_pruner-1.json", "pruning_core.scoring.smp.pruner", "PrunerRecord"),
+])
+def test_a_file_written_as_a_dict_literal_before_its_record_reads_and_writes_back_the_same(name, module, cls):
+    """tests/fixtures/formats/{info,compress,causal,smp_train,smp_pruner}-1.json were written by the CLI's dict
+    literals (``headprune info``, ``compress``, ``causal-test``, ``smp train`` and the saved pruner's
+    ``pruner.json``, on tiny models); their records read them and write the same keys, in the same order."""
+    import importlib
+
+    record = getattr(importlib.import_module(module), cls)
+    data = json.loads((FIXTURES / name).read_text())
+    result = record.from_json(data)
+    again = json.loads(json.dumps(result.to_json()))
+    assert again == data and list(again) == list(data)
+    with pytest.raises(FormatError, match="is a 'headprune.mask/1' file, but a 'headprune"):
+        record.from_json({**data, "format": "headprune.mask/1"})
+
+
 def test_the_ablation_and_curve_records_keep_their_derived_and_nested_values():
     from pruning_core.evaluation.experiments import AblationResult, CurveResult
 

@@ -259,6 +259,21 @@ class PrunerFile:
                 f"this family with `headprune smp train --model MODEL`.")
 
 
+@dataclass(frozen=True, kw_only=True)
+class PrunerRecord(JsonRecord):
+    """What ``pruner.json`` holds: the network, what it was trained for, and its weights' file and SHA-256."""
+
+    format: str = field(default=SMP_PRUNER_FORMAT, init=False)
+    config: PrunerConfig = field(metadata={"decode": PrunerConfig.from_json})   # its own errors
+    arch: str
+    model_type: str
+    base_layout: dict = field(default_factory=dict)
+    hidden_size: int | None = None
+    weights_file: str = WEIGHTS_FILE
+    weights_sha256: str
+    provenance: dict = field(default_factory=dict)
+
+
 def save_pruner(pfile: PrunerFile, folder: str | Path) -> Path:
     """Write ``pruner.safetensors`` then ``pruner.json`` (last, atomically) into ``folder``."""
     from safetensors.torch import save_file
@@ -269,18 +284,10 @@ def save_pruner(pfile: PrunerFile, folder: str | Path) -> Path:
     state = {k: v.detach().cpu().contiguous() for k, v in pfile.pruner.state_dict().items()}
     with atomic_path(folder / WEIGHTS_FILE) as tmp:
         save_file(state, str(tmp), metadata={"format": SMP_PRUNER_FORMAT})
-    data = {
-        "format": SMP_PRUNER_FORMAT,
-        "config": pfile.pruner.config.to_json(),
-        "arch": pfile.arch,
-        "model_type": pfile.model_type,
-        "base_layout": pfile.base_layout,
-        "hidden_size": pfile.hidden_size,
-        "weights_file": WEIGHTS_FILE,
-        "weights_sha256": sha256_file(folder / WEIGHTS_FILE),
-        "provenance": pfile.provenance,
-    }
-    write_json(folder / CONFIG_FILE, data)
+    record = PrunerRecord(config=pfile.pruner.config, arch=pfile.arch, model_type=pfile.model_type,
+                          base_layout=pfile.base_layout, hidden_size=pfile.hidden_size,
+                          weights_sha256=sha256_file(folder / WEIGHTS_FILE), provenance=pfile.provenance)
+    write_json(folder / CONFIG_FILE, record.to_json())
     pfile.path = folder
     return folder
 
@@ -311,11 +318,15 @@ def load_pruner(path: str | Path, device: str | torch.device = "cpu") -> PrunerF
     for key in ("config", "arch", "model_type", "weights_sha256"):
         if key not in data:
             raise FormatError(f"{where}: {CONFIG_FILE} lacks {key!r}. {redo}")
-    config = PrunerConfig.from_json(data["config"])
-    weights = cfg_path.parent / str(data.get("weights_file", WEIGHTS_FILE))
+    try:
+        record = PrunerRecord.from_json(data)
+    except FormatError as exc:
+        raise FormatError(f"{where}: {exc} {redo}") from None
+    config = record.config
+    weights = cfg_path.parent / record.weights_file
     if not weights.is_file():
         raise FormatError(f"{where}: the weights file {weights.name} is missing. {redo}")
-    if sha256_file(weights) != data["weights_sha256"]:
+    if sha256_file(weights) != record.weights_sha256:
         raise FormatError(f"{where}: {weights.name} does not match the SHA-256 recorded in {CONFIG_FILE} "
                           f"(corrupt or replaced). {redo}")
     try:
@@ -331,6 +342,5 @@ def load_pruner(path: str | Path, device: str | torch.device = "cpu") -> PrunerF
                           f"(first differences: {diff}). {redo}")
     pruner.load_state_dict(state)
     pruner.to(device).eval()
-    return PrunerFile(pruner=pruner, arch=str(data["arch"]), model_type=str(data["model_type"]),
-                      base_layout=dict(data.get("base_layout") or {}), hidden_size=data.get("hidden_size"),
-                      provenance=dict(data.get("provenance") or {}), path=cfg_path.parent)
+    return PrunerFile(pruner=pruner, arch=record.arch, model_type=record.model_type, base_layout=record.base_layout,
+                      hidden_size=record.hidden_size, provenance=record.provenance, path=cfg_path.parent)

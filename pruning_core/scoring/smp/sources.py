@@ -10,7 +10,6 @@ translations into ``headprune_home()/data/smp/bible_en.jsonl`` and writes ``mani
 """
 from __future__ import annotations
 
-import datetime
 import json
 import re
 import shutil
@@ -135,15 +134,11 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None,
         rows = extract_verses(path, work)
     sha, _ = storage.write_jsonl(folder / BIBLE_FILE, rows)
     counts = {v: sum(r["version"] == v for r in rows) for v in BIBLE_TRANSLATIONS.values()}
-    manifest = {
-        "format": SMP_SOURCES_FORMAT,
+    manifest = storage.write_manifest(folder / MANIFEST, storage.Manifest(SMP_SOURCES_FORMAT, {   # last: "complete"
         "source": {"requirement": BIBLE_REQUIREMENT, "wheel_sha256": BIBLE_SHA256, "member": BIBLE_MEMBER,
                    "translations": {code: name for code, name in BIBLE_TRANSLATIONS.items()},
                    "license": "public domain (World English Bible, King James Version)"},
-        "files": {BIBLE_FILE: {"sha256": sha, "count": len(rows), "by_version": counts}},
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-    storage.write_json(folder / MANIFEST, manifest)        # last: its presence means "complete"
+    }, files={BIBLE_FILE: {"sha256": sha, "count": len(rows), "by_version": counts}}))
     report(progress, "prepare:bible", 3, 3, f"{len(rows):,} verses")
     return manifest
 

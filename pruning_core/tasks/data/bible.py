@@ -83,11 +83,11 @@ def prepare_bible(force: bool = False, progress: ProgressCallback | None = None)
             rows = [p for p in pairs if split_of(int(p["ref"].split(":")[0])) == split]
             sha, n = storage.write_jsonl(tmp / f"{split}.jsonl", rows)
             files[f"{split}.jsonl"] = {"sha256": sha, "rows": n}
-        storage.write_json(tmp / "manifest.json", {
-            "format": BIBLE_FORMAT, "files": files,
+        storage.write_manifest(tmp / "manifest.json", storage.Manifest(BIBLE_FORMAT, {
             "source": {"package": WHEEL.requirement, "wheel_sha256": WHEEL_SHA256, "member": WHEEL.member,
                        "versions": {"en": "World English Bible (bbName '4')", "pt": "Almeida (bbName 'a')"}},
-            "split": {"test": "John (book 43)", "validation": "Mark (book 41)", "train": "every other book"}})
+            "split": {"test": "John (book 43)", "validation": "Mark (book 41)", "train": "every other book"}},
+            files=files))
     return target
 
 

@@ -13,7 +13,6 @@ that differs raises :class:`CacheError` naming ``headprune prepare --force``.
 """
 from __future__ import annotations
 
-import datetime
 import io
 import json
 import tarfile
@@ -26,7 +25,7 @@ from pruning_core.io.codec import DATA_FORMAT
 from pruning_core.core.errors import CacheError, DataError, did_you_mean
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.io import storage
-from pruning_core.io.storage import sha256_bytes, write_json, write_jsonl
+from pruning_core.io.storage import sha256_bytes, write_jsonl
 
 NAME = "movie-sentiment"
 SDIST_REQUIREMENT = "vaderSentiment==3.3.2"
@@ -191,18 +190,14 @@ def build_cache(sdist_bytes: bytes, folder: Path, progress: ProgressCallback | N
         files[f"snippets-{name}.jsonl"] = {"sha256": sha, "count": n}
         report(progress, "prepare:data", i + 1, len(names), SNIPPET_FILES[name])
     files.pop("movie")
-    manifest = {
-        "format": DATA_FORMAT,
+    manifest = storage.Manifest(DATA_FORMAT, {
         "name": NAME,
         "source": {"requirement": SDIST_REQUIREMENT, "sdist_sha256": SDIST_SHA256,
                    "member": f"{INNER_TARBALL}/{INNER_FOLDER}/{MOVIE_FILE}"},
         "label_rule": f"1 if rating > 0 else 0; dropped if |rating| < {MIN_ABS_RATING}",
         "split_rule": SPLIT_RULE,
-        "files": files,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-    write_json(folder / MANIFEST, manifest)              # last: its presence means "complete"
-    return manifest
+    }, files=files)
+    return storage.write_manifest(folder / MANIFEST, manifest)      # last: its presence means "complete"
 
 
 def read_manifest(folder: Path | None = None) -> dict | None:

@@ -10,7 +10,6 @@ token budget. The split is fixed: an example's primary answer goes to ``train`` 
 """
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import random
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pruning_core.io import storage
+from pruning_core.io.codec import RULER_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 
@@ -34,7 +34,6 @@ WHEEL_SHA256 = "4dd66deb6a76ca9e0b0422d1d3e111f9b910d7c16922d42de733ee8def98f8d0
 WORD_FILES = {"nouns": "wonderwords/assets/nounlist.txt", "adjectives": "wonderwords/assets/adjectivelist.txt",
               "verbs": "wonderwords/assets/verblist.txt"}
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = "headprune.data/ruler/1"
 WORDS_FILE = "words.json"
 SPLITS: tuple[str, ...] = ("train", "test")
 SPLIT_SIZE = 500                          # examples per split
@@ -106,19 +105,16 @@ def write_words(words: dict[str, list[str]], folder: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
     storage.write_json(folder / WORDS_FILE, words)
-    manifest = {"format": MANIFEST_FORMAT, "name": NAME,
-                "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
-                "files": {WORDS_FILE: {"sha256": storage.sha256_file(folder / WORDS_FILE),
-                                       "count": sum(map(len, words.values()))}},
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    storage.write_json(folder / MANIFEST, manifest)          # last: its presence means "complete"
-    return manifest
+    manifest = storage.Manifest(RULER_FORMAT, {
+        "name": NAME, "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
+    }, files={WORDS_FILE: {"sha256": storage.sha256_file(folder / WORDS_FILE), "count": sum(map(len, words.values()))}})
+    return storage.write_manifest(folder / MANIFEST, manifest)     # last: its presence means "complete"
 
 
 def verify(folder: Path | None = None) -> dict:
     """Check the cached word lists against the manifest; return it or raise CacheError."""
     folder = folder or data_dir()
-    manifest = storage.read_manifest(folder / MANIFEST, MANIFEST_FORMAT, "Run `headprune prepare --force`.",
+    manifest = storage.read_manifest(folder / MANIFEST, RULER_FORMAT, "Run `headprune prepare --force`.",
                                      require=("files",))
     if manifest is None:
         raise CacheError(f"The RULER word lists are not prepared (no {folder / MANIFEST}).")

@@ -188,14 +188,13 @@ def build(folder: Path | None = None, progress: ProgressCallback | None = None) 
                 done += 1
                 report(progress, "speech:synthesize", done, total, split)
             files[f"{split}.jsonl"], _ = storage.write_jsonl(tmp / f"{split}.jsonl", listing)
-        manifest = {"format": SPEECH_FORMAT, "name": NAME, "files": files,
-                    "sizes": {s: len(v) for s, v in todo.items()},
-                    "source": "movie-sentiment snippets (validation, test) of "
-                              f"{MIN_WORDS}-{MAX_WORDS} words, first {PER_SPLIT} per split",
-                    "speech": f"{ESPEAK} -v {VOICE} -s {SPEED} -g {GAP}, resampled to {RATE} Hz, 16-bit PCM",
-                    "espeak_version": _espeak_version(), "seconds": round(time.perf_counter() - start, 1),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        storage.write_json(tmp / "manifest.json", manifest)
+        manifest = storage.write_manifest(tmp / "manifest.json", storage.Manifest(SPEECH_FORMAT, {
+            "name": NAME, "sizes": {s: len(v) for s, v in todo.items()},
+            "source": "movie-sentiment snippets (validation, test) of "
+                      f"{MIN_WORDS}-{MAX_WORDS} words, first {PER_SPLIT} per split",
+            "speech": f"{ESPEAK} -v {VOICE} -s {SPEED} -g {GAP}, resampled to {RATE} Hz, 16-bit PCM",
+            "espeak_version": _espeak_version(), "seconds": round(time.perf_counter() - start, 1),
+        }, files=files))
     return manifest
 
 
