@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,6 +244,25 @@ def point_index(rows: list[int], removed: set[tuple[int, int]], layer: int, head
     return sum(1 for l, n in enumerate(rows) for h in range(n) if (l, h) < (layer, head) and (l, h) not in removed)
 
 
+@dataclass
+class Square:
+    """A head's square, clicked where the figure's own axes put it (:func:`square_center`) once its marker is in
+    view: a marker's position in the kept trace is only a guess at which square it is."""
+
+    page: object
+    chart: int
+    layer: int
+    head: int
+    marker: object
+
+    def bounding_box(self) -> dict:
+        x, y = square_center(self.page, self.layer, self.head, self.chart)
+        return {"x": x, "y": y, "width": 0.0, "height": 0.0}
+
+    def evaluate(self, script: str):
+        return self.marker.evaluate(script)
+
+
 def clicks_lost_after(page, kept: int, seconds: float) -> bool:
     """Whether a click made just now was lost: for ``seconds`` the page still shows ``kept`` heads and nothing
     updating (a click on a map Plotly is redrawing can fall between two drawings; the server never hears of it).
@@ -278,7 +298,8 @@ def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | No
             point = head_points(page).nth(first + i)                 # a kept head: one fewer each time
         else:
             chart, layer, head = targets[i]
-            point = _in_view(head_points(page, chart).nth(point_index(grids[chart], removed[chart], layer, head)))
+            point = Square(page, chart, layer, head,
+                           _in_view(head_points(page, chart).nth(point_index(grids[chart], removed[chart], layer, head))))
         retried = 0
         while True:
             watch(page, kept - 1)
@@ -360,8 +381,9 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
 
 
 def _in_view(point):
-    """``point`` scrolled into the window (a tall map, SmolLM2's 30 layers, does not fit 768 px)."""
-    point.scroll_into_view_if_needed()
+    """``point`` scrolled to the middle of the window (a tall map, SmolLM2's 30 layers, does not fit 768 px; a marker
+    scrolled only just into view can sit under Streamlit's header, which then takes the click)."""
+    point.evaluate("e => e.scrollIntoView({block: 'center', inline: 'nearest'})")
     return point
 
 
