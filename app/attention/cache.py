@@ -48,16 +48,18 @@ def bertviz_html(spec: str, text: str, text_b: str | None, mask: HeadMask | None
 def head_attribution(spec: str, layer: int, head: int, text: str | None, example: tuple[str, int, int] | None
                      ) -> logit_attribution.HeadAttribution:
     """:func:`pruning_core.analysis.logit_attribution.attribute_head` of head ``(layer, head)`` at the last token of
-    ``text``, or of the long-context ``example`` ``(task, context, index)`` with its answer's first token as the
-    target; per (model, head, input). Queued with the evaluations a user waits for."""
+    ``text``; of the long-context ``example`` ``(task, context, index)``, :func:`~pruning_core.analysis.
+    logit_attribution.attribute_at_answer`: at the position whose greedy next token starts the answer, that token
+    the target. Per (model, head, input); queued with the evaluations a user waits for."""
     loaded = load(spec)
-    target = None
-    if example is not None:
-        task_name, context, index = example
-        data = context_data(Selection(spec, task_name, EXAMPLES), context)
-        ids = torch.tensor([data.features[index]["input_ids"]])
-        target = int(data.specials["first_answer_token"][index])
-    else:
+    if example is None:
         ids = loaded.tokenizer(text, return_tensors="pt")["input_ids"]
+        with board.GATE.hold(urgent=True, what="attribution"):
+            return logit_attribution.attribute_head(loaded, ids, layer, head)
+    task_name, context, index = example
+    data = context_data(Selection(spec, task_name, EXAMPLES), context)
+    prompt = torch.tensor([data.features[index]["input_ids"]])
     with board.GATE.hold(urgent=True, what="attribution"):
-        return logit_attribution.attribute_head(loaded, ids, layer, head, target=target)
+        return logit_attribution.attribute_at_answer(
+            loaded, prompt, layer, head, data.texts[index]["answers"], int(data.specials["first_answer_token"][index]),
+            max_new=int(data.specials["new_tokens"]))

@@ -1,8 +1,8 @@
 """The Attention page's logit attribution view, for decoder language models: which tokens one head pushes the
 model towards at the answer position (direct logit attribution:
 :mod:`pruning_core.analysis.logit_attribution`), and the model's top next tokens with all heads and with that
-head removed, on the page's sentence or on a long-context example (the answer's first token followed too), so a
-retrieval head is seen copying the needle. Computed once per model, head and input
+head removed, on the page's sentence or on a long-context example (at the position where the model's greedy
+continuation starts the answer, that token followed too), so a retrieval head is seen copying the needle. Computed once per model, head and input
 (:func:`app.attention.cache.head_attribution`)."""
 from __future__ import annotations
 
@@ -91,8 +91,18 @@ def draw(result: HeadAttribution) -> None:
                         alt=f"Direct logit of the tokens head {result.layer}.{result.head} promotes most")
     with right:
         st.dataframe(table(result), hide_index=True)
-    notes = [f"At the last of {result.n_tokens:,} tokens (where the next token is predicted). Direct logit: the "
-             f"head's output through its slice of the output projection, the {CONVENTION}, and the unembedding."]
+    notes = [f"At the last of {result.n_tokens:,} tokens (where the next token is predicted)."]
+    step = result.answer_step
+    if step is not None and step["found"]:
+        added = result.n_tokens - step["prompt_tokens"]
+        notes = [f"At the position that predicts the answer: the {step['prompt_tokens']:,}-token prompt, then "
+                 + (f"the model's own greedy {md_escape(token_text(step['continuation']))} ({added} token"
+                    f"{'s' if added != 1 else ''})." if added else "nothing: the answer comes first.")]
+    elif step is not None:
+        notes = [f"At the prompt's last token: the model's greedy continuation "
+                 f"{md_escape(token_text(step['continuation']))} does not reach the answer."]
+    notes.append(f"Direct logit: the head's output through its slice of the output projection, the {CONVENTION}, "
+                 "and the unembedding.")
     if result.target is not None:
         t = result.target
         notes.append(f"The answer's first token {md_escape(token_text(t['token']))}: direct logit "

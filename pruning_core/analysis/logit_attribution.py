@@ -6,12 +6,16 @@ the full residual (its statistics frozen and applied to ``c_h`` alone, its bias 
 logits are the unembedding of that: the tokens it promotes are the largest. The norm's form is checked against the
 module itself, so a norm of another form raises. Removing the head is our own masking
 (:func:`pruning_core.modeling.masking.apply_mask`); hooks are scoped to one call and the model is not modified.
-The formulas: docs/METHODS.md, "Direct logit attribution".
+:func:`attribute_at_answer` first decodes greedily past the prompt to the token where the answer starts (a model
+often writes ":" or a space first), and attributes there. The formulas: docs/METHODS.md, "Direct logit attribution".
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
+import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +47,9 @@ class HeadAttribution:
 
     promoted: the largest direct logits of the head (:data:`CONVENTION`); before / after: the model's most
     probable next tokens with all heads and with this head removed; target: an answer token's direct logit
-    and its probability before and after (None when no target was given).
+    and its probability before and after (None when no target was given); answer_step: from
+    :func:`attribute_at_answer`, ``{"prompt_tokens", "continuation", "found"}`` (the greedy text between the
+    prompt and the answer, and whether the answer was reached), else None.
     """
 
     layer: int
@@ -55,6 +61,7 @@ class HeadAttribution:
     after: tuple[TokenValue, ...]
     target: dict | None = None
     convention: str = CONVENTION
+    answer_step: dict | None = None
 
 
 def _site(loaded, layer: int, head: int):
@@ -176,3 +183,63 @@ def attribute_head(loaded, input_ids: torch.Tensor, layer: int, head: int, *, po
         "p_after": float(p_after[target])}
     return HeadAttribution(layer, head, position, int(input_ids.shape[1]), _top(direct, tok, top),
                            _top(p_before, tok, top), _top(p_after, tok, top), answer)
+
+
+# the characters a model may write between an answer prefix and the answer itself (": ", a space, a quote)
+_LEAD = string.whitespace + string.punctuation
+
+
+@dataclass(frozen=True)
+class AnswerStep:
+    """Where a greedy continuation of a prompt starts its answer.
+
+    input_ids: ``[1, T + j]``, the prompt and the ``j`` greedy tokens before the answer (the last position predicts
+    the answer); target: the greedy token there, which starts the answer; continuation: those ``j`` tokens as
+    text; found: False when no answer starts within the tokens decoded (then ``j = 0`` and ``target`` is the
+    fallback token).
+    """
+
+    input_ids: torch.Tensor
+    target: int
+    continuation: str
+    found: bool
+
+
+def answer_step(loaded, prompt_ids: torch.Tensor, answers: Sequence[str], fallback: int, *,
+                max_new: int = 16) -> AnswerStep:
+    """Decode ``prompt_ids`` ``[1, T]`` greedily (up to ``max_new`` tokens, one cache) and find the first generated
+    token ``j`` from which the text, leading spaces and punctuation stripped, starts with one of ``answers``."""
+    tok = loaded.tokenizer
+    ids = prompt_ids.to(loaded.device)
+    generated: list[int] = []
+    eos = getattr(tok, "eos_token_id", None)
+    with torch.inference_mode():
+        out = loaded.model(input_ids=ids, use_cache=True, logits_to_keep=1) \
+            if "logits_to_keep" in inspect.signature(loaded.model.forward).parameters \
+            else loaded.model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values
+        for _ in range(max_new):
+            nxt = int(out.logits[0, -1].argmax())
+            if nxt == eos:
+                break
+            generated.append(nxt)
+            out = loaded.model(input_ids=torch.tensor([[nxt]], device=ids.device), past_key_values=cache,
+                               use_cache=True)
+    for j in range(len(generated)):
+        rest = tok.decode(generated[j:], skip_special_tokens=True).lstrip(_LEAD)
+        if rest and any(rest.startswith(a) or a.startswith(rest) for a in answers if a):
+            before = torch.tensor([generated[:j]], dtype=prompt_ids.dtype)
+            return AnswerStep(torch.cat([prompt_ids.cpu(), before], dim=1), generated[j],
+                              tok.decode(generated[:j], skip_special_tokens=True), True)
+    return AnswerStep(prompt_ids.cpu(), int(fallback), tok.decode(generated, skip_special_tokens=True), False)
+
+
+def attribute_at_answer(loaded, prompt_ids: torch.Tensor, layer: int, head: int, answers: Sequence[str],
+                        fallback: int, *, max_new: int = 16, top: int = TOP) -> HeadAttribution:
+    """:func:`attribute_head` at the position that predicts the answer's first token (:func:`answer_step`), with
+    that token as the target; at the prompt's last position with ``fallback`` when the greedy continuation holds
+    no answer within ``max_new`` tokens."""
+    step = answer_step(loaded, prompt_ids, answers, fallback, max_new=max_new)
+    result = attribute_head(loaded, step.input_ids, layer, head, target=step.target, top=top)
+    return dataclasses.replace(result, answer_step={"prompt_tokens": int(prompt_ids.shape[1]),
+                                                    "continuation": step.continuation, "found": step.found})

@@ -102,3 +102,46 @@ def test_hooks_are_removed_after_an_error_and_bad_heads_are_refused(tmp_path):
         dla.attribute_head(lm, _ids(), 2, 0)
     with pytest.raises(FormatError, match="not in model"):
         dla.attribute_head(lm, _ids(), 0, 4)
+
+
+def _greedy(lm, ids: torch.Tensor, steps: int) -> list[int]:
+    """The greedy continuation of ``ids`` by whole forward passes (no cache)."""
+    out = ids
+    with torch.no_grad():
+        for _ in range(steps):
+            out = torch.cat([out, lm.model(input_ids=out).logits[0, -1].argmax().view(1, 1)], dim=1)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def _counting(lm) -> None:
+    """Make this test's tiny model count: embeddings 100x larger dominate the residual and the unembedding maps word
+    ``t`` to the next word of the vocabulary, so a greedy continuation runs through distinct words."""
+    first, n = 9, len(VOCAB) - 9                                             # the words after the special tokens
+    with torch.no_grad():
+        emb = lm.model.get_input_embeddings().weight.mul_(100.0)             # [V, d]
+        head = torch.zeros_like(emb)
+        for t in range(first, first + n):
+            head[first + (t - first + 1) % n] = emb[t]
+        lm.model.get_output_embeddings().weight = torch.nn.Parameter(head)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_attribution_at_the_answer_is_where_the_greedy_continuation_starts_it(tmp_path, arch):
+    """The answer is a later stretch of the model's own greedy continuation: the attributed input is the prompt plus
+    the greedy tokens before it, and there the model's top next token is the answer's first."""
+    lm = tiny_loaded(arch, tmp_path)
+    _counting(lm)
+    tok, ids = lm.tokenizer, _ids()
+    gen = _greedy(lm, ids, 8)
+    assert len(set(gen)) == 8                                                # it counts: no word repeats
+    answer = tok.decode(gen[3:5])
+    step = dla.answer_step(lm, ids, ["not-an-answer", answer], fallback=5, max_new=8)
+    assert step.found and step.input_ids[0].tolist() == ids[0].tolist() + gen[:3] and step.target == gen[3]
+    hooks = installed_hook_count(lm.model)
+    result = dla.attribute_at_answer(lm, ids, 1, 2, [answer], fallback=5, max_new=8)
+    assert (result.position, result.n_tokens) == (ids.shape[1] + 2, ids.shape[1] + 3)
+    assert result.before[0].token_id == gen[3] == result.target["token_id"]       # the model predicts the answer there
+    assert result.answer_step == {"prompt_tokens": ids.shape[1], "found": True, "continuation": tok.decode(gen[:3])}
+    assert installed_hook_count(lm.model) == hooks
+    missing = dla.attribute_at_answer(lm, ids, 1, 2, ["[no such answer]"], fallback=5, max_new=8)
+    assert (missing.position, missing.target["token_id"], missing.answer_step["found"]) == (ids.shape[1] - 1, 5, False)
