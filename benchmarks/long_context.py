@@ -108,7 +108,7 @@ def main() -> None:
         from pruning_core.analysis.causal import CausalConfig, causal_test
         config = CausalConfig(fraction=args.causal, seeds=tuple(range(args.seeds)), split="test", limit=args.limit,
                               context=args.context, batch_size=1)
-        causal = timed("causal test", lambda: causal_test(loaded, task, scores, config))
+        causal = timed("causal test", lambda: causal_test(loaded, task, scores, config)).to_json()
         for name, run in causal["runs"].items():
             print(f"causal {name:10s} {run['metric']:.2f} (drop {run['drop']:+.2f}) removed {run['removed']}")
         for c in causal["comparisons"]:
