@@ -172,7 +172,7 @@ class Reference:
         return uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value), f"{ev.loss:.4f}"
 
 
-def open_head_map(browser, url: str, width: int = 1366, height: int = 768, before=None):
+def open_head_map(browser, url: str, width: int = 1366, height: int = 900, before=None):
     """A new page on the Head map, once its live panel is drawn; ``before(page)`` runs before it loads."""
     context = browser.new_context(viewport={"width": width, "height": height})
     context.add_init_script(_RECORD_INPUT)           # its last presses and clicks, for a lost click's report
@@ -381,7 +381,7 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
 
 
 def _in_view(point):
-    """``point`` scrolled to the middle of the window (a tall map, SmolLM2's 30 layers, does not fit 768 px; a marker
+    """``point`` scrolled to the middle of the window (a tall map, SmolLM2's 30 layers, does not fit 900 px; a marker
     scrolled only just into view can sit under Streamlit's header, which then takes the click)."""
     point.evaluate("e => e.scrollIntoView({block: 'center', inline: 'nearest'})")
     return point
@@ -645,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
                 "class_rounds": args.class_rounds, "single_rounds": args.single_rounds, "browser_niceness": args.browser_niceness,
                 "clicks": ("each attention kind in turn (" + ", ".join(ref.loaded.layout.kinds) + "), one head per layer, "
                            "last layer first") if args.spread else "the first kept heads (layer 0)",
-                "window": "1366x768 Chromium (headless)"}
+                "window": "1366x900 Chromium (headless)"}
     result = {"format": BENCH_FORMAT, "kind": "dashboard_timings", "model": args.model, "task": args.task,
               "what": "seconds from a head click in Chromium until the new mask's metric and loss are drawn "
                       "(click_to_metric) and until its latency is drawn (click_to_latency) on the Head map; the "
