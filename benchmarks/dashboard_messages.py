@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clicks", type=int, default=4)
     parser.add_argument("--out", default=str(RESULTS / "dashboard_messages.json"))
     args = parser.parse_args(argv)
-    from pruning_core.io import storage
+    from pruning_core.core.io import storage
 
     path = chromium_path()
     if path is None:

@@ -24,7 +24,7 @@ from browser_helpers import (_RECORD_INPUT, LIVE_STRIP, POLL_MS, DashboardServer
                              chromium_path, click_point, head_points, page_state, process_cpu_s, square_center,
                              wait_idle, wait_live)
 
-from pruning_core.io.share_link import decode_mask  # noqa: E402
+from pruning_core.core.io.share_link import decode_mask  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -165,7 +165,7 @@ class Reference:
     def shown(self, url: str) -> tuple[str, str]:
         """(metric, loss) of the mask in ``url`` as the panel formats them."""
         from app.core import uncertainty
-        from pruning_core.io.share_link import decode_mask
+        from pruning_core.core.io.share_link import decode_mask
 
         qp = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
         ev = self.task.evaluate(self.loaded, self.data, decode_mask(qp["mask"], self.loaded.layout), batch_size=64)
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-span", type=float, default=6.0, help="seconds over which those clicks fall")
     parser.add_argument("--out", default=str(RESULTS / "dashboard_timings.json"))
     args = parser.parse_args(argv)
-    from pruning_core.io import storage
+    from pruning_core.core.io import storage
     from pruning_core.bench import BENCH_FORMAT
     from pruning_core.modeling.loading import default_model_dir
     from pruning_core.evaluation.results import provenance

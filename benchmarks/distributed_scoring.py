@@ -31,7 +31,7 @@ def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from pruning_core.runtime import distributed
+    from pruning_core.core.runtime import distributed
     from pruning_core.modeling.loading import load_model
     from pruning_core.scoring.gradient import per_token_importance
     from pruning_core.tasks import get_task

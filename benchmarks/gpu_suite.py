@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_models as gm  # noqa: E402
 from gpu_runner import QUICK, Context, Sizes, code_identity, environment, run_sections  # noqa: E402,F401 (QUICK: tests)
-from pruning_core.io import storage  # noqa: E402
+from pruning_core.core.io import storage  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, judge_speedup, speedup_spread, synthetic_inputs  # noqa: E402
 from pruning_core.analysis.dynamics import spearman  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="default: benchmarks/results/headmap_memory-MODEL.json")
     args = parser.parse_args(argv)
     from pruning_core.bench import budget
-    from pruning_core.io import storage
+    from pruning_core.core.io import storage
 
     path = chromium_path()
     if path is None:

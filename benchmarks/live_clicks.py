@@ -23,7 +23,7 @@ from app.model import workload
 from pruning_core.bench import budget
 from pruning_core.modeling import catalog
 from pruning_core.core.heads import HeadMask
-from pruning_core.io.storage import write_json
+from pruning_core.core.io.storage import write_json
 from pruning_core.modeling.layer_cache import LayerInputCache
 from pruning_core.modeling.loading import load_model
 from pruning_core.tasks import get_task

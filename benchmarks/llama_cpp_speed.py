@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from pruning_core.modeling.architectures import kv_groups_of  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, interleaved_latencies, load_average  # noqa: E402
-from pruning_core.export import llama_cpp  # noqa: E402
-from pruning_core.export.to_gguf import export_gguf  # noqa: E402
+from pruning_core.bench.export import llama_cpp  # noqa: E402
+from pruning_core.bench.export.to_gguf import export_gguf  # noqa: E402
 from pruning_core.core.heads import HeadScores  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
 from pruning_core.modeling.presets import uniform_by_group  # noqa: E402

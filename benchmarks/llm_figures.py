@@ -32,7 +32,7 @@ from pruning_core.evaluation.metrics import get_metric  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count_after  # noqa: E402
 from pruning_core.evaluation.results import provenance  # noqa: E402
-from pruning_core.io.storage import write_json  # noqa: E402
+from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.evaluation.significance import compare  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402

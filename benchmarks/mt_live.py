@@ -28,7 +28,7 @@ from pruning_core.bench.budget import layer_cache_budget  # noqa: E402
 from pruning_core.modeling.layer_cache import LayerInputCache, forward_for  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402
 from pruning_core.modeling.loading import load_model  # noqa: E402
-from pruning_core.io.storage import write_json  # noqa: E402
+from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.evaluation.significance import beside_intervals  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402

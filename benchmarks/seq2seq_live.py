@@ -20,7 +20,7 @@ from live_common import RESULTS, load_1min, machine
 from pruning_core.bench.budget import layer_cache_budget
 from pruning_core.modeling import catalog
 from pruning_core.core.heads import HeadMask
-from pruning_core.io.storage import write_json
+from pruning_core.core.io.storage import write_json
 from pruning_core.modeling.layer_cache import LayerInputCache
 from pruning_core.modeling.loading import load_model
 from pruning_core.tasks import get_task

@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from browser_helpers import DashboardServer, chromium_browser, chromium_path, new_page  # noqa: E402
 
 from app.tour import steps as tour  # noqa: E402
-from pruning_core.io import storage  # noqa: E402
+from pruning_core.core.io import storage  # noqa: E402
 from pruning_core.modeling import catalog  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

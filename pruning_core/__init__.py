@@ -2,7 +2,7 @@
 
 Pure Python on PyTorch and transformers 5.x; never imports Streamlit or plotting. The public API
 is exactly ``__all__`` below; each name is imported from its module on first use, so importing
-``pruning_core`` (or a light module such as ``pruning_core.io.share_link``) does not load torch.
+``pruning_core`` (or a light module such as ``pruning_core.core.io.share_link``) does not load torch.
 
     from pruning_core import load_model, get_task, get_scorer, ScoreConfig, apply_mask, prune_heads
 """
@@ -39,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     # retraining-free compression
     **dict.fromkeys(["Budget", "CompressConfig", "compress", "repair_mask"], "compress"),
     "run_attention": "analysis.attention_maps",
-    **dict.fromkeys(["encode_mask", "decode_mask", "parse_link", "mask_from_link"], "io.share_link"),
+    **dict.fromkeys(["encode_mask", "decode_mask", "parse_link", "mask_from_link"], "core.io.share_link"),
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

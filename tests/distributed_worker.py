@@ -1,4 +1,4 @@
-"""Run by ``torchrun --nproc-per-node 2`` from tests/runtime/test_distributed.py: every data pass on tiny models,
+"""Run by ``torchrun --nproc-per-node 2`` from tests/core/runtime/test_distributed.py: every data pass on tiny models,
 data-parallel and then (on rank 0, the group hidden) as one process; rank 0 writes both to OUT/library.json.
 
 Then the CLI commands listed in ``CLI_RUNS`` (as the test gives them, one per line of ``cli_runs.txt``)
@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from pruning_core.runtime import distributed  # noqa: E402
+from pruning_core.core.runtime import distributed  # noqa: E402
 from pruning_core.evaluation.experiments import ablation_table, pruning_curve  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.scoring.gradient import per_token_importance  # noqa: E402

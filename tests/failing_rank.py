@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))          # this checkout's library
 
 from pruning_core.cli.main import main  # noqa: E402
-from pruning_core.runtime import distributed  # noqa: E402
+from pruning_core.core.runtime import distributed  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402
 
 FAILING_RANK = 1

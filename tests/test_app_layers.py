@@ -28,7 +28,7 @@ PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "a
         "app.headmap.figures", "app.headmap.kv_figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
         "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
         "app.core.mask_history", "app.roles.probe", "app.curves.words", "app.headmap.examples",
-        "pruning_core.analysis.attention_maps", "pruning_core.io.share_link"]
+        "pruning_core.analysis.attention_maps", "pruning_core.core.io.share_link"]
 
 
 @pytest.mark.heavy

@@ -153,7 +153,7 @@ def test_design_lists_the_library_folders_in_its_layer_order():
     from test_layers import LAYERS
 
     table = re.findall(r"^\| (\d) \| ([^|]+) \|", DESIGN, re.M)
-    assert [{*re.findall(r"`(\w+)/`", folders)} for _, folders in table] == \
+    assert [{*re.findall(r"`([\w/]+)/`", folders)} for _, folders in table] == \
         [layer - {"__version__", "__main__"} for layer in LAYERS]
 
 
@@ -185,7 +185,7 @@ def test_every_family_has_a_tiny_config():
 
 def test_design_names_the_formats_the_codec_writes():
     """The formats DESIGN says JsonRecord writes are those whose record declares a ``format`` field."""
-    from pruning_core.io import codec
+    from pruning_core.core.io import codec
 
     declared = set()
     for path in python_files("pruning_core"):

@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.runtime.serving import DATA_DIRS_ENV, is_loopback
+from pruning_core.core.runtime.serving import DATA_DIRS_ENV, is_loopback
 
 FILE_PREFIX = "file:"
 

@@ -14,7 +14,7 @@ from app.core.mask_history import HistoryEntry, MaskHistory
 from app.core.text import md_escape
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
-from pruning_core.io.share_link import decode_mask
+from pruning_core.core.io.share_link import decode_mask
 
 
 def _history(layout: HeadLayout) -> MaskHistory:

@@ -17,7 +17,7 @@ import streamlit as st
 from app.core.text import md_code
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
-from pruning_core.io.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
+from pruning_core.core.io.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
 
 # -- keys ----------------------------------------------------------------------------------------
 # each key: its type and meaning (the URL query parameter it is mirrored to, if any)

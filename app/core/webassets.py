@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.io.storage import sha256_bytes, write_bytes
+from pruning_core.core.io.storage import sha256_bytes, write_bytes
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 LOCK_FILE = ASSETS / "js.lock.json"

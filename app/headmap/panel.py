@@ -31,7 +31,7 @@ from app.runtime.work import PENDING, Work, wait_for_change
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadMask
 from pruning_core.evaluation.metrics import get_metric
-from pruning_core.io.share_link import encode_mask
+from pruning_core.core.io.share_link import encode_mask
 
 PANEL_PX = 320          # the live panel: two metrics side by side (one per line when long)
 ROW_GAP = "small"       # between map and panel, and between two metrics: the three figures fit beside

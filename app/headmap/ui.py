@@ -17,7 +17,7 @@ from app.headmap.figures import figure
 from app.core.text import md_escape
 from pruning_core.modeling import presets
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
-from pruning_core.io.share_link import encode_mask
+from pruning_core.core.io.share_link import encode_mask
 
 
 GRID_KEYS = state.widget_key("headmap", "grid")        # every grid's key starts with this

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pruning_core.bench import BenchResult
-from pruning_core.io.codec import ANALYSIS_FORMAT, MASK_FORMAT, format_family
+from pruning_core.core.io.codec import ANALYSIS_FORMAT, MASK_FORMAT, format_family
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.experiments import AblationResult, CurveResult, OnePerLayerResult
 from pruning_core.core.heads import HeadLayout, HeadMask
@@ -29,7 +29,7 @@ from pruning_core.evaluation.results import (
     mask_to_json,
     provenance,
 )
-from pruning_core.io.share_link import SharedLink, encode_mask
+from pruning_core.core.io.share_link import SharedLink, encode_mask
 
 BUNDLE_SCRIPT_ID = "headprune-analysis"     # <script type="application/json" id=...> inside the HTML report
 

@@ -2,7 +2,7 @@
 
 - :func:`share_link` builds a URL whose query parameters carry model, task, scorer, evaluation
   size and mask; :func:`decode_link` reads one back, checking the mask against a model's layout.
-  Both are ``pruning_core.io.share_link`` (the mask's URL text form lives there, the same one the
+  Both are ``pruning_core.core.io.share_link`` (the mask's URL text form lives there, the same one the
   dashboard keeps in its address bar and ``headprune evaluate --mask-link`` reads).
 - :func:`pruned_model_zip` saves the physically pruned copy (``prune_heads``) with its tokenizer
   and zips the folder; ``pruning_core.modeling.loading.load_model(folder)`` loads it back.
@@ -25,7 +25,7 @@ from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.modeling.loading import save_pruned
 from pruning_core.modeling.pruning import loads_in, parameter_count, prune_heads
 from pruning_core.evaluation.results import mask_to_json, provenance
-from pruning_core.io.share_link import build_link, parse_link
+from pruning_core.core.io.share_link import build_link, parse_link
 
 LINK_PAGE = "head_map"
 

@@ -3,7 +3,7 @@
 A step is one entry of :data:`STEPS`: a title, one paragraph, the one thing to click, the page that
 click opens and the tour models it runs on. What a step computes and draws is
 :mod:`app.tour.ui` (one function pair per step name); its state (model, task, mask, step) travels in
-an ordinary dashboard link (:mod:`pruning_core.io.share_link`, plus ``step``), so a teacher projects a
+an ordinary dashboard link (:mod:`pruning_core.core.io.share_link`, plus ``step``), so a teacher projects a
 step and students open the same one. Steps are named, not numbered, so a link stays valid when a step
 is added. Pure: no Streamlit, no session state.
 """
@@ -20,7 +20,7 @@ from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import ScoreResult
 from pruning_core.analysis.roles import InductionCheck
-from pruning_core.io.share_link import build_link
+from pruning_core.core.io.share_link import build_link
 
 from app.core.text import md_escape
 from app.share.links import link_base

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-from pruning_core.io.codec import CAUSAL_FORMAT, JsonRecord
+from pruning_core.core.io.codec import CAUSAL_FORMAT, JsonRecord
 from pruning_core.core.errors import UsageError
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pruning_core.io.codec import DYNAMICS_FORMAT, JsonRecord
+from pruning_core.core.io.codec import DYNAMICS_FORMAT, JsonRecord
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint

@@ -1,4 +1,4 @@
-"""How much faster a head-pruned model is, measured side by side, and how much faster it could be.
+"""How much faster a head-pruned model is, measured side by side, how much faster it could be, and where it runs.
 
 - :mod:`.ceiling`: :func:`flop_ceiling`, the best speed-up removing the masked heads can buy,
   counted from the architecture adapter's FLOP dimensions.
@@ -9,6 +9,7 @@
 - :mod:`.verdict`: :func:`speed_verdict`, what a measured speed-up may be called (gain, within
   noise, above the ceiling, no change for a full mask).
 - :mod:`.report`: :func:`format_bench`, the terminal table.
+- :mod:`.export`: the pruned model as ONNX (ONNX Runtime) and GGUF (llama.cpp), checked and timed there.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pruning_core.modeling.architectures import StackDims, adapter_for
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import KINDS, HeadLayout, HeadMask
-from pruning_core.io.codec import JsonRecord, json_field
+from pruning_core.core.io.codec import JsonRecord, json_field
 
 COUNTS_NOTE = ("multiply-adds per sequence; embeddings, norms, activations, softmax and biases not counted; "
                "output head counted")

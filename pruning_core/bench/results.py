@@ -5,7 +5,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pruning_core.io.codec import BENCH_FORMAT, JsonRecord, json_field
+from pruning_core.core.io.codec import BENCH_FORMAT, JsonRecord, json_field
 from pruning_core.core.heads import HeadMask
 from pruning_core.bench.ceiling import CeilingReport
 from pruning_core.bench.timing import LatencyStats

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.io.codec import JsonRecord, json_field
+from pruning_core.core.io.codec import JsonRecord, json_field
 
 
 

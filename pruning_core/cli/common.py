@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.cli.args import (
     DTYPE_CHOICES,
     checked,
@@ -55,7 +55,7 @@ def mask_options(p: argparse.ArgumentParser, help: str, required: bool = False) 
 def read_mask(args, layout):
     """The mask named by ``--mask`` or ``--mask-link``, checked against ``layout``; None if neither."""
     if getattr(args, "mask_link", None):
-        from pruning_core.io.share_link import mask_from_link
+        from pruning_core.core.io.share_link import mask_from_link
         return mask_from_link(args.mask_link, layout)
     if args.mask:
         from pruning_core.evaluation.results import load_mask

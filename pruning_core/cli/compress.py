@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.cli.args import checked, fraction, output_folder, positive_int, positive_number
 from pruning_core.cli.common import common_options, fmt, load_from_args, progress_bars, require_heads
 from pruning_core.core.errors import UsageError
@@ -96,7 +96,7 @@ def cmd_compress(args) -> None:
     from pruning_core.modeling.loading import save_pruned
     from pruning_core.compress import compress, evaluate_compression, summary_json
     from pruning_core.scoring import get_scorer
-    from pruning_core.io.storage import staged_folder, write_json
+    from pruning_core.core.io.storage import staged_folder, write_json
     from pruning_core.tasks import get_task
     if distributed.current() is not None:
         raise UsageError("compress runs in one process; start it without torchrun / --distributed.")

@@ -29,14 +29,14 @@ def cmd_export(args) -> None:
         if args.dtype != "float32":
             raise HeadpruneError("ONNX export writes float32 (what ONNX Runtime's CPU kernels run); leave --dtype out "
                                  "or give float32.")
-        from pruning_core.export.to_onnx import export_onnx
+        from pruning_core.bench.export.to_onnx import export_onnx
         result = export_onnx(loaded, args.out)
         print(f"wrote {result.path} ({result.path.stat().st_size / 2**20:.1f} MiB; inputs {', '.join(result.inputs)}; "
               f"output logits) in {result.seconds:.1f} s")
         print(f"checked: ONNX Runtime's logits equal headprune's to {result.max_abs_diff:.2g} "
               f"(allowed {result.tolerance:.2g}) on 3 sequences of 5 tokens")
         return
-    from pruning_core.export.to_gguf import export_gguf
+    from pruning_core.bench.export.to_gguf import export_gguf
     result = export_gguf(loaded, args.out, dtype=args.dtype)
     print(f"wrote {result.path} ({result.path.stat().st_size / 2**20:.1f} MiB, {result.arch}, {args.dtype}, "
           f"{result.tensors} tensors, vocabulary {result.vocab_size:,}) in {result.seconds:.1f} s")

@@ -24,8 +24,8 @@ from pruning_core.cli import (
     roles as cli_roles,
     setup as cli_setup,
 )
-from pruning_core.runtime import distributed
-from pruning_core.runtime.children import signals_raise
+from pruning_core.core.runtime import distributed
+from pruning_core.core.runtime.children import signals_raise
 from pruning_core.cli.args import run_checks
 from pruning_core.core.errors import HeadpruneError
 

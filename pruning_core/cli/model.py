@@ -15,7 +15,7 @@ from pruning_core.cli.common import (
     write_result,
 )
 from pruning_core.cli.roles import existing_roles_file, summary_of
-from pruning_core.io.codec import INFO_FORMAT, JsonRecord
+from pruning_core.core.io.codec import INFO_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 
 
@@ -129,7 +129,7 @@ def cmd_bench(args) -> None:
 
 
 def _bench_onnx(args, sizes) -> None:
-    from pruning_core.export.onnx_bench import format_onnx_bench, onnx_benchmark
+    from pruning_core.bench.export.onnx_bench import format_onnx_bench, onnx_benchmark
     if (args.device or "cpu") != "cpu" or args.dtype not in ("auto", "float32") or args.device_map:
         raise HeadpruneError("bench --onnx compares CPU runtimes in float32; leave out --device, --dtype and "
                              "--device-map (or give --device cpu --dtype float32).")

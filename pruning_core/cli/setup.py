@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pruning_core.cli.common import progress_bars
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.runtime.serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
+from pruning_core.core.runtime.serving import DATA_DIRS_ENV, LOOPBACK, is_loopback
 
 
 def add_prepare(sub) -> None:
@@ -41,7 +41,7 @@ def add_app(sub) -> None:
 def cmd_prepare(args) -> None:
     from pruning_core.modeling import catalog
     if args.runtime == "llama-cpp":
-        from pruning_core.export import llama_cpp
+        from pruning_core.bench.export import llama_cpp
         print(llama_cpp.install(force=args.force))
         return
     if args.list:
@@ -81,7 +81,7 @@ def app_command(args, entry: Path) -> tuple[list[str], dict[str, str]]:
 def cmd_app(args) -> None:
     import os
 
-    from pruning_core.runtime.children import run_child
+    from pruning_core.core.runtime.children import run_child
     root = Path(__file__).resolve().parents[2]
     entry = root / "dashboard.py"
     if not entry.is_file():

@@ -26,7 +26,7 @@ from pruning_core.cli.args import (
     positive_number,
     write_output,
 )
-from pruning_core.io.codec import SMP_TRAIN_FORMAT, JsonRecord
+from pruning_core.core.io.codec import SMP_TRAIN_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.progress import tqdm_progress
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from pruning_core.io.codec import COMPRESS_FORMAT, JsonRecord
+from pruning_core.core.io.codec import COMPRESS_FORMAT, JsonRecord
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.modeling.pruning import parameter_count, prune_heads

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pruning_core.bench import flop_ceiling
 from pruning_core.core.errors import BudgetError
 from pruning_core.core.heads import HeadId, HeadLayout, HeadMask, HeadScores
-from pruning_core.io.codec import JsonRecord, json_field
+from pruning_core.core.io.codec import JsonRecord, json_field
 
 BUDGET_KINDS = ("remove", "flops", "latency_ms")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pruning_core.io.codec import ABLATION_FORMAT, CURVE_FORMAT, ONE_PER_LAYER_FORMAT, JsonRecord, json_field
+from pruning_core.core.io.codec import ABLATION_FORMAT, CURVE_FORMAT, ONE_PER_LAYER_FORMAT, JsonRecord, json_field
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric

@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pruning_core.io.codec import KINDS_FORMAT, JsonRecord
+from pruning_core.core.io.codec import KINDS_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, KINDS, HeadId, HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback, report

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pruning_core.runtime import distributed
-from pruning_core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT, check_format
+from pruning_core.core.runtime import distributed
+from pruning_core.core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT, check_format
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
-from pruning_core.io.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
+from pruning_core.core.io.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
 
 
 def versions() -> dict[str, str]:
@@ -39,7 +39,7 @@ def provenance(loaded=None, *, task: str | None = None, split: str | None = None
     """Where a result came from: model and weights hash, data, method and settings, versions, time.
 
     ``parallel``: world size, backend and every rank's device (one process: its device alone),
-    see :mod:`pruning_core.runtime.distributed`.
+    see :mod:`pruning_core.core.runtime.distributed`.
     """
     device = device or (str(loaded.device) if loaded is not None else None)
     return {

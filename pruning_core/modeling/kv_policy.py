@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from pruning_core.io.codec import KV_POLICY_FORMAT
+from pruning_core.core.io.codec import KV_POLICY_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores, group_scores
 from pruning_core.modeling.architectures.slicing import kv_groups, kv_groups_of

@@ -21,7 +21,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
-from pruning_core.runtime import hub_probe
+from pruning_core.core.runtime import hub_probe
 from pruning_core.modeling.architectures import AttentionSite, adapter_for, find_sites, layout_of
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.core.heads import HeadLayout

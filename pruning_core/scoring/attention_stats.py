@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask, HeadScores

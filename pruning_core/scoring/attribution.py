@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import torch
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.scoring.base import register_scorer

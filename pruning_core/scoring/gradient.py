@@ -6,7 +6,7 @@ the real tokens (source tokens for encoder self-attention, target tokens for the
 
     I_h = (1 / N_tokens) * sum_x sum_t | a_{h,t}(x) . dL(x)/da_{h,t}(x) |
 
-Data-parallel (:mod:`pruning_core.runtime.distributed`): each rank sums its batches, then one all-reduce.
+Data-parallel (:mod:`pruning_core.core.runtime.distributed`): each rank sums its batches, then one all-reduce.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import time
 import torch
 
 from pruning_core.bench import budget
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
 from pruning_core.core.progress import ProgressCallback

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.heads import HeadMask, HeadScores
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.results import ScoreResult, provenance

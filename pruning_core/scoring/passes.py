@@ -1,7 +1,7 @@
 """What the one-pass scorers share: this rank's batches, per-head float64 sums, one all-reduce.
 
 Every scorer here is a sum over the scoring data's batches of per-head quantities, so it splits
-over ``torchrun`` ranks like the gradient scorer (:mod:`pruning_core.runtime.distributed`): each rank adds
+over ``torchrun`` ranks like the gradient scorer (:mod:`pruning_core.core.runtime.distributed`): each rank adds
 its share of the batches into :class:`HeadSums`, then one all-reduce adds the ranks' sums (equal
 to one process up to float rounding of the summation order).
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
 from pruning_core.modeling.masking import gate_heads, gates_from_mask, ones_gates
 from pruning_core.core.progress import ProgressCallback, report

@@ -16,7 +16,7 @@ from pathlib import Path
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout
 from pruning_core.evaluation.results import ScoreResult, read_json, write_json
-from pruning_core.io.storage import sha256_file
+from pruning_core.core.io.storage import sha256_file
 from pruning_core.tasks.registry import FILE_PREFIX
 from pruning_core.modeling.catalog import headprune_home
 

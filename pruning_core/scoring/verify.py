@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pruning_core.runtime import distributed
-from pruning_core.io.codec import VERIFY_FORMAT, JsonRecord
+from pruning_core.core.runtime import distributed
+from pruning_core.core.io.codec import VERIFY_FORMAT, JsonRecord
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.masking import apply_mask

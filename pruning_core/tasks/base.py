@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.errors import DataError, did_you_mean
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.layer_cache import LayerInputCache, forward_for
@@ -185,7 +185,7 @@ class Task:
 
         Under ``torchrun`` each rank runs its share of the batches (the batch iterator's ``part``);
         predictions and losses are gathered and the batch losses re-added in the single-process
-        order, so every figure equals one process's exactly (:mod:`pruning_core.runtime.distributed`).
+        order, so every figure equals one process's exactly (:mod:`pruning_core.core.runtime.distributed`).
         """
         self.check_beams(beams)
         start = time.perf_counter()

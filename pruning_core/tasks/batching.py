@@ -128,7 +128,7 @@ class EncodedData:
         """Every example once, batch by batch as :meth:`plan` groups them.
 
         part: ``(rank, world_size)``: only batches ``rank, rank + world_size, ...`` of that sequence
-        (a data-parallel rank's share, :mod:`pruning_core.runtime.distributed`); the others are not collated.
+        (a data-parallel rank's share, :mod:`pruning_core.core.runtime.distributed`); the others are not collated.
         """
         first, every = part if part is not None else (0, 1)
         for rows in self.plan(batch_size, sort_by_length)[first::every]:

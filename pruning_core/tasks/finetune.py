@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pruning_core.core.errors import DataError, HeadpruneError
-from pruning_core.io.codec import OMIT, JsonRecord
+from pruning_core.core.io.codec import OMIT, JsonRecord
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.tasks import accepts_argument, collate_classification, tokenize_classification
 

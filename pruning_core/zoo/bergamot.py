@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
-from pruning_core.io.codec import BERGAMOT_FORMAT
+from pruning_core.core.io.codec import BERGAMOT_FORMAT
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report

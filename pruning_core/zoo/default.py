@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.io import storage
-from pruning_core.io.codec import DEFAULT_FORMAT
+from pruning_core.core.io import storage
+from pruning_core.core.io.codec import DEFAULT_FORMAT
 from pruning_core.tasks.data import movie_sentiment
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier

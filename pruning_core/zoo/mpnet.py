@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
-from pruning_core.io.codec import MPNET_FORMAT
+from pruning_core.core.io.codec import MPNET_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.zoo.default import (

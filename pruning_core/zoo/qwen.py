@@ -9,8 +9,8 @@ on the first 64 ``movie-text`` validation documents only.
 """
 from __future__ import annotations
 
-from pruning_core.io import storage
-from pruning_core.io.codec import QWEN_FORMAT
+from pruning_core.core.io import storage
+from pruning_core.core.io.codec import QWEN_FORMAT
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.zoo.gguf_lm import GgufLM, GreedyCheck, LMReport, prepare
 

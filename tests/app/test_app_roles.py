@@ -24,7 +24,7 @@ from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok
 from pruning_core.modeling.loading import load_model
 from pruning_core.analysis.roles import compute_roles, get_role, removal_summary
 from pruning_core.core.heads import HeadMask
-from pruning_core.io.share_link import decode_mask
+from pruning_core.core.io.share_link import decode_mask
 from pruning_core.tasks import get_task
 
 HEAD_MAP, ATTENTION = "app_pages/head_map.py", "app_pages/attention.py"

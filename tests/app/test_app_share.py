@@ -15,7 +15,7 @@ from app.attention import figures as attention
 from app.share import report, links as share
 from app.core import webassets
 from app.share.analysis import ANALYSIS_FORMAT, Analysis, analysis_provenance, read_shared_file
-from pruning_core.io.share_link import encode_mask as mask_to_param
+from pruning_core.core.io.share_link import encode_mask as mask_to_param
 from fake_task import FakeTask
 from pruning_core.analysis import attention_maps
 from pruning_core import bench

@@ -63,7 +63,7 @@ def test_the_head_map_shows_example_translations_under_the_metric(tiny_ssru, tmp
     from app.core.selection import Selection
     from app.model import cache
     from pruning_core.core.heads import HeadMask
-    from pruning_core.io.share_link import encode_mask
+    from pruning_core.core.io.share_link import encode_mask
 
     layout = cache.load(str(tiny_ssru.model)).layout
     mask = HeadMask.from_removed(layout, [("cross", 0, h) for h in range(layout.kinds["cross"][0])])

@@ -155,7 +155,7 @@ def test_an_unreachable_hub_model_message_has_no_double_period(app_for, tiny_ber
 def test_an_unreadable_link_mask_message_has_no_double_period():
     from pruning_core.core.errors import FormatError
     from pruning_core.core.heads import HeadLayout
-    from pruning_core.io.share_link import decode_mask
+    from pruning_core.core.io.share_link import decode_mask
 
     for text in ("e:zz.ff", "q:f.f", "e:f"):
         try:

@@ -125,7 +125,7 @@ def test_choosing_a_prepared_llm_switches_to_its_task(monkeypatch, tmp_path, tin
 def _switch(entry, tiny_llama) -> None:
     import shutil
 
-    from pruning_core.io import storage
+    from pruning_core.core.io import storage
     from pruning_core.modeling import catalog
 
     shutil.copytree(tiny_llama.model, entry.folder())

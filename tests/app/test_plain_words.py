@@ -9,7 +9,7 @@ from app.share import report
 from pruning_core.modeling import catalog
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout
-from pruning_core.io.share_link import decode_mask
+from pruning_core.core.io.share_link import decode_mask
 from pruning_core.evaluation.kinds import KindPoint, KindSensitivity
 
 

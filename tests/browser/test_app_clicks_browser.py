@@ -18,7 +18,7 @@ import pytest
 
 from browser_helpers import LIVE_STRIP, POLL_MS, ROOT, head_points, new_page, wait_idle, wait_live
 from pruning_core.core.heads import HeadLayout, HeadMask
-from pruning_core.io.share_link import decode_mask
+from pruning_core.core.io.share_link import decode_mask
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")

@@ -76,7 +76,7 @@ def _expected_loss(server, url: str) -> float:
 
     from pruning_core import tasks
     from pruning_core.modeling.loading import load_model
-    from pruning_core.io.share_link import decode_mask
+    from pruning_core.core.io.share_link import decode_mask
 
     qp = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
     loaded = load_model(server.env["HEADPRUNE_APP_MODEL"], device="cpu")

@@ -5,7 +5,7 @@ import pytest
 
 from pruning_core.cli.main import main
 from pruning_core.core.heads import HeadLayout, HeadMask
-from pruning_core.io.share_link import build_link, encode_mask, mask_from_link, parse_link
+from pruning_core.core.io.share_link import build_link, encode_mask, mask_from_link, parse_link
 from cli_helpers import run
 
 LAYOUT = HeadLayout({"encoder_self": (4, 4)})           # the tiny BERT: 2 layers of 4 heads

@@ -76,7 +76,7 @@ def test_a_paired_comparison_reads_its_p_value_without_zero():
 def test_a_link_cut_short_is_not_called_another_model():
     from pruning_core.core.errors import FormatError
     from pruning_core.core.heads import HeadLayout
-    from pruning_core.io.share_link import decode_mask
+    from pruning_core.core.io.share_link import decode_mask
 
     layout = HeadLayout({"encoder_self": (4,) * 6})
     with pytest.raises(FormatError, match="cut short") as cut:

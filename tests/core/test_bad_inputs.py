@@ -8,7 +8,7 @@ import pytest
 
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.core.errors import FormatError
-from pruning_core.io.share_link import decode_mask
+from pruning_core.core.io.share_link import decode_mask
 from cli_helpers import run
 
 TASK = ("--task", "file:tiny.csv")

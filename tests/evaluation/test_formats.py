@@ -238,13 +238,13 @@ def test_configs_and_records_write_what_they_wrote_before_the_codec():
 
 def test_only_custom_wire_forms_write_json_by_hand():
     """Every ``to_json`` written by hand in the library says why on its first lines ("# by hand: ...");
-    the others come from pruning_core/io/codec.py's JsonRecord."""
+    the others come from pruning_core/core/io/codec.py's JsonRecord."""
     import ast
 
     root = FIXTURES.parents[2] / "pruning_core"
     unexplained = []
     for path in root.rglob("*.py"):
-        if path == root / "io" / "codec.py":
+        if path == root / "core" / "io" / "codec.py":
             continue
         lines = path.read_text(encoding="utf-8").splitlines()
         for node in ast.walk(ast.parse("\n".join(lines))):

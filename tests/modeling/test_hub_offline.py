@@ -7,7 +7,7 @@ import time
 import pytest
 from huggingface_hub import constants
 
-from pruning_core.runtime import hub_probe
+from pruning_core.core.runtime import hub_probe
 from pruning_core.core.errors import ModelLoadError
 from pruning_core.modeling.loading import load_model
 

@@ -123,7 +123,7 @@ def test_translation_task_on_a_file_and_every_scorer_see_two_kinds(tmp_path):
     """file:PATH with source/target works, and scorers give grids of the model's two kinds only."""
     from pruning_core.modeling.presets import remove_least_important
     from pruning_core.scoring import ScoreConfig, get_scorer
-    from pruning_core.io.share_link import decode_mask, encode_mask
+    from pruning_core.core.io.share_link import decode_mask, encode_mask
     from pruning_core.evaluation.significance import beside_intervals
     from pruning_core.tasks import get_task
 

@@ -130,7 +130,7 @@ def _fake_zip(path, card="---\nlicense: apache-2.0\n---\n", weights=b"weights"):
 
 
 def test_unpack_checks_the_weights_hash_and_the_license(tmp_path, monkeypatch):
-    from pruning_core.io import storage
+    from pruning_core.core.io import storage
     from pruning_core.zoo import mpnet
 
     with pytest.raises(DataError, match="SHA-256"):

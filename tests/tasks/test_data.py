@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from pruning_core.runtime import hub_probe
+from pruning_core.core.runtime import hub_probe
 from pruning_core.tasks.data import files, hub
 from pruning_core.tasks.data import movie_sentiment as ms
 from pruning_core.core.errors import CacheError, DataError

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 import torch
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
 from pruning_core.cli.main import main
 from pruning_core.core.errors import FormatError, ModelLoadError

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.modeling import catalog
 from pruning_core.cli.main import main
 from pruning_core.core.errors import CacheError

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pruning_core.io.codec import ROLES_FORMAT, check_format
+from pruning_core.core.io.codec import ROLES_FORMAT, check_format
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadId, HeadLayout, HeadScores
 

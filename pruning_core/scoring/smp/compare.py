@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.io.codec import SMP_COMPARE_FORMAT, JsonRecord, check_format
+from pruning_core.core.io.codec import SMP_COMPARE_FORMAT, JsonRecord, check_format
 from pruning_core.core.errors import DataError, HeadpruneError
 from pruning_core.tasks.finetune import FinetuneConfig
 from pruning_core.core.heads import HeadMask
@@ -276,14 +276,14 @@ def _worker(spec: dict, queue) -> None:
 def run_isolated(spec: dict, progress: ProgressCallback | None = None, stage_prefix: str = "") -> dict:
     """:func:`run_condition` in a fresh process (spawn); progress is forwarded, errors re-raised.
 
-    The worker is supervised (:func:`pruning_core.runtime.children.supervised`): SIGTERM/SIGINT on this
+    The worker is supervised (:func:`pruning_core.core.runtime.children.supervised`): SIGTERM/SIGINT on this
     process are passed on to it, and it is killed if it lingers, whatever ends the wait.
     """
     import multiprocessing as mp
     import queue as queue_mod
     from contextlib import closing
 
-    from pruning_core.runtime.children import supervised
+    from pruning_core.core.runtime.children import supervised
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

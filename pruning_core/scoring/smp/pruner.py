@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pruning_core.io.codec import SMP_PRUNER_FORMAT, JsonRecord, check_format
+from pruning_core.core.io.codec import SMP_PRUNER_FORMAT, JsonRecord, check_format
 from pruning_core.core.errors import FormatError, UnsupportedArchitectureError
 from pruning_core.core.heads import HeadMask, HeadScores
-from pruning_core.io.storage import atomic_path, sha256_file, write_json
+from pruning_core.core.io.storage import atomic_path, sha256_file, write_json
 
 WEIGHTS_FILE = "pruner.safetensors"
 CONFIG_FILE = "pruner.json"

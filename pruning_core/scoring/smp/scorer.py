@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.core.errors import CacheError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask

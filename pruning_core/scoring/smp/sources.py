@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.io import storage
-from pruning_core.io.codec import SMP_SOURCES_FORMAT
+from pruning_core.core.io import storage
+from pruning_core.core.io.codec import SMP_SOURCES_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core.registry import Registry

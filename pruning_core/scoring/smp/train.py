@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.io.codec import JsonRecord
+from pruning_core.core.io.codec import JsonRecord
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import gate_heads, gates_from_mask
 from pruning_core.modeling.presets import keep_top_fraction_per_layer, random_per_layer, removed_per_layer

@@ -15,8 +15,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pruning_core.io import storage
-from pruning_core.io.codec import BIBLE_FORMAT
+from pruning_core.core.io import storage
+from pruning_core.core.io.codec import BIBLE_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.modeling.catalog import headprune_home

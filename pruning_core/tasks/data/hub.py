@@ -4,7 +4,7 @@ GLUE (``nyu-mll/glue``: ``sst2 mnli qnli qqp mrpc cola rte wnli``): splits ``tra
 labels are hidden; ``mnli`` also offers ``validation_mismatched``); the regression task ``stsb`` is refused.
 WMT (``wmt/wmt14``, ``wmt/wmt16``): ``wmtYY-SRC-TGT`` translates SRC into TGT; ``train`` is streamed, so a
 ``limit`` does not download millions of pairs. Offline this fails fast: the library's one hub probe
-(:mod:`pruning_core.runtime.hub_probe`) is asked first unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``
+(:mod:`pruning_core.core.runtime.hub_probe`) is asked first unless ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``
 is set (then ``datasets`` reads its cache only); an unreachable hub is a :class:`DataError` suggesting
 ``file:PATH``.
 """
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from pruning_core.core.errors import DataError
-from pruning_core.runtime import hub_probe
+from pruning_core.core.runtime import hub_probe
 
 GLUE_DATASET = "nyu-mll/glue"
 

@@ -21,11 +21,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pruning_core.io.codec import DATA_FORMAT
+from pruning_core.core.io.codec import DATA_FORMAT
 from pruning_core.core.errors import CacheError, DataError, did_you_mean
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.io import storage
-from pruning_core.io.storage import sha256_bytes, write_jsonl
+from pruning_core.core.io import storage
+from pruning_core.core.io.storage import sha256_bytes, write_jsonl
 
 NAME = "movie-sentiment"
 SDIST_REQUIREMENT = "vaderSentiment==3.3.2"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pruning_core.io import storage
-from pruning_core.io.codec import SPEECH_FORMAT
+from pruning_core.core.io import storage
+from pruning_core.core.io.codec import SPEECH_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pruning_core.core.errors import CacheError, DataError
-from pruning_core.io.codec import FORMATS, JsonRecord
+from pruning_core.core.io.codec import FORMATS, JsonRecord
 
 # -- atomic writes ---------------------------------------------------------------------------------
 
@@ -143,14 +143,14 @@ class Manifest(JsonRecord):
     """What a prepared folder holds: its format, the preparer's own keys (source, checks, versions, in the
     order given), every file with its SHA-256 (a hash, or an entry with a ``sha256`` key) and when it was made."""
 
-    format: str                         # one of the manifest formats of pruning_core.io.codec.FORMATS
+    format: str                         # one of the manifest formats of pruning_core.core.io.codec.FORMATS
     details: Mapping[str, Any] = field(metadata={"flatten": True})
     files: Mapping[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=utc_now)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise ValueError(f"{self.format!r} is not a registered format; add it to pruning_core/io/codec.py.")
+            raise ValueError(f"{self.format!r} is not a registered format; add it to pruning_core/core/io/codec.py.")
         clash = sorted({"format", "files", "created"} & set(self.details))
         if clash:
             raise ValueError(f"the manifest keys {clash} are fields of Manifest; pass them as such, not in details.")

@@ -106,7 +106,7 @@ PROMPT = "The capital of France is"
 @pytest.fixture(scope="module")
 def smol_gguf(tmp_path_factory):
     from pruning_core.modeling import catalog
-    from pruning_core.export.to_gguf import export_gguf
+    from pruning_core.bench.export.to_gguf import export_gguf
     if not (catalog.get("smollm2").folder() / "config.json").is_file():
         pytest.skip("smollm2 is not prepared: run `headprune prepare --model smollm2` (make test does)")
     smol = load_model("smollm2", device="cpu", dtype="float32")
@@ -132,7 +132,7 @@ def _llama_cpp():
     """llama.cpp's binding, or a skip naming the command that installs it (compiling llama.cpp takes
     minutes, up to 25 on two busy cores, so a test never does it)."""
     from pruning_core.core.errors import HeadpruneError
-    from pruning_core.export import llama_cpp
+    from pruning_core.bench.export import llama_cpp
     try:
         return llama_cpp.import_llama_cpp()
     except HeadpruneError as err:

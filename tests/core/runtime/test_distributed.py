@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from pruning_core.runtime import distributed
+from pruning_core.core.runtime import distributed
 from pruning_core.cli.main import main
 from pruning_core.cli.args import parse_device_map
 from pruning_core.core.errors import UsageError
 from tiny import make_bert_tokenizer, tiny_model
 
-ROOT = Path(__file__).resolve().parents[2]
-WORKER = Path(__file__).resolve().parents[1] / "distributed_worker.py"
-FAILING = Path(__file__).resolve().parents[1] / "failing_rank.py"     # the CLI with rank 1 failing
+ROOT = Path(__file__).resolve().parents[3]
+WORKER = Path(__file__).resolve().parents[2] / "distributed_worker.py"
+FAILING = Path(__file__).resolve().parents[2] / "failing_rank.py"     # the CLI with rank 1 failing
 TIMEOUT = 240
 
 CLI_RUNS = {

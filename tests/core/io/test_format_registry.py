@@ -1,4 +1,4 @@
-"""Every ``headprune.*`` JSON format is named once, in pruning_core/io/codec.py's registry, and written by one
+"""Every ``headprune.*`` JSON format is named once, in pruning_core/core/io/codec.py's registry, and written by one
 mechanism: a JsonRecord, or a ``to_json`` written by hand that says why."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from browser_helpers import ROOT
-from pruning_core.io import codec
+from pruning_core.core.io import codec
 
 FORMAT_STRING = re.compile(r"headprune\.[a-z0-9_.-]+(/[a-z_]+)?/\d+")      # headprune.data/ruler/1 too
 
@@ -43,15 +43,16 @@ def sources(*folders: str, root: Path = ROOT):
 
 def test_every_format_name_is_spelled_only_in_the_codec():
     spelled = [f"{path}:{line} {name}" for path, text in sources("pruning_core", "app", "app_pages")
-               if path != Path("pruning_core/io/codec.py") for name, line in format_literals(text)]
-    assert not spelled, "name these formats with pruning_core.io.codec's constants:\n" + "\n".join(spelled)
+               if path != Path("pruning_core/core/io/codec.py") for name, line in format_literals(text)]
+    assert not spelled, "name these formats with pruning_core.core.io.codec's constants:\n" + "\n".join(spelled)
 
 
 def test_no_headprune_document_is_built_as_a_dict_literal():
     found = [f"{path}:{line}" for path, text in sources("pruning_core", "app", "app_pages")
              for line in document_literals(text)]
-    assert not found, ("write these documents with a JsonRecord (a manifest with pruning_core.io.storage.Manifest),"
-                       " or in a to_json that says why by hand:\n" + "\n".join(found))
+    assert not found, ("write these documents with a JsonRecord (a manifest with "
+                       "pruning_core.core.io.storage.Manifest), or in a to_json that says why by hand:\n"
+                       + "\n".join(found))
 
 
 def test_the_checkers_see_a_spelled_format_and_a_document_literal():

@@ -1,4 +1,4 @@
-"""Every manifest is a :class:`pruning_core.io.storage.Manifest`: the manifests prepared before it existed read
+"""Every manifest is a :class:`pruning_core.core.io.storage.Manifest`: the manifests prepared before it existed read
 back and write the same keys and values again."""
 import json
 from pathlib import Path
@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from pruning_core.core.errors import CacheError
-from pruning_core.io import codec, storage
+from pruning_core.core.io import codec, storage
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "manifests"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "formats" / "manifests"
 
 # manifests of a prepared cache, written by the dict literals the record replaced -> their format
 PREPARED_BEFORE = {

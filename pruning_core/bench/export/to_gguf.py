@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.io.storage import atomic_path
+from pruning_core.core.io.storage import atomic_path
 
 # config.model_type -> (GGUF architecture, whether q/k rows are permuted for llama.cpp's rotary layout)
 GGUF_ARCHS = {"llama": ("llama", True), "mistral": ("llama", True), "qwen2": ("qwen2", False)}

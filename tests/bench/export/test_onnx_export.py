@@ -13,7 +13,7 @@ from pruning_core.modeling.pruning import prune_heads
 from tiny import ALL_ARCHS, logits_of, make_bert_tokenizer, tiny_inputs, tiny_loaded, tiny_model
 
 pytest.importorskip("onnxruntime", reason="pip install -r requirements.txt (onnx, onnxruntime)")
-from pruning_core.export.to_onnx import export_onnx, onnx_logits, onnx_session  # noqa: E402
+from pruning_core.bench.export.to_onnx import export_onnx, onnx_logits, onnx_session  # noqa: E402
 
 # ONNX Runtime's own float32 kernels (fused ops, another summation order) on 2 tiny layers: ~1e-7 apart;
 # 1e-5 absolute is 100 times that and far below what one wrong head slice moves (~1e-2 on these logits)

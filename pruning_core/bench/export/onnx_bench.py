@@ -21,13 +21,13 @@ import torch
 from pruning_core.bench.ceiling import CeilingReport, flop_ceiling
 from pruning_core.bench.run import audio_frames, synthetic_inputs
 from pruning_core.bench.timing import LatencyStats, interleaved_latencies, load_average
-from pruning_core.io.codec import JsonRecord, ONNX_BENCH_FORMAT, json_field
+from pruning_core.core.io.codec import JsonRecord, ONNX_BENCH_FORMAT, json_field
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.presets import half_mask
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.modeling.pruning import prune_heads
-from pruning_core.export.to_onnx import LogitsOnly, export_onnx, onnx_session
+from pruning_core.bench.export.to_onnx import LogitsOnly, export_onnx, onnx_session
 
 VARIANTS = ("pytorch dense", "pytorch pruned", "onnxruntime dense", "onnxruntime pruned")
 

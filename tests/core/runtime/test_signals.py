@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pruning_core.runtime.children import Terminated, signals_raise, stop
+from pruning_core.core.runtime.children import Terminated, signals_raise, stop
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
 
-ROOT = Path(__file__).resolve().parents[2]
-TESTS = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
+TESTS = Path(__file__).resolve().parents[2]
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ time.sleep(120)
 
 PARENT = """
 import sys, tempfile
-from pruning_core.runtime.children import run_child, signals_raise
+from pruning_core.core.runtime.children import run_child, signals_raise
 try:
     with signals_raise(), tempfile.TemporaryDirectory(dir=sys.argv[1]) as tmp:
         sys.exit(run_child([sys.executable, "-c", sys.argv[2], sys.argv[3], sys.argv[4]], grace=1.0))
@@ -193,7 +193,7 @@ def test_run_child_stops_child_grandchild_and_removes_temp(signum, kind, tmp_pat
 
 
 def test_run_child_returns_the_exit_status():
-    from pruning_core.runtime.children import run_child
+    from pruning_core.core.runtime.children import run_child
     assert run_child([sys.executable, "-c", "import sys; sys.exit(3)"]) == 3
     assert run_child([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]) == 143
 

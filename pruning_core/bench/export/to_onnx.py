@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.io.storage import atomic_path
+from pruning_core.core.io.storage import atomic_path
 
 OPSET = 17
 # ONNX Runtime runs float32 kernels of its own (fused attention and layer norm, another summation order):

@@ -8,7 +8,7 @@ import pytest
 
 from pruning_core.cli.main import main
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.export import llama_cpp
+from pruning_core.bench.export import llama_cpp
 
 
 @pytest.fixture

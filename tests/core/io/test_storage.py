@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from pruning_core.io import storage
+from pruning_core.core.io import storage
 from pruning_core.core.errors import CacheError, DataError
 
 
