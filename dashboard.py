@@ -17,7 +17,7 @@ from pathlib import Path  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from app.core import state  # noqa: E402
+from app.core.session import state  # noqa: E402
 from app.model import pickers  # noqa: E402
 from app.model import warm, workload  # noqa: E402
 from app.core.access import task_label  # noqa: E402

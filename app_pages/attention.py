@@ -5,10 +5,11 @@ from app.attention import figures, ui as attention_ui, cache as cache_attention
 from app.attention import logit_attribution
 from app.model import cache
 from app.model import pickers
-from app.core import mask as mask_state, state, ui
+from app.core import ui
+from app.core.session import mask as mask_state, state
 from app.roles import ui as role_ui
 from app.core.access import task_label
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.core.text import md_code
 from app.runtime.work import Work
 

@@ -5,7 +5,8 @@ from app.model import cache, workload
 from app.curves import jobs
 from app.model import pickers
 from app.curves import cache as cache_curves, figures, kinds, tables
-from app.core import mask as mask_state, state, ui, uncertainty
+from app.core import ui, uncertainty
+from app.core.session import mask as mask_state, state
 from app.core.text import md_code, md_escape
 from app.runtime.work import Work, start_button
 from pruning_core.evaluation.metrics import get_metric

@@ -3,7 +3,8 @@ import pandas as pd
 import streamlit as st
 
 from app.curves import dynamics
-from app.core import state, ui
+from app.core import ui
+from app.core.session import state
 from app.core.text import md_code, md_escape
 from pruning_core.analysis.dynamics import summary_rows
 from pruning_core.core.errors import HeadpruneError

@@ -4,7 +4,8 @@ import streamlit as st
 from app.model import cache
 from app.model import pickers
 from app.attention import cache as cache_attention
-from app.core import mask as mask_state, state, ui
+from app.core import ui
+from app.core.session import mask as mask_state, state
 from app.headmap import examples
 from app.runtime.work import Work
 

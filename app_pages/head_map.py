@@ -4,7 +4,8 @@ import streamlit as st
 from app.model import jobs
 from app.model import pickers
 from app.headmap import kv_mode, panel
-from app.core import mask, state, ui
+from app.core import ui
+from app.core.session import mask, state
 
 ui.page_intro("Head map", """
 Each square is one attention head (rows are layers, 0 at the top; columns are heads): **click a head**

@@ -3,7 +3,8 @@ import streamlit as st
 
 from app.model import cache, workload
 from app.model import pickers
-from app.core import state, ui, uncertainty, welcome
+from app.core import ui, uncertainty, welcome
+from app.core.session import state
 from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
 from app.runtime.work import Work

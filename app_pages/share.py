@@ -3,7 +3,8 @@ import streamlit as st
 
 from app.model import cache
 from app.model import pickers
-from app.core import mask as mask_state, state, ui, uncertainty
+from app.core import ui, uncertainty
+from app.core.session import mask as mask_state, state
 from app.share import report, links, ui as share_ui
 from app.share.analysis import read_shared_file
 from app.core.access import task_label

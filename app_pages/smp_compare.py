@@ -5,7 +5,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app.core import state, ui
+from app.core import ui
+from app.core.session import state
 from app.core.text import md_code, md_escape
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.evaluation.metrics import get_metric

@@ -3,7 +3,8 @@ import streamlit as st
 
 from app.speed import cache, figures
 from app.model import pickers
-from app.core import mask as mask_state, session_results, state, ui
+from app.core import ui
+from app.core.session import mask as mask_state, session_results, state
 from app.runtime.work import Work
 from pruning_core.bench import MASKED_TEXT
 

@@ -1,7 +1,8 @@
 """Tour: a guided walk for a class, one step at a time, each a link that opens its state."""
 import streamlit as st
 
-from app.core import state, ui
+from app.core import ui
+from app.core.session import state
 from app.tour import steps, ui as tour_ui
 
 ui.page_intro("Tour", "A walk through what attention-head pruning shows, one step at a time, for a class.")

@@ -27,7 +27,7 @@ FLOOR_OF = {name: i for i, names in enumerate(FLOORS) for name in names}
 PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
         "app.headmap.figures", "app.headmap.kv_figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
         "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
-        "app.core.mask_history", "app.roles.probe", "app.curves.words", "app.headmap.examples",
+        "app.core.session.mask_history", "app.roles.probe", "app.curves.words", "app.headmap.examples",
         "pruning_core.analysis.attention_maps", "pruning_core.core.io.share_link"]
 
 
@@ -112,8 +112,9 @@ def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
 
 # A Head-map click's way to ``Task.evaluate``, as (importer, imported) hops between app modules; docs/DESIGN.md
 # lists these modules and counts them.
-CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/state"), ("headmap/clicks", "core/mask"),
-              ("core/mask", "core/mask_history"), ("headmap/panel", "model/workload"), ("headmap/panel", "model/cache"),
+CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/session/state"),
+              ("headmap/clicks", "core/session/mask"), ("core/session/mask", "core/session/mask_history"),
+              ("headmap/panel", "model/workload"), ("headmap/panel", "model/cache"),
               ("model/cache", "runtime/work"), ("runtime/work", "runtime/board")]
 
 
@@ -130,7 +131,7 @@ def test_design_counts_the_modules_a_click_crosses():
     start = text.index("**A head-map click** crosses")
     para = text[start:text.index("\n\n", text.index("\n1. ", start))]
     count = int(re.search(r"crosses (\d+) app modules", para).group(1))
-    listed = re.findall(r"^\d+\. `app/([a-z_]+/[a-z_]+)\.py`", para, flags=re.M)
+    listed = re.findall(r"^\d+\. `app/([a-z_]+(?:/[a-z_]+)+)\.py`", para, flags=re.M)
     on_path = {m for hop in CLICK_HOPS for m in hop}
     assert count == len(listed) == len(on_path) and set(listed) == on_path, (count, listed, sorted(on_path))
     missing = [hop for hop in CLICK_HOPS if hop[1] not in modules_imported_by(hop[0])]
@@ -172,12 +173,12 @@ def _session_state(node: ast.AST) -> bool:
 
 
 def test_only_app_state_names_session_keys_and_touches_the_url():
-    """``app/core/state.py`` holds every session-state key and the URL's query parameters: other modules
-    index ``st.session_state`` only with its names or widget keys, never a literal, and never touch
+    """``app/core/session/state.py`` holds every session-state key and the URL's query parameters: other
+    modules index ``st.session_state`` only with its names or widget keys, never a literal, and never touch
     ``st.query_params``."""
     found = []
     for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
-        if path == ROOT / "app" / "core" / "state.py":
+        if path == ROOT / "app" / "core" / "session" / "state.py":
             continue
         for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             literal_key = (isinstance(n, ast.Subscript) and _session_state(n.value) and _literal(n.slice)) or (
@@ -189,10 +190,19 @@ def test_only_app_state_names_session_keys_and_touches_the_url():
 
 
 def test_app_state_holds_keys_and_url_only():
-    """The feature logic that once lived in ``app/core/state.py`` (mask history, jobs, notices, kept results) stays in
-    its feature's module: state imports no other app module but the Markdown escaping of :mod:`app.core.text`."""
-    tree = ast.parse((ROOT / "app" / "core" / "state.py").read_text(encoding="utf-8"))
+    """The feature logic that once lived in ``app/core/session/state.py`` (mask history, jobs, notices, kept
+    results) stays in its feature's module: state imports no other app module but the Markdown escaping of
+    :mod:`app.core.text`."""
+    tree = ast.parse((ROOT / "app" / "core" / "session" / "state.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in imported if m == "app" or m.startswith("app.")} <= {"app.core.text"}, imported
     assert not [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+
+
+def test_app_core_is_a_short_list_of_concepts():
+    """``app/core`` keeps about ten entries, as a package's top level does; the session's state is ``session/``."""
+    from test_layers import MAX_TOP_LEVEL
+
+    entries = sorted(p.name for p in (ROOT / "app" / "core").iterdir() if p.name != "__pycache__")
+    assert len(entries) <= MAX_TOP_LEVEL and "session" in entries, entries

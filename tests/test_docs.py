@@ -17,7 +17,7 @@ DOCSTRING_FOLDERS = ("pruning_core", "app", "app_pages", "benchmarks")
 MAX_MODULE_DOCSTRING = 12                       # lines
 
 TOP = r"(?:pruning_core|app|app_pages|benchmarks|docs|tests|assets|shared)"
-PATH = re.compile(rf"`{{1,2}}({TOP}/[\w./-]*)`{{1,2}}")                  # `app/core/state.py`, ``docs/X.md``
+PATH = re.compile(rf"`{{1,2}}({TOP}/[\w./-]*)`{{1,2}}")                  # `app/core/session/state.py`, ``docs/X.md``
 DOTTED = re.compile(r"`{1,2}:?\w*:?`?((?:pruning_core|app)(?:\.\w+)+)")  # `pruning_core.bench.budget`, :mod:`app.x`
 ISSUE = re.compile(r"\bissues?\s+#?\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
 DATE = re.compile(r"\b20\d\d-[01]\d(?:-[0-3]\d)?\b")
@@ -126,7 +126,7 @@ def test_no_issue_numbers_dates_or_timings_in_the_code():
 
 
 def test_the_checks_see_what_they_look_for():
-    assert missing_path("see `pruning_core/core/no_such.py` and ``app/core/state.py``") == ["pruning_core/core/no_such.py"]
+    assert missing_path("see `pruning_core/core/no_such.py` and ``app/core/text.py``") == ["pruning_core/core/no_such.py"]
     assert missing_module("pruning_core.core.no_such") and not missing_module("pruning_core.core.heads.HeadMask")
     assert not missing_module("pruning_core.load_model") and missing_module("pruning_core.no_such_name")
     prose = prose_of('"""Fixed in issue 38."""\nx = 1  # 0.67 s on 2 cores (2026-12-04), see #12\n'

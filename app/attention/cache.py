@@ -8,7 +8,7 @@ import streamlit as st
 import torch
 
 from app.attention import figures
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model.cache import context_data, load, task
 from app.runtime import board
 from pruning_core.analysis import attention_maps, logit_attribution

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.attention import cache
-from app.core import state
+from app.core.session import state
 from app.core.text import md_escape
 from app.runtime.work import Work
 from pruning_core.analysis.logit_attribution import CONVENTION, HeadAttribution

@@ -12,7 +12,8 @@ from typing import Any
 
 import streamlit as st
 
-from app.core import notices, state, uncertainty
+from app.core import uncertainty
+from app.core.session import notices, state
 from app.core.access import hide_upload_paths
 from app.core.text import md_escape
 from pruning_core.core.errors import HeadpruneError
@@ -150,7 +151,7 @@ def remembered(key: str, default: Any) -> dict:
 
 
 def bind(key: str, value: Any) -> str:
-    """Give the widget ``key`` the value held in :mod:`app.core.state` before it is drawn; returns ``key``.
+    """Give the widget ``key`` the value held in :mod:`app.core.session.state` before it is drawn; returns ``key``.
 
     Widgets bound this way write back through their ``on_change`` callback (which runs before the
     page), so the state module stays the one source of truth even when a shared link or a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.core.selection import ScoreRequest, Selection
+from app.core.session.selection import ScoreRequest, Selection
 from app.model.cache import EVAL_BATCH, data, load, score_config, scores, task
 from pruning_core.evaluation import experiments, kinds
 from pruning_core.core.progress import ProgressCallback

@@ -1,4 +1,4 @@
-"""The Curves feature's long jobs, each built by one function from a :class:`app.core.selection.Selection`.
+"""The Curves feature's long jobs, each built by one function from a :class:`app.core.session.selection.Selection`.
 
 The Curves and Share pages and the Tour ask for the same curves and tables: each calls the function here, so one
 job name and one set of arguments (the scoring size, the curve's seeds) are spelled once, and a page finds the job
@@ -9,7 +9,7 @@ The shared scores job: :func:`app.model.jobs.scores`.
 from __future__ import annotations
 
 from app.core import progress_text
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.curves import cache
 from app.model import workload
 from app.runtime.work import Start, Work

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.core import state, ui
-from app.core.selection import Selection
+from app.core import ui
+from app.core.session import state
+from app.core.session.selection import Selection
 from app.model import workload
 from app.core.text import md_code, md_escape
 from app.curves import figures, tables, words

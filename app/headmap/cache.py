@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model.cache import EVAL_BATCH, context_data, data, load, score_split_of, task
 from app.runtime import board
 from pruning_core import bench

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app.core import mask, state
+from app.core.session import mask, state
 from pruning_core.core.heads import HeadLayout
 
 KEY = state.widget_key("headmap", "clicks")

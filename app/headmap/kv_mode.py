@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.core import reruns, session_results, state, ui
-from app.core.selection import Selection
+from app.core import reruns, ui
+from app.core.session import session_results, state
+from app.core.session.selection import Selection
 from app.headmap import cache as cache_headmap
 from app.headmap.kv_figures import figure_width, kv_figure, memory_text, mib
 from app.model import cache, workload

@@ -18,7 +18,8 @@ from pruning_core.bench import FULL_MASK_TEXT, MASKED_TEXT, speed_verdict
 from pruning_core.core.heads import HeadMask
 
 from app.headmap import cache
-from app.core import session_results, state, ui
+from app.core import ui
+from app.core.session import session_results, state
 from app.speed import figures
 from app.runtime.work import PENDING, Work, job_board
 

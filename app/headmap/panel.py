@@ -21,11 +21,12 @@ import streamlit as st
 
 from app.model import cache, workload
 from app.headmap import cache as cache_headmap, figures, ui as headmap_ui, latency, clicks
-from app.core import mask as mask_state, reruns, session_results, state, ui, uncertainty
+from app.core import reruns, ui, uncertainty
+from app.core.session import mask as mask_state, session_results, state
 from app.roles import ui as role_ui
 from app.headmap import examples
 from app.core.access import task_label
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.core.text import md_code, md_escape
 from app.runtime.work import PENDING, Work, wait_for_change
 from pruning_core.core.errors import HeadpruneError

@@ -1,7 +1,7 @@
 """The clickable head map, and the glue between the mask presets and the session's mask.
 
 The figure is :func:`app.headmap.figures.figure`; clicking a head toggles it through
-:func:`app.core.mask.toggle_head` in the chart's selection callback.
+:func:`app.core.session.mask.toggle_head` in the chart's selection callback.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import streamlit as st
 
 from app.curves import figures
 from app.headmap import clicks
-from app.core import mask as mask_state, session_results, state
+from app.core.session import mask as mask_state, session_results, state
 from app.core.colouring import IMPORTANCE
 from app.headmap.figures import figure
 from app.core.text import md_escape
@@ -24,7 +24,7 @@ GRID_KEYS = state.widget_key("headmap", "grid")        # every grid's key starts
 
 
 def chart_key(kind: str, edits: int | None = None) -> str:
-    """The key of ``kind``'s grid drawn after the mask's ``edits``-th change (:func:`app.core.mask.edits`);
+    """The key of ``kind``'s grid drawn after the mask's ``edits``-th change (:func:`app.core.session.mask.edits`);
     without ``edits``, the prefix shared by all of them."""
     prefix = f"{GRID_KEYS}_{kind}"
     return prefix if edits is None else f"{prefix}_{edits}"

@@ -41,7 +41,7 @@ from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
-from app.core.selection import ScoreRequest, Selection
+from app.core.session.selection import ScoreRequest, Selection
 from app.runtime import board
 from app.runtime.work import Work
 from app.core.access import DataAccess, data_access_from

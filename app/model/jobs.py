@@ -1,4 +1,4 @@
-"""The scores job every feature shares, built from a :class:`app.core.selection.Selection`.
+"""The scores job every feature shares, built from a :class:`app.core.session.selection.Selection`.
 
 The Head map, the Curves and Share pages and the Tour ask for the same scores: each calls :func:`scores`, so one
 job name and one set of arguments are spelled once, and a page finds the job another page started instead of
@@ -7,7 +7,7 @@ a feature's own long jobs live in its ``jobs.py`` (:mod:`app.curves.jobs`).
 """
 from __future__ import annotations
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model import cache, workload
 from app.runtime.work import Start, Work
 

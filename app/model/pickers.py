@@ -1,13 +1,13 @@
 """The pickers every page shares: scorer, evaluation size, model and task, the session's
-:class:`app.core.selection.Selection`, and loading the model's architecture. They read the cached calls of
+:class:`app.core.session.selection.Selection`, and loading the model's architecture. They read the cached calls of
 :mod:`app.model.cache`; the plain widgets are :mod:`app.core.ui`."""
 from __future__ import annotations
 
 import streamlit as st
 
-from app.core import notices, state
+from app.core.session import notices, state
 from app.core.access import hide_upload_paths, store_upload, task_label
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.core.text import md_code, md_escape
 from app.core.ui import bind
 from app.model import cache, smp_training, workload

@@ -32,8 +32,8 @@ def quiet_without_server() -> None:
 if __name__ == "__main__":          # before the app's modules make their cached functions (each would warn)
     quiet_without_server()
 
-from app.core.selection import Selection  # noqa: E402
-from app.core.state import DEFAULT_SCORER  # noqa: E402
+from app.core.session.selection import Selection  # noqa: E402
+from app.core.session.state import DEFAULT_SCORER  # noqa: E402
 from app.model import cache, workload  # noqa: E402
 from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402

@@ -18,7 +18,7 @@ from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import scorer_info
 from pruning_core.evaluation.significance import too_few
 
-from app.core.selection import ScoreRequest, Selection
+from app.core.session.selection import ScoreRequest, Selection
 from app.model import cache
 
 CLICK_SECONDS = 5.0              # a click should show its new metric within this

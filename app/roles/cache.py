@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model.cache import load, task
 from app.roles.probe import ProbeView, probe_view
 from pruning_core.core.progress import ProgressCallback

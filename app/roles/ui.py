@@ -18,10 +18,11 @@ from pruning_core.analysis.roles.report import STRONGEST_RULE
 
 from app.attention import figures
 from app.roles import cache
-from app.core import state, ui
+from app.core import ui
+from app.core.session import state
 from app.model import workload
 from app.core.colouring import IMPORTANCE, STRONGEST
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.core.text import md_escape
 from app.runtime.work import PENDING, Work
 

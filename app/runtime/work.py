@@ -19,7 +19,8 @@ from typing import Any, Literal
 import streamlit as st
 
 from app.runtime import board as jobs
-from app.core import progress_text, state
+from app.core import progress_text
+from app.core.session import state
 from app.core.ui import show_error
 from pruning_core.core.errors import Cancelled
 
@@ -209,7 +210,7 @@ def _follow(current: jobs.Job, job: str, label: str, progress: bool, wait: bool 
 def start_button(label: str, key: str, works: list[Work], **button: Any) -> None:
     """One button that starts every work of ``works`` not started yet (each should have ``start="button"``);
     drawn only while one is not started, so it is gone once the work runs (its results then show where
-    the button was). ``key`` is the button's name under :func:`app.core.state.widget_key`'s "job" page."""
+    the button was). ``key`` is the button's name under :func:`app.core.session.state.widget_key`'s "job" page."""
     waiting = [w for w in works if not w.started()]
     if waiting:
         st.button(label, key=state.widget_key("job", key), on_click=_launch_all, args=(waiting,), **button)

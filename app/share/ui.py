@@ -10,9 +10,9 @@ from pruning_core.core.heads import HeadMask
 from app.model import cache, jobs
 from app.curves import jobs as curve_jobs
 from app.headmap import latency
-from app.core import notices, session_results, state
+from app.core.session import notices, session_results, state
 from app.core.access import task_label
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.core.text import md_code, md_escape
 from app.share.analysis import Analysis, analysis_provenance
 from app.runtime.work import job_board

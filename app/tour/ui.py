@@ -25,8 +25,9 @@ from app.model import pickers
 from app.curves import figures as charts, kinds as kinds_tab, tables, words
 from app.roles import cache as cache_roles
 from app.headmap import cache as cache_headmap, latency
-from app.core import mask as mask_state, state, ui
-from app.core.selection import Selection
+from app.core import ui
+from app.core.session import mask as mask_state, state
+from app.core.session.selection import Selection
 from app.tour import steps as tour
 from app.runtime.work import Work
 from app.core.pages import PAGES

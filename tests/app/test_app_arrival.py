@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from app.core.selection import ScoreRequest, Selection
+from app.core.session.selection import ScoreRequest, Selection
 from app.model import workload
 from browser_helpers import ROOT, app_env, ok
 from pruning_core.scoring import store as score_store

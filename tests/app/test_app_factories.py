@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.runtime import board, work
 from app.model import cache, jobs, workload
 from app.curves import jobs as curve_jobs

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model import cache
 from browser_helpers import build_tiny_app
 from pruning_core.modeling import pruning

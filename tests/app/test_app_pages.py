@@ -13,7 +13,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from apptest_helpers import assert_human_columns, button, click_head, metric, query_param
 from browser_helpers import ROOT, app_env, ok
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.core import state
+from app.core.session import state
 from app.tour import steps as tour
 from browser_helpers import ROOT, TinyApp, app_env, build_tiny_app, ok
 from pruning_core.modeling import catalog

@@ -60,7 +60,7 @@ def test_the_bundled_run_holds_whisper_bases_decoder_self_attention():
 def test_the_head_map_shows_example_translations_under_the_metric(tiny_ssru, tmp_path, monkeypatch):
     """Gold, all heads and this mask for the first verses, in the live panel below the metric, from the same
     evaluations as the metric (so they change with it)."""
-    from app.core.selection import Selection
+    from app.core.session.selection import Selection
     from app.model import cache
     from pruning_core.core.heads import HeadMask
     from pruning_core.core.io.share_link import encode_mask

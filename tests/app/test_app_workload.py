@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from app.core.pages import URL_PATHS
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model import cache, workload
 import transformers as tf
 from streamlit.testing.v1 import AppTest
@@ -105,7 +105,7 @@ def test_a_costly_model_scores_on_fewer_examples(monkeypatch):
     """Gradient scoring reads 512 examples of a cheap model but only what fits in about a minute of a
     costly one (Whisper-base's utterances), never fewer than it evaluates; random and per-head
     scorers keep theirs."""
-    from app.core.selection import Selection
+    from app.core.session.selection import Selection
     from app.model import cache, workload
 
     costs = {"cheap": budget.example_cost(tf.BertConfig(**MINILM), "classification", 27),
@@ -147,7 +147,7 @@ def test_a_translation_costs_its_source_in_the_encoder_and_its_target_in_the_dec
 
 def test_a_long_evaluation_says_its_count_and_estimate(monkeypatch):
     """A Whisper click (about 23 s) names its utterances and the time; a quick click on the default stays short."""
-    from app.core.selection import Selection
+    from app.core.session.selection import Selection
     from app.model import workload as wl
 
     sel = Selection("whisper-base", "movie-speech", 8)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import streamlit
 
-from app.core import mask as mask_state, state
+from app.core.session import mask as mask_state, state
 from app.headmap import clicks
 from pruning_core.core.heads import HeadLayout, HeadMask
 

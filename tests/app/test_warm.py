@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.selection import Selection
+from app.core.session.selection import Selection
 from app.model import warm, workload
 
 

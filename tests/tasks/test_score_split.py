@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from app.core.selection import ScoreRequest, Selection
+from app.core.session.selection import ScoreRequest, Selection
 from app.model import cache
 from app.headmap import latency as latency_ui
-from app.core import session_results
+from app.core.session import session_results
 from app.share import ui as share_ui
 from app.runtime.work import Work
 from browser_helpers import build_tiny_app

@@ -1,4 +1,4 @@
-"""A session's masks in the order they were applied, for undo/redo (held by :mod:`app.core.state` under
+"""A session's masks in the order they were applied, for undo/redo (held by :mod:`app.core.session.state` under
 ``hp_history``; pure Python, no Streamlit)."""
 from __future__ import annotations
 

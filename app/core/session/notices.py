@@ -1,11 +1,11 @@
 """One-shot messages for the top of the next page run: a link's unreadable mask, a task switched to
-suit a model, an upload that cannot be used. Queued under :data:`app.core.state.NOTICES`; shown once by
+suit a model, an upload that cannot be used. Queued under :data:`app.core.session.state.NOTICES`; shown once by
 ``app.core.ui.show_notices`` (every page's intro)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from app.core import state
+from app.core.session import state
 
 LEVELS = ("info", "warning", "error", "success")
 

@@ -1,16 +1,17 @@
 """This session's mask (``HeadMask``, 1 = keep) and its undo/redo history, for the current model.
 
-The history (:class:`app.core.mask_history.MaskHistory`) is held under :data:`app.core.state.HISTORY`. A mask
-from a link (:data:`app.core.state.PENDING_MASK`, put there by the URL reader or ``state.restore``) is
-decoded when the model's head layout is first known; one that does not fit is dropped with a notice.
+The history (:class:`app.core.session.mask_history.MaskHistory`) is held under
+:data:`app.core.session.state.HISTORY`. A mask from a link (:data:`app.core.session.state.PENDING_MASK`, put
+there by the URL reader or ``state.restore``) is decoded when the model's head layout is first known; one that
+does not fit is dropped with a notice.
 Choosing another model starts its history afresh (``state.set_model_spec``).
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from app.core import notices, state
-from app.core.mask_history import HistoryEntry, MaskHistory
+from app.core.session import notices, state
+from app.core.session.mask_history import HistoryEntry, MaskHistory
 from app.core.text import md_escape
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask

@@ -25,7 +25,7 @@ MODEL = "hp_model"            # str: "default", a local folder or a hub id (mode
 TASK = "hp_task"              # str: "movie-sentiment", a GLUE/WMT name, "file:PATH" (task)
 SCORER = "hp_scorer"          # str: a key of pruning_core.scoring.SCORERS (scorer)
 EVAL_SIZE = "hp_eval_size"    # int | None: examples evaluated, the user's choice; None: the model's own (n)
-HISTORY = "hp_history"        # MaskHistory: every mask applied and the undo/redo position (mask; app.core.mask)
+HISTORY = "hp_history"        # MaskHistory: every mask applied and the undo/redo position (mask; app.core.session.mask)
 PENDING_MASK = "hp_pending_mask"              # str | None: a mask from the URL, decoded once the layout is known
 PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pending mask
 QP_READ = "hp_qp_read"        # bool: the URL's query parameters were read into this session
@@ -33,7 +33,7 @@ QP_WRITTEN = "hp_qp_written"  # dict: what was last written to the URL (to skip 
 CANCELLED = "hp_cancelled"    # set[str]: jobs the user cancelled; they do not restart by themselves
 JOBS = "hp_jobs"              # JobBoard: this session's long work (app.runtime.work.job_board)
 NOTICES = "hp_notices"        # list[(level, text)]: one-shot messages for the top of the next page run
-RESULTS = "hp_results"        # dict: name -> (model, task, value), results no cache key finds (app.core.session_results)
+RESULTS = "hp_results"        # dict: name -> (model, task, value), results no cache key finds (session_results)
 TOUR_STEP = "hp_tour_step"    # str | None: the Tour page's step, by name (step, in the URL on that page only)
 MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
@@ -116,7 +116,7 @@ def _read_query_params() -> None:
         try:
             set_eval_size(int(qp[QP_LIMIT]))
         except (ValueError, HeadpruneError):
-            # app.core.notices shows it; the URL reader queues it under the key it owns (notices imports state)
+            # app.core.session.notices shows it; the URL reader queues it under the key it owns (notices imports state)
             st.session_state[NOTICES].append(
                 ("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number."))
     if qp.get(QP_MASK):

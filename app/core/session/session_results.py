@@ -1,6 +1,6 @@
 """Results this session keeps that no cache key finds again: the last speed sweep ("bench"), the Head
 map's latency probes and history metrics, a loaded analysis ("analysis"). Held under
-:data:`app.core.state.RESULTS`, each with the model and task it was made for, so another model's result is
+:data:`app.core.session.state.RESULTS`, each with the model and task it was made for, so another model's result is
 never shown."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.core import state
+from app.core.session import state
 
 
 def set_result(name: str, value: Any) -> None:
