@@ -41,28 +41,31 @@ def cpu_description() -> dict:
 FIRST = 3               # the toggles start at the 4th kept head (first layer) or, with --spread, head 3 of the last
 
 
-UPDATING_LATENCY = "latency: updating"
-MEASURING = "measuring this mask"     # app.headmap.latency.show_estimate: the estimate drawn, the timing still running
+LATENCY_SLOT = ".st-key-hp-latency-"    # + heads kept: app.headmap.panel.latency_key, the new mask's latency slot
+LATENCY = "latency (pruned)"            # its figure, estimated ("latency (pruned), estimate") or measured
+ESTIMATE = "estimate"
 # Timed inside the page: performance.now() at the click's mousedown and at the first change of the page
-# after which it shows the new metric (the strip with the new count, no "updating"), then the latency (no
-# "latency: updating" left: its estimate or its measurement), then its measurement (no estimate left). The benchmark's own waiting then adds nothing: neither its polling interval
+# after which it shows the new loss, the new metric (the strip with the new count, no "updating"), the new
+# mask's latency (its estimate or its measurement, in the slot named by its heads kept), then its measurement
+# (no estimate left there). The benchmark's own waiting then adds nothing: neither its polling interval
 # nor the frames a page draws while Playwright polls it on every animation frame.
-WATCH = """([sel, kept, latency, measuring]) => {
+WATCH = """([sel, kept, slot, latency, estimate]) => {
   const w = window.__hp_click = {click: null, loss: null, metric: null, latency: null, measured: null};
   document.addEventListener('mousedown', () => { if (w.click === null) w.click = performance.now(); }, {capture: true});
   const check = () => {
     if (w.click === null) return;
     const s = document.querySelector(sel);
-    if (w.loss === null && s && s.textContent.includes(kept) && /loss \d/.test(s.textContent))
+    if (w.loss === null && s && s.textContent.includes(kept) && /loss \\d/.test(s.textContent))
       w.loss = performance.now();
     if (w.metric === null && s && s.textContent.includes(kept) && !s.textContent.includes('updating'))
       w.metric = performance.now();
-    if (w.metric !== null && w.latency === null && !document.body.textContent.includes(latency))
+    const l = document.querySelector(slot);
+    const shown = l !== null && l.textContent.includes(latency);
+    if (w.latency === null && shown)
       w.latency = performance.now();
-    if (w.latency !== null && w.measured === null && !document.body.textContent.includes(latency)
-        && !document.body.textContent.includes(measuring))
+    if (w.latency !== null && w.measured === null && shown && !l.textContent.includes(estimate))
       w.measured = performance.now();
-    if (w.measured !== null) observer.disconnect();
+    if (w.measured !== null && w.metric !== null) observer.disconnect();
   };
   const observer = new MutationObserver(check);
   observer.observe(document.body, {subtree: true, childList: true, characterData: true});
@@ -86,7 +89,7 @@ def _kept(page) -> int:
 
 def watch(page, kept_after: int) -> None:
     """Time the page's next click inside the page (:data:`WATCH`) until it shows ``kept_after`` heads kept."""
-    page.evaluate(WATCH, [LIVE_STRIP, f"{kept_after} / ", UPDATING_LATENCY, MEASURING])
+    page.evaluate(WATCH, [LIVE_STRIP, f"{kept_after} / ", f"{LATENCY_SLOT}{kept_after}", LATENCY, ESTIMATE])
 
 
 def wait_watched(page, what: str, timeout_s: float = 900, polling_ms: int = POLL_MS) -> None:

@@ -69,6 +69,22 @@ def latency_panel(spec: str, mask: HeadMask, wait: bool = True, note=None) -> li
     return []
 
 
+def early_latency(spec: str, mask: HeadMask) -> bool:
+    """While the metric is computed, ``mask``'s latency as far as it is known without new work: its timing if this
+    server has one, else the estimate once the model is calibrated; True when something was drawn."""
+    if mask.is_full():
+        return False
+    stored = measurement(spec, mask, measure=False)
+    if stored is not None:
+        show_latency(stored)
+        return True
+    model = _calibration(spec).ready()
+    if model is None:
+        return False
+    show_estimate(model, mask, status="timed after the metric")
+    return True
+
+
 def _again_button() -> bool:
     return st.button(AGAIN_BUTTON, key=state.widget_key("headmap", "remeasure"), icon=":material/timer:")
 
@@ -83,11 +99,12 @@ def _calibration(spec: str) -> Work:
                 (spec,))
 
 
-def show_estimate(model, mask: HeadMask, now: float | None = None) -> None:
-    """The estimated latency of ``mask``'s pruned model, marked as an estimate, while the mask itself is timed."""
+def show_estimate(model, mask: HeadMask, now: float | None = None, status: str = "measuring this mask…") -> None:
+    """The estimated latency of ``mask``'s pruned model, marked as an estimate, until the mask itself is timed;
+    ``status``: where that timing is."""
     pruned = model.estimate(mask)
     m1 = m2 = ui.metric_row()
-    m1.metric("latency (pruned), estimate", f"≈ {1e3 * pruned:.1f} ms", "measuring this mask…", delta_color="off",
+    m1.metric("latency (pruned), estimate", f"≈ {1e3 * pruned:.1f} ms", status, delta_color="off",
               delta_arrow="off", width="content")
     m2.metric("pruned vs dense, estimate", f"≈ {model.speedup(mask):.2f}x", delta_color="off", width="content")
     st.caption(f"**Estimate** until this mask's own timing replaces it: dense {1e3 * model.dense_s:.1f} ms less each "

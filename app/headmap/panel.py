@@ -120,12 +120,21 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     with history_slot:
         headmap_ui.show_history(shown.metric_name if shown is not None else _task_metric(sel))
     if ev is not PENDING:               # timed after the metric: it does not compete with the evaluation
-        with speed_slot.container():
+        with speed_slot.container(key=latency_key(mask)):
             note = st.empty()
             note.caption(ui.updating_text("latency"))
             pending += latency.latency_panel(sel.model, mask, wait, note)
+    else:                               # meanwhile what is known without work: a timing or the estimate
+        with speed_slot.container(key=latency_key(mask)):
+            if not latency.early_latency(sel.model, mask):
+                st.caption(ui.updating_text("latency"))
     roles_job = role_ui.show_roles_job(roles_slot, sel, roles_wanted, roles, wait)  # last: holds up nothing
     _poll(pending + ([roles_job] if roles_job is not None else []), early)
+
+
+def latency_key(mask: HeadMask) -> str:
+    """The latency slot's key, named by the heads kept: the page marks it ``st-key-hp-latency-<kept>``."""
+    return f"hp-latency-{mask.n_kept}"
 
 
 def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:

@@ -322,6 +322,46 @@ def test_while_a_mask_is_timed_the_panel_shows_the_estimate_marked_as_one(monkey
     assert "load 1.50" in caption and "batch 8 x 64 tokens" in caption
 
 
+def _early_page():
+    from app.headmap import latency
+    from pruning_core.core.heads import HeadLayout, HeadMask
+
+    import streamlit as st
+
+    mask = HeadMask.full(HeadLayout({"encoder_self": (4, 4)})).toggled("encoder_self", 0, 1)
+    st.text(f"drawn {latency.early_latency('tiny', mask)}")
+
+
+class _Untouched(_Calibrated):
+    """A calibration job that must not be started while the metric is computed."""
+
+    def begin(self) -> None:
+        raise AssertionError("early_latency started work")
+
+
+def test_while_the_metric_is_computed_the_estimate_is_drawn_without_starting_work(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from app.headmap import latency
+    from pruning_core.bench.latency_model import LatencyModel
+
+    model = LatencyModel(dense_s=0.100, saving_s={"encoder_self": 0.040}, heads={"encoder_self": 8}, batch_size=8,
+                         seq_len=64, device="cpu", measured_at=1_000_000.0, load=1.5)
+    asked = []
+    monkeypatch.setattr(latency, "measurement", lambda *a, **kw: asked.append(kw) or None)    # not timed yet
+    monkeypatch.setattr(latency, "_calibration", lambda spec: _Untouched(model))
+    at = AppTest.from_function(_early_page, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert asked == [{"measure": False}]                          # looked up, never timed
+    assert {m.label: m.value for m in at.metric} == {"latency (pruned), estimate": "≈ 95.0 ms",
+                                                     "pruned vs dense, estimate": "≈ 1.05x"}
+    assert at.text[0].value == "drawn True"
+
+    monkeypatch.setattr(latency, "_calibration", lambda spec: _Untouched(None))      # not calibrated: nothing
+    at = AppTest.from_function(_early_page, default_timeout=60).run()
+    assert not at.exception and not at.metric and at.text[0].value == "drawn False"
+
+
 def test_an_estimate_says_when_and_how_its_timings_were_made():
     from app.headmap.latency import estimate_source
     from pruning_core.bench.latency_model import LatencyModel
