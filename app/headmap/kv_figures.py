@@ -99,7 +99,8 @@ def _counted(report: dict) -> str:
 def memory_text(report: dict) -> tuple[str, str]:
     """(the policy's KV memory, a sentence beside it) from :func:`pruning_core.modeling.kv_policy.memory_report`."""
     ratio = report["ratio"]
-    times = f"{ratio:.2f}x smaller" if ratio is not None else "nothing kept"
+    times = ("the same: no key/value head streams" if not report["streaming_kv_heads"] else
+             f"{ratio:.2f}x smaller" if ratio is not None else "nothing kept")
     return mib(report["kv_bytes"]), (
         f"KV cache of one sequence at {report['context']:,} tokens: {mib(report['kv_bytes'])} with this policy vs "
         f"{mib(report['full_kv_bytes'])} for the full cache ({times}); {report['streaming_kv_heads']} of "

@@ -110,6 +110,7 @@ def test_the_legend_names_full_and_streaming_heads_and_what_s_and_w_keep(kv_page
     legend = _texts(at, "caption")
     assert "keeps all 1,024 tokens" in legend and "first S = 128 tokens" in legend and "last W = 256" in legend
     assert "384 of 1,024" in legend and "changes nothing" not in legend
+    assert "(the same: no key/value head streams)" in legend and "1.00x" not in legend
     help_text = next(m for m in at.metric if m.label == "KV cache at 1,024 tokens").proto.help
     assert "weights are not included" in help_text and "not measured" in help_text
     at = ok(at.number_input(key="hp_w_headmap_kv_window").set_value(1024).run())
@@ -130,6 +131,18 @@ def test_the_mode_and_its_settings_survive_another_page(kv_page):
     assert at.number_input(key="hp_w_headmap_kv_sink").value == 32
     assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_0010"]
     assert metric(at, "KV cache at 1,024 tokens") == _memory_at([[0, 0], [1, 0]], 32, 256)
+
+
+def test_the_evaluations_progress_counts_examples():
+    from app.core.progress_text import describe
+    from app.headmap.cache import _per_example
+    from pruning_core.core.progress import ProgressEvent
+    events = []
+    _per_example(events.append)(ProgressEvent("evaluate", 2, 5, "niah-single"))
+    _per_example(events.append)(ProgressEvent("queue", 1, None))
+    assert [e.stage for e in events] == ["evaluate-examples", "queue"]
+    assert describe(events[0], "Evaluating this policy on niah-single")[1] == \
+        "Evaluating this policy on niah-single: example 2 of 5\\, niah\\-single"
 
 
 def test_the_downloaded_policy_is_the_file_the_cli_reads(long_app):
