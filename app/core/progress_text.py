@@ -15,6 +15,7 @@ STAGES: dict[str, tuple[str, str | None]] = {
     "curve": ("Pruning curve by {} importance", "step"),
     "score": ("Scoring heads by {}", "batch"),
     "evaluate": ("Evaluating", "batch"),
+    "evaluate-examples": ("Evaluating", "example"),       # an evaluation one example at a time
     "encode": ("Reading the data", None),
     "ablation": ("Removing one head at a time", "head"),
     "one-per-layer": ("Keeping one head per layer", "evaluation"),
@@ -47,7 +48,7 @@ def curve_label(scorer: str) -> str:
 
 def describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str]:
     """The progress bar's fraction (None when the total is unknown) and text for ``event`` of the job
-    shown as ``label`` (Markdown, kept as given); the stage's phrase is left out when it is the label."""
+    shown as ``label`` (Markdown, kept as given); the stage's phrase is left out when the label starts with it."""
     if event is None:
         return None, label
     phrase, unit = stage_text(event.stage)
@@ -56,5 +57,5 @@ def describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str
     else:
         count = f"{event.done} done" if event.done else ""
     detail = ", ".join(part for part in (count, event.message) if part)
-    what = "" if phrase.lower() == label.lower() else f" · {md_escape(phrase)}"
+    what = "" if label.lower().startswith(phrase.lower()) else f" · {md_escape(phrase)}"
     return event.fraction, f"{label}{what}" + (f": {md_escape(detail)}" if detail else "")

@@ -4,6 +4,8 @@ moment and machine load), so :mod:`app.headmap.latency` keeps it per session and
 was made. The estimate's timings are made once per model and server, and say when."""
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from app.core.session.selection import Selection
@@ -93,4 +95,11 @@ def kv_evaluation(sel: Selection, context: int, policy: kv_policy.KVPolicy,
         loaded = load(sel.model)
         with kv_policy.applied(loaded, policy):
             return task(sel.task).evaluate(loaded, context_data(sel, context), None, batch_size=1,
-                                           progress=board.yielding(_progress, "long-context evaluation"))
+                                           progress=board.yielding(_per_example(_progress), "long-context evaluation"))
+
+
+def _per_example(progress: ProgressCallback | None) -> ProgressCallback | None:
+    """``progress`` with the evaluation's batches of one counted as examples."""
+    if progress is None:
+        return None
+    return lambda e: progress(dataclasses.replace(e, stage="evaluate-examples") if e.stage == "evaluate" else e)

@@ -35,24 +35,30 @@ def kv_figure(policy: KVPolicy, groups, scores=None) -> go.Figure:
             t["customdata"].append([layer, j])
             t["text"].append(f"layer {layer}, K/V head {j} (query heads {span})<br>{what}{score}<br>click to switch")
     fig = go.Figure()
-    for streaming in (False, True):
-        t = traces.get(streaming)
-        if t is None:
-            continue
+    names = {False: "full cache: every token", True: f"streaming: S {policy.sink} + W {policy.window} tokens"}
+    for streaming in (False, True):         # the heads: trace 0 full, trace 1 streaming (either may be empty)
+        t = traces.get(streaming, {"x": [], "y": [], "text": [], "customdata": []})
         fig.add_trace(go.Scatter(
             x=t["x"], y=t["y"], customdata=t["customdata"], text=t["text"], hoverinfo="text", mode="markers",
-            name="streaming (sink + window)" if streaming else "full cache",
-            marker=dict(symbol="square-open-dot" if streaming else "square", size=CELL_PX - 6,
-                        color=STREAMING_COLOR if streaming else FULL_COLOR, line=dict(width=2.5))))
+            name=names[streaming], showlegend=False, marker=_marker(streaming, CELL_PX - 6)))
+    for streaming in (False, True):         # legend-only entries: both kinds named, even while none streams
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=names[streaming], hoverinfo="skip",
+                                 marker=_marker(streaming, 14)))
     layers, width = len(policy.streaming), max(policy.kv_heads)
     fig.update_layout(
         width=figure_width(width), height=110 + CELL_PX * layers,
-        margin=dict(l=60, r=20, t=40, b=40), legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+        margin=dict(l=60, r=20, t=40, b=40),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, itemclick=False, itemdoubleclick=False),
         xaxis=dict(title="key/value head", tickmode="array", tickvals=list(range(width)), range=[-0.6, width - 0.4]),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(layers)),
                    range=[layers - 0.4, -0.6]),
         plot_bgcolor="white", clickmode="event+select", dragmode=False)
     return fig
+
+
+def _marker(streaming: bool, size: int) -> dict:
+    return dict(symbol="square-open-dot" if streaming else "square", size=size,
+                color=STREAMING_COLOR if streaming else FULL_COLOR, line=dict(width=2.5))
 
 
 def figure_width(kv_heads: int) -> int:
@@ -65,13 +71,38 @@ def mib(n: int) -> str:
     return f"{n / 2 ** 20:.2f} MiB"
 
 
+def legend_text(policy: KVPolicy, context: int) -> str:
+    """The map's legend in words (Markdown): what a filled and a hollow square keep at ``context`` tokens, and what S
+    and W are; a warning when S + W reaches the context, so that streaming keeps every token."""
+    kept = policy.kept_tokens(context, True)
+    text = (f":blue[■] **full cache**: the key/value head keeps all {context:,} tokens · :orange[▣] **streaming**: it "
+            f"keeps the first S = {policy.sink} tokens (attention sinks) and the last W = {policy.window} (a recent "
+            f"window), {kept:,} of {context:,}.")
+    if policy.sink + policy.window >= context:
+        text += (f" S + W = {policy.sink + policy.window:,} is at least the context: a streaming head keeps every "
+                 "token here, so streaming changes nothing; lower S or W.")
+    return text
+
+
+def memory_help(report: dict, full: bool = False) -> str:
+    """What the panel's memory figure counts (``report``: :func:`pruning_core.modeling.kv_policy.memory_report`)."""
+    whose = "with every key/value head keeping the full cache" if full else "under the policy on the map"
+    return (f"The keys and values the attention layers keep for one sequence of {report['context']:,} tokens "
+            f"{whose}; the model's weights are not included. C{_counted(report)[1:]}.")
+
+
+def _counted(report: dict) -> str:
+    return (f"counted from the shapes: layers x key/value heads x 2 (K and V) x head dim {report['head_dim']} x "
+            f"{report['dtype_bytes']} bytes x tokens kept, not measured")
+
+
 def memory_text(report: dict) -> tuple[str, str]:
     """(the policy's KV memory, a sentence beside it) from :func:`pruning_core.modeling.kv_policy.memory_report`."""
     ratio = report["ratio"]
-    times = f"{ratio:.2f}x smaller" if ratio is not None else "nothing kept"
+    times = ("the same: no key/value head streams" if not report["streaming_kv_heads"] else
+             f"{ratio:.2f}x smaller" if ratio is not None else "nothing kept")
     return mib(report["kv_bytes"]), (
         f"KV cache of one sequence at {report['context']:,} tokens: {mib(report['kv_bytes'])} with this policy vs "
         f"{mib(report['full_kv_bytes'])} for the full cache ({times}); {report['streaming_kv_heads']} of "
         f"{report['kv_heads']} key/value heads stream, each keeping {report['sink']} + {report['window']} tokens. "
-        f"Counted from the shapes: layers x key/value heads x 2 (K and V) x head dim {report['head_dim']} x "
-        f"{report['dtype_bytes']} bytes x tokens kept.")
+        f"Keys and values only, not the weights; {_counted(report)}.")

@@ -20,7 +20,7 @@ from app.core import reruns, ui
 from app.core.session import session_results, state
 from app.core.session.selection import Selection
 from app.headmap import cache as cache_headmap
-from app.headmap.kv_figures import figure_width, kv_figure, memory_text, mib
+from app.headmap.kv_figures import figure_width, kv_figure, legend_text, memory_help, memory_text, mib
 from app.model import cache, workload
 from app.roles import ui as role_ui
 from app.runtime.work import PENDING, Work, job_board, start_button, wait_for_change
@@ -40,9 +40,23 @@ EVAL_SIZES = (5, 10, 20, 50)
 DEFAULT_SINK, DEFAULT_WINDOW = 128, 256     # DuoAttention's
 POLICY = "kv_policy"                        # session_results name: (streaming rows, source) of the policy on screen
 JOB, FULL_JOB = "kv_eval", "kv_eval_full"
+WHAT = {JOB: "this policy", FULL_JOB: "the full cache"}
 GRID_KEY = state.widget_key("headmap", "kvgrid")      # not under the head map's grid prefix: its click log skips it
 REDRAW_S = 5.0
 MAP_PX, PANEL_PX = 440, 380     # the map with its controls, and the panel beside it (below it on narrow windows)
+WIDGETS = "kv_widgets"          # session_results name: the mode's widget values, for a return from another page
+DEFAULTS = {"mode": HEADS, "task": TASKS[0], "context": CONTEXTS[0], "n": 10, "sink": DEFAULT_SINK,
+            "window": DEFAULT_WINDOW}
+
+INTRO = """
+Each square is one key/value head (rows are layers, 0 at the top), shared by a group of query heads: **click a
+square** to switch it between the **full cache** (a filled square: it keeps every token) and **streaming** (a hollow
+orange square with a dot: it keeps only the first S tokens, the attention sinks, and the last W tokens). The panel
+gives the KV cache's memory for one sequence at the chosen context length at once and, when you press *Evaluate*,
+the long-context task's exact-match accuracy with its 95 % interval under this policy and under the full cache (a
+job, with its time estimate on the button, then progress and Cancel). Every attention head is kept in this mode:
+removing heads is the *Heads (pruning)* mode's work. *Download the policy* gives the file
+`headprune evaluate --kv-policy` reads."""
 
 
 def _key(name: str) -> str:
@@ -70,10 +84,27 @@ def mode_picker(arch) -> str:
     """The map's mode (:data:`HEADS` or :data:`KV`); the switch is drawn only for a decoder language model."""
     if not offered(arch):
         return HEADS
-    return st.radio("Map shows", list(MODES), format_func=MODES.get, horizontal=True, key=_key("mode"),
+    mode = st.radio("Map shows", list(MODES), list(MODES).index(_last("mode")), format_func=MODES.get,
+                    horizontal=True, key=_key("mode"),
                     help="Heads: click heads to prune them. KV cache: click key/value heads to keep their whole "
                          "cache or only a sink and a recent window (DuoAttention), and see the memory and "
                          "long-context accuracy.")
+    _remember()
+    return mode
+
+
+def _last(name: str):
+    """The value the mode's widget ``name`` had in this session's last run of it (for this model and task), the
+    default it is drawn with: Streamlit forgets a widget's state on a page that does not draw it, and a student back
+    from the Attention page finds the map as they left it."""
+    return (session_results.get_result(WIDGETS) or {}).get(name, DEFAULTS[name])
+
+
+def _remember() -> None:
+    """Note the values of the mode's widgets drawn so far in this run (the others keep theirs)."""
+    kept = dict(session_results.get_result(WIDGETS) or {})
+    kept.update({name: st.session_state[_key(name)] for name in DEFAULTS if _key(name) in st.session_state})
+    session_results.set_result(WIDGETS, kept)
 
 
 def kv_heads(arch) -> tuple[int, ...]:
@@ -128,9 +159,9 @@ def evaluation(spec: str, settings: KVSettings, policy: kv_policy.KVPolicy, full
     ``full`` for the full cache; started by the panel's button."""
     sel = Selection(spec, settings.task, settings.eval_size)
     rows = tuple((False,) * len(r) for r in policy.streaming) if full else policy.streaming
-    what = "the full cache" if full else "this policy"
+    what = WHAT[FULL_JOB if full else JOB]
     label = (f"Evaluating {what} on {settings.task} at {settings.context:,} tokens, {settings.eval_size} examples "
-             f"({workload.about(seconds(spec, settings))} on 2 CPU cores)")
+             f"(estimate: {workload.about(seconds(spec, settings))} on 2 CPU cores)")
     return Work(FULL_JOB if full else JOB, label, cache_headmap.kv_evaluation,
                 (sel, settings.context, kv_policy.KVPolicy(rows, settings.sink, settings.window)), start="button")
 
@@ -164,13 +195,16 @@ def _kv(spec: str, arch, task_name: str) -> None:
     wait = not reruns.fragment_rerun()
     c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 2])
     settings = KVSettings(
-        task=c1.selectbox("Long-context task", TASKS, key=_key("task")),
-        context=c2.selectbox("Context (tokens)", CONTEXTS, format_func=lambda n: f"{n:,}", key=_key("context")),
-        eval_size=c3.selectbox("Examples", EVAL_SIZES, index=EVAL_SIZES.index(10), key=_key("n")),
-        sink=int(c4.number_input("Sink S", 0, 4096, DEFAULT_SINK, 16, key=_key("sink"),
-                                 help="first tokens a streaming head keeps (attention sinks)")),
-        window=int(c5.number_input("Window W", 1, 8192, DEFAULT_WINDOW, 32, key=_key("window"),
-                                   help="last tokens a streaming head keeps")))
+        task=c1.selectbox("Long-context task", TASKS, TASKS.index(_last("task")), key=_key("task")),
+        context=c2.selectbox("Context (tokens)", CONTEXTS, CONTEXTS.index(_last("context")),
+                             format_func=lambda n: f"{n:,}", key=_key("context")),
+        eval_size=c3.selectbox("Examples", EVAL_SIZES, EVAL_SIZES.index(_last("n")), key=_key("n")),
+        sink=int(c4.number_input("Sink S", 0, 4096, _last("sink"), 16, key=_key("sink"),
+                                 help="S: the first tokens of the text a streaming head keeps (attention sinks: "
+                                      "heads attend to them whatever they say)")),
+        window=int(c5.number_input("Window W", 1, 8192, _last("window"), 32, key=_key("window"),
+                                   help="W: the most recent tokens a streaming head keeps")))
+    _remember()
     policy = current_policy(arch, settings.sink, settings.window)
     report = role_ui.ready(Selection(spec, task_name))
     scores = None
@@ -181,13 +215,14 @@ def _kv(spec: str, arch, task_name: str) -> None:
     left, right = row.container(width=max(figure_width(max(policy.kv_heads)), MAP_PX)), row.container(width=PANEL_PX)
     pending: list[Work] = []
     with left:
-        st.caption("Key/value heads, layer 0 at the top: **click one** to switch it between the full cache and "
+        st.caption("Key/value heads, layer 0 at the top: **click a square** to switch it between the full cache and "
                    "streaming (the hover names its query heads).")
         key = f"{GRID_KEY}_{''.join('1' if s else '0' for r in policy.streaming for s in r)}"
         st.plotly_chart(kv_figure(policy, arch.kv_groups[KIND], scores), key=key, width="content",
                         on_select=lambda: _on_select(arch, key, policy.streaming), selection_mode="points",
                         config={"displayModeBar": False, "scrollZoom": False, "doubleClick": False},
                         alt="Key/value heads: filled squares keep the full cache, hollow dotted squares stream")
+        st.caption(legend_text(policy, settings.context))
         pending += _fill_controls(spec, arch, task_name, report, wait)
     with right:
         pending += _panel(spec, arch, settings, policy, wait)
@@ -217,9 +252,9 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
     memory = kv_policy.memory_report(policy, loaded, settings.context)
     value, sentence = memory_text(memory)
     row = ui.metric_row("small")
-    row.metric(f"KV cache at {settings.context:,} tokens", value, width="content",
+    row.metric(f"KV cache at {settings.context:,} tokens", value, width="content", help=memory_help(memory),
                **({"delta": f"{memory['ratio']:.2f}x smaller", "delta_arrow": "off"} if policy.n_streaming else {}))
-    row.metric("full cache", mib(memory["full_kv_bytes"]), width="content")
+    row.metric("full cache", mib(memory["full_kv_bytes"]), width="content", help=memory_help(memory, full=True))
     st.caption(sentence)
     works = [evaluation(spec, settings, policy, full=True)]
     if policy.n_streaming:
@@ -227,8 +262,10 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
     for w in works:
         _drop_stale(w)
     start_button(f"Evaluate on {settings.task}: {settings.eval_size} examples at {settings.context:,} tokens "
-                 f"({workload.about(seconds(spec, settings) * sum(not w.started() for w in works))} on 2 CPU cores)",
-                 "kv_evaluate", works, icon=":material/play_arrow:")
+                 f"(estimate: {workload.about(seconds(spec, settings) * sum(not w.started() for w in works))} on "
+                 "2 CPU cores)", "kv_evaluate", works, icon=":material/play_arrow:",
+                 help=f"Runs {' and '.join(WHAT[w.job] for w in works if not w.started())} as a job with progress "
+                      "and Cancel; the estimate is counted from the model's shapes, not measured.")
     results, pending = [], []
     for w in works:
         result = w.show(wait) if w.started() else None

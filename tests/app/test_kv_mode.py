@@ -1,6 +1,7 @@
 """The Head map's KV-cache mode on a tiny grouped-query Llama (2 layers, 4 query heads sharing 2 key/value heads,
 4,096 positions, a byte tokenizer): the switch, a click switching a key/value head to streaming, the KV memory
-equal to the library's arithmetic, accuracy as the CLI computes it, and no figure of another policy shown."""
+equal to the library's arithmetic, accuracy as the CLI computes it, no figure of another policy shown, the intro and
+legend of the mode on screen, and the mode kept across a visit to another page."""
 from __future__ import annotations
 
 import json
@@ -55,7 +56,11 @@ def click_kv_head(at, layer: int, j: int):
 
 
 def _memory(rows) -> str:
-    policy = kvp.KVPolicy(tuple(map(tuple, rows)), 128, 256)
+    return _memory_at(rows, 128, 256)
+
+
+def _memory_at(rows, sink: int, window: int) -> str:
+    policy = kvp.KVPolicy(tuple(map(tuple, rows)), sink, window)
     return f"{kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, DTYPE_BYTES) / 2 ** 20:.2f} MiB"
 
 
@@ -77,6 +82,67 @@ def test_the_switch_shows_key_value_heads_and_a_click_streams_one(kv_page):
     assert metric(at, "KV cache at 1,024 tokens") == f"{kvp.kv_bytes(policy, HEAD_DIM, CONTEXT, DTYPE_BYTES) / 2 ** 20:.2f} MiB"
     at = click_kv_head(at, 1, 0)                                     # back to full
     assert metric(at, "KV cache at 1,024 tokens") == "0.25 MiB"
+
+
+def _texts(at, kind: str) -> str:
+    return " ".join(e.value for e in getattr(at, kind))
+
+
+def test_the_intro_says_what_a_click_does_in_the_mode_on_screen(monkeypatch, tmp_path, long_app):
+    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
+    assert "remove or restore" in _texts(at, "markdown")
+    at = ok(at.radio(key=MODE).set_value("kv").run())
+    intro = _texts(at, "markdown")
+    assert "remove or restore" not in intro
+    assert "switch it between the **full cache**" in intro and "last W tokens" in intro
+    at = ok(at.radio(key=MODE).set_value("heads").run())
+    assert "remove or restore" in _texts(at, "markdown")
+
+
+def test_the_legend_names_full_and_streaming_heads_and_what_s_and_w_keep(kv_page):
+    at = kv_page
+    chart = next(c for c in at.get("plotly_chart") if c.key and c.key.startswith(GRID))
+    spec = json.loads(chart.proto.spec)
+    assert [t["name"] for t in spec["data"] if t.get("showlegend", True)] == [
+        "full cache: every token", "streaming: S 128 + W 256 tokens"]                  # both, though none streams
+    assert spec["layout"]["legend"]["itemclick"] is False          # a legend click would hide a kind of head
+    legend = _texts(at, "caption")
+    assert "keeps all 1,024 tokens" in legend and "first S = 128 tokens" in legend and "last W = 256" in legend
+    assert "384 of 1,024" in legend and "changes nothing" not in legend
+    assert "(the same: no key/value head streams)" in legend and "1.00x" not in legend
+    help_text = next(m for m in at.metric if m.label == "KV cache at 1,024 tokens").proto.help
+    assert "weights are not included" in help_text and "not measured" in help_text
+    at = ok(at.number_input(key="hp_w_headmap_kv_window").set_value(1024).run())
+    legend = _texts(at, "caption")
+    assert "1,024 of 1,024" in legend and "changes nothing" in legend
+    button = next(b for b in at.button if b.label.startswith("Evaluate on niah-single"))
+    assert "(estimate: about" in button.label and "not measured" in button.proto.help
+
+
+def test_the_mode_and_its_settings_survive_another_page(kv_page):
+    at = kv_page
+    at.number_input(key="hp_w_headmap_kv_sink").set_value(32).run()
+    at = click_kv_head(at, 1, 0)
+    at = ok(at.switch_page("app_pages/model_data.py").run())
+    assert not [r for r in at.radio if r.key == MODE]
+    at = ok(at.switch_page(PAGE).run())
+    assert at.radio(key=MODE).value == "kv"
+    assert at.number_input(key="hp_w_headmap_kv_sink").value == 32
+    assert [e.key for e in at.get("plotly_chart") if e.key and e.key.startswith(GRID)] == [f"{GRID}_0010"]
+    assert metric(at, "KV cache at 1,024 tokens") == _memory_at([[0, 0], [1, 0]], 32, 256)
+
+
+def test_the_evaluations_progress_counts_examples():
+    from app.core.progress_text import describe
+    from app.headmap.cache import _per_example
+    from pruning_core.core.progress import ProgressEvent
+    events = []
+    _per_example(events.append)(ProgressEvent("evaluate", 2, 5, "niah-single"))
+    _per_example(events.append)(ProgressEvent("queue", 1, None))
+    assert [e.stage for e in events] == ["evaluate-examples", "queue"]
+    assert describe(events[0], "Evaluating this policy on niah-single")[1] == \
+        "Evaluating this policy on niah-single: example 2 of 5\\, niah\\-single"
 
 
 def test_the_downloaded_policy_is_the_file_the_cli_reads(long_app):

@@ -37,3 +37,5 @@ def test_stage_names_read_as_phrases():
     # the label is Markdown the caller built (kept); the library's words are escaped
     assert describe(ProgressEvent("evaluate", 1, 4, "task_[x]"), "**E**")[1] == \
         "**E** · Evaluating: batch 1 of 4\\, task\\_\\[x\\]"
+    assert describe(ProgressEvent("evaluate-examples", 3, 5), "Evaluating this policy")[1] == \
+        "Evaluating this policy: example 3 of 5"                    # the label says it: the phrase once
