@@ -208,7 +208,8 @@ class AnswerStep:
 def answer_step(loaded, prompt_ids: torch.Tensor, answers: Sequence[str], fallback: int, *,
                 max_new: int = 16) -> AnswerStep:
     """Decode ``prompt_ids`` ``[1, T]`` greedily (up to ``max_new`` tokens, one cache) and find the first generated
-    token ``j`` from which the text, leading spaces and punctuation stripped, starts with one of ``answers``."""
+    token ``j`` from which the text, leading spaces and punctuation stripped, starts with one of ``answers``; a token
+    that is only spaces or punctuation is never that token (the next one carries the answer)."""
     tok = loaded.tokenizer
     ids = prompt_ids.to(loaded.device)
     generated: list[int] = []
@@ -226,6 +227,8 @@ def answer_step(loaded, prompt_ids: torch.Tensor, answers: Sequence[str], fallba
             out = loaded.model(input_ids=torch.tensor([[nxt]], device=ids.device), past_key_values=cache,
                                use_cache=True)
     for j in range(len(generated)):
+        if not tok.decode(generated[j:j + 1], skip_special_tokens=True).strip(_LEAD):
+            continue            # a bare space or punctuation before the answer (Qwen's " " before digits)
         rest = tok.decode(generated[j:], skip_special_tokens=True).lstrip(_LEAD)
         if rest and any(rest.startswith(a) or a.startswith(rest) for a in answers if a):
             before = torch.tensor([generated[:j]], dtype=prompt_ids.dtype)

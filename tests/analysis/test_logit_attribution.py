@@ -145,3 +145,31 @@ def test_attribution_at_the_answer_is_where_the_greedy_continuation_starts_it(tm
     assert installed_hook_count(lm.model) == hooks
     missing = dla.attribute_at_answer(lm, ids, 1, 2, ["[no such answer]"], fallback=5, max_new=8)
     assert (missing.position, missing.target["token_id"], missing.answer_step["found"]) == (ids.shape[1] - 1, 5, False)
+
+
+class _SpaceAt:
+    """The tiny tokenizer, except that token ``space`` decodes to a bare space (Qwen writes " " before digits)."""
+
+    def __init__(self, tok, space: int) -> None:
+        self.tok, self.space = tok, space
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+    def decode(self, ids, **kwargs) -> str:
+        return "".join(" " if i == self.space else self.tok.decode([i], **kwargs) for i in list(ids))
+
+
+def test_the_answer_step_passes_over_a_bare_space_token_to_the_answers_first_real_token(tmp_path):
+    """Where the continuation writes a lone space token before the answer, the attributed target is the answer's
+    first real token, not the space (whose direct logits say nothing about the needle)."""
+    import dataclasses
+
+    lm = tiny_loaded("qwen2", tmp_path)
+    _counting(lm)
+    ids = _ids()
+    gen = _greedy(lm, ids, 8)
+    spaced = dataclasses.replace(lm, tokenizer=_SpaceAt(lm.tokenizer, gen[2]))
+    answer = spaced.tokenizer.decode(gen[3:5])
+    step = dla.answer_step(spaced, ids, [answer], fallback=5, max_new=8)
+    assert step.found and step.target == gen[3] and step.input_ids.shape[1] == ids.shape[1] + 3
