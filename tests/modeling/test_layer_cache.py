@@ -530,3 +530,28 @@ def test_the_budget_estimate_matches_a_language_models_cached_inputs(tmp_path):
     cost = budget.example_cost(loaded.model.config, "language_model", round(mean))
     assert len(cache) == 1 + LAYERS
     assert 0 < cache.nbytes <= budget.layer_cache_bytes(cost, loaded.model.config.hidden_size, data.n_examples, LAYERS)
+
+
+def whisper_all_heads_bytes(config, n: int) -> int:
+    """What an all-heads evaluation of ``n`` utterances leaves in the cache: the input of each encoder layer and the
+    encoder's output, and each decoder layer's cross-attention keys and values, ``[n, frames, d_model]`` float32 each."""
+    return (config.encoder_layers + 1 + 2 * config.decoder_layers) * n * config.max_source_positions * config.d_model * 4
+
+
+def test_the_budget_keeps_whisper_bases_all_heads_evaluation_and_a_clicks_new_encoder_inputs(tmp_path):
+    """The cache holds exactly what whisper_all_heads_bytes counts (checked on the tiny Whisper); for Whisper-base at
+    the dashboard's evaluation size, that and the new encoder inputs of an encoder click fit the budget, so every
+    decoder-side click reuses the cross-attention keys and values."""
+    from app.model.workload import click_eval_size
+    from pruning_core.bench import budget
+
+    loaded, task, data = seq2seq_case("whisper", tmp_path)
+    cache = LayerInputCache(max_bytes=2**30)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    assert cache.nbytes == whisper_all_heads_bytes(loaded.model.config, data.n_examples)
+    base = transformers.WhisperConfig(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+                                      num_mel_bins=80, max_source_positions=1500, vocab_size=51865)
+    n = click_eval_size(budget.example_cost(base, "asr"))
+    new_inputs = base.encoder_layers * n * base.max_source_positions * base.d_model * 4
+    assert whisper_all_heads_bytes(base, n) + new_inputs <= budget.LAYER_CACHE_MAX, n
