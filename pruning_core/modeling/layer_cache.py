@@ -4,13 +4,11 @@ The hidden state entering layer ``L`` depends only on the batch and the mask row
 a :class:`LayerInputCache` keeps it per evaluation batch (keyed by model, weights hash, task, split,
 examples, batch size, device and those rows), and :func:`forward_for` starts each batch at the first
 changed layer. Exact: the same modules run on the same tensors, with the arguments recorded from a full
-pass, then the head the adapter describes (``layer_stack``, or ``encoder_stack`` for an encoder-decoder);
-the layer-cache tests check equal results for every family. Training mode, a data-parallel share and a
-key/value cache run the whole model. An encoder-decoder's entries also hold, per mask of the encoder, the
-cross-attention keys and values its pass projected from the encoder output (they depend on nothing else), so a
-decoder-side click projects none (:func:`filled_cache`). Memory: at most ``max_bytes``
-(:func:`pruning_core.bench.budget.layer_cache_budget`), least recently used first, the all-heads inputs
-last; recording hooks are scoped to one pass; modules are never replaced.
+pass, then the head the adapter describes (``layer_stack``, or ``encoder_stack`` for an encoder-decoder, whose
+cross-attention keys and values are kept per encoder mask too: :func:`filled_cache`); the layer-cache tests
+check equal results for every family. Training mode, a data-parallel share and a key/value cache run the whole
+model. Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently used
+first, the all-heads inputs last; recording hooks are scoped to one pass; modules are never replaced.
 """
 from __future__ import annotations
 
