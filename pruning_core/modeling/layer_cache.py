@@ -4,11 +4,11 @@ The hidden state entering layer ``L`` depends only on the batch and the mask row
 a :class:`LayerInputCache` keeps it per evaluation batch (keyed by model, weights hash, task, split,
 examples, batch size, device and those rows), and :func:`forward_for` starts each batch at the first
 changed layer. Exact: the same modules run on the same tensors, with the arguments recorded from a full
-pass, then the head the adapter describes (``layer_stack``, or ``encoder_stack`` for an encoder-decoder);
-the layer-cache tests check equal results for every family. Training mode, a data-parallel share and a
-key/value cache run the whole model. Memory: at most ``max_bytes``
-(:func:`pruning_core.bench.budget.layer_cache_budget`), least recently used first, the all-heads inputs
-last; recording hooks are scoped to one pass; modules are never replaced.
+pass, then the head the adapter describes (``layer_stack``, or ``encoder_stack`` for an encoder-decoder, whose
+cross-attention keys and values are kept per encoder mask too: :func:`filled_cache`); the layer-cache tests
+check equal results for every family. Training mode, a data-parallel share and a key/value cache run the whole
+model. Memory: at most ``max_bytes`` (:func:`pruning_core.bench.budget.layer_cache_budget`), least recently used
+first, the all-heads inputs last; recording hooks are scoped to one pass; modules are never replaced.
 """
 from __future__ import annotations
 
@@ -171,10 +171,13 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
                 start = layer
                 break
     computed: dict[int, list[torch.Tensor]] = {}
+    cross_key = (base, "cross", layout_rows) if isinstance(stack, EncoderStack) else None
+    cross = cache.get(cross_key) if cross_key is not None and start == len(stack.layers) else None
+    projected = _Projected(cache.max_bytes) if cross_key is not None and cross is None else None
     if inputs is None:
         recorded: list[list] = []
         with recording_layer_calls(model, stack) as record:
-            yield lambda i, batch: record(i, batch, recorded)
+            yield lambda i, batch: _kept(projected, record(i, batch, recorded))
         if not all(call is not None and call[0] and _plain(call) for batch in recorded for call in batch):
             return                         # a layer not called once with the hidden state first, or an argument with state
         context = [[(args[1:], kwargs) for args, kwargs in batch] for batch in recorded]
@@ -182,11 +185,14 @@ def forward_for(loaded, data, mask: HeadMask | None, batch_size: int,
         computed = {layer: [batch[layer][0][0] for batch in recorded] for layer in range(starts)}
         cache.counted(resumed=False)
     else:
-        yield lambda i, batch: _resume(stack, start, inputs[i], context[i], computed, batch)
+        yield lambda i, batch: _kept(projected, _resume(stack, start, inputs[i], context[i], computed, batch,
+                                                        None if cross is None else cross[i]))
         cache.counted(resumed=True)
     for layer, hidden in computed.items():      # the inputs every session's first click resumes from: kept longest
         cache.put((base, layer, layout_rows[:layer]), hidden, _nbytes(hidden),
                   keep=all(all(row) for row in layout_rows[:layer]))
+    if projected is not None and projected.batches is not None:     # never pushes out the inputs kept longest
+        cache.put(cross_key, projected.batches, projected.nbytes)
 
 
 def _stack(model: torch.nn.Module) -> LayerStack | EncoderStack | None:
@@ -200,12 +206,72 @@ def _starts(stack: LayerStack | EncoderStack) -> int:
     return len(stack.layers) + isinstance(stack, EncoderStack)
 
 
-def _resume(stack: LayerStack | EncoderStack, start: int, hidden: torch.Tensor, calls: list, computed: dict, batch):
-    """The model's outputs for ``batch`` from layer ``start`` on, given that layer's input ``hidden``."""
+def _resume(stack: LayerStack | EncoderStack, start: int, hidden: torch.Tensor, calls: list, computed: dict, batch,
+            cross: tuple | None = None):
+    """The model's outputs for ``batch`` from layer ``start`` on, given that layer's input ``hidden`` (and for an
+    encoder-decoder resumed after its encoder, ``cross``: the cross-attention keys and values of :func:`cross_of`)."""
     out = run_layers(stack, start, hidden, calls, computed, batch.n_examples)
     if isinstance(stack, EncoderStack) and start < len(stack.layers):
         computed.setdefault(len(stack.layers), []).append(out)
-    return stack.finish(out, batch.inputs)
+    inputs = batch.inputs if cross is None else {**batch.inputs, "past_key_values": filled_cache(cross)}
+    return stack.finish(out, inputs)
+
+
+class _Projected:
+    """The cross-attention keys and values each batch of one pass projected (:func:`cross_of`), while they fit
+    ``max_bytes``; ``batches`` None once a batch has none or they outgrow it."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self.batches: list[tuple] | None = []
+
+    def add(self, outputs: Any) -> None:
+        pairs = cross_of(outputs) if self.batches is not None else None
+        if pairs is None:
+            self.batches = None
+            return
+        self.nbytes += _nbytes(pairs)
+        if self.nbytes > self.max_bytes:
+            self.batches = None
+        else:
+            self.batches.append(pairs)
+
+
+def _kept(projected: _Projected | None, outputs: Any) -> Any:
+    if projected is not None:
+        projected.add(outputs)
+    return outputs
+
+
+def cross_of(outputs: Any) -> tuple | None:
+    """Per decoder layer the cross-attention ``(keys, values)`` ``[B, heads, S, head_dim]`` that a teacher-forced
+    pass left in its outputs' ``past_key_values`` (None for a layer left empty), or None when that is no
+    encoder-decoder cache of plain dynamic layers."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(getattr(getattr(outputs, "past_key_values", None), "cross_attention_cache", None), "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        return None
+    return tuple((layer.keys, layer.values) if layer.is_initialized else None for layer in layers)
+
+
+def filled_cache(cross: tuple):
+    """A new transformers ``EncoderDecoderCache`` whose self-attention part is empty and whose cross-attention part
+    holds ``cross`` (:func:`cross_of`): the model's cross-attention then reads these keys and values instead of
+    projecting the encoder output, as in its decoding steps. The tensors are shared, not copied: a model reads
+    them, and what changes during decoding (the rows kept) changes this container only."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
+
+    layers = []
+    for pair in cross:
+        layer = DynamicLayer()
+        if pair is not None:
+            layer.lazy_initialization(*pair)
+            layer.keys, layer.values = pair
+        layers.append(layer)
+    projected = DynamicCache()
+    projected.layers = layers
+    return EncoderDecoderCache(DynamicCache(), projected)
 
 
 @contextlib.contextmanager

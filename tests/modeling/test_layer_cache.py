@@ -397,6 +397,96 @@ def test_a_whisper_decoder_change_runs_no_encoder_layer_and_no_convolution(tmp_p
             assert run(mask)[0] == expected, mask
 
 
+def cross_projections(loaded: LoadedModel) -> list[torch.nn.Module]:
+    """Each decoder layer's cross-attention key and value projections."""
+    return [proj for layer in loaded.model.get_decoder().layers for proj in (layer.encoder_attn.k_proj,
+                                                                             layer.encoder_attn.v_proj)]
+
+
+@contextmanager
+def loss_pass_calls(loaded: LoadedModel, task, data, cache: LayerInputCache, modules: list, batch_size: int):
+    """Yields ``run(mask) -> (calls of each of modules during the loss passes, result)`` for one evaluation with
+    ``cache`` (decoding, after every loss is known, is not counted); the hooks go on exit."""
+    counting, calls = [True], [0] * len(modules)
+
+    def count(i):
+        def hook(module, args):
+            calls[i] += counting[0]
+        return hook
+    handles = [m.register_forward_pre_hook(count(i)) for i, m in enumerate(modules)]
+
+    def loss_known(event) -> None:
+        if getattr(event, "partial", None) is not None:
+            counting[0] = False
+
+    def run(mask: HeadMask | None):
+        counting[0], calls[:] = True, [0] * len(modules)
+        result = task.evaluate(loaded, data, mask, batch_size=batch_size, layer_cache=cache, progress=loss_known)
+        return list(calls), result
+    try:
+        yield run
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def seq2seq_case(arch: str, tmp_path):
+    loaded = seq2seq_model(arch, tmp_path)
+    task, data = speech_data(loaded, tmp_path) if arch == "whisper" else translation_data(loaded, tmp_path)
+    return loaded, task, data
+
+
+@pytest.mark.parametrize("arch", ["whisper", "marian-ssru", "bart"])
+def test_a_decoder_side_click_reuses_the_cross_keys_and_values_of_its_encoder_mask(arch, tmp_path):
+    """The cross-attention keys and values are cached per mask of the encoder: a decoder-side click under an encoder
+    mask evaluated before projects none in its loss pass, an encoder change projects them anew, and every figure
+    equals the full masked pass (K/V of another encoder mask would change the losses). Batches of 3: each batch
+    reads its own."""
+    loaded, task, data = seq2seq_case(arch, tmp_path)
+    assert data.n_batches(3) > 1
+    modules = cross_projections(loaded)
+    full = HeadMask.full(loaded.layout)
+    decoder_kind = "decoder_self" if "decoder_self" in loaded.layout.kinds else "cross"
+    encoder = full.toggled("encoder_self", 1, 2)
+    clicks = [(None, True), (full.toggled("cross", 0, 1), False), (encoder, True),
+              (encoder.toggled(decoder_kind, 1, 0), False), (full.toggled(decoder_kind, 1, 3), False),
+              (encoder.toggled("cross", 1, 1).toggled("encoder_self", 0, 0), True),
+              (encoder.toggled("cross", 1, 1), False)]
+    dense = task.evaluate(loaded, data, None, batch_size=3).example_losses
+    cache = LayerInputCache(max_bytes=64 * 2**20)
+    with loss_pass_calls(loaded, task, data, cache, modules, batch_size=3) as run:
+        for mask, projects in clicks:
+            calls, resumed = run(mask)
+            assert calls == [data.n_batches(3) if projects else 0] * len(modules), mask
+            plain = task.evaluate(loaded, data, mask, batch_size=3)
+            assert (resumed.example_losses, resumed.predictions, resumed.metric) == \
+                (plain.example_losses, plain.predictions, plain.metric), mask
+            assert mask is None or resumed.example_losses != dense, mask
+    assert installed_hook_count(loaded.model) == 0
+
+
+def test_the_cross_keys_and_values_never_push_out_the_inputs_kept_longest(tmp_path):
+    """Where the budget holds the all-heads inputs but not the cross-attention keys and values beside them, those
+    are not kept: a decoder click projects them again, runs no encoder layer, and its figures equal the full pass."""
+    loaded, task, data = seq2seq_case("whisper", tmp_path)
+    probe = LayerInputCache(max_bytes=2**30)
+    with loss_pass_calls(loaded, task, data, probe, cross_projections(loaded), batch_size=BATCH) as run:
+        run(None)
+        assert run(HeadMask.full(loaded.layout).toggled("cross", 0, 1))[0] == [0] * 4     # the K/V were kept
+    cache = LayerInputCache(max_bytes=probe.nbytes - 1)
+    encoder = loaded.model.model.encoder
+    modules = [*encoder.layers, *cross_projections(loaded)]
+    click = HeadMask.full(loaded.layout).toggled("decoder_self", 1, 2)
+    with loss_pass_calls(loaded, task, data, cache, modules, batch_size=BATCH) as run:
+        run(None)
+        assert len(cache) == len(probe) - 1 and cache.nbytes <= cache.max_bytes
+        calls, resumed = run(click)
+        assert calls == [0, 0] + [data.n_batches(BATCH)] * 4
+        assert cache.nbytes <= cache.max_bytes
+    plain = task.evaluate(loaded, data, click, batch_size=BATCH)
+    assert (resumed.example_losses, resumed.predictions) == (plain.example_losses, plain.predictions)
+
+
 def test_other_encoder_decoders_run_the_whole_model(tmp_path):
     for arch in ALL_ARCHS:
         model = tiny_loaded(arch, tmp_path).model
@@ -440,3 +530,29 @@ def test_the_budget_estimate_matches_a_language_models_cached_inputs(tmp_path):
     cost = budget.example_cost(loaded.model.config, "language_model", round(mean))
     assert len(cache) == 1 + LAYERS
     assert 0 < cache.nbytes <= budget.layer_cache_bytes(cost, loaded.model.config.hidden_size, data.n_examples, LAYERS)
+
+
+def whisper_all_heads_bytes(config, n: int) -> int:
+    """What an all-heads evaluation of ``n`` utterances leaves in the cache: the input of each encoder layer and the
+    encoder's output, and each decoder layer's cross-attention keys and values, ``[n, frames, d_model]`` float32 each."""
+    return (config.encoder_layers + 1 + 2 * config.decoder_layers) * n * config.max_source_positions * config.d_model * 4
+
+
+def test_the_budget_keeps_whisper_bases_all_heads_evaluation_beside_an_encoder_clicks(tmp_path):
+    """The cache holds exactly what whisper_all_heads_bytes counts (checked on the tiny Whisper); for Whisper-base at
+    the dashboard's evaluation size, that and what an encoder click adds (its new encoder inputs, keys and values)
+    fit the budget, so a decoder-side click after an encoder click still reuses the all-heads keys and values."""
+    from app.model.workload import click_eval_size
+    from pruning_core.bench import budget
+
+    loaded, task, data = seq2seq_case("whisper", tmp_path)
+    cache = LayerInputCache(max_bytes=2**30)
+    task.evaluate(loaded, data, None, batch_size=BATCH, layer_cache=cache)
+    assert cache.nbytes == whisper_all_heads_bytes(loaded.model.config, data.n_examples)
+    base = transformers.WhisperConfig(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+                                      num_mel_bins=80, max_source_positions=1500, vocab_size=51865)
+    n = click_eval_size(budget.example_cost(base, "asr"))
+    per_layer = n * base.max_source_positions * base.d_model * 4
+    encoder_click = (base.encoder_layers + 2 * base.decoder_layers) * per_layer      # from layer 0 on: the most
+    assert whisper_all_heads_bytes(base, n) + encoder_click <= budget.LAYER_CACHE_MAX, n

@@ -121,7 +121,8 @@ class EncoderStack:
     that kind's mask rows ``0 .. i-1``, the last layer's output on all of them (a change of another kind starts
     there). ``finish(hidden, inputs)``: the model's outputs (``logits``, ``encoder_last_hidden_state``) from the last
     encoder layer's output ``[B, S, d]`` and the batch's inputs: the decoder and the output head, the same
-    modules in the same order as the model's forward.
+    modules in the same order as the model's forward; an input ``past_key_values`` (a key/value cache whose
+    cross-attention part is already filled) goes to the model as it is.
     """
 
     layers: Sequence[nn.Module]
