@@ -16,7 +16,7 @@ from pruning_core.tasks.data import ruler
 from pruning_core.tasks.long_context import LongContextTask, is_correct
 from tests.long_context_tiny import WORDS, long_loaded
 
-KINDS = list(ruler.KINDS)
+KINDS = list(ruler.RULER_KINDS)              # the in-context kinds: tests/tasks/test_icl_patterns.py
 
 
 @pytest.fixture(scope="module")
