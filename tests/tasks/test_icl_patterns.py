@@ -173,4 +173,3 @@ def test_registered_in_their_own_family():
     assert isinstance(task, LongContextTask) and task.splits == ("train", "test")
     with pytest.raises(DataError, match="Did you mean 'icl-recursion'"):
         get_task("icl-recursoin")
-
