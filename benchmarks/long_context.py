@@ -1,8 +1,10 @@
 """KV-cache head policies on SmolLM2 (issue 41): single-needle accuracy at 1k tokens with half the key/value heads
-streaming, chosen by retrieval score vs at random, beside the KV memory.
+streaming, chosen by retrieval score vs at random, beside the KV memory; and the causal test of a head role.
 
     .venv/bin/python benchmarks/long_context.py                      # ~10-25 min on 2 busy CPU cores
     .venv/bin/python benchmarks/long_context.py --limit 12 --context 2048
+    .venv/bin/python benchmarks/long_context.py --task icl-repetition --role induction --no-kv --causal 0.05 \
+        --limit 40 --out benchmarks/results/icl_causal.json          # the induction heads' causal test
 
 What it measures and writes, in full: benchmarks/README.md, ``long_context.py``.
 """
@@ -12,7 +14,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -22,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 from pruning_core.analysis.roles import compute_roles  # noqa: E402
 from pruning_core.bench import load_average  # noqa: E402
-from pruning_core.core.heads import HeadScores  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.evaluation.significance import compare  # noqa: E402
 from pruning_core.modeling import kv_policy as kvp  # noqa: E402
@@ -38,7 +39,7 @@ def document(args, loaded, report, data, rows, timings, causal) -> dict:
     return {"format": FORMAT, "model": args.model, "task": args.task, "context": args.context,
             "prompt_tokens": [t["tokens"] for t in data.texts], "answers": [t["answers"] for t in data.texts],
             "stream": args.stream, "sink": args.sink, "window": args.window, "rows": rows, "causal": causal,
-            "retrieval_detected": report.heads("retrieval"), "timings": timings,
+            "role": args.role, f"{args.role}_detected": report.heads(args.role), "timings": timings,
             "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
             "provenance": provenance(loaded, task=args.task, split="test", n_examples=data.n_examples,
                                      method="kv-policy benchmark", settings=vars(args))}
@@ -54,10 +55,16 @@ def main() -> None:
     ap.add_argument("--sink", type=int, default=128)
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--role", default="retrieval", choices=("retrieval", "induction"),
+                    help="the head role whose scores choose the streaming heads and the causal test's top heads")
+    ap.add_argument("--kv", action=argparse.BooleanOptionalAction, default=True,
+                    help="measure the KV-cache policies (--no-kv: the causal test only)")
     ap.add_argument("--causal", type=float, default=None, metavar="SHARE",
-                    help="also the causal test: remove this share of heads, top by retrieval score vs random")
+                    help="also the causal test: remove this share of heads, top by the role's score vs random")
     ap.add_argument("--out", default=str(RESULTS / "long_context.json"))
     args = ap.parse_args()
+    if not args.kv and not args.causal:
+        ap.error("--no-kv leaves nothing to measure: give --causal SHARE")
     timings: dict[str, dict] = {}
 
     def timed(name: str, fn):
@@ -68,21 +75,21 @@ def main() -> None:
         return out
 
     loaded = timed("load", lambda: load_model(args.model, attn_implementation="eager"))
-    report = timed("retrieval scores", lambda: compute_roles(loaded, roles=["retrieval"], seed=0))
-    grid = report.scores["retrieval"]["decoder_self"]
-    scores = HeadScores.from_lists({"decoder_self": [[0.0 if v != v else float(v) for v in row[:n]]
-                                                     for row, n in zip(grid, loaded.layout.kinds["decoder_self"])]})
+    report = timed(f"{args.role} scores", lambda: compute_roles(loaded, roles=[args.role], seed=0))
+    scores = report.head_scores(args.role)
     kv_heads = kvp.kv_heads_of(loaded)
-    policies = {"retrieval": kvp.from_scores(scores, kvp.groups_of(loaded), args.stream, sink=args.sink,
-                                             window=args.window, source={"score_method": "role:retrieval"})}
-    for seed in range(args.seeds):
-        policies[f"random-{seed}"] = kvp.random_policy(kv_heads, args.stream, seed, sink=args.sink,
-                                                       window=args.window)
+    policies = {}
+    if args.kv:
+        policies[args.role] = kvp.from_scores(scores, kvp.groups_of(loaded), args.stream, sink=args.sink,
+                                              window=args.window, source={"score_method": f"role:{args.role}"})
+        for seed in range(args.seeds):
+            policies[f"random-{seed}"] = kvp.random_policy(kv_heads, args.stream, seed, sink=args.sink,
+                                                           window=args.window)
     task = get_task(args.task)
     data = timed("encode", lambda: task.encode(loaded, "test", args.limit, max_length=args.context))
     refs = task.references(data)
     results, rows = {}, []
-    conditions = {"full": None, **policies}
+    conditions = {"full": None, **policies} if args.kv else {}
     for name, policy in conditions.items():
         def run(policy=policy):
             with kvp.applied(loaded, policy):
@@ -108,7 +115,12 @@ def main() -> None:
         from pruning_core.analysis.causal import CausalConfig, causal_test
         config = CausalConfig(fraction=args.causal, seeds=tuple(range(args.seeds)), split="test", limit=args.limit,
                               context=args.context, batch_size=1)
-        causal = timed("causal test", lambda: causal_test(loaded, task, scores, config)).to_json()
+        origin = {"method": f"role:{args.role}", "probe": report.probes[args.role].get("input")}
+        def says(e):
+            print(f"  causal {e.done}/{e.total} {e.message}", flush=True)
+        causal = timed("causal test", lambda: replace(causal_test(loaded, task, scores, config, progress=says),
+                                                      scores=origin))
+        causal = causal.to_json()
         for name, run in causal["runs"].items():
             print(f"causal {name:10s} {run['metric']:.2f} (drop {run['drop']:+.2f}) removed {run['removed']}")
         for c in causal["comparisons"]:

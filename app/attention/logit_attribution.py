@@ -48,7 +48,7 @@ def show(spec: str, arch, text: str) -> None:
     example = None
     if source == EXAMPLE:
         c4, c5 = st.columns([3, 2])
-        kind = c4.selectbox("Long-context task", list(ruler.KINDS), key=_key("task"))
+        kind = c4.selectbox("Long-context task", list(ruler.RULER_KINDS), key=_key("task"))
         index = c5.selectbox("Example", range(cache.EXAMPLES), key=_key("example"),
                              format_func=lambda i: f"test example {i}")
         example = (kind, DEFAULT_CONTEXT, index)

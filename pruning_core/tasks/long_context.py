@@ -1,13 +1,15 @@
 """Long-context tasks: RULER-style synthetic examples (:mod:`.data.ruler`) at a context length in tokens of
-the model's own tokenizer, scored by exact match of a greedy answer.
+the model's own tokenizer, scored by exact match of a greedy answer; and, on the same machinery, few-shot
+in-context pattern tasks (``icl-*``: short prompts of demonstrations, ``--context`` only a cap).
 
-The context length is ``max_length`` (``--context``): each example's filler is the largest that keeps prompt
-plus answer budget within it. Every model gets RULER's template for base models: the question, a space, then the
-answer prefix the greedy answer continues (no chat template, whether or not the tokenizer has one). Each example runs
-alone: one prefill, whose last logits give its loss, then greedy decoding of up to ``new_tokens`` from the
-same cache (:func:`pruning_core.modeling.kv_policy.new_cache`: a KV policy's streaming heads keep sink +
-window entries). Right when every answer string occurs in the output (RULER's ``string_match_all``); the
-metric is accuracy with a Wilson interval. Splits ``train`` and ``test`` are disjoint by answer.
+Each example's filler is the largest that keeps prompt plus answer budget within ``max_length`` (``--context``).
+Every model gets RULER's template for base models: the question, a space, then the answer prefix the greedy answer
+continues (no chat template). Each example runs alone: one prefill, whose last logits give its loss, then greedy
+decoding of up to ``new_tokens`` from the same cache (:func:`pruning_core.modeling.kv_policy.new_cache`: a KV
+policy's streaming heads keep sink + window entries). Right when every answer string occurs in the output (RULER's
+``string_match_all``); an in-context example when the output's first line is its answer word for word
+(:func:`is_exact`; decoding stops at the line's end). The metric is accuracy with a Wilson interval. Splits
+``train`` and ``test`` are disjoint by answer (in-context tasks: by word).
 """
 from __future__ import annotations
 
@@ -38,8 +40,19 @@ def is_correct(text: str, answers: Sequence[str]) -> bool:
     return all(a.lower() in low for a in answers)
 
 
+def is_exact(text: str, answer: str) -> bool:
+    """The first line of ``text`` is ``answer``, word for word (case and surrounding spaces aside)."""
+    first = text.lstrip(" ").split("\n", 1)[0]
+    return first.lower().split() == answer.lower().split()
+
+
+def is_right(kind: ruler.Kind, text: str, answers: Sequence[str]) -> bool:
+    """An in-context kind's :func:`is_exact` (one answer), else RULER's :func:`is_correct`."""
+    return is_exact(text, answers[0]) if kind.family == ruler.ICL else is_correct(text, answers)
+
+
 class LongContextTask(Task):
-    """A RULER-style task (``kind``) for decoder language models; metric exact-match accuracy."""
+    """A RULER-style or in-context pattern task (``kind``) for decoder language models; exact-match accuracy."""
 
     task_type = "language_model"
     default_metric = ACCURACY.name
@@ -123,6 +136,7 @@ class LongContextTask(Task):
         decoded, losses = [], []
         new_tokens = self.kind.new_tokens
         eos = getattr(loaded.tokenizer, "eos_token_id", None)
+        one_line = self.kind.family == ruler.ICL
         for j in range(ids.shape[0]):
             row = ids[j, : int(mask[j].sum())][None]                                        # [1, T]
             cache = kv_policy.new_cache(loaded, policy)
@@ -135,7 +149,7 @@ class LongContextTask(Task):
                 if nxt == eos:
                     break
                 tokens.append(nxt)
-                if len(tokens) == new_tokens:
+                if len(tokens) == new_tokens or (one_line and "\n" in loaded.tokenizer.decode([nxt])):
                     break
                 out = loaded.model(input_ids=torch.tensor([[nxt]], device=row.device), past_key_values=cache,
                                    use_cache=True)
@@ -144,9 +158,9 @@ class LongContextTask(Task):
         return decoded, torch.stack(losses)
 
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
-        """1 when the decoded answer (``outputs``: one text per example) holds every answer string, else 0."""
+        """1 when the decoded answer (``outputs``: one text per example) is right (:func:`is_right`), else 0."""
         for j, text in zip(batch.index.tolist(), outputs):
-            state.predictions[j] = int(is_correct(text, data.texts[j]["answers"]))
+            state.predictions[j] = int(is_right(self.kind, text, data.texts[j]["answers"]))
             state.extra.setdefault("answers", {})[j] = text
 
     def summarise(self, data, state: EvalState) -> EvalResult:

@@ -27,7 +27,7 @@ DEFAULT_TASK = "movie-sentiment"
 MOVIE_TEXT = "movie-text"
 MOVIE_TEXT_DESCRIPTION = ("movie review snippets as language-model documents (the movie-sentiment splits, labels "
                           "ignored; one snippet per document, perplexity over windows)")
-FAMILIES = ("embedded", "bible", "glue", "wmt", "long-context")         # the order task names are listed in
+FAMILIES = ("embedded", "bible", "glue", "wmt", "long-context", "in-context")   # the order task names are listed in
 
 TASKS: Registry[Callable[[], Task]] = Registry("task", DataError)
 
@@ -178,9 +178,12 @@ def _register_builtin() -> None:
     for name, spec in hub.wmt_names().items():
         register_task(name, f"{spec.dataset} {spec.source_lang}->{spec.target_lang}", _wmt(name), family="wmt")
     from pruning_core.tasks.data import ruler
-    for name, kind in ruler.KINDS.items():
-        register_task(name, f"{kind.description}; long context (--context tokens)", _long_context(name),
+    for name in ruler.RULER_KINDS:
+        register_task(name, f"{ruler.KINDS[name].description}; long context (--context tokens)", _long_context(name),
                       family="long-context")
+    for name in ruler.ICL_KINDS:
+        register_task(name, f"{ruler.KINDS[name].description} ({ruler.ICL_SHOTS} demonstrations)",
+                      _long_context(name), family="in-context")
 
 
 _register_builtin()
@@ -210,4 +213,5 @@ def get_task(name: str) -> Task:
     glue = [n for n in names if TASKS.entry(n).meta["family"] == "glue"]
     raise DataError(f"Unknown task {name!r}.{hint} Tasks: {DEFAULT_TASK}, {MOVIE_TEXT}, {MOVIE_SPEECH}, file:PATH, "
                     f"speech:PATH, GLUE ({', '.join(glue)}), long context ({', '.join(_family(names, 'long-context'))}), "
+                    f"in-context patterns ({', '.join(_family(names, 'in-context'))}), "
                     "WMT (wmt14-fr-en, wmt16-de-en, wmt16-ro-en, ...).")

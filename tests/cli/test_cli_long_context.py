@@ -83,3 +83,35 @@ def test_policy_for_another_model_is_refused(lmdir, capsys):
     assert run("evaluate", "lm", "--task", "niah-single", "--context", 640, "--limit", 1, "--kv-policy",
                "bad.json") == 2
     assert "key/value heads per layer" in capsys.readouterr().err
+
+
+def _roles_file(path, layout) -> None:
+    """A roles file whose induction and retrieval scores rank the heads in opposite orders."""
+    import numpy as np
+
+    from pruning_core.analysis.roles import RoleReport
+    grid = np.array([[0.1, 0.9, 0.2, 0.3], [0.8, 0.0, 0.05, 0.4]])
+    report = RoleReport(layout, {"induction": {"decoder_self": grid}, "retrieval": {"decoder_self": 1.0 - grid}},
+                        {"induction": 0.4, "retrieval": 0.1}, {},
+                        {"task": "movie-sentiment", "split": "validation"})
+    path.write_text(json.dumps(report.to_json()))
+
+
+def test_causal_test_on_an_in_context_task_removes_the_top_heads_of_the_named_role(lmdir, capsys):
+    from long_context_tiny import long_loaded
+    _roles_file(lmdir / "roles.json", long_loaded("llama").layout)
+    assert run("evaluate", "lm", "--task", "icl-recursion", "--limit", 2, "--out", "e.json") == 0
+    assert json.loads((lmdir / "e.json").read_text())["extra"]["kind"] == "recursion ABBB"
+    top = {}
+    for role in ("induction", "retrieval"):
+        assert run("causal-test", "lm", "--task", "icl-recursion", "--scores", "roles.json", "--role", role,
+                   "--top", 0.25, "--seeds", 2, "--limit", 3, "--out", f"c-{role}.json") == 0
+        causal = json.loads((lmdir / f"c-{role}.json").read_text())
+        assert causal["scores"]["method"] == f"role:{role}" and causal["n_examples"] == 3
+        assert causal["provenance"]["task"] == "icl-recursion" and causal["provenance"]["split"] == "test"
+        top[role] = {tuple(h) for h in causal["runs"]["top"]["removed"]}
+        assert all(len(causal["runs"][f"random-{s}"]["removed"]) == 2 for s in (0, 1))
+    assert top["induction"] == {("decoder_self", 0, 1), ("decoder_self", 1, 0)}      # scores 0.9 and 0.8
+    assert top["retrieval"] == {("decoder_self", 1, 1), ("decoder_self", 1, 2)}      # 1 - scores: 1.0 and 0.95
+    assert run("causal-test", "lm", "--task", "icl-recursion", "--scores", "roles.json", "--limit", 1) == 2
+    assert "name the role whose scores to use with --role" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from pruning_core.tasks.data import ruler
 from pruning_core.tasks.long_context import LongContextTask, is_correct
 from tests.long_context_tiny import WORDS, long_loaded
 
-KINDS = list(ruler.KINDS)
+KINDS = list(ruler.RULER_KINDS)              # the in-context kinds: tests/tasks/test_icl_patterns.py
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +140,10 @@ def test_an_all_full_policy_evaluates_like_no_policy(lm):
     assert streamed.example_losses != plain.example_losses      # a 16-token window changes a 600-token prompt
 
 
-def test_scorer_loss_reads_the_last_prompt_position(lm):
+@pytest.mark.parametrize("kind", ["variable-tracking", "icl-repetition"])
+def test_scorer_loss_reads_the_last_prompt_position(lm, kind):
     """example_losses on a padded batch's plain forward equals the per-example prefill loss of evaluate."""
-    task = LongContextTask("variable-tracking", words=WORDS)
+    task = LongContextTask(kind, words=WORDS)
     clear_cache()
     data = task.encode(lm, "test", 2, max_length=600)
     res = task.evaluate(lm, data)

@@ -1,12 +1,15 @@
-"""RULER-style synthetic long-context examples (Hsieh et al. 2024, arXiv:2404.06654), generated offline from
-a seed; the tasks and how each is built: docs/METHODS.md, "Long context".
+"""RULER-style synthetic long-context examples (Hsieh et al. 2024, arXiv:2404.06654) and few-shot
+abstract-pattern examples of in-context learning (after Crosbie & Shutova, Findings of NAACL 2025), generated
+offline from a seed; the tasks and how each is built: docs/METHODS.md, "Long context".
 
 Word lists: those of the PyPI wheel ``wonderwords==3.0.1`` (the lists RULER reads), fetched by pip
 (:func:`prepare`), checked against a pinned SHA-256 and cached in ``headprune_home()/data/ruler/``.
 Each task is a *spec* drawn from a seeded ``random.Random`` and a *render* ``render(spec, words, k) ->
 (prompt, answers)`` whose filler grows with ``k``; :func:`fit` picks the largest ``k`` whose prompt fits a
 token budget. The split is fixed: an example's primary answer goes to ``train`` or ``test`` by
-``int(sha256(task:answer)) % 2``, so no answer of one split appears in the other.
+``int(sha256(task:answer)) % 2``, so no answer of one split appears in the other. The in-context kinds
+(:data:`ICL`) split the nouns instead (``int(sha256(icl:noun)) % 2``): every word of an example, its
+demonstrations' and its query's, comes from its split's half, and its filler units are the demonstrations.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import tempfile
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,10 @@ MANIFEST = "manifest.json"
 WORDS_FILE = "words.json"
 SPLITS: tuple[str, ...] = ("train", "test")
 SPLIT_SIZE = 500                          # examples per split
+RULER, ICL = "ruler", "icl"               # the kinds' families
+ICL_SHOTS = 12                            # demonstrations of an in-context example (its filler units)
+ICL_WORDS = 2 * (ICL_SHOTS + 1)           # distinct nouns of an in-context example: its pairs and its query's
+ICL_WORD_LETTERS = (3, 7)                 # the nouns an in-context example draws: single words of 3 to 7 letters
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 
 
@@ -293,9 +300,45 @@ def _render_fwe(spec, words, k):
             "Answer: According to the coded text above, the three most frequently appeared words are:")
 
 
+# In-context kinds: spec(rng, pool) with ``pool`` the split's nouns (:func:`icl_pool`); render(spec, words, k).
+def icl_pool(words: Words, split: str) -> tuple[str, ...]:
+    """The nouns of ``split`` an in-context example draws from: single words of :data:`ICL_WORD_LETTERS`
+    letters, each in one split by ``int(sha256(icl:noun)) % 2``."""
+    low, high = ICL_WORD_LETTERS
+    return tuple(w for w in words.nouns if w.isalpha() and low <= len(w) <= high and split_of(ICL, w) == split)
+
+
+def _spec_icl(rule: tuple[int, ...]):
+    """Pairs of nouns completed by ``rule`` (the pair's positions written after ``->``); no noun occurs twice in an
+    example, so the query's answer is nowhere in its demonstrations."""
+    def spec(rng, pool):
+        drawn = rng.sample(pool, ICL_WORDS)
+        pairs = [drawn[i:i + 2] for i in range(0, ICL_WORDS, 2)]
+        query = pairs[-1]
+        answer = " ".join(query[i] for i in rule)
+        return {"shots": pairs[:-1], "query": query, "rule": list(rule), "answer": answer, "answers": [answer]}
+    return spec
+
+
+def icl_line(pair: Sequence[str], rule: Sequence[int]) -> str:
+    """One demonstration: ``a b -> `` and the pair's words in ``rule``'s order."""
+    return f"{pair[0]} {pair[1]} -> {' '.join(pair[i] for i in rule)}"
+
+
+def _render_icl(spec, words, k):
+    """``k`` demonstrations, one a line, then the query's pair; the answer prefix is the arrow."""
+    shots = "\n".join(icl_line(p, spec["rule"]) for p in spec["shots"][:k])
+    return f"{shots}\n{spec['query'][0]} {spec['query'][1]}", "->"
+
+
 @dataclass(frozen=True)
 class Kind:
-    """One RULER task: how a spec is drawn, how it renders, how many tokens the answer may need."""
+    """One task: how a spec is drawn, how it renders, how many tokens the answer may need.
+
+    family: :data:`RULER` (split by answer; right when every answer string occurs in the greedy answer) or
+    :data:`ICL` (split by noun, :func:`icl_pool`; right when the greedy answer's first line is the answer, word
+    for word; decoding stops at the line's end). ruler_name: the source task's name (RULER's, or the pattern's).
+    """
 
     name: str
     ruler_name: str
@@ -303,6 +346,7 @@ class Kind:
     render: Callable
     new_tokens: int                 # greedy tokens generated for the answer
     description: str
+    family: str = RULER
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
@@ -318,7 +362,15 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "the 10 most common words of a numbered word list (RULER cwe)"),
     Kind("frequent-words", "fwe", _spec_fwe, _render_fwe, 24,
          "the 3 most frequent coded words of a Zipf-distributed text (RULER fwe)"),
+    Kind("icl-repetition", "repetition ABAB", _spec_icl((0, 1)), _render_icl, 16,
+         "few-shot pattern a b -> a b (repetition, ABAB) over random nouns: in-context learning", family=ICL),
+    Kind("icl-recursion", "recursion ABBB", _spec_icl((1, 1)), _render_icl, 16,
+         "few-shot pattern a b -> b b (recursion, ABBB) over random nouns: in-context learning", family=ICL),
+    Kind("icl-centre-embedding", "centre-embedding ABBA", _spec_icl((1, 0)), _render_icl, 16,
+         "few-shot pattern a b -> b a (centre-embedding, ABBA) over random nouns: in-context learning", family=ICL),
 )}
+RULER_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == RULER)
+ICL_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == ICL)
 
 
 def specs(kind: str, split: str, words: Words, limit: int | None = None, seed: int = 0) -> list[dict]:
@@ -327,6 +379,14 @@ def specs(kind: str, split: str, words: Words, limit: int | None = None, seed: i
         raise DataError(f"RULER tasks have the splits {', '.join(SPLITS)}, not {split!r}.")
     k = KINDS[kind]
     n = min(limit or SPLIT_SIZE, SPLIT_SIZE)
+    if k.family == ICL:
+        pool = icl_pool(words, split)
+        if len(pool) < ICL_WORDS:
+            raise DataError(f"The word lists hold {len(pool)} nouns of {ICL_WORD_LETTERS[0]} to "
+                            f"{ICL_WORD_LETTERS[1]} letters for split {split!r}; {kind!r} needs {ICL_WORDS}. "
+                            "Run `headprune prepare --force` to fetch the wonderwords lists again.")
+        return [{"id": f"{kind}-{split}-{i}", "kind": kind,
+                 **k.spec(random.Random(_seed(NAME, kind, seed, split, i)), pool)} for i in range(n)]
     out, attempt = [], 0
     while len(out) < n:
         spec = k.spec(random.Random(_seed(NAME, kind, seed, attempt)), words)
@@ -345,7 +405,10 @@ def render(spec: dict, words: Words, k: int, budget: int) -> tuple[str, str]:
 
 
 def max_units(spec: dict, words: Words) -> int:
-    """The most filler units ``spec`` can render (common words: the distinct words left; else no limit)."""
+    """The most filler units ``spec`` can render (common words: the distinct words left; an in-context
+    example: its demonstrations; else no limit)."""
+    if KINDS[spec["kind"]].family == ICL:
+        return len(spec["shots"])
     return len(words.all) - 10 if spec["kind"] == "common-words" else 1 << 20
 
 
