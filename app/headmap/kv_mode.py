@@ -55,8 +55,8 @@ orange square with a dot: it keeps only the first S tokens, the attention sinks,
 gives the KV cache's memory for one sequence at the chosen context length at once and, when you press *Evaluate*,
 the long-context task's exact-match accuracy with its 95 % interval under this policy and under the full cache (a
 job, with its time estimate on the button, then progress and Cancel). Every attention head is kept in this mode:
-removing heads is the *Heads (pruning)* mode's work. *Download the policy* gives the file
-`headprune evaluate --kv-policy` reads."""
+removing heads is the *Heads (pruning)* mode's work. *Download the policy* gives the file that
+`headprune evaluate MODEL --task niah-single --context 1024 --kv-policy policy.json` reads."""
 
 
 def _key(name: str) -> str:
