@@ -3,6 +3,7 @@ hit would time no work), the pooled medians, and the in-page timing of a click (
 Chromium; skipped without it)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -49,6 +50,18 @@ def test_pooled_takes_the_median_over_every_session_of_every_round_per_niceness(
     assert pooled[19]["to_metric_sent_s"]["median"] == pytest.approx(0.5)    # 0.6 - 0.1, float rounding only
 
 
+@contextlib.contextmanager
+def _static_page(content: str):
+    """A Chromium page showing ``content``; the test is skipped without Chromium."""
+    path = chromium_path()
+    if path is None:
+        pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
+    with chromium_browser(path) as browser:
+        page = browser.new_page()
+        page.set_content(content)
+        yield page
+
+
 # The page shows the new mask's latency estimate 300 ms after the mousedown (in the slot named by its heads kept,
 # which replaces the old mask's), the new loss at 200 ms and metric at 400 ms, the measured latency at 1,000 ms.
 # The script sits in the head, as Streamlit's do: the watch reads the body's text.
@@ -72,12 +85,7 @@ def test_a_click_is_timed_inside_the_page_until_the_new_loss_metric_and_latency_
     """A translation's loss shows before its BLEU (the strip still says "updating"); the new mask's latency
     estimate may show before either, its measurement later: each is timed when it shows, the old mask's latency
     never counts."""
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
-    with chromium_browser(path) as browser:
-        page = browser.new_page()
-        page.set_content(PAGE)
+    with _static_page(PAGE) as page:
         bench.watch(page, 71)
         assert bench.watched(page) == {"loss": None, "metric": None, "latency": None, "measured": None}  # no click yet
         page.click("#b")
@@ -131,12 +139,7 @@ LOST = f"""<html><body><button id="b" style="width:200px;height:50px">head</butt
 
 
 def test_a_lost_click_is_told_from_one_the_page_reacted_to():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is not installed: run `make browser` (apt-get install chromium).")
-    with chromium_browser(path) as browser:
-        page = browser.new_page()
-        page.set_content(LOST)
+    with _static_page(LOST) as page:
         bench.watch(page, 71)
         assert bench.clicks_lost_after(page, 72, 0.5)               # nothing changed: lost
         page.evaluate(f"() => document.querySelector('{LIVE_STRIP}').textContent = "
