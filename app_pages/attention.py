@@ -2,16 +2,15 @@
 import streamlit as st
 
 from app.attention import figures, ui as attention_ui, cache as cache_attention
-from app.attention import logit_attribution
-from app.model import cache
-from app.model import pickers
+from app.attention import jobs as attention_jobs, logit_attribution
+from app.model import jobs
+from app.sidebar import pickers
 from app.core import ui
 from app.core.session import mask as mask_state, state
 from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.session.selection import Selection
 from app.core.text import md_code
-from app.runtime.work import Work
 
 spec, task_name = state.model_spec(), state.task_spec()
 intro = st.container()          # the title on top, its text known once the model (its family) is
@@ -29,8 +28,7 @@ if source == "Type a sentence":
     text = st.text_input("Sentence", "The plot was dull, but the acting was really great.",
                          key=state.widget_key("attention", "text"), max_chars=1000)
 else:
-    examples = Work(f"examples_{task_name}", "Reading the task's data", cache.examples, (task_name, 20),
-                    progress=False).show() or []
+    examples = jobs.examples(task_name, 20).show() or []
     if not examples:
         st.info(f"Task {md_code(task_label(task_name))} has no examples to show; type a sentence instead.")
         st.stop()
@@ -41,10 +39,8 @@ if not text.strip():
     st.info("Type a sentence above: the attention views need at least one word.")
     st.stop()
 
-labels = cache_attention.label_names(task_name)
-masked = None if mask.is_full() else mask            # one cache entry for "no mask" and "all heads kept"
-run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
-           (spec, text, text_b, masked, labels), progress=False).show()
+call = attention_jobs.attention_run(spec, text, text_b, mask, task_name)
+run = call.show()
 if run is None:
     st.stop()
 attention_ui.show_predictions(run)
@@ -74,7 +70,7 @@ for tab, view in ((head_tab, "head"), (model_tab, "model")):
         which = st.radio("Model", ["dense", "pruned"], horizontal=True, key=state.widget_key("attention", view),
                          format_func={"dense": "all heads", "pruned": "pruned (removed heads empty)"}.get)
         try:
-            page = cache_attention.bertviz_html(spec, text, text_b, masked, labels, view, which)
+            page = cache_attention.bertviz_html(*call.args, view, which)   # the run's own inputs
         except Exception as exc:  # noqa: BLE001 - shown, never a traceback
             ui.show_error(exc, f"bertviz {view} view")
             continue

@@ -1,14 +1,15 @@
 """Curves: iterative pruning curves per scorer, and the single-head and one-head-per-layer tables."""
 import streamlit as st
 
-from app.model import cache, workload
+from app.model import cache, jobs as model_jobs
 from app.curves import jobs
-from app.model import pickers
-from app.curves import cache as cache_curves, figures, kinds, tables
+from app.sidebar import pickers
+from app.curves import figures, kinds, tables
 from app.core import ui, uncertainty
+from app.core.progress_text import about
 from app.core.session import mask as mask_state, state
 from app.core.text import md_code, md_escape
-from app.runtime.work import Work, start_button
+from app.runtime.work import start_button
 from pruning_core.evaluation.metrics import get_metric
 
 ui.page_intro("Curves", """
@@ -38,13 +39,12 @@ with c[3]:
 
 # curves start on the button only; they run on while the user is on other pages
 calls = [jobs.curve(sel, name, step, rescore, start="button") for name in chosen]
-waiting = {name: workload.curve_seconds(sel, name, step, rescore, arch.total_heads, cache_curves.curve_seeds(name))
-           for name, call in zip(chosen, calls) if not call.started()}
+waiting = {name: call.estimate_s for name, call in zip(chosen, calls) if not call.started()}
 start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
              help="The work goes on while you look at other pages.")
 if waiting:
-    st.caption(f"Computing {'them' if len(waiting) > 1 else 'it'} takes {workload.about(sum(waiting.values()))} "
-               "on 2 CPU cores (" + ", ".join(f"{md_escape(n)} {workload.about(s).removeprefix('about ')}"
+    st.caption(f"Computing {'them' if len(waiting) > 1 else 'it'} takes {about(sum(waiting.values()))} "
+               "on 2 CPU cores (" + ", ".join(f"{md_escape(n)} {about(s).removeprefix('about ')}"
                                               for n, s in waiting.items()) + ").")
 curves = {}
 for call in calls:
@@ -53,8 +53,8 @@ for call in calls:
         curves[call.job.removeprefix("curve_")] = result
 mask = mask_state.current_mask(arch.layout)
 ui.show_notices()
-current = cache.evaluation(sel, mask).show()
-dense = cache.dense_evaluation(sel).show()
+current = model_jobs.evaluation(sel, mask).show()
+dense = model_jobs.dense_evaluation(sel).show()
 if curves:
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     first = next(iter(curves.values()))
@@ -71,8 +71,7 @@ if curves:
                "over seeds of a seeded scorer (the line is their mean)."
                + (f" Dashed red: the majority class, {100 * chance:.0f} % of these examples (always answering "
                   "it scores that)." if chance is not None else ""))
-    baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
-                    (sel,), progress=False).show() \
+    baseline = model_jobs.unigram(sel).show() \
         if dense is not None and cache.task_summary(sel.task)["task_type"] == "language_model" else None
     if baseline is not None:
         st.caption(uncertainty.unigram_reference(dense, baseline))
@@ -82,9 +81,7 @@ if curves:
 iv = dense.interval if dense is not None else None     # values rounded as the Head map rounds them
 ablation_tab, one_tab, kinds_tab = st.tabs(["Single-head ablation", "One head per layer", "Attention kinds"])
 with ablation_tab:                     # a button that says the cost, not a switch: it runs once per click
-    secs = workload.ablation_seconds(sel, arch.total_heads)
-    table = jobs.ablation(sel, f"Single-head ablation ({arch.total_heads + 1} evaluations of {sel.eval_size} "
-                               f"examples, {workload.about(secs)} on 2 CPU cores)", start="button").show()
+    table = jobs.ablation(sel, start="button").show()
     if table is not None:
         st.caption(f"Base {ui.metric_text(table.metric_name, table.base_metric, iv)}; "
                    f"a change {get_metric(table.metric_name).helps_sign} 0 without a head means the head helps. "
@@ -97,10 +94,7 @@ with one_tab:
     how = st.radio("Best head chosen by", ["search (evaluate every head)", f"{state.scorer_name()} scores"],
                    horizontal=True, key=state.widget_key("curves", "one_how"))
     by = None if how.startswith("search") else state.scorer_name()
-    layers = sum(1 for rows in arch.layout.kinds.values() for n in rows if n > 0)
-    secs = workload.one_per_layer_seconds(sel, arch.total_heads, layers, by)
-    table = jobs.one_per_layer(sel, by, f"One head per layer ({workload.about(secs)} on 2 CPU cores)",
-                                    start="button").show()
+    table = jobs.one_per_layer(sel, by, start="button").show()
     if table is not None:
         st.caption(f"All layers reduced at once: {ui.metric_text(table.metric_name, table.all_layers_metric, iv)} "
                    f"(all heads: {ui.metric_text(table.metric_name, table.base_metric, iv)}).")

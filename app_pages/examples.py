@@ -1,13 +1,12 @@
 """Per example: which answers the current mask changes, confusion matrices, accuracy / F1 / MCC."""
 import streamlit as st
 
-from app.model import cache
-from app.model import pickers
+from app.model import cache, jobs
+from app.sidebar import pickers
 from app.attention import cache as cache_attention
 from app.core import ui
 from app.core.session import mask as mask_state, state
 from app.headmap import examples
-from app.runtime.work import Work
 
 ui.page_intro("Per example", """
 What the current mask (from the Head map) does **example by example**: the examples whose answer
@@ -33,10 +32,8 @@ COLUMNS = {"#": st.column_config.NumberColumn(width=40), "text": st.column_confi
            "all heads": st.column_config.TextColumn(width=110), "this mask": st.column_config.TextColumn(width=110),
            **{c: st.column_config.NumberColumn(width=100, format="%.3f")
               for c in ("loss, all heads", "loss, this mask", "change")}}
-dense = Work("examples_dense", "Each example with all heads", cache.example_outputs,
-             (sel, None, True)).show()
-pruned = Work("examples_mask", "Each example under this mask", cache.example_outputs,
-              (sel, mask, True)).show()
+dense = jobs.example_outputs(sel, None, predictions=True).show()
+pruned = jobs.example_outputs(sel, mask, predictions=True).show()
 if dense is None or pruned is None:
     st.stop()
 inputs, references = cache.example_inputs(sel), cache.references(sel)

@@ -3,7 +3,7 @@ streaming; the metric, size and speed follow."""
 import streamlit as st
 
 from app.model import jobs
-from app.model import pickers
+from app.sidebar import pickers
 from app.headmap import kv_mode, panel
 from app.core import ui
 from app.core.session import mask, state

@@ -1,8 +1,8 @@
 """Model & data: choose the model and the task; see the architecture and the unpruned metric."""
 import streamlit as st
 
-from app.model import cache, workload
-from app.model import pickers
+from app.model import cache, jobs
+from app.sidebar import pickers
 from app.core import ui, uncertainty, welcome
 from app.core.session import state
 from app.core.access import task_label
@@ -54,8 +54,7 @@ if arch.pruned_heads:
 
 st.subheader(f"Task {md_code(task_label(task_name))}")
 sel = pickers.eval_size_picker("model", narrow=True)
-examples = Work(f"examples_{task_name}", "Reading the task's data", cache.examples, (task_name,),
-                progress=False).show()
+examples = jobs.examples(task_name, 5).show()
 if examples is not None:
     about = cache.task_summary(task_name)
     labels = ", ".join(f"{i} = {n}" for i, n in enumerate(about["label_names"] or []))
@@ -63,16 +62,15 @@ if examples is not None:
                f"{md_escape(ui.metric_label(about['metric_name']))}"
                + (f" · labels: {md_escape(labels)}" if labels else "") + f" · first rows of the {md_code(about['split'])} split:")
     st.dataframe(data_set_names(examples), hide_index=True)      # no server paths
-    dense = cache.dense_evaluation(sel, "Evaluating the model with all heads").show()
+    dense = jobs.dense_evaluation(sel, "the model with all heads").show()
     if dense is not None:
-        base = uncertainty.shown(dense, workload.default_eval_size(sel.model, sel.task)[1])
+        base = uncertainty.shown(dense, cache.example_unit(sel.model, sel.task))
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
                   uncertainty.unitless(dense.metric_name, base.value),
                   help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")
-        baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,
-                        (sel,), progress=False).show() \
+        baseline = jobs.unigram(sel).show() \
             if about["task_type"] == "language_model" else None
         if baseline is not None:
             st.caption(uncertainty.unigram_reference(dense, baseline))

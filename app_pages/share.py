@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.model import cache
-from app.model import pickers
+from app.sidebar import pickers
 from app.core import ui, uncertainty
 from app.core.session import mask as mask_state, state
 from app.share import report, links, ui as share_ui

@@ -2,8 +2,9 @@
 import streamlit as st
 
 from app.speed import cache, figures
-from app.model import pickers
+from app.sidebar import pickers
 from app.core import ui
+from app.core.text import measured_text
 from app.core.session import mask as mask_state, session_results, state
 from app.runtime.work import Work
 from pruning_core.bench import MASKED_TEXT
@@ -64,5 +65,5 @@ if result.busy:
                "Run the sweep again on a quieter machine.", icon=":material/speed:")
 st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
            f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds, error "
-           f"bars and ranges are interquartile; {figures.measured_text(result)}. Peak memory: {result.memory_measure}.")
+           f"bars and ranges are interquartile; {measured_text(result)}. Peak memory: {result.memory_measure}.")
 ui.downloads("speed", figures.speed_table(result), result.to_json())

@@ -17,12 +17,15 @@ from import_map import imported_names
 FLOORS = [
     {"__init__", "core"},                  # conventions: session state, the mask, text, widgets, the page list
     {"runtime"},                           # long work: Work and the job board; no feature
-    {"model"},                             # the shared cached calls, the scores job, sizing, the warm-up, the pickers
+    {"model"},                             # the model: its cached calls, the shared jobs, their sizing
     {"headmap", "curves", "attention", "roles", "speed"},                                  # features
     {"share"},                             # the analysis bundle, links, report: reads the features' results
+    {"sidebar"},                           # the pickers, the SMP pruner's training, the warm-up
     {"tour"},                              # walks through every page
 ]
 FLOOR_OF = {name: i for i, names in enumerate(FLOORS) for name in names}
+FEATURES = FLOORS[3]
+SIZING = "app.model.workload"              # the time estimates: only the model floor's jobs and the features use it
 
 PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
         "app.headmap.figures", "app.headmap.kv_figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
@@ -114,8 +117,8 @@ def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
 # lists these modules and counts them.
 CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/session/state"),
               ("headmap/clicks", "core/session/mask"), ("core/session/mask", "core/session/mask_history"),
-              ("headmap/panel", "model/workload"), ("headmap/panel", "model/cache"),
-              ("model/cache", "runtime/work"), ("runtime/work", "runtime/board")]
+              ("headmap/panel", "model/jobs"), ("model/jobs", "model/workload"), ("model/jobs", "model/cache"),
+              ("model/jobs", "runtime/work"), ("runtime/work", "runtime/board")]
 
 
 def modules_imported_by(module: str) -> set[str]:
@@ -137,6 +140,37 @@ def test_design_counts_the_modules_a_click_crosses():
     missing = [hop for hop in CLICK_HOPS if hop[1] not in modules_imported_by(hop[0])]
     assert not missing, missing
     assert "task(sel.task).evaluate(" in (ROOT / "app" / "model" / "cache.py").read_text(encoding="utf-8")
+
+
+def _importers(target) -> list[str]:
+    """The modules of ``app``, ``app_pages`` and ``dashboard.py`` that import an app module for which
+    ``target(name)`` holds (``name``: dotted, e.g. ``app.model.workload``)."""
+    found = []
+    for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
+        rel = path.relative_to(ROOT)
+        names = imported_names(path.read_text(encoding="utf-8"), list(rel.parent.parts))
+        if any(target(n) for n, _ in names):
+            found.append(rel.as_posix())
+    return sorted(found)
+
+
+def test_features_import_no_other_feature():
+    """What two features share lives on a floor below both (docs/DESIGN.md): no feature imports another."""
+    bad = [f"{p.relative_to(ROOT)}:{line} imports app.{t}" for p in ROOT.joinpath("app").rglob("*.py")
+           if folder_of(p) in FEATURES for t, line in imports_of(p) if t in FEATURES and t != folder_of(p)]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_the_sidebar_is_imported_by_pages_the_tour_and_dashboard_only():
+    found = _importers(lambda n: n == "app.sidebar" or n.startswith("app.sidebar."))
+    assert [f for f in found if not f.startswith(("app_pages/", "app/tour/", "app/sidebar/", "dashboard.py"))] == []
+
+
+def test_pages_and_the_head_map_panel_ask_no_sizing():
+    """A job carries its label and time estimate (its factory asks :mod:`app.model.workload`): no page, neither
+    the Head-map panel nor ``dashboard.py`` sizes work itself."""
+    found = _importers(lambda n: n == SIZING or n.startswith(SIZING + "."))
+    assert [f for f in found if f.startswith("app_pages/") or f in ("app/headmap/panel.py", "dashboard.py")] == []
 
 
 def _calls_to(tree: ast.AST, names: set[str]) -> int:

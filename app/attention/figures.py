@@ -3,8 +3,6 @@ page and nothing else draws them. Pure: no Streamlit, no model execution.
 
 - :func:`thumbnails_figure`: every head's attention map as a small heatmap, kept heads and
   removed heads in two blocks side by side (one plotly trace per block, so it stays fast);
-- :func:`probe_figure`: one head's map on a role's probe (:mod:`app.roles.probe`), in the thumbnails'
-  colours, with the cells a role looks at outlined;
 - :func:`head_view_html` / :func:`model_view_html`: bertviz's head view and model view as one
   self-contained HTML document for ``st.iframe``. d3 and jQuery are inlined from
   ``assets/vendor/`` (see :mod:`app.core.webassets`), require.js is replaced by a shim, and the data
@@ -28,11 +26,11 @@ from pruning_core.analysis.attention_maps import MAX_TOKENS, AttentionRun, examp
 from pruning_core.core.errors import HeadpruneError
 
 from app.core import webassets
+from app.core.colouring import HOVER_CELL_LIMIT, KEPT_SCALE, pretty_token
 
-__all__ = ["MAX_TOKENS", "AttentionRun", "example_text", "thumbnails_figure", "probe_figure", "head_view_html",
+__all__ = ["MAX_TOKENS", "AttentionRun", "example_text", "thumbnails_figure", "head_view_html",
            "model_view_html", "view_height"]
 
-HOVER_CELL_LIMIT = 40_000  # above this many heatmap cells, the thumbnails' hover shows no token names
 PLOT_PX = 760              # the thumbnails' plot width in a 1366 px window: the height is sized to it, so the
 #                           squares fill the figure instead of leaving blank bands above and below
 LABEL_PX = 16              # an "H3" label over a grouped thumbnail (9 px font and its spacing)
@@ -42,17 +40,12 @@ LABEL_PX = 16              # an "H3" label over a grouped thumbnail (9 px font a
 # shared a colour. :func:`head_colours` gives every head (and every layer in the model view) its own.
 HEAD_COLOURS = ["#332288", "#117733", "#CC6677", "#882255", "#44AA99", "#AA4499", "#999933", "#88CCEE",
                 "#DDCC77", "#555555", "#EE7733", "#0077BB"]       # darkest first: they are drawn on white
-KEPT_SCALE = "Blues"       # single-hue sequential scales read the same for every colour vision
-REMOVED_SCALE = "Greys"
+REMOVED_SCALE = "Greys"    # removed heads; kept ones in KEPT_SCALE
 
 
 # ==================================================================================================
 # Thumbnails: every head's map, kept and removed side by side
 # ==================================================================================================
-
-def _pretty(token: str) -> str:
-    return token.replace("Ġ", " ").replace("▁", " ").replace("</w>", "").strip() or token
-
 
 def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned",
                       arrange: str = "grid", layers: Sequence[int] | None = None) -> go.Figure:
@@ -70,7 +63,7 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
     if kept_from not in ("pruned", "dense") or arrange not in ("grid", "grouped"):
         raise HeadpruneError(f"kept_from must be 'pruned' or 'dense' and arrange 'grid' or 'grouped'; "
                              f"got {kept_from!r}, {arrange!r}.")
-    q_tokens, k_tokens = (tuple(_pretty(t) for t in ts) for ts in run.tokens_for(kind))
+    q_tokens, k_tokens = (tuple(pretty_token(t) for t in ts) for ts in run.tokens_for(kind))
     tq, tk = len(q_tokens), len(k_tokens)
     shown = list(range(len(run.mask.kinds[kind]))) if layers is None else sorted(set(layers))
     if any(not 0 <= l < len(run.mask.kinds[kind]) for l in shown):
@@ -162,47 +155,6 @@ def thumbnails_figure(run: AttentionRun, kind: str, *, kept_from: str = "pruned"
     return fig
 
 
-def probe_figure(arr: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str, *,
-                 stripe: tuple[int, int, int] | None = None, span: tuple[int, int] | None = None) -> go.Figure:
-    """One head's attention map ``arr`` (``[T_query, T_key]``, rows sum to 1) on a role's probe, drawn like a
-    kept head's thumbnail but large, with the tokens on the axes.
-
-    ``stripe`` (first query, last query, offset): a dotted line over the cells key = query - offset (where an
-    induction head attends); ``span`` [start, end): a frame around those keys in every row (the needle).
-    """
-    arr = np.asarray(arr, dtype=np.float32)
-    if arr.ndim != 2 or arr.shape != (len(q_tokens), len(k_tokens)):
-        raise HeadpruneError(f"A probe map of shape {arr.shape} does not fit {len(q_tokens)} query and "
-                             f"{len(k_tokens)} key tokens.")
-    tq, tk = arr.shape
-    q_names = [f"{i}: {html.escape(_pretty(t))}" for i, t in enumerate(q_tokens)]
-    k_names = [f"{i}: {html.escape(_pretty(t))}" for i, t in enumerate(k_tokens)]
-    fig = go.Figure(go.Heatmap(
-        z=arr, x=list(range(tk)), y=list(range(tq)), colorscale=KEPT_SCALE, zmin=0, zmax=1,
-        customdata=[[(q_names[i], k_names[j]) for j in range(tk)] for i in range(tq)] if tq * tk <= HOVER_CELL_LIMIT
-        else None,
-        hovertemplate=("%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>" if tq * tk <= HOVER_CELL_LIMIT
-                       else "query %{y} → key %{x}: %{z:.3f}<extra></extra>"),
-        colorbar=dict(title=dict(text="attention"), thickness=12)))
-    if stripe is not None:
-        first, last, offset = stripe
-        fig.add_trace(go.Scatter(x=[first - offset, last - offset], y=[first, last], mode="lines", hoverinfo="skip",
-                                 line=dict(color="#CC6677", width=2, dash="dot"), name="induction stripe",
-                                 showlegend=False))
-    shapes = [dict(type="rect", x0=span[0] - 0.5, x1=span[1] - 0.5, y0=-0.5, y1=tq - 0.5, xref="x", yref="y",
-                   line=dict(color="#CC6677", width=2), fillcolor="rgba(0,0,0,0)")] if span is not None else []
-    cell = max(4.0, min(18.0, 900 / max(tk, 1)))
-    ticks = max(1, math.ceil(max(tq, tk) / 60))               # every token up to 60, then every n-th
-    fig.update_layout(
-        title=dict(text=html.escape(title), font=dict(size=13), x=0, xanchor="left"), shapes=shapes,
-        height=int(min(1400, max(220, tq * cell + 160))), margin=dict(l=90, r=20, t=40, b=90), plot_bgcolor="white",
-        xaxis=dict(title="key: the token read from", tickmode="array", tickvals=list(range(0, tk, ticks)),
-                   ticktext=[html.escape(_pretty(k_tokens[j])) for j in range(0, tk, ticks)], tickangle=-60,
-                   showgrid=False, zeroline=False, constrain="domain"),
-        yaxis=dict(title="query: the token that reads", tickmode="array", tickvals=list(range(0, tq, ticks)),
-                   ticktext=[html.escape(_pretty(q_tokens[i])) for i in range(0, tq, ticks)], autorange="reversed",
-                   showgrid=False, zeroline=False, scaleanchor="x" if tq > 1 else None))
-    return fig
 
 
 # ==================================================================================================

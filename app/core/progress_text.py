@@ -46,6 +46,16 @@ def curve_label(scorer: str) -> str:
     return stage_text(f"curve:{scorer}")[0]
 
 
+def about(seconds: float) -> str:
+    """An estimate in words: "about 40 s", "about 3 min" (on 2 CPU cores, as every estimate here)."""
+    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def count_text(n: int, unit: str) -> str:
+    """'8 utterances', '16 windows', '1 example': a number of examples named as the model's examples are."""
+    return f"{n} {unit}{'s' if n != 1 else ''}"
+
+
 def describe(event: ProgressEvent | None, label: str) -> tuple[float | None, str]:
     """The progress bar's fraction (None when the total is unknown) and text for ``event`` of the job
     shown as ``label`` (Markdown, kept as given); the stage's phrase is left out when the label starts with it."""

@@ -8,12 +8,18 @@ and app modules therefore pass every such value through one of the two helpers b
 - :func:`md_code` for a value shown as inline code (model, task, scorer, file names);
 - :func:`md_escape` for a value shown as plain text (error messages, labels from a file).
 
+Beside them, :func:`measured_text`: when and under what load a timing was measured (every latency figure says it).
 Pure: no Streamlit; ``tests/app/test_app_safety.py`` renders the results with a CommonMark parser.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import string
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pruning_core.bench import BenchResult
 
 _PUNCTUATION = frozenset(string.punctuation)   # CommonMark lets a backslash escape any of these
 _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
@@ -49,7 +55,7 @@ def md_code(value: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-__all__ = ["md_code", "md_escape"]
+__all__ = ["md_code", "md_escape", "measured_text"]
 
 
 def data_set_names(rows: list[dict], key: str = "audio") -> list[dict]:
@@ -62,3 +68,28 @@ def data_set_names(rows: list[dict], key: str = "audio") -> list[dict]:
         return rows
     base = os.path.dirname(paths[0]) if len(paths) == 1 else os.path.commonpath(paths)
     return [{**r, key: os.path.relpath(r[key], base)} if isinstance(r.get(key), str) else r for r in rows]
+
+def measured_text(result: BenchResult, now: _dt.datetime | None = None) -> str:
+    """When and under what load ``result`` was measured: 'measured 08:21:05 UTC (3 min ago); load average
+    2.10 before, 2.40 after, on 2 CPUs'. Shown beside every latency figure, since a stored
+    measurement may be replayed later."""
+    created = (result.provenance or {}).get("created")
+    when = "at an unknown time"
+    if created:
+        try:
+            stamp = _dt.datetime.fromisoformat(created)
+        except ValueError:
+            stamp = None
+        if stamp is not None:
+            now = now or _dt.datetime.now(_dt.timezone.utc)
+            age = max(0, int((now - stamp).total_seconds()))
+            ago = f"{age} s ago" if age < 120 else f"{age // 60} min ago" if age < 7200 else f"{age // 3600} h ago"
+            when = f"at {stamp.astimezone(_dt.timezone.utc):%H:%M:%S} UTC ({ago})"
+    m = result.machine or {}
+
+    def load(key: str) -> str:
+        value = m.get(key)
+        return f"{value[0]:.2f}" if value else "n/a"
+
+    return (f"measured {when}; load average {load('load_before')} before, {load('load_after')} after, "
+            f"on {m.get('cpus') or '?'} CPUs")

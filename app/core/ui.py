@@ -1,5 +1,5 @@
 """Shared widgets: page intro and notices, error display, "updating…" placeholders, metric rows, tables
-and downloads. The pickers that read cached calls live in :mod:`app.model.pickers`.
+and downloads. The pickers that read cached calls live in :mod:`app.sidebar.pickers`.
 
 Anything slow in :mod:`app.model.cache` is called through :class:`app.runtime.work.Work` (progress bar, Cancel,
 when it starts).

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from app.curves.figures import PALETTE, SYMBOLS, _scale, metric_axis
+from app.core.colouring import PALETTE, metric_axis
+from app.curves.figures import SYMBOLS, _scale
 from pruning_core.analysis.dynamics import DynamicsResult
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.metrics import get_metric

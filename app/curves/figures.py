@@ -15,11 +15,11 @@ from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.significance import p_text
 
+from app.core.colouring import PALETTE, metric_axis
 from app.curves.tables import change_column
 
 CAP_FRACTION = 0.5     # a log axis is sized to the curves up to this share removed (the Tour asks about 50 %)
 # Okabe-Ito: distinguishable for the common colour-vision deficiencies
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]
 
 
@@ -29,43 +29,8 @@ def _scale(metric_name: str) -> tuple[float, str]:
     return metric.scale, metric.axis_title
 
 
-def metric_axis(metric_name: str, **settings) -> dict:
-    """The y axis of a plot of a metric: its title and, for an unbounded metric (perplexity), a log
-    scale, on which 136 and 200,000 are both readable."""
-    metric = get_metric(metric_name)
-    log = metric.axis_type == "log"
-    return dict(title=metric.axis_title + (" (log scale)" if log else ""), type=metric.axis_type, **settings)
 
 
-def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,
-                   metric_name: str, intervals: Sequence[tuple[float, float] | None] | None = None) -> go.Figure:
-    """Metric after every change of the mask; the current step is a large ring.
-
-    Points carry ``customdata = [step]`` so a click can jump back to that step; ``intervals`` (95 %,
-    one per step, in metric units) become error bars when every step has one.
-    """
-    k = get_metric(metric_name).scale
-    steps = list(range(len(metrics)))
-    ys = [None if m is None else k * m for m in metrics]
-    bars = None
-    if intervals and len(intervals) == len(metrics) and all(i is not None and m is not None
-                                                             for i, m in zip(intervals, metrics)):
-        bars = dict(type="data", symmetric=False, thickness=1, width=3,
-                    array=[k * (hi - m) for (_, hi), m in zip(intervals, metrics)],
-                    arrayminus=[k * (m - lo) for (lo, _), m in zip(intervals, metrics)])
-    fig = go.Figure(go.Scatter(
-        x=steps, y=ys, error_y=bars, mode="lines+markers", customdata=[[s] for s in steps], name="history",
-        hovertext=[f"step {s}: {lab}" for s, lab in zip(steps, labels)], hoverinfo="text+y",
-        line=dict(color=PALETTE[0], width=2), marker=dict(size=9, color=PALETTE[0])))
-    if 0 <= current < len(ys) and ys[current] is not None:
-        fig.add_trace(go.Scatter(x=[current], y=[ys[current]], mode="markers", name="current",
-                                 hoverinfo="skip",
-                                 marker=dict(size=18, symbol="circle-open", color=PALETTE[5], line=dict(width=3))))
-    fig.update_layout(height=220, margin=dict(l=50, r=10, t=10, b=40), showlegend=False, dragmode=False,
-                      clickmode="event+select", xaxis=dict(title="change", dtick=1 if len(steps) < 15 else None,
-                                                           fixedrange=True),
-                      yaxis=metric_axis(metric_name, fixedrange=True))
-    return fig
 
 
 def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | None = None,

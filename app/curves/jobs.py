@@ -2,16 +2,17 @@
 
 The Curves and Share pages and the Tour ask for the same curves and tables: each calls the function here, so one
 job name and one set of arguments (the scoring size, the curve's seeds) are spelled once, and a page finds the job
-another page started, running or finished, instead of starting a second one. Only what a page shows may differ:
-its label and when the job starts (neither is part of the job's identity, :func:`app.runtime.board.identity`).
-The shared scores job: :func:`app.model.jobs.scores`.
+another page started, running or finished, instead of starting a second one. Each carries its label and time
+estimate; only when it starts differs between pages (not part of the job's identity,
+:func:`app.runtime.board.identity`). The shared scores job: :func:`app.model.jobs.scores`.
 """
 from __future__ import annotations
 
 from app.core import progress_text
+from app.core.progress_text import about
 from app.core.session.selection import Selection
 from app.curves import cache
-from app.model import workload
+from app.model import cache as model_cache, workload
 from app.runtime.work import Start, Work
 from pruning_core.evaluation.kinds import FRACTIONS
 
@@ -19,33 +20,49 @@ CURVE_STEP = 0.1        # share of heads removed per curve step, unless a page l
 KIND_SEEDS = 3          # random orders per share in the attention-kinds comparison
 
 
+def _heads(sel: Selection) -> int:
+    return model_cache.architecture(sel.model).total_heads
+
+
 def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
           start: Start = "auto") -> Work:
     """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`)."""
+    seeds = cache.curve_seeds(scorer)
     return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache.curve,
-                (sel, workload.score_request(sel, scorer), step, rescore),
-                {"seeds": cache.curve_seeds(scorer)}, start=start)
+                (sel, workload.score_request(sel, scorer), step, rescore), {"seeds": seeds}, start=start,
+                estimate_s=workload.curve_seconds(sel, scorer, step, rescore, _heads(sel), seeds))
 
 
-def ablation(sel: Selection, label: str = "Single-head ablation", start: Start = "auto") -> Work:
+def ablation(sel: Selection, start: Start = "auto") -> Work:
     """The single-head ablation table (:func:`app.curves.cache.ablation`)."""
-    return Work("ablation", label, cache.ablation, (sel,), start=start)
+    heads = _heads(sel)
+    secs = workload.ablation_seconds(sel, heads)
+    return Work("ablation", f"Single-head ablation ({heads + 1} evaluations of {sel.eval_size} examples, "
+                            f"{about(secs)} on 2 CPU cores)", cache.ablation, (sel,), start=start, estimate_s=secs)
 
 
-def one_per_layer(sel: Selection, scorer: str | None, label: str = "One head per layer",
-                  start: Start = "auto") -> Work:
+def one_per_layer(sel: Selection, scorer: str | None, start: Start = "auto") -> Work:
     """Each layer reduced to its best head, by ``scorer``'s scores or by search when None
     (:func:`app.curves.cache.one_per_layer`)."""
     req = workload.score_request(sel, scorer) if scorer else None
-    return Work(f"one_{scorer}", label, cache.one_per_layer, (sel, req), start=start)
+    layout = model_cache.architecture(sel.model).layout
+    layers = sum(1 for rows in layout.kinds.values() for n in rows if n > 0)
+    secs = workload.one_per_layer_seconds(sel, layout.total_heads, layers, scorer)
+    return Work(f"one_{scorer}", f"One head per layer ({about(secs)} on 2 CPU cores)", cache.one_per_layer,
+                (sel, req), start=start, estimate_s=secs)
 
 
-def kinds(sel: Selection, scorer: str, label: str, fractions: tuple[float, ...] = FRACTIONS,
-          seeds: int = KIND_SEEDS, start: Start = "auto") -> Work:
+def kinds(sel: Selection, scorer: str, fractions: tuple[float, ...] = FRACTIONS, seeds: int = KIND_SEEDS,
+          start: Start = "auto") -> Work:
     """Michel et al. §5, a share of one attention kind's heads removed at a time, by ``scorer`` and in ``seeds``
     random orders (:func:`app.curves.cache.kind_sensitivity`)."""
-    return Work(f"kinds_{scorer}", label, cache.kind_sensitivity,
-                (sel, workload.score_request(sel, scorer), fractions, seeds), start=start)
+    layout = model_cache.architecture(sel.model).layout
+    present = sum(1 for rows in layout.kinds.values() if sum(rows) > 0)
+    runs = workload.kinds_evaluations(present, len(fractions), seeds)
+    secs = workload.kinds_seconds(sel, scorer, layout.total_heads, present, len(fractions), seeds)
+    return Work(f"kinds_{scorer}", f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
+                                   f"{about(secs)} on 2 CPU cores)", cache.kind_sensitivity,
+                (sel, workload.score_request(sel, scorer), fractions, seeds), start=start, estimate_s=secs)
 
 
 __all__ = ["CURVE_STEP", "KIND_SEEDS", "curve", "ablation", "one_per_layer", "kinds"]

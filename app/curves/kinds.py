@@ -32,13 +32,10 @@ def show(sel: Selection, arch) -> None:
         return
     scorer = state.scorer_name()
     runs = workload.kinds_evaluations(len(present), len(FRACTIONS), SEEDS)
-    secs = workload.kinds_seconds(sel, scorer, arch.layout.total_heads, len(present), len(FRACTIONS), SEEDS)
     st.caption(f"Remove {', '.join(f'{100 * f:g}' for f in FRACTIONS)} % of ONE kind's heads, the least important "
                f"first by {md_code(scorer)} and in {SEEDS} random orders, the other kinds untouched (Michel et al. "
                f"2019, §5): {runs} evaluations of {sel.eval_size} examples. " + missing_note(missing))
-    result = jobs.kinds(sel, scorer, f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
-                                           f"{workload.about(secs)} on 2 CPU cores)",
-                             FRACTIONS, SEEDS, start="button").show()
+    result = jobs.kinds(sel, scorer, FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return
     shown = st.container()                  # the figure above, the upload that may add to it below

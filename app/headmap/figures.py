@@ -5,17 +5,21 @@ One figure per attention kind: square markers, layer 0 at the top, head 0 on the
 returns no selection for heatmap clicks). Kept heads are filled squares coloured by their importance score
 (cividis), removed heads hollow grey squares with a cross, so kept vs removed never depends on colour alone.
 With a role report (:class:`pruning_core.analysis.roles.RoleReport`) kept squares can instead be coloured by
-one role's score or by each head's strongest role (docs/DASHBOARD.md describes the colourings).
+one role's score or by each head's strongest role (docs/DASHBOARD.md describes the colourings). Beside the map:
+the metric after every change of the mask (:func:`history_figure`).
 """
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
 from pruning_core.core.heads import KIND_LABELS, HeadMask, HeadScores
 from pruning_core.analysis.roles import RoleReport, get_role
 from pruning_core.analysis.roles.report import STRONGEST_RULE
+from pruning_core.evaluation.metrics import get_metric
 
-from app.core.colouring import IMPORTANCE, STRONGEST
+from app.core.colouring import IMPORTANCE, PALETTE, STRONGEST, metric_axis
 
 COLORSCALE = "Cividis"
 REMOVED_COLOR = "#8c8c8c"
@@ -182,4 +186,34 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layers)),
                    range=[n_layers - 0.4, -0.6], showgrid=False, zeroline=False, fixedrange=True),
     )
+    return fig
+
+def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,
+                   metric_name: str, intervals: Sequence[tuple[float, float] | None] | None = None) -> go.Figure:
+    """Metric after every change of the mask; the current step is a large ring.
+
+    Points carry ``customdata = [step]`` so a click can jump back to that step; ``intervals`` (95 %,
+    one per step, in metric units) become error bars when every step has one.
+    """
+    k = get_metric(metric_name).scale
+    steps = list(range(len(metrics)))
+    ys = [None if m is None else k * m for m in metrics]
+    bars = None
+    if intervals and len(intervals) == len(metrics) and all(i is not None and m is not None
+                                                             for i, m in zip(intervals, metrics)):
+        bars = dict(type="data", symmetric=False, thickness=1, width=3,
+                    array=[k * (hi - m) for (_, hi), m in zip(intervals, metrics)],
+                    arrayminus=[k * (m - lo) for (lo, _), m in zip(intervals, metrics)])
+    fig = go.Figure(go.Scatter(
+        x=steps, y=ys, error_y=bars, mode="lines+markers", customdata=[[s] for s in steps], name="history",
+        hovertext=[f"step {s}: {lab}" for s, lab in zip(steps, labels)], hoverinfo="text+y",
+        line=dict(color=PALETTE[0], width=2), marker=dict(size=9, color=PALETTE[0])))
+    if 0 <= current < len(ys) and ys[current] is not None:
+        fig.add_trace(go.Scatter(x=[current], y=[ys[current]], mode="markers", name="current",
+                                 hoverinfo="skip",
+                                 marker=dict(size=18, symbol="circle-open", color=PALETTE[5], line=dict(width=3))))
+    fig.update_layout(height=220, margin=dict(l=50, r=10, t=10, b=40), showlegend=False, dragmode=False,
+                      clickmode="event+select", xaxis=dict(title="change", dtick=1 if len(steps) < 15 else None,
+                                                           fixedrange=True),
+                      yaxis=metric_axis(metric_name, fixedrange=True))
     return fig

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.core import reruns, ui
+from app.core.progress_text import about
 from app.core.session import session_results, state
 from app.core.session.selection import Selection
 from app.headmap import cache as cache_headmap
 from app.headmap.kv_figures import figure_width, kv_figure, legend_text, memory_help, memory_text, mib
-from app.model import cache, workload
-from app.roles import ui as role_ui
+from app.model import cache
+from app.headmap import roles as role_ui
 from app.runtime.work import PENDING, Work, job_board, start_button, wait_for_change
 from pruning_core.bench import budget
 from pruning_core.core.heads import group_scores
@@ -161,7 +162,7 @@ def evaluation(spec: str, settings: KVSettings, policy: kv_policy.KVPolicy, full
     rows = tuple((False,) * len(r) for r in policy.streaming) if full else policy.streaming
     what = WHAT[FULL_JOB if full else JOB]
     label = (f"Evaluating {what} on {settings.task} at {settings.context:,} tokens, {settings.eval_size} examples "
-             f"(estimate: {workload.about(seconds(spec, settings))} on 2 CPU cores)")
+             f"(estimate: {about(seconds(spec, settings))} on 2 CPU cores)")
     return Work(FULL_JOB if full else JOB, label, cache_headmap.kv_evaluation,
                 (sel, settings.context, kv_policy.KVPolicy(rows, settings.sink, settings.window)), start="button")
 
@@ -262,7 +263,7 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
     for w in works:
         _drop_stale(w)
     start_button(f"Evaluate on {settings.task}: {settings.eval_size} examples at {settings.context:,} tokens "
-                 f"(estimate: {workload.about(seconds(spec, settings) * sum(not w.started() for w in works))} on "
+                 f"(estimate: {about(seconds(spec, settings) * sum(not w.started() for w in works))} on "
                  "2 CPU cores)", "kv_evaluate", works, icon=":material/play_arrow:",
                  help=f"Runs {' and '.join(WHAT[w.job] for w in works if not w.started())} as a job with progress "
                       "and Cancel; the estimate is counted from the model's shapes, not measured.")

@@ -19,8 +19,8 @@ from pruning_core.core.heads import HeadMask
 
 from app.headmap import cache
 from app.core import ui
+from app.core.text import measured_text
 from app.core.session import session_results, state
-from app.speed import figures
 from app.runtime.work import PENDING, Work, job_board
 
 RESULT = "latency"          # session_results name: {mask key: BenchResult} of this session
@@ -168,7 +168,7 @@ def show_latency(result, again_button: str = AGAIN_BUTTON) -> None:
     st.caption(f"Pruned: {verdict.text}. Dense {1e3 * dense.median:.1f} ms (IQR {1e3 * dense.q1:.1f}-"
                f"{1e3 * dense.q3:.1f}), timed in the same call, interleaved round by round: median of {pruned.n} "
                f"rounds, batch {size} x {result.seq_len} tokens on {result.device} ({result.torch_threads} "
-               f"threads); {figures.measured_text(result)}. {MASKED_SENTENCE}")
+               f"threads); {measured_text(result)}. {MASKED_SENTENCE}")
     if result.busy:
         st.warning("Other processes competed for the CPUs while timing: the latencies are inflated and noisy. "
                    f"Press **{again_button}** on a quieter machine.", icon=":material/speed:")

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.model import cache, workload
+from app.model import cache, jobs
 from app.headmap import cache as cache_headmap, figures, ui as headmap_ui, latency, clicks
 from app.core import reruns, ui, uncertainty
 from app.core.session import mask as mask_state, session_results, state
-from app.roles import ui as role_ui
+from app.headmap import roles as role_ui
 from app.headmap import examples
 from app.core.access import task_label
 from app.core.session.selection import Selection
+from app.core.progress_text import count_text
 from app.core.text import md_code, md_escape
 from app.runtime.work import PENDING, Work, wait_for_change
 from pruning_core.core.errors import HeadpruneError
@@ -213,7 +214,7 @@ def _evaluation(sel: Selection, mask: HeadMask) -> Work:
     :func:`_metric_and_loss` shows it: in a class, eight sessions' evaluations join the CPU's queue
     (:data:`app.runtime.board.GATE`) at once instead of after eight redraws that share the server's interpreter, and
     a lone click gets its metric one map-drawing sooner."""
-    return cache.evaluation(sel, mask, workload.evaluation_label(sel, "this mask"))
+    return jobs.evaluation(sel, mask, "this mask")
 
 
 def _note_metric_sent(mask: HeadMask) -> None:
@@ -267,7 +268,7 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         if waiting:
             st.caption("The presets wait for the head roles (found above the map) to know which heads to protect.")
         kept = dict(protected=role_ui.protected(roles, keep_roles), protected_roles=tuple(keep_roles))
-        why = workload.presets_wait_note(ranking is None, waiting)
+        why = headmap_ui.presets_wait_note(ranking is None, waiting)
         b = st.columns(2)
 
         def preset(*args, **kwargs):
@@ -294,7 +295,7 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     evaluation is done; returns (EvalResult, the loss's slot), (None, None) when it failed, or
     (:data:`app.runtime.work.PENDING`, None) while it runs and ``wait`` is False (the work put in ``pending``)."""
     changed = not mask.is_full()
-    works = [_evaluation(sel, mask), cache.dense_evaluation(sel)]
+    works = [_evaluation(sel, mask), jobs.dense_evaluation(sel)]
     ev, dense = (w.show(wait) for w in works)
     if PENDING in (ev, dense):
         pending.extend(w for w, r in zip(works, (ev, dense)) if r is PENDING)
@@ -305,7 +306,7 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     headmap_ui.remember(HeadMask.full(mask.layout), dense)
     m1 = m2 = ui.metric_row(ROW_GAP)
     metric = get_metric(ev.metric_name)
-    unit = workload.default_eval_size(sel.model, sel.task)[1]      # "utterance", "window": as the sidebar says
+    unit = cache.example_unit(sel.model, sel.task)      # "utterance", "window": as the sidebar says
     now, base = uncertainty.shown(ev, unit), uncertainty.shown(dense, unit)
     diff = uncertainty.change(dense, ev, cache.comparison(sel, mask)) if changed else None
     session_results.set_result(LAST_SHOWN, (mask.n_kept, mask.n_total, uncertainty.labelled(ev.metric_name, now.value)))
@@ -316,7 +317,7 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
     loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
     loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
                      **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
-    st.caption(f"On the first {workload.count_text(ev.n_examples, unit)} of the "
+    st.caption(f"On the first {count_text(ev.n_examples, unit)} of the "
                f"{md_code(cache.split_of(sel.task))} split of "
                f"{md_code(task_label(sel.task))}: "
                f"{md_escape(uncertainty.labelled(ev.metric_name, f'{now.value} ({now.interval})'))}. "
@@ -374,8 +375,7 @@ def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list
 def _loss_change(sel: Selection, mask: HeadMask, ev, loss_slot, wait: bool = True,
                  pending: list | None = None) -> None:
     """The loss of ``mask`` again, now with its change against all heads and the paired interval over examples."""
-    works = [Work(f"losses_{n}", "Per-example losses", cache.example_outputs, (sel, m))
-             for n, m in (("dense", None), ("mask", mask))]
+    works = [jobs.example_outputs(sel, m) for m in (None, mask)]
     per = [w.show(wait) for w in works]
     if PENDING in per:                  # the loss keeps "change: updating…"
         pending.extend(w for w, r in zip(works, per) if r is PENDING)

@@ -9,11 +9,10 @@ import functools
 
 import streamlit as st
 
-from app.curves import figures
 from app.headmap import clicks
 from app.core.session import mask as mask_state, session_results, state
 from app.core.colouring import IMPORTANCE
-from app.headmap.figures import figure
+from app.headmap.figures import figure, history_figure
 from app.core.text import md_escape
 from pruning_core.modeling import presets
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask, HeadScores
@@ -21,6 +20,16 @@ from pruning_core.core.io.share_link import encode_mask
 
 
 GRID_KEYS = state.widget_key("headmap", "grid")        # every grid's key starts with this
+
+
+def presets_wait_note(no_scores: bool, roles_pending: bool) -> str | None:
+    """Why the score presets are disabled and what enables them (their tooltip); None when they are enabled."""
+    if no_scores:
+        return ("Needs importance scores: press the Run button above the map (or pick another importance "
+                "score) and these presets use them.")
+    if roles_pending:
+        return "Waits for the head roles (found above the map) to know which heads to protect."
+    return None
 
 
 def chart_key(kind: str, edits: int | None = None) -> str:
@@ -163,7 +172,7 @@ def show_history(metric_name: str) -> None:
     entries = mask_state.history()
     known = session_results.get_result(HISTORY_METRICS) or {}
     found = [known.get(encode_mask(e.mask)) for e in entries]
-    fig = figures.history_figure([f[0] if f else None for f in found], [e.label for e in entries],
+    fig = history_figure([f[0] if f else None for f in found], [e.label for e in entries],
                                 mask_state.history_index(), metric_name, [f[1] if f else None for f in found])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},

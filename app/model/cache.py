@@ -6,8 +6,8 @@ Heavy shared objects (the loaded model, the task, the tokenised data, pruned cop
 one instance for every session, read-only (masks are applied per call, pruning returns a copy). Derived
 results are ``st.cache_data``, keyed by their arguments alone (docs/DESIGN.md says which take a selection);
 timings are never cached. Arguments named ``_progress`` take a progress callback and stay out of the key; long
-calls run through :class:`app.runtime.work.Work`. The evaluation of a mask is built here as a job too
-(:func:`evaluation`, :func:`dense_evaluation`). docs/DASHBOARD.md gives the rules in full.
+calls run through :class:`app.runtime.work.Work`, built by :mod:`app.model.jobs`. docs/DASHBOARD.md gives the
+rules in full.
 """
 from __future__ import annotations
 
@@ -39,11 +39,12 @@ from pruning_core.evaluation.results import EvalResult, ScoreResult
 from pruning_core.evaluation.significance import Comparison, compare
 from pruning_core.tasks import unigram
 from pruning_core.tasks.unigram import UnigramBaseline
+from pruning_core.analysis.roles import RoleReport, compute_roles, get_role, role_names
+from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
 
 from app.core.session.selection import ScoreRequest, Selection
 from app.runtime import board
-from app.runtime.work import Work
 from app.core.access import DataAccess, data_access_from
 
 EVAL_BATCH = 64          # examples per forward pass when evaluating
@@ -225,6 +226,17 @@ def example_cost(spec: str, task_name: str) -> budget.ExampleCost:
     return budget.example_cost(loaded, loaded.task_type, math.ceil(mean_length))
 
 
+UNIT = "example"         # what one example is called when the model or the task cannot be read
+
+
+def example_unit(spec: str, task_name: str) -> str:
+    """What one example of ``spec`` on ``task_name`` is called ("utterance", "window"), as the sidebar says."""
+    try:
+        return example_cost(spec, task_name).unit
+    except HeadpruneError:
+        return UNIT
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def examples(task_name: str, rows: int = 5) -> list[dict]:
     """A few raw examples of the evaluation split (checks a file parses; shows what the data is)."""
@@ -235,20 +247,6 @@ def examples(task_name: str, rows: int = 5) -> list[dict]:
 def _norm(mask: HeadMask | None) -> HeadMask | None:
     """A full mask and no mask are the same evaluation; give them one cache key."""
     return None if mask is None or mask.is_full() else mask
-
-
-EVAL_JOB, DENSE_JOB = "eval", "eval_dense"    # one job name each: a page finds the evaluation another started
-
-
-def evaluation(sel: Selection, mask: HeadMask, label: str = "Evaluating the current mask") -> Work:
-    """The job of :func:`evaluate` for ``mask``: the Head map's click, the Curves and Share pages and the Tour
-    all ask for it under :data:`EVAL_JOB`, so each finds the one another page started; only the label differs."""
-    return Work(EVAL_JOB, label, evaluate, (sel, mask))
-
-
-def dense_evaluation(sel: Selection, label: str = "Evaluating all heads") -> Work:
-    """The same with every head kept, under :data:`DENSE_JOB`."""
-    return Work(DENSE_JOB, label, evaluate, (sel, None))
 
 
 def evaluate(sel: Selection, mask: HeadMask | None, _progress: ProgressCallback | None = None) -> EvalResult:
@@ -368,3 +366,20 @@ def scores_kept(req: ScoreRequest) -> bool:
         key, loaded.weights_sha256).is_file()
 
 
+# -- head roles ------------------------------------------------------------------------------------
+def applicable_roles(arch: ArchSummary) -> list[str]:
+    """The roles that apply to the model of ``arch``, in registry order."""
+    return [r for r in role_names() if kinds_for(get_role(r), arch.task_type, arch.layout.kinds)]
+
+
+def roles(sel: Selection, seed: int = 0, _progress: ProgressCallback | None = None) -> RoleReport:
+    """Every role's score of every head (``pruning_core.analysis.roles.compute_roles`` on the shared model, only read),
+    probed with ``sel.task``'s sentences; once per model, weights, task, roles and seed for all sessions, whatever
+    the evaluation size."""
+    return _roles(sel.without_size(), load(sel.model).weights_sha256, tuple(role_names()), seed, _progress)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _roles(sel: Selection, weights_sha256: str, names: tuple[str, ...], seed: int,
+           _progress: ProgressCallback | None = None) -> RoleReport:
+    return compute_roles(load(sel.model), task=task(sel.task), roles=list(names), seed=seed, progress=_progress)

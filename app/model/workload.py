@@ -18,6 +18,7 @@ from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import scorer_info
 from pruning_core.evaluation.significance import too_few
 
+from app.core.progress_text import about, count_text
 from app.core.session.selection import ScoreRequest, Selection
 from app.model import cache
 
@@ -45,7 +46,7 @@ def default_eval_size(spec: str, task_name: str) -> tuple[int, str]:
     try:
         cost = cache.example_cost(spec, task_name)
     except HeadpruneError:
-        return LARGEST_DEFAULT_EVAL_SIZE, "example"
+        return LARGEST_DEFAULT_EVAL_SIZE, cache.UNIT
     return click_eval_size(cost), cost.unit
 
 
@@ -142,7 +143,7 @@ ROLE_FIXED_S = 2.0       # rare-word token counts over 2,000 sentences, scoring 
 
 
 def roles_seconds(sel: Selection) -> float:
-    """Estimated seconds to find every head's roles (:func:`app.roles.cache.roles`) on 2 quiet CPU cores."""
+    """Estimated seconds to find every head's roles (:func:`app.model.cache.roles`) on 2 quiet CPU cores."""
     loaded = cache.load(sel.model)
     probes = {r.probe for r in map(get_role, role_names()) if kinds_for(r, loaded.task_type, loaded.layout.kinds)}
     return ROLE_FIXED_S + sum(ROLE_OVERHEAD[p] * budget.example_cost(loaded, loaded.task_type, ROLE_PROBES[p][1])
@@ -163,42 +164,23 @@ def roles_label(sel: Selection) -> str:
     return f"{label}, about {f'{secs:.0f} s' if secs < 90 else f'{secs / 60:.0f} min'} on 2 CPU cores"
 
 
-def presets_wait_note(no_scores: bool, roles_pending: bool) -> str | None:
-    """Why the score presets are disabled and what enables them (their tooltip); None when they are enabled."""
-    if no_scores:
-        return ("Needs importance scores: press the Run button above the map (or pick another importance "
-                "score) and these presets use them.")
-    if roles_pending:
-        return "Waits for the head roles (found above the map) to know which heads to protect."
-    return None
-
-
 # -- the Curves page's jobs: what each costs, said before it starts ------------------------------------
 
-def about(seconds: float) -> str:
-    """An estimate in words: "about 40 s", "about 3 min" (on 2 CPU cores, as every estimate here)."""
-    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
-
-
 EVAL_ESTIMATE_SECONDS = 5.0      # an evaluation label gives its time estimate from this long up
-
-
-def count_text(n: int, unit: str) -> str:
-    """'8 utterances', '16 windows', '1 example': a number of examples named as the model's examples are."""
-    return f"{n} {unit}{'s' if n != 1 else ''}"
 
 
 def evaluation_label(sel: Selection, what: str) -> str:
     """A progress label for one evaluation: "Evaluating this mask on 8 utterances (about 23 s on 2 CPU cores)";
     the count and estimate only from :data:`EVAL_ESTIMATE_SECONDS` up (a click on the default is no wait)."""
-    secs = _eval_seconds(sel)
+    secs = eval_seconds(sel)
     if secs < EVAL_ESTIMATE_SECONDS or sel.eval_size is None:
         return f"Evaluating {what}"
-    unit = default_eval_size(sel.model, sel.task)[1]
+    unit = cache.example_unit(sel.model, sel.task)
     return f"Evaluating {what} on {count_text(sel.eval_size, unit)} ({about(secs)} on 2 CPU cores)"
 
 
-def _eval_seconds(sel: Selection) -> float:
+def eval_seconds(sel: Selection) -> float:
+    """Estimated seconds of one evaluation of ``sel`` (0 when the model or task cannot be read)."""
     try:
         return cache.example_cost(sel.model, sel.task).seconds(sel.eval_size)
     except HeadpruneError:
@@ -212,12 +194,12 @@ def curve_seconds(sel: Selection, scorer: str, step: float, rescore: bool, heads
 
     points = len(removal_schedule(heads, step))
     scoring = scoring_seconds(score_request(sel, scorer), heads)
-    return seeds * (scoring * (points if rescore else 1) + points * _eval_seconds(sel))
+    return seeds * (scoring * (points if rescore else 1) + points * eval_seconds(sel))
 
 
 def ablation_seconds(sel: Selection, heads: int) -> float:
     """Estimated seconds of the single-head ablation table: one evaluation with all heads and one per head."""
-    return (heads + 1) * _eval_seconds(sel)
+    return (heads + 1) * eval_seconds(sel)
 
 
 def kinds_evaluations(kinds: int, fractions: int, seeds: int) -> int:
@@ -229,13 +211,13 @@ def kinds_evaluations(kinds: int, fractions: int, seeds: int) -> int:
 def kinds_seconds(sel: Selection, scorer: str, heads: int, kinds: int, fractions: int, seeds: int) -> float:
     """Estimated seconds of the attention-kinds comparison: the scoring and :func:`kinds_evaluations`."""
     scoring = scoring_seconds(score_request(sel, scorer), heads)
-    return scoring + kinds_evaluations(kinds, fractions, seeds) * _eval_seconds(sel)
+    return scoring + kinds_evaluations(kinds, fractions, seeds) * eval_seconds(sel)
 
 
 def one_per_layer_seconds(sel: Selection, heads: int, layers: int, scorer: str | None) -> float:
     """Estimated seconds of "one head per layer": by search, one evaluation per head; by a scorer's scores,
     the scoring and one evaluation per layer; plus the evaluations with all heads and with every layer cut."""
-    one = _eval_seconds(sel)
+    one = eval_seconds(sel)
     if scorer is None:
         return (heads + 2) * one
     return scoring_seconds(score_request(sel, scorer), heads) + (layers + 2) * one

@@ -1,6 +1,6 @@
-"""Cached calls of the head-role feature (Head map colouring, Attention page probe, the Tour's induction
-step): role scores computed once per model, weights, task, roles and seed for every session, on the shared
-model (only read; the role library runs plain eager forward passes). The rules of :mod:`app.model.cache` hold."""
+"""Cached calls of the head-role probes (the Attention page's probe, the Tour's induction step), on the shared
+model (only read; the role library runs plain eager forward passes); every head's role report is a model-floor
+call, :func:`app.model.cache.roles`. The rules of :mod:`app.model.cache` hold."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,22 +9,9 @@ from app.core.session.selection import Selection
 from app.model.cache import load, task
 from app.roles.probe import ProbeView, probe_view
 from pruning_core.core.progress import ProgressCallback
-from pruning_core.analysis.roles import InductionCheck, RoleReport, compute_roles, induction_check, role_names
+from pruning_core.analysis.roles import InductionCheck, induction_check
 
-__all__ = ["induction_roles", "role_probe", "roles"]
-
-
-def roles(sel: Selection, seed: int = 0, _progress: ProgressCallback | None = None) -> RoleReport:
-    """Every role's score of every head (``pruning_core.analysis.roles.compute_roles`` on the shared model, only read),
-    probed with ``sel.task``'s sentences; once per model, weights, task, roles and seed for all sessions, whatever
-    the evaluation size."""
-    return _roles(sel.without_size(), load(sel.model).weights_sha256, tuple(role_names()), seed, _progress)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _roles(sel: Selection, weights_sha256: str, names: tuple[str, ...], seed: int,
-           _progress: ProgressCallback | None = None) -> RoleReport:
-    return compute_roles(load(sel.model), task=task(sel.task), roles=list(names), seed=seed, progress=_progress)
+__all__ = ["induction_roles", "role_probe"]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

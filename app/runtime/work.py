@@ -57,7 +57,8 @@ class Work:
     ``fn(*args, **kwargs)`` is called with ``_progress=callback`` added when ``progress``; ``job`` names
     it in the session (e.g. "curve_gradient": a request under the same name with other arguments
     replaces the old job); ``label`` is what the user sees, Markdown, so a value from a link or a file
-    in it goes through :mod:`app.core.text` (``md_code(spec)``).
+    in it goes through :mod:`app.core.text` (``md_code(spec)``); ``estimate_s``, its time estimate on 2 CPU
+    cores (0 when it has none), given by the factory that builds it.
     """
 
     job: str
@@ -67,6 +68,7 @@ class Work:
     kwargs: dict = field(default_factory=dict)
     progress: bool = True        # False: the work reports no progress, so it cannot be cancelled midway
     start: Start = "auto"        # when it starts: see Start
+    estimate_s: float = 0.0      # seconds it should take on 2 CPU cores; not part of its identity
 
     def __post_init__(self) -> None:
         if self.start not in STARTS:

@@ -28,6 +28,7 @@ from app.curves import figures as charts
 from app.headmap import figures as headmap
 from app.speed import figures as speed
 from app.core import uncertainty, webassets
+from app.core.text import measured_text
 from app.core.access import task_label
 from app.share.analysis import BUNDLE_SCRIPT_ID, Analysis
 
@@ -220,7 +221,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
                             numeric={0, 2, 4, 8, 9, 10}))
         parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in speed.verdict_lines(b)) + "</ul>")
         parts.append(f'<p class="muted">{_e(b.device)}, {b.torch_threads} threads, attention '
-                     f"{_e(b.attn_implementation)}, {b.seq_len} tokens per sequence; {_e(speed.measured_text(b))}; "
+                     f"{_e(b.attn_implementation)}, {b.seq_len} tokens per sequence; {_e(measured_text(b))}; "
                      f"{_e(b.memory_measure)}.</p>")
 
     # -- provenance --

@@ -33,8 +33,8 @@ def gather_analysis(sel: Selection, scorer: str, mask: HeadMask, *, curve_scorer
         result = curve_jobs.curve(sel, name).show()
         if result is not None:
             curves[name] = result
-    evaluation = cache.evaluation(sel, mask).show()
-    dense = cache.dense_evaluation(sel).show()
+    evaluation = jobs.evaluation(sel, mask).show()
+    dense = jobs.dense_evaluation(sel).show()
     ablation = curve_jobs.ablation(sel).show() if with_ablation else None
     one = curve_jobs.one_per_layer(sel, scorer).show() if with_one_per_layer else None
     bench = session_results.get_result("bench")          # the Speed page's sweep, else the Head map's probe

@@ -6,7 +6,6 @@ report both use them.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
 
 import pandas as pd
@@ -143,27 +142,3 @@ def ceiling_text(result: BenchResult) -> str:
             "removing these heads: the feed-forward blocks and the output head do not shrink.")
 
 
-def measured_text(result: BenchResult, now: _dt.datetime | None = None) -> str:
-    """When and under what load ``result`` was measured: 'measured 08:21:05 UTC (3 min ago); load average
-    2.10 before, 2.40 after, on 2 CPUs'. Shown beside every latency figure, since a stored
-    measurement may be replayed later."""
-    created = (result.provenance or {}).get("created")
-    when = "at an unknown time"
-    if created:
-        try:
-            stamp = _dt.datetime.fromisoformat(created)
-        except ValueError:
-            stamp = None
-        if stamp is not None:
-            now = now or _dt.datetime.now(_dt.timezone.utc)
-            age = max(0, int((now - stamp).total_seconds()))
-            ago = f"{age} s ago" if age < 120 else f"{age // 60} min ago" if age < 7200 else f"{age // 3600} h ago"
-            when = f"at {stamp.astimezone(_dt.timezone.utc):%H:%M:%S} UTC ({ago})"
-    m = result.machine or {}
-
-    def load(key: str) -> str:
-        value = m.get(key)
-        return f"{value[0]:.2f}" if value else "n/a"
-
-    return (f"measured {when}; load average {load('load_before')} before, {load('load_after')} after, "
-            f"on {m.get('cpus') or '?'} CPUs")

@@ -16,12 +16,12 @@ import streamlit as st
 
 from pruning_core import bench
 from pruning_core.core.heads import KIND_LABELS, HeadMask
-from pruning_core.evaluation.kinds import FRACTIONS, borrow, missing_note
+from pruning_core.evaluation.kinds import borrow, missing_note
 
-from app.attention import figures as attention, cache as cache_attention
-from app.model import cache, jobs, workload
+from app.attention import figures as attention, jobs as attention_jobs
+from app.model import cache, jobs
 from app.curves import jobs as curve_jobs
-from app.model import pickers
+from app.sidebar import pickers
 from app.curves import figures as charts, kinds as kinds_tab, tables, words
 from app.roles import cache as cache_roles
 from app.headmap import cache as cache_headmap, latency
@@ -127,10 +127,7 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
 
 
 def _one_head(ctx: Ctx) -> bool:
-    heads = ctx.arch.total_heads
-    table = curve_jobs.ablation(ctx.sel, f"Single-head ablation ({heads + 1} evaluations of {ctx.sel.eval_size} "
-                                         f"examples, {workload.about(workload.ablation_seconds(ctx.sel, heads))} on "
-                                         "2 CPU cores)").show()
+    table = curve_jobs.ablation(ctx.sel).show()
     if table is None:
         return False
     kind, layer, head = tour.costliest_head(table)
@@ -152,7 +149,7 @@ def _one_head(ctx: Ctx) -> bool:
 def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
     """The 95 % interval of the all-heads evaluation of the step's examples (the Head map's), so a value in a
     step's caption is rounded as the Head map rounds it."""
-    dense = cache.dense_evaluation(ctx.sel).show()
+    dense = jobs.dense_evaluation(ctx.sel).show()
     return None if dense is None else dense.interval
 
 
@@ -178,8 +175,8 @@ def _curve(ctx: Ctx) -> bool:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):
         return False
-    current = cache.evaluation(ctx.sel, mask).show()
-    dense = cache.dense_evaluation(ctx.sel).show()
+    current = jobs.evaluation(ctx.sel, mask).show()
+    dense = jobs.dense_evaluation(ctx.sel).show()
     point = (1 - mask.n_kept / mask.n_total, current.metric) if current is not None else None
     st.plotly_chart(charts.curves_figure(curves, point, f"prepared mask ({mask.n_kept}/{mask.n_total} kept)",
                                          dense.metric if dense is not None else None),
@@ -192,13 +189,7 @@ def _curve(ctx: Ctx) -> bool:
 
 def _translation(ctx: Ctx) -> bool:
     scores = _scores(ctx)
-    kinds = sum(1 for rows in ctx.arch.layout.kinds.values() if sum(rows) > 0)
-    runs = workload.kinds_evaluations(kinds, len(FRACTIONS), curve_jobs.KIND_SEEDS)
-    secs = workload.kinds_seconds(ctx.sel, tour.SCORER, ctx.arch.total_heads, kinds, len(FRACTIONS),
-                                  curve_jobs.KIND_SEEDS)
-    result = curve_jobs.kinds(ctx.sel, tour.SCORER, f"Attention kinds: a share of one kind's heads removed at a time "
-                                                   f"({runs} evaluations, {workload.about(secs)} on 2 CPU cores)"
-                             ).show()                           # the Curves page's Attention kinds job
+    result = curve_jobs.kinds(ctx.sel, tour.SCORER).show()     # the Curves page's Attention kinds job
     if scores is None or result is None:
         return False
     mask = _prepare(tour.half_cross_removed(scores), "half the cross-attention heads removed (gradient)")
@@ -222,9 +213,7 @@ def _attention(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     if mask is None:
         return False
-    run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,    # the Attention
-               (ctx.spec, tour.SENTENCE, None, mask, cache_attention.label_names(ctx.model.task)),   # page's call
-               progress=False).show()
+    run = attention_jobs.attention_run(ctx.spec, tour.SENTENCE, None, mask, ctx.model.task).show()   # the page's
     if run is None:
         return False
     st.markdown(f"Sentence: {md_code(tour.SENTENCE)}")
@@ -273,9 +262,7 @@ def _induction(ctx: Ctx) -> bool:
     else:
         st.info(f"No head of this model scores above {check.threshold:g}: it has no induction head, so the "
                 "prepared mask keeps every head.", icon=":material/info:")
-    run = Work("attention", "Running the model on the sentence", cache_attention.attention_run,
-               (ctx.spec, tour.REPEATED, None, None if mask.is_full() else mask,
-                cache_attention.label_names(ctx.model.task)), progress=False).show()
+    run = attention_jobs.attention_run(ctx.spec, tour.REPEATED, None, mask, ctx.model.task).show()
     if run is None:
         return False
     layers = sorted({layer for _, layer, _ in check.heads}) or None      # only the layers that hold one

@@ -1,6 +1,7 @@
-"""One factory per long job: the Head map, the Curves and Share pages and the Tour ask for the same scores,
-curves, tables and evaluations of one selection, and get the same job (same name, same identity), so a page
-finds the job another page started instead of starting a second one; no page spells a long job itself."""
+"""One factory per shared job: the Head map, the Curves, Share, Model & data and Attention pages and the Tour ask
+for the same scores, curves, tables, evaluations, examples and runs of one selection, and get the same job (same
+name, same identity), so a page finds the job another page started instead of starting a second one; no page
+spells a shared job itself, and no job name is built in two places."""
 from __future__ import annotations
 
 import ast
@@ -14,9 +15,11 @@ from app.curves import jobs as curve_jobs
 from browser_helpers import ROOT, build_tiny_app, ok, open_app
 from pruning_core.core.heads import HeadMask
 
-# the cached calls that are long jobs, and the only modules that may wrap them in a Work
-LONG_CALLS = {"scores", "curve", "ablation", "one_per_layer", "evaluate"}
-FACTORY_MODULES = {"app/model/jobs.py", "app/curves/jobs.py", "app/model/cache.py"}
+# the cached calls that are shared jobs, and the only modules that may wrap them in a Work
+LONG_CALLS = {"scores", "curve", "ablation", "one_per_layer", "kind_sensitivity", "evaluate", "examples",
+              "unigram_baseline", "example_outputs", "roles", "attention_run"}
+FACTORY_MODULES = {"app/model/jobs.py", "app/curves/jobs.py", "app/attention/jobs.py"}
+AD_HOC_WORKS = 11       # Work(...) built outside the factories: each a page's or a feature's own single job
 EVAL_SIZE = 12
 
 
@@ -46,7 +49,33 @@ def test_only_the_factories_build_a_long_job():
         name = path.relative_to(ROOT).as_posix()
         if name not in FACTORY_MODULES and (lines := spelled_long_jobs(path.read_text(encoding="utf-8"))):
             found[name] = lines
-    assert not found, f"build these through app.curves.jobs (or cache.evaluation): {found}"
+    assert not found, f"build these through a factory ({', '.join(sorted(FACTORY_MODULES))}): {found}"
+
+
+def _works() -> list[tuple[str, int, str | None]]:
+    """Every ``Work(...)`` of the dashboard: (module, line, its job name's literal start: "curve_" for
+    ``f"curve_{scorer}"``, None when the name is not written out)."""
+    out = []
+    for path in [*ROOT.joinpath("app").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "dashboard.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _fn_name(node.func) == "Work" and node.args:
+                name = node.args[0]
+                start = name.value if isinstance(name, ast.Constant) else (
+                    name.values[0].value if isinstance(name, ast.JoinedStr) and name.values
+                    and isinstance(name.values[0], ast.Constant) else None)
+                out.append((path.relative_to(ROOT).as_posix(), node.lineno, start))
+    return out
+
+
+def test_each_job_name_is_built_in_one_module_and_few_jobs_are_ad_hoc():
+    works = _works()
+    homes: dict[str, set[str]] = {}
+    for module, _, start in works:
+        if start is not None:
+            homes.setdefault(start, set()).add(module)
+    assert {s: sorted(m) for s, m in homes.items() if len(m) > 1} == {}
+    ad_hoc = [f"{m}:{line}" for m, line, _ in works if m not in FACTORY_MODULES]
+    assert len(ad_hoc) <= AD_HOC_WORKS, ad_hoc
 
 
 def test_the_checker_sees_a_long_job_spelled_at_a_call_site():
@@ -116,12 +145,14 @@ def test_a_drifted_argument_is_another_call_under_the_same_job_name(tiny):
     other = Selection(sel.model, sel.task, 2 * workload.SCORE_SIZE)    # scored on more examples too
     heads = cache.architecture(sel.model).total_heads
     for make in (lambda s: jobs.scores(s, "gradient", heads), lambda s: curve_jobs.curve(s, "gradient"),
-                 curve_jobs.ablation, lambda s: curve_jobs.one_per_layer(s, "gradient"), cache.dense_evaluation):
+                 curve_jobs.ablation, lambda s: curve_jobs.one_per_layer(s, "gradient"), jobs.dense_evaluation):
         a, b, again = make(sel), make(other), make(Selection(sel.model, sel.task, EVAL_SIZE))
         assert a.job == b.job and a._ident() != b._ident() and a._ident() == again._ident()
-    assert board.identity(cache.evaluate, (sel, None), {}) == cache.dense_evaluation(sel)._ident()
-    label_only = curve_jobs.ablation(sel, "Another label", start="button")
-    assert (label_only.job, label_only._ident()) == (curve_jobs.ablation(sel).job, curve_jobs.ablation(sel)._ident())
+        assert a.estimate_s >= 0 and a.label
+    assert board.identity(cache.evaluate, (sel, None), {}) == jobs.dense_evaluation(sel)._ident()
+    other_start = curve_jobs.ablation(sel, start="button")
+    assert (other_start.job, other_start._ident()) == (curve_jobs.ablation(sel).job, curve_jobs.ablation(sel)._ident())
+    assert jobs.examples(sel.task, 5).job != jobs.examples(sel.task, 20).job      # two pages, two jobs
 
 
 def test_a_selection_is_a_frozen_hashable_key():

@@ -15,6 +15,7 @@ from streamlit.testing.v1.element_tree import parse_tree_from_messages
 
 from app.speed import figures as speed
 from app.core import ui
+from app.core.text import measured_text
 from app.runtime.work import Work
 from apptest_helpers import button, click_head, metric
 from browser_helpers import ok
@@ -148,9 +149,9 @@ def test_measured_text_says_when_and_under_what_load(tmp_path):
                        seq_len=8, measure_memory=False)
     result = dataclasses.replace(result, provenance={**result.provenance, "created": "2026-01-02T10:00:00+00:00"},
                                  machine={"cpus": 2, "load_before": [3.5, 1, 1], "load_after": [4.25, 1, 1]})
-    text = speed.measured_text(result, dt.datetime(2026, 1, 2, 10, 5, tzinfo=dt.timezone.utc))
+    text = measured_text(result, dt.datetime(2026, 1, 2, 10, 5, tzinfo=dt.timezone.utc))
     assert text == "measured at 10:00:00 UTC (5 min ago); load average 3.50 before, 4.25 after, on 2 CPUs"
-    assert "unknown time" in speed.measured_text(dataclasses.replace(result, provenance={}))
+    assert "unknown time" in measured_text(dataclasses.replace(result, provenance={}))
 
 
 # -- work proportional to what changed ------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app.roles import cache as cache_roles
+from app.model import cache as model_cache
 from app.headmap import figures as headmap
 from app.headmap.ui import chart_key
 from apptest_helpers import button, click_head, metric, query_param
@@ -168,14 +168,14 @@ def test_cheap_roles_start_by_themselves_and_a_model_without_role_heads_says_so(
 
 def test_role_scores_are_computed_once_for_two_sessions(app_for, tiny_lm, monkeypatch):
     calls = []
-    real = cache_roles.compute_roles
+    real = model_cache.compute_roles
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("roles"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache_roles, "compute_roles", counting)
-    cache_roles._roles.clear()
+    monkeypatch.setattr(model_cache, "compute_roles", counting)
+    model_cache._roles.clear()
     first = find_roles(colour_by(ok(app_for(tiny_lm, HEAD_MAP)), "previous_token"))
     second = find_roles(colour_by(ok(app_for(tiny_lm, HEAD_MAP)), "previous_token"))   # another browser session
     assert len(calls) == 1

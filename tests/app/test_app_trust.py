@@ -184,7 +184,7 @@ def test_attention_arrange_choice_survives_clearing_the_sentence(app_for, tiny_b
 
 
 def test_report_cards_and_history_chart_carry_intervals():
-    from app.curves import figures as charts
+    from app.headmap.figures import history_figure
     from app.share import report
     from app.share.analysis import Analysis
     from pruning_core.evaluation import stats
@@ -196,5 +196,5 @@ def test_report_cards_and_history_chart_carry_intervals():
     html = report.build_report(Analysis(model_id="m", layout=layout, mask=HeadMask.full(layout), evaluation=ev,
                                         dense_evaluation=ev, provenance={"split": "validation"}))
     assert "70 % (95 % interval 62–78 %, 128 examples)" in html
-    fig = charts.history_figure([0.7, 0.6], ["a", "b"], 1, "accuracy", [(0.62, 0.78), (0.5, 0.7)])
+    fig = history_figure([0.7, 0.6], ["a", "b"], 1, "accuracy", [(0.62, 0.78), (0.5, 0.7)])
     assert fig.data[0].error_y.array is not None and len(fig.data[0].error_y.array) == 2

@@ -151,8 +151,8 @@ def test_a_long_evaluation_says_its_count_and_estimate(monkeypatch):
     from app.model import workload as wl
 
     sel = Selection("whisper-base", "movie-speech", 8)
-    monkeypatch.setattr(wl, "default_eval_size", lambda spec, task: (8, "utterance"))
-    monkeypatch.setattr(wl, "_eval_seconds", lambda s: 23.0)
+    monkeypatch.setattr(wl.cache, "example_unit", lambda spec, task: "utterance")
+    monkeypatch.setattr(wl, "eval_seconds", lambda s: 23.0)
     assert wl.evaluation_label(sel, "this mask") == "Evaluating this mask on 8 utterances (about 23 s on 2 CPU cores)"
-    monkeypatch.setattr(wl, "_eval_seconds", lambda s: 1.2)
+    monkeypatch.setattr(wl, "eval_seconds", lambda s: 1.2)
     assert wl.evaluation_label(sel, "this mask") == "Evaluating this mask"

@@ -184,7 +184,7 @@ def test_fill_from_scores_streams_the_lowest_retrieval_groups(kv_page, monkeypat
     chooses them (a role report given to the page: the roles job is tested in test_app_roles)."""
     import numpy as np
 
-    from app.roles import ui as role_ui
+    from app.headmap import roles as role_ui
     from pruning_core.analysis.roles import RoleReport
     from pruning_core.core.heads import HeadLayout
     grid = np.array([[0.9, 0.8, 0.1, 0.0], [0.0, 0.1, 0.5, 0.6]])          # groups: 1.7, 0.1 | 0.1, 1.1

@@ -1,11 +1,12 @@
-"""Scores ready on arrival (issue 30, item 1): :mod:`app.model.warm` computes what a new session's Head map
+"""Scores ready on arrival (issue 30, item 1): :mod:`app.sidebar.warm` computes what a new session's Head map
 would compute by itself, keeps it on disk, and leaves a long scoring to its button."""
 from __future__ import annotations
 
 import pytest
 
 from app.core.session.selection import Selection
-from app.model import warm, workload
+from app.model import workload
+from app.sidebar import warm
 
 
 
@@ -60,7 +61,7 @@ def test_the_command_line_shows_its_own_words_not_streamlits_warnings():
 
     from browser_helpers import ROOT
 
-    done = subprocess.run([sys.executable, "-m", "app.model.warm", "nosuchmodel"], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "app.sidebar.warm", "nosuchmodel"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2
     assert "No runtime found" not in done.stderr and "ScriptRunContext" not in done.stderr, done.stderr

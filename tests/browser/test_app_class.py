@@ -50,7 +50,7 @@ def tiny_bert(tmp_path_factory):
 def test_a_click_starts_its_evaluation_before_the_map_is_drawn(monkeypatch, tmp_path, tiny_bert):
     from app.model import cache
     from app.runtime import board as jobs, work
-    from app.model import pickers
+    from app.sidebar import pickers
     from app.headmap import ui as headmap_ui
 
     at = ok(open_app(monkeypatch, tmp_path / "hp-home", tiny_bert, "app_pages/head_map.py"))

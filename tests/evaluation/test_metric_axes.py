@@ -7,6 +7,7 @@ import math
 import pytest
 
 from app.curves import figures as charts, dynamics as dynamics_charts
+from app.headmap.figures import history_figure
 from app.share.report import build_report
 from pruning_core.evaluation.experiments import CurvePoint, CurveResult
 from pruning_core.core.heads import HeadLayout, HeadMask
@@ -34,7 +35,7 @@ def test_curves_and_history_use_the_metrics_axis(metric_name, axis):
     curves = {"gradient": _curve(metric_name, values)}
     fig = charts.curves_figure(curves, (0.5, values[1]), dense_metric=values[0])
     assert fig.layout.yaxis.type == axis and ("log scale" in fig.layout.yaxis.title.text) == (axis == "log")
-    assert charts.history_figure(values, ["a", "b", "c"], 1, metric_name).layout.yaxis.type == axis
+    assert history_figure(values, ["a", "b", "c"], 1, metric_name).layout.yaxis.type == axis
 
 
 def test_the_report_draws_a_perplexity_curve_on_a_log_axis():

@@ -3,7 +3,7 @@
 
 Cached calls and long jobs that depend on the task take these values instead of loose ``(spec, task_name,
 limit)`` arguments, so a value is the key of the cross-session cache and of the session's jobs (docs/DESIGN.md
-says which calls take which). The session's selection comes from :func:`app.model.pickers.selection`. One name
+says which calls take which). The session's selection comes from :func:`app.sidebar.pickers.selection`. One name
 per size: ``eval_size``, the examples evaluated (this value's field); ``default_eval_size``, a model's own size
 when the user chose none (:func:`app.model.workload.default_eval_size`); ``score_size``, the examples a scorer
 reads on the score split (:attr:`ScoreRequest.score_size`).

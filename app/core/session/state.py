@@ -38,7 +38,7 @@ TOUR_STEP = "hp_tour_step"    # str | None: the Tour page's step, by name (step,
 MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already applied (a click counts once)
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
 MAP_EDITS = "hp_map_edits"      # app.headmap.clicks: what each edit button does, as last drawn
-MODEL_TYPED = "hp_model_typed"  # app.model.pickers: (source, text) of a model that failed to load, kept in the form
+MODEL_TYPED = "hp_model_typed"  # app.sidebar.pickers: (source, text) of a model that failed to load, kept in the form
 
 QP_STEP = "step"              # the Tour page's step: only that page's links carry it
 TOUR_PAGE = "tour"            # its url_path (app.core.pages)
@@ -186,7 +186,7 @@ def set_scorer(name: str) -> None:
 
 
 def eval_size() -> int | None:
-    """The evaluation size the user chose, or None for the model's own (:func:`app.model.pickers.selection`
+    """The evaluation size the user chose, or None for the model's own (:func:`app.sidebar.pickers.selection`
     resolves it)."""
     init()
     return st.session_state[EVAL_SIZE]

@@ -1,7 +1,7 @@
 """Scores ready on arrival: the default scorer's importance of a prepared model's heads on its own task,
 computed before anyone opens the Head map and kept on disk for every session (``pruning_core.scoring.store``).
 
-``python -m app.model.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
+``python -m app.sidebar.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
 preparing); the dashboard's first run starts the same in the background (:func:`start_once`) for the model
 a new session opens on, when prepare ran without it. Only scoring that would start by itself on opening a
 page (:func:`app.model.workload.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
@@ -22,7 +22,7 @@ NO_RUNTIME_LOGGERS = ("streamlit.runtime.caching.cache_data_api",
 
 
 def quiet_without_server() -> None:
-    """Streamlit's no-server warnings down to errors: ``python -m app.model.warm`` (``make run``) shows progress."""
+    """Streamlit's no-server warnings down to errors: ``python -m app.sidebar.warm`` (``make run``) shows progress."""
     import streamlit.logger
 
     for name in NO_RUNTIME_LOGGERS:
@@ -34,6 +34,7 @@ if __name__ == "__main__":          # before the app's modules make their cached
 
 from app.core.session.selection import Selection  # noqa: E402
 from app.core.session.state import DEFAULT_SCORER  # noqa: E402
+from app.core.progress_text import about  # noqa: E402
 from app.model import cache, workload  # noqa: E402
 from pruning_core.modeling import catalog  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402
@@ -59,7 +60,7 @@ def why_not(sel: Selection, scorer: str = DEFAULT_SCORER) -> str:
     if cache.scores_kept(req):
         return "kept already"
     if workload.waits_for_click(req, heads):
-        return f"{workload.about(workload.scoring_seconds(req, heads))} of scoring: the Head map starts it on a click"
+        return f"{about(workload.scoring_seconds(req, heads))} of scoring: the Head map starts it on a click"
     return ""
 
 

@@ -10,7 +10,8 @@ from app.core.access import hide_upload_paths, store_upload, task_label
 from app.core.session.selection import Selection
 from app.core.text import md_code, md_escape
 from app.core.ui import bind
-from app.model import cache, smp_training, workload
+from app.model import cache, workload
+from app.sidebar import smp_training
 from app.runtime.work import Work
 from pruning_core.modeling import catalog
 from pruning_core.core.errors import HeadpruneError
