@@ -94,6 +94,9 @@ def dumps(doc: Any) -> str:
     return json.dumps(doc, allow_nan=True, ensure_ascii=False)
 
 
+_NUMBER = re.compile(r"(?<=[\[ ])-?\d+(\.\d+)?(?=[,\]}])")     # a number value in json.dumps' output
+
+
 @st.composite
 def mutated_text(draw, valid: str) -> str:
     """The text ``valid`` broken as text: cut short, a slice replaced, or a number no reader can take."""
@@ -103,12 +106,15 @@ def mutated_text(draw, valid: str) -> str:
         return valid[:at]
     if how == "splice":
         return valid[:at] + draw(st.text(max_size=8)) + valid[at + draw(st.integers(0, 8)):]
-    if how == "digits":            # past Python's 4300-digit limit for int()
-        return re.sub(r"\b\d+\b", "9" * 5000, valid, count=1) if re.search(r"\d", valid) else "9" * 5000
-    if how == "exponent":          # 1e999 reads as infinity
-        return re.sub(r"\b\d+\b", "1e999", valid, count=1) if re.search(r"\d", valid) else "1e999"
+    if how in ("digits", "exponent"):       # past Python's 4300-digit limit for int(); 1e999 reads as infinity
+        numbers = list(_NUMBER.finditer(valid))
+        big = "9" * 5000 if how == "digits" else "1e999"
+        if not numbers:
+            return big
+        found = numbers[draw(st.integers(0, len(numbers) - 1))]
+        return valid[:found.start()] + big + valid[found.end():]
     if how == "deep":              # nesting past Python's recursion limit
-        return "[" * 100_000 + "]" * 100_000
+        return "[" * 5_000 + "]" * 5_000
     return draw(st.text(max_size=60))
 
 
@@ -135,3 +141,9 @@ def assert_clear(read: Callable[[], Any], names: str) -> str | None:
         assert FIX_WORDS.search(message), f"the message does not say what to do: {message}"
         return message
     return None
+
+
+def write(path, text: str) -> str:
+    """Write ``text`` as a user's file would hold it (a lone surrogate becomes bytes that are not UTF-8)."""
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    return str(path)

@@ -13,6 +13,7 @@ nested records; unknown keys are ignored and a missing key with a default takes 
 """
 from __future__ import annotations
 
+import json
 import types
 import typing
 from collections.abc import Mapping
@@ -78,18 +79,35 @@ QWEN_FORMAT = _format("qwen2.5-0.5b", 1, "the manifest of the prepared Qwen2.5-0
 ANALYSIS_FORMAT = _format("analysis", 1, "the dashboard's analysis bundle (mask, scores, results)")
 
 
+def loads(text: str | bytes, where: str = "the file") -> Any:
+    """The JSON value in ``text``, else a :class:`FormatError` naming ``where``: text cut off or edited, not
+    UTF-8, a number of more digits than Python reads (4,300), or nesting deeper than its stack."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise FormatError(f"{where} nests lists or objects too deeply to read; it was not written by headprune. "
+                          "Write it again with headprune.") from None
+    except ValueError as exc:                 # JSONDecodeError, UnicodeDecodeError, int() past 4,300 digits
+        raise FormatError(f"{where} is not valid JSON ({str(exc)[:200]}). Was it cut off or edited by hand? "
+                          "Write it again with headprune.") from None
+
+
 def check_format(data: Any, expected: str | None, where: str = "the file") -> dict:
     """``data`` if it is a headprune document of format ``expected`` (any format when None), else a
     :class:`FormatError` that names what the file is and what is needed."""
+    wanted = f"a {expected!r} file" if expected else "a file that headprune wrote"
     if not isinstance(data, dict) or "format" not in data:
-        raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
+        raise FormatError(f"{where} is not a headprune file: it has no 'format' field. Give {wanted}.")
+    if not isinstance(data["format"], str):
+        raise FormatError(f"{where} has format {str(data['format'])[:40]!r}, not a format name. Give {wanted}.")
     if expected is not None:
-        name, _, version = str(data["format"]).rpartition("/")
+        name, _, version = data["format"].rpartition("/")
         want_name, _, want_version = expected.rpartition("/")
         if name != want_name:
-            raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
+            raise FormatError(f"{where} is a {data['format'][:60]!r} file, but a {expected!r} file is needed here. "
+                              f"Give {wanted}.")
         if want_version and version != want_version:
-            raise FormatError(f"{where} has format version {version!r}; this headprune reads version "
+            raise FormatError(f"{where} has format version {version[:20]!r}; this headprune reads version "
                               f"{want_version!r}. Re-create the file with this version of headprune.")
     return data
 
