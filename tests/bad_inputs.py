@@ -125,7 +125,7 @@ def documents(valid: dict) -> st.SearchStrategy[str]:
 
 
 FIX_WORDS = re.compile(r"\b(make|write|copy|use|save|fix|check|re-create|recreate|download|give|rename|quote|load|"
-                       r"choose|open|run|prepare|delete|edit|re-run|rerun|remove|keep|export)\b", re.I)
+                       r"choose|open|run|prepare|delete|edit|re-run|rerun|remove|keep|export|add|fill|number|score)\b", re.I)
 
 
 def assert_clear(read: Callable[[], Any], names: str) -> str | None:
