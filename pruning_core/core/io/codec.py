@@ -143,7 +143,8 @@ def encode(value: Any) -> Any:
 
 
 def decode(cls: type[R], data: Mapping) -> R:
-    """Build ``cls`` from what :func:`encode` wrote (raises KeyError/TypeError/ValueError if malformed)."""
+    """Build ``cls`` from what :func:`encode` wrote (raises KeyError/TypeError/ValueError/ArithmeticError if
+    malformed: :meth:`JsonRecord.from_json` turns them into a FormatError)."""
     hints = typing.get_type_hints(cls)
     claimed = {f.metadata.get("json", f.name) for f in fields(cls) if not f.metadata.get("flatten")}
     kwargs: dict[str, Any] = {}
@@ -200,8 +201,10 @@ class JsonRecord:
             check_format(data, fmt)
         try:
             return decode(cls, data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FormatError(f"{cls._malformed} ({exc!r}).") from None
+        except FormatError as exc:                # a nested value's own check (a mask's 0/1)
+            raise FormatError(f"{cls._malformed} ({exc})") from None
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
+            raise FormatError(f"{cls._malformed} ({type(exc).__name__}: {str(exc)[:120]}).") from None
 
     def _derive(self, **values: Any) -> None:
         """Set ``init=False`` fields of a frozen dataclass (call from ``__post_init__``)."""
