@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pruning_core.bench import BenchResult
-from pruning_core.core.io.codec import ANALYSIS_FORMAT, MASK_FORMAT, format_family
+from pruning_core.core.io.codec import ANALYSIS_FORMAT, MASK_FORMAT, format_family, loads
 from pruning_core.core.errors import FormatError
 from pruning_core.evaluation.experiments import AblationResult, CurveResult, OnePerLayerResult
 from pruning_core.core.heads import HeadLayout, HeadMask
@@ -117,10 +117,17 @@ class Analysis:
             curves = {str(k): CurveResult.from_json(v) for k, v in (data.get("curves") or {}).items()}
             evals = data.get("eval") or {}
             opt = data.get
+            for key in ("task", "scorer"):
+                if not isinstance(opt(key), (str, type(None))):
+                    raise FormatError(f"{where} has a {key} {str(opt(key))[:40]!r} that is not a name. "
+                                      "Download it again from the Share page.")
+            eval_size = opt("eval_limit")
+            if eval_size is not None and (isinstance(eval_size, bool) or not isinstance(eval_size, int) or eval_size < 1):
+                raise FormatError(f"{where} has an eval_limit {str(eval_size)[:40]!r} that is not a whole number of "
+                                  "examples. Download it again from the Share page.")
             return cls(
                 model_id=str(model["id"]), layout=layout, mask=mask, task=opt("task"), scorer=opt("scorer"),
-                weights_sha256=model.get("weights_sha256"),
-                eval_size=int(data["eval_limit"]) if data.get("eval_limit") else None,
+                weights_sha256=model.get("weights_sha256"), eval_size=eval_size,
                 scores=scores, curves=curves,
                 evaluation=EvalResult.from_json(evals["masked"]) if evals.get("masked") else None,
                 dense_evaluation=EvalResult.from_json(evals["dense"]) if evals.get("dense") else None,
@@ -129,11 +136,11 @@ class Analysis:
                 bench=BenchResult.from_json(data["bench"]) if opt("bench") else None,
                 provenance=dict(data.get("provenance") or {}),
             )
-        except FormatError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FormatError(f"{where} is a damaged {ANALYSIS_FORMAT} file ({type(exc).__name__}: {exc}). "
-                              "Download it again from the Share page.") from None
+        except FormatError as exc:                  # an embedded result's own message: say which file it is in
+            raise exc if where in str(exc) else FormatError(f"{where} has a damaged part: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
+            raise FormatError(f"{where} is a damaged {ANALYSIS_FORMAT} file ({type(exc).__name__}: "
+                              f"{str(exc)[:120]}). Download it again from the Share page.") from None
 
     def check_model(self, loaded) -> list[str]:
         """Check that this analysis belongs to ``loaded``; returns warnings, raises on a mismatch.
@@ -189,10 +196,7 @@ def read_shared_file(raw: bytes | str, name: str = "the file") -> Analysis:
             raise FormatError(f"{name} is an HTML file but not a headprune report (it carries no analysis). "
                               "Load the .json bundle or the report downloaded from the Share page.")
         text = found.group(1)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{name} is not valid JSON ({exc}). Was it cut off or edited by hand?") from None
+    data = loads(text, name)
     check_format(data, None, name)
     fmt = str(data["format"])
     if fmt.startswith(format_family(MASK_FORMAT)):

@@ -66,6 +66,12 @@ class HeadLayout:
         return cls({k: tuple(int(n) for n in v) for k, v in data.items()})
 
 
+def _short(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a message about a value read from a file."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _check_grid(kinds: Mapping[str, Sequence[Sequence]], layout: HeadLayout, what: str) -> None:
     """Raise FormatError unless ``kinds`` has exactly the layout's kinds, layers and heads."""
     if set(kinds) != set(layout.kinds):
@@ -106,18 +112,21 @@ class HeadMask:
 
         Strict: 0.5, 1.0, true/false and "1" are refused, not rounded or converted.
         """
+        fix = "Fix the mask or make a new one."
         if not isinstance(kinds, Mapping):
-            raise FormatError(f"A mask must map attention kinds to lists of 0/1 rows; got {type(kinds).__name__}.")
+            raise FormatError(f"A mask must map attention kinds to lists of 0/1 rows; got {type(kinds).__name__}. {fix}")
         out = {}
         for kind, rows in kinds.items():
+            if kind not in KINDS:
+                raise FormatError(f"Unknown attention kind {str(kind)[:40]!r} in mask; expected one of {KINDS}. {fix}")
             if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or \
                     any(isinstance(r, (str, bytes)) or not isinstance(r, Sequence) for r in rows):
-                raise FormatError(f"A mask must be lists of 0/1 per layer; {kind} is {rows!r}.")
+                raise FormatError(f"A mask must be lists of 0/1 per layer; {kind} is {_short(rows)}. {fix}")
             for layer, row in enumerate(rows):
                 for head, v in enumerate(row):
                     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v not in (0, 1):
                         raise FormatError(f"Mask values must be exactly 0 (removed) or 1 (kept); {kind} layer "
-                                          f"{layer} head {head} is {v!r}. Fix the mask or make a new one.")
+                                          f"{layer} head {head} is {_short(v)}. {fix}")
             out[kind] = tuple(tuple(int(v) for v in row) for row in rows)
         return cls(out)
 
@@ -172,15 +181,25 @@ class HeadScores:
 
     @classmethod
     def from_lists(cls, kinds: Mapping[str, Sequence[Sequence[float]]]) -> "HeadScores":
-        try:
-            out = {k: tuple(tuple(float(v) for v in row) for row in rows) for k, rows in kinds.items()}
-        except (TypeError, ValueError) as exc:
-            raise FormatError(f"Scores must be lists of numbers per layer: {exc}") from None
-        for k, rows in out.items():
+        """Scores from lists of rows of numbers (as read from JSON). Strict: text, true/false, NaN and
+        infinity are refused, not converted."""
+        fix = "Fix the scores or score the model again."
+        if not isinstance(kinds, Mapping):
+            raise FormatError(f"Scores must map attention kinds to lists of rows; got {type(kinds).__name__}. {fix}")
+        out = {}
+        for k, rows in kinds.items():
             if k not in KINDS:
-                raise FormatError(f"Unknown attention kind {k!r} in scores; expected one of {KINDS}.")
-            if any(not math.isfinite(v) for r in rows for v in r):
-                raise FormatError(f"Scores for {k} contain NaN or infinity.")
+                raise FormatError(f"Unknown attention kind {str(k)[:40]!r} in scores; expected one of {KINDS}. {fix}")
+            if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or \
+                    any(isinstance(r, (str, bytes)) or not isinstance(r, Sequence) for r in rows):
+                raise FormatError(f"Scores must be lists of numbers per layer; {k} is {_short(rows)}. {fix}")
+            for layer, row in enumerate(rows):
+                for head, v in enumerate(row):
+                    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+                        what = "NaN or infinity" if isinstance(v, numbers.Real) and not isinstance(v, bool) else "not a number"
+                        raise FormatError(f"Scores must be finite numbers; {k} layer {layer} head {head} is "
+                                          f"{_short(v)} ({what}). {fix}")
+            out[k] = tuple(tuple(float(v) for v in row) for row in rows)
         return cls(out)
 
     @property

@@ -12,14 +12,14 @@ interrupted write never leaves a half-written file behind.
 from __future__ import annotations
 
 import datetime
-import json
+import math
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pruning_core.core.runtime import distributed
-from pruning_core.core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT, check_format
+from pruning_core.core.io.codec import EVAL_FORMAT, MASK_FORMAT, SCORES_FORMAT, check_format, loads
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask, HeadScores
 from pruning_core.core.io.storage import write_json  # noqa: F401  (re-exported: results are written atomically)
@@ -62,12 +62,12 @@ def read_json(path: str | Path, expected_prefix: str | None = None) -> dict:
     """Read a headprune JSON file; check its ``format`` starts with ``expected_prefix`` if given."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise FormatError(f"File {str(path)!r} does not exist.") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FormatError(f"File {str(path)!r} is not valid JSON ({exc}). Was it cut off or edited by hand?") from None
-    return check_format(data, expected_prefix, str(path))
+        raise FormatError(f"File {str(path)!r} does not exist. Check the path.") from None
+    except OSError as exc:                    # a folder, no permission, a name too long
+        raise FormatError(f"File {str(path)!r} cannot be read ({exc.strerror}). Check the path.") from None
+    return check_format(loads(raw, f"File {str(path)!r}"), expected_prefix, str(path))
 
 
 # -- masks -----------------------------------------------------------------------------------------
@@ -83,13 +83,14 @@ def mask_to_json(mask: HeadMask, model_id: str | None, provenance_: dict | None 
 def mask_from_json(data: dict, layout: HeadLayout | None = None, where: str = "the mask file") -> HeadMask:
     check_format(data, MASK_FORMAT, where)
     if not isinstance(data.get("kinds"), dict):
-        raise FormatError(f"{where} has no 'kinds' object.")
+        raise FormatError(f"{where} has no 'kinds' object (attention kind -> rows of 0/1). Write it again with "
+                          "`headprune mask` or the dashboard's Share page.")
     try:
         mask = HeadMask.from_lists(data["kinds"])
+        if layout is not None:
+            mask.check_fits(layout)
     except FormatError as exc:
         raise FormatError(f"{where}: {exc}") from None
-    if layout is not None:
-        mask.check_fits(layout)
     return mask
 
 
@@ -122,16 +123,25 @@ class ScoreResult:
     @classmethod
     def from_json(cls, data: dict, layout: HeadLayout | None = None, where: str = "the scores file") -> "ScoreResult":
         check_format(data, SCORES_FORMAT, where)
-        if "kinds" not in data or "method" not in data:
-            raise FormatError(f"{where} lacks 'kinds' or 'method'.")
-        raw = HeadScores.from_lists(data.get("raw_kinds") or data["kinds"])
-        if layout is not None:
-            raw.check_fits(layout)
-        normalized = bool(data.get("normalized", False))
+        fix = "Write it again with `headprune score`."
+        if "kinds" not in data or not isinstance(data.get("method"), str):
+            raise FormatError(f"{where} lacks 'kinds' or the name of its 'method'. {fix}")
+        try:
+            raw = HeadScores.from_lists(data.get("raw_kinds") or data["kinds"])
+            if layout is not None:
+                raw.check_fits(layout)
+        except FormatError as exc:
+            raise FormatError(f"{where}: {exc}") from None
+        seconds, provenance_ = data.get("seconds", 0.0), data.get("provenance") or {}
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+            raise FormatError(f"{where} has 'seconds' {str(seconds)[:40]!r}, not a number of seconds. {fix}")
+        if not isinstance(provenance_, dict):
+            raise FormatError(f"{where} has a 'provenance' that is not an object. {fix}")
+        normalized = data.get("normalized", False) is True
         if "raw_kinds" not in data:   # written by another tool: take the scores as given
             normalized = False
-        return cls(method=str(data["method"]), scores=raw, normalize=normalized,
-                   provenance=dict(data.get("provenance") or {}), seconds=float(data.get("seconds", 0.0)))
+        return cls(method=data["method"], scores=raw, normalize=normalized, provenance=dict(provenance_),
+                   seconds=float(seconds))
 
 
 def load_scores(path: str | Path, layout: HeadLayout | None = None) -> ScoreResult:

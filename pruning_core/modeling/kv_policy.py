@@ -27,6 +27,7 @@ from pruning_core.modeling.masking import shared_hooks
 
 KIND = "decoder_self"
 SUPPORTED_ATTENTION = ("eager", "sdpa")
+MAX_TOKENS = 2 ** 31 - 1          # sink and window fit a 32-bit position (torch compares them with positions)
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,9 @@ class KVPolicy:
     source: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if self.sink < 0 or self.window < 1:
-            raise FormatError(f"A KV policy needs sink >= 0 and window >= 1 tokens, got sink {self.sink}, "
-                              f"window {self.window}.")
+        if not 0 <= self.sink <= MAX_TOKENS or not 1 <= self.window <= MAX_TOKENS:
+            raise FormatError(f"A KV policy needs sink >= 0 and window >= 1 tokens (at most {MAX_TOKENS:,}), got "
+                              f"sink {self.sink}, window {self.window}. Choose other sizes.")
 
     @classmethod
     def full(cls, kv_heads: Sequence[int], sink: int = 128, window: int = 256) -> "KVPolicy":
@@ -92,14 +93,33 @@ class KVPolicy:
 
     @classmethod
     def from_json(cls, data: dict, where: str = "the KV policy") -> "KVPolicy":
+        """Read a ``headprune.kv_policy/1`` document. Strict: streaming flags are exactly 0 or 1, sink and window
+        whole numbers (no true/false, fractions or infinity)."""
+        fix = "Write it again with `headprune kv-policy`."
         if not isinstance(data, dict) or data.get("format") != KV_POLICY_FORMAT:
-            raise FormatError(f"{where} is not a {KV_POLICY_FORMAT} file (format {data.get('format') if isinstance(data, dict) else None!r}). "
-                              "Write one with `headprune kv-policy`.")
+            got = str(data.get("format"))[:40] if isinstance(data, dict) else None
+            raise FormatError(f"{where} is not a {KV_POLICY_FORMAT} file (format {got!r}). {fix}")
+        rows = data.get("streaming")
+        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            raise FormatError(f"{where} has no 'streaming' list of rows (one 0/1 per key/value head). {fix}")
+        for layer, row in enumerate(rows):
+            for head, x in enumerate(row):
+                if isinstance(x, bool) or not isinstance(x, int) or x not in (0, 1):
+                    raise FormatError(f"{where}: streaming flags must be 0 (full) or 1 (streaming); layer {layer} "
+                                      f"key/value head {head} is {str(x)[:40]!r}. {fix}")
+        sizes = {}
+        for key in ("sink", "window"):
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FormatError(f"{where} has {key} {str(value)[:40]!r}, not a whole number of tokens. {fix}")
+            sizes[key] = value
+        source = data.get("source") or {}
+        if not isinstance(source, dict):
+            raise FormatError(f"{where} has a 'source' that is not an object. {fix}")
         try:
-            rows = tuple(tuple(bool(int(x)) for x in row) for row in data["streaming"])
-            return cls(rows, int(data["sink"]), int(data["window"]), dict(data.get("source") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"{where} is malformed ({exc!r}); write it again with `headprune kv-policy`.") from None
+            return cls(tuple(tuple(bool(x) for x in row) for row in rows), sizes["sink"], sizes["window"], dict(source))
+        except FormatError as exc:
+            raise FormatError(f"{where}: {exc}") from None
 
 
 def load_policy(path) -> KVPolicy:

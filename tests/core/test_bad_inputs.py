@@ -242,3 +242,44 @@ def test_a_write_that_fails_late_is_a_clean_error(workdir, capsys, monkeypatch):
     err = capsys.readouterr().err                     # the progress bar of the evaluation comes first
     assert "Traceback" not in err and err.rstrip().endswith("Choose a folder you can write to.")
     assert "headprune: error: Could not write --out 'e.json': No space left on device" in err
+
+
+# -- files and links a user feeds: one line, never a traceback (the readers' property tests are *_fuzzed.py) --
+
+DEEP = "[" * 5000 + "]" * 5000
+MASK_1 = {"format": "headprune.mask/1", "model": "tiny", "kinds": {"encoder_self": [[1, 1, 1, 1], [1, 0, 1, 1]]}}
+SCORES_1 = {"format": "headprune.scores/1", "method": "random", "normalized": False,
+            "kinds": {"encoder_self": [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]]}, "seconds": 1.0}
+POLICY_1 = {"format": "headprune.kv_policy/1", "sink": 4, "window": 8, "streaming": [[0], [1]], "source": {}}
+BAD_FILES = {
+    "mask": [DEEP, json.dumps({**MASK_1, "kinds": [[1, 1]]}), json.dumps(MASK_1).replace("[1, 0", "[" + "9" * 5000)],
+    "scores": [json.dumps({**SCORES_1, "kinds": [1, 2]}), json.dumps({**SCORES_1, "seconds": [1]}),
+               json.dumps({**SCORES_1, "seconds": "fast"}), json.dumps(SCORES_1).replace("0.5", "1e999"), DEEP],
+    "kv-policy": [json.dumps({**POLICY_1, "sink": 1e308}).replace("1e+308", "1e999"),
+                  json.dumps({**POLICY_1, "streaming": [[2], [0]]}), json.dumps({**POLICY_1, "window": 2 ** 70})],
+    "data": ['{"text": "a", "label": 0}\n{"text": "b", "label": 100000000000000000000000}\n',
+             '{"text": "a", "label": 0}\n' + DEEP + "\n", "text,label\nx,1\ny," + "9" * 5000 + "\n"],
+}
+COMMANDS = {   # the command that reads each kind of file, as a function of the file's name
+    "mask": lambda name: ("evaluate", "tiny", *TASK, "--mask", name),
+    "scores": lambda name: ("mask", name, "--remove", "0.5", "--out", "m.json"),
+    "kv-policy": lambda name: ("evaluate", "tiny", *TASK, "--kv-policy", name),
+    "data": lambda name: ("evaluate", "tiny", "--task", f"file:{name}"),
+}
+CASES = [(kind, i) for kind, texts in BAD_FILES.items() for i in range(len(texts))]
+
+
+@pytest.mark.parametrize("kind, i", CASES, ids=[f"{k}-{i}" for k, i in CASES])
+def test_a_bad_file_is_one_line_without_a_traceback(workdir, capsys, kind, i):
+    name = "bad.csv" if BAD_FILES[kind][i].startswith("text,label") else "bad.jsonl" if kind == "data" else "bad.json"
+    (workdir / name).write_text(BAD_FILES[kind][i])
+    assert name in refused(capsys, *COMMANDS[kind](name))
+    assert not (workdir / "m.json").exists()
+
+
+@pytest.mark.parametrize("link", ["http://localhost[]:8501/head_map?mask=e:f.f",
+                                  "http://[::1:8501/head_map?mask=e:f.f",
+                                  "http://localhost:8501/head_map?n=-3&mask=e:f.f",
+                                  "http://localhost:8501/head_map?mask=e:f.f" + ".f" * 5000])
+def test_a_bad_link_is_one_line_without_a_traceback(workdir, capsys, link):
+    assert "link" in refused(capsys, "evaluate", "tiny", *TASK, "--mask-link", link)

@@ -13,6 +13,7 @@ nested records; unknown keys are ignored and a missing key with a default takes 
 """
 from __future__ import annotations
 
+import json
 import types
 import typing
 from collections.abc import Mapping
@@ -78,18 +79,35 @@ QWEN_FORMAT = _format("qwen2.5-0.5b", 1, "the manifest of the prepared Qwen2.5-0
 ANALYSIS_FORMAT = _format("analysis", 1, "the dashboard's analysis bundle (mask, scores, results)")
 
 
+def loads(text: str | bytes, where: str = "the file") -> Any:
+    """The JSON value in ``text``, else a :class:`FormatError` naming ``where``: text cut off or edited, not
+    UTF-8, a number of more digits than Python reads (4,300), or nesting deeper than its stack."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise FormatError(f"{where} nests lists or objects too deeply to read; it was not written by headprune. "
+                          "Write it again with headprune.") from None
+    except ValueError as exc:                 # JSONDecodeError, UnicodeDecodeError, int() past 4,300 digits
+        raise FormatError(f"{where} is not valid JSON ({str(exc)[:200]}). Was it cut off or edited by hand? "
+                          "Write it again with headprune.") from None
+
+
 def check_format(data: Any, expected: str | None, where: str = "the file") -> dict:
     """``data`` if it is a headprune document of format ``expected`` (any format when None), else a
     :class:`FormatError` that names what the file is and what is needed."""
+    wanted = f"a {expected!r} file" if expected else "a file that headprune wrote"
     if not isinstance(data, dict) or "format" not in data:
-        raise FormatError(f"{where} is not a headprune file: it has no 'format' field.")
+        raise FormatError(f"{where} is not a headprune file: it has no 'format' field. Give {wanted}.")
+    if not isinstance(data["format"], str):
+        raise FormatError(f"{where} has format {str(data['format'])[:40]!r}, not a format name. Give {wanted}.")
     if expected is not None:
-        name, _, version = str(data["format"]).rpartition("/")
+        name, _, version = data["format"].rpartition("/")
         want_name, _, want_version = expected.rpartition("/")
         if name != want_name:
-            raise FormatError(f"{where} is a {data['format']!r} file, but a {expected!r} file is needed here.")
+            raise FormatError(f"{where} is a {data['format'][:60]!r} file, but a {expected!r} file is needed here. "
+                              f"Give {wanted}.")
         if want_version and version != want_version:
-            raise FormatError(f"{where} has format version {version!r}; this headprune reads version "
+            raise FormatError(f"{where} has format version {version[:20]!r}; this headprune reads version "
                               f"{want_version!r}. Re-create the file with this version of headprune.")
     return data
 
@@ -125,7 +143,8 @@ def encode(value: Any) -> Any:
 
 
 def decode(cls: type[R], data: Mapping) -> R:
-    """Build ``cls`` from what :func:`encode` wrote (raises KeyError/TypeError/ValueError if malformed)."""
+    """Build ``cls`` from what :func:`encode` wrote (raises KeyError/TypeError/ValueError/ArithmeticError if
+    malformed: :meth:`JsonRecord.from_json` turns them into a FormatError)."""
     hints = typing.get_type_hints(cls)
     claimed = {f.metadata.get("json", f.name) for f in fields(cls) if not f.metadata.get("flatten")}
     kwargs: dict[str, Any] = {}
@@ -182,8 +201,10 @@ class JsonRecord:
             check_format(data, fmt)
         try:
             return decode(cls, data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FormatError(f"{cls._malformed} ({exc!r}).") from None
+        except FormatError as exc:                # a nested value's own check (a mask's 0/1)
+            raise FormatError(f"{cls._malformed} ({exc})") from None
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
+            raise FormatError(f"{cls._malformed} ({type(exc).__name__}: {str(exc)[:120]}).") from None
 
     def _derive(self, **values: Any) -> None:
         """Set ``init=False`` fields of a frozen dataclass (call from ``__post_init__``)."""

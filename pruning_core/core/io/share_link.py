@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
 
+_COPY_AGAIN = "Copy the whole link again from the dashboard's Share page."
+
 # query parameter names of a dashboard link
 QP_MODEL, QP_TASK, QP_SCORER, QP_MASK, QP_LIMIT = "model", "task", "scorer", "mask", "n"
 
@@ -56,7 +58,7 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
                 raise FormatError(_cut_short(f"{len(layers)} of the model's {len(sizes)} {KIND_LABELS[kind]} layers"))
             if sizes is None or len(layers) != len(sizes):
                 raise FormatError(f"The mask in the link has {len(layers)} {KIND_LABELS[kind]} layers; the model has "
-                                  f"{len(sizes) if sizes else 0}. The link was made for another model.")
+                                  f"{len(sizes) if sizes else 0}. The link was made for another model: {_OPEN_WITH}")
             rows = []
             for hexbits, n in zip(layers, sizes):
                 width = (n + 3) // 4
@@ -66,20 +68,23 @@ def decode_mask(text: str, layout: HeadLayout) -> HeadMask:
                 value = int(hexbits, 16) if hexbits else 0
                 if value >= 1 << n:
                     raise FormatError(f"The mask in the link has more than {n} heads in a {kind} layer; "
-                                      "it was made for another model.")
+                                      f"it was made for another model: {_OPEN_WITH}")
                 rows.append([int(b) for b in format(value, f"0{n}b")] if n else [])
             kinds[kind] = rows
     except (KeyError, ValueError) as exc:
         if isinstance(exc, HeadpruneError):
             raise
         raise FormatError(f"The mask in the link ({text[:40]!r}) is not readable: {str(exc).rstrip('.')}. "
-                          "Copy the whole link again from the Share page.") from None
+                          f"{_COPY_AGAIN}") from None
     missing = [k for k in layout.kinds if k not in kinds]
     if missing and all(k in layout.kinds for k in kinds):
         raise FormatError(_cut_short(f"no {' or '.join(missing)} layers, which the model has"))
     mask = HeadMask.from_lists(kinds)
     mask.check_fits(layout)
     return mask
+
+
+_OPEN_WITH = "open it with the model it was made for (the link's 'model=')."
 
 
 def _cut_short(what: str) -> str:
@@ -117,16 +122,23 @@ def parse_link(url_or_query: str) -> SharedLink:
     """Read a dashboard link (``http://host/head_map?model=...&mask=...``) or its bare query string.
 
     Raises:
-        FormatError: the evaluation size ``n`` is not a number.
+        FormatError: not an address urllib can split (brackets in the host), or an evaluation size ``n`` that
+            is not a whole number of at least 1.
     """
     text = url_or_query.strip()
-    query = urllib.parse.urlsplit(text).query if "?" in text or "://" in text else text
-    qp = {k: v[-1] for k, v in urllib.parse.parse_qs(query, keep_blank_values=False).items()}
+    try:
+        query = urllib.parse.urlsplit(text).query if "?" in text or "://" in text else text
+        qp = {k: v[-1] for k, v in urllib.parse.parse_qs(query, keep_blank_values=False).items()}
+    except ValueError as exc:                         # urllib: "Invalid IPv6 URL" for a bracket in the host
+        raise FormatError(f"The link {text[:80]!r} is not a web address ({exc}). {_COPY_AGAIN}") from None
     limit = qp.get(QP_LIMIT)
     try:
         limit = int(limit) if limit else None
-    except ValueError:
-        raise FormatError(f"The link's evaluation size {limit!r} is not a number.") from None
+    except ValueError:                                # not digits, or more digits than int() reads
+        limit = 0
+    if limit is not None and limit < 1:
+        raise FormatError(f"The link's evaluation size n={qp[QP_LIMIT][:20]!r} is not a whole number of at least "
+                          f"1. {_COPY_AGAIN}")
     return SharedLink(model=qp.get(QP_MODEL), task=qp.get(QP_TASK), scorer=qp.get(QP_SCORER), eval_limit=limit,
                       mask=qp.get(QP_MASK))
 

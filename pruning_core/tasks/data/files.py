@@ -25,6 +25,7 @@ DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 JSONL = (".jsonl", ".ndjson")
 TEXT = (".txt",)
 _INT = re.compile(r"^[+-]?\d+$")
+MAX_CLASS_ID = 9_999          # class ids as they stand run 0..max: a larger id is a typo or not a class
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ def _fail(path: Path, line: int | None, problem: str) -> DataError:
     return DataError(f"{where}: {problem}")
 
 
+def _short(value: object, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a message about a value read from the file."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _shape_of(columns: list[str], path: Path, line: int) -> str:
     cols = set(columns)
     for shape in ("pair", "text", "translation", "document"):
@@ -74,9 +81,9 @@ def _read_delimited(path: Path, text: str, delimiter: str) -> tuple[list[dict], 
     try:
         header = next(reader)
     except StopIteration:
-        raise _fail(path, None, "is empty. It needs a header row and at least one example.") from None
+        raise _fail(path, None, "is empty. Give it a header row and at least one example.") from None
     except csv.Error as exc:
-        raise _fail(path, reader.line_num, f"cannot be parsed ({exc}).") from None
+        raise _fail(path, reader.line_num, f"cannot be parsed ({exc}). Check the quoting.") from None
     header = [h.strip() for h in header]
     shape = _shape_of(header, path, 1)
     rows, lines = [], []
@@ -108,15 +115,18 @@ def _read_jsonl(path: Path, text: str) -> tuple[list[dict], list[int], str]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise _fail(path, lineno, f"is not valid JSON ({exc.msg} at column {exc.colno}).") from None
+            raise _fail(path, lineno, f"is not valid JSON ({exc.msg} at column {exc.colno}). Fix that line.") from None
+        except (ValueError, RecursionError):          # a number past int()'s 4,300 digits, nesting past the stack
+            raise _fail(path, lineno, "holds a number or nesting too large to read. Fix that line.") from None
         if not isinstance(obj, dict):
-            raise _fail(path, lineno, f"is a JSON {type(obj).__name__}, not an object with named fields.")
+            raise _fail(path, lineno, f"is a JSON {type(obj).__name__}, not an object with named fields. Write one "
+                                      "object per line, like {\"text\": \"...\", \"label\": 1}.")
         if shape is None:
             shape = _shape_of(list(obj), path, lineno)
         missing = [c for c in SHAPES[shape] if c not in obj]
         if missing:
             raise _fail(path, lineno, f"lacks field {missing[0]!r} (the first example has "
-                                      f"{'+'.join(SHAPES[shape])}).")
+                                      f"{'+'.join(SHAPES[shape])}). Give every example the same fields.")
         rows.append(obj)
         lines.append(lineno)
     return rows, lines, shape or "text"
@@ -131,17 +141,21 @@ def _label_ids(path: Path, raw_labels: list, lines: list[int]) -> tuple[list[int
     values = []
     for lab, line in zip(raw_labels, lines):
         if isinstance(lab, bool) or lab is None or isinstance(lab, (list, dict)):
-            raise _fail(path, line, f"label {lab!r} is not a class (use an integer or a name).")
+            raise _fail(path, line, f"label {_short(lab)} is not a class (use an integer or a name).")
         if isinstance(lab, float):
             if not lab.is_integer():
-                raise _fail(path, line, f"label {lab!r} is not a class id; regression is not supported.")
+                raise _fail(path, line, f"label {_short(lab)} is not a class id; regression is not supported. "
+                                        "Use whole numbers or names as labels.")
             lab = int(lab)
         if isinstance(lab, str):
             lab = lab.strip()
             if not lab:
-                raise _fail(path, line, "has an empty label.")
+                raise _fail(path, line, "has an empty label. Give every example a label.")
             if _INT.match(lab):
-                lab = int(lab)
+                lab = int(lab) if len(lab) <= 20 else MAX_CLASS_ID + 1
+        if isinstance(lab, int) and lab > MAX_CLASS_ID:
+            raise _fail(path, line, f"label {_short(lab)} is past the largest class id, {MAX_CLASS_ID:,}. Number "
+                                    "the classes from 0, or use names as labels.")
         values.append(lab)
     if all(isinstance(v, int) for v in values):
         distinct = sorted(set(values))
@@ -169,7 +183,7 @@ def load_file(path: str | Path) -> FileData:
         raise DataError(f"Data file {path} cannot be read ({exc.strerror}).") from None
     text = _decode(path, raw)
     if not text.strip():
-        raise _fail(path, None, "is empty. It needs at least one example.")
+        raise _fail(path, None, "is empty. Give it at least one example.")
     if suffix in JSONL:
         rows, lines, shape = _read_jsonl(path, text)
     elif suffix in TEXT:
@@ -177,7 +191,7 @@ def load_file(path: str | Path) -> FileData:
     else:
         rows, lines, shape = _read_delimited(path, text, DELIMITERS[suffix])
     if not rows:
-        raise _fail(path, None, "has a header but no examples.")
+        raise _fail(path, None, "has a header but no examples. Add examples below the header.")
     text_cols = [c for c in SHAPES[shape] if c != "label"]
     examples = []
     for row, line in zip(rows, lines):
@@ -185,9 +199,10 @@ def load_file(path: str | Path) -> FileData:
         for col in text_cols:
             value = row[col]
             if not isinstance(value, str):
-                raise _fail(path, line, f"{col!r} is {type(value).__name__} {value!r}, not text.")
+                raise _fail(path, line, f"{col!r} is {type(value).__name__} {_short(value)}, not text. Quote it "
+                                        "as a string.")
             if not value.strip():
-                raise _fail(path, line, f"has an empty {col!r}.")
+                raise _fail(path, line, f"has an empty {col!r}. Fill it in or remove the example.")
             ex[col] = value.strip()
         examples.append(ex)
     label_names = None
