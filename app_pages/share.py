@@ -70,7 +70,8 @@ with share_tab:
     d1, d2, d3 = st.columns(3)
     d1.download_button("JSON bundle", analysis.to_bytes(), f"{stem}-analysis.json", "application/json",
                        on_click="ignore", icon=":material/data_object:", key=state.widget_key("share", "json"))
-    d2.download_button("HTML report", lambda: report.build_report(analysis).encode(), f"{stem}-report.html",
+    link = links.share_link(links.link_base(st.context.url), analysis.link_params())
+    d2.download_button("HTML report", lambda: report.build_report(analysis, link=link).encode(), f"{stem}-report.html",
                        "text/html", on_click="ignore", icon=":material/description:",
                        key=state.widget_key("share", "html"))
     loaded = cache.load(spec)
@@ -88,7 +89,6 @@ with share_tab:
                   "`pruning_core.modeling.loading.load_model(folder)`, or measure it with "
                   f"`{links.evaluate_command(links.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
-    link = links.share_link(links.link_base(st.context.url), analysis.link_params())
     st.code(link, language=None, wrap_lines=True)
     st.markdown("**Command** · measures the link's mask on its model, task and examples")
     st.code(links.link_command(link), language="bash", wrap_lines=True)

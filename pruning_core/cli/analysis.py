@@ -175,7 +175,7 @@ def _as_shown(metric, res) -> str:
     n = f"{res.n_examples} example{'s' if res.n_examples != 1 else ''}"
     text = f"{value} ({'95 % interval ' + span + ', ' + n if span else n + ', no interval'})"
     unit = metric.fmt.rsplit("}", 1)[-1].strip()
-    if unit == metric.label:                      # 'BLEU 32 (… 28–35, …)': the unit written once, as the page does
+    if unit == metric.label:                      # 'BLEU 32 (… 28–35, …)': the unit written once, as on the page
         text = text.replace(f" {unit}", "")
     return f"{metric.label} {text}, loss {res.loss:.4f}"
 

@@ -59,7 +59,8 @@ def test_a_bundle_switches_to_its_own_model_and_task(app_for, tiny_bart, tiny_be
 
 def test_a_mask_file_for_a_prepared_model_not_built_here_is_refused(app_for, tiny_bart):
     at = ok(app_for(tiny_bart, SHARE))                  # app_for's HEADPRUNE_HOME is empty: nothing prepared
-    upload(at, "mask.json", {"format": "headprune.mask/1", "model": "default", "kinds": {"encoder_self": [[1] * 12] * 6}})
+    upload(at, "mask.json", {"format": "headprune.mask/1", "model": "default",
+                             "kinds": {"encoder_self": [[1] * 12] * 6}})
     assert not at.exception
     assert any("cannot be restored" in e and "prepare" in e for e in errors(at)), errors(at)
     assert not offers_restore(at)

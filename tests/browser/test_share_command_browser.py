@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import LIVE_STRIP, POLL_MS, ROOT, app_env, build_tiny_app, head_points, new_page, wait_idle, wait_live
+from browser_helpers import LIVE_STRIP, ROOT, app_env, build_tiny_app, head_points, new_page, wait_idle, wait_live
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
@@ -57,7 +57,7 @@ def test_the_share_pages_command_prints_the_pages_figure(server, browser):
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(f"{server.url}/head_map")
     wait_live(page, " / ", timeout_s=TIMEOUT_MS / 1000)
-    kept, total = heads_shown(page)
+    _, total = heads_shown(page)
     wait_live(page, f"{total} / {total}", timeout_s=TIMEOUT_MS / 1000)
     wait_idle(page, TIMEOUT_MS)
     point = head_points(page).nth(1)
