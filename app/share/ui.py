@@ -79,7 +79,7 @@ class RestoreTarget:
 
     model: str
     task: str
-    task_from: str                    # where the task comes from, for the preview ("the file", "the model's own")
+    task_from: str                    # where the task comes from, for the preview ("from the file", ...)
     warnings: tuple[str, ...] = ()
 
 
@@ -96,13 +96,13 @@ def check_restorable(analysis: Analysis) -> RestoreTarget:
     model = analysis.model_id or state.model_spec()
     warnings = analysis.check_model(cache.architecture(model))
     if analysis.task:
-        task, task_from = analysis.task, "the file"
+        task, task_from = analysis.task, "from the file"
     elif model == state.model_spec():
-        task, task_from = state.task_spec(), "the session's (the file names none)"
+        task, task_from = state.task_spec(), "the session's; the file names none"
     elif model in catalog.names():
-        task, task_from = catalog.get(model).task, f"{model}'s own (the file names none)"
+        task, task_from = catalog.get(model).task, f"the one {model} is prepared for; the file names none"
     else:
-        task, task_from = state.task_spec(), "the session's (the file names none)"
+        task, task_from = state.task_spec(), "the session's; the file names none"
     try:
         cache.task(task).check_model(cache.load(model))
     except HeadpruneError as exc:

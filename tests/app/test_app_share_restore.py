@@ -48,7 +48,7 @@ def test_a_bundle_switches_to_its_own_model_and_task(app_for, tiny_bart, tiny_be
               "task": tiny_bert_24.task, "scorer": "random", "eval_limit": 8,
               "mask": {"format": "headprune.mask/1", "kinds": BERT_MASK}}
     ok(upload(at, "analysis.json", bundle))
-    assert any("task" in m.value and "(the file)" in m.value for m in at.markdown)
+    assert any("task" in m.value and "(from the file)" in m.value for m in at.markdown)
     at.button(key="hp_w_share_restore").click().run()
     ok(at)
     assert (at.session_state["hp_model"], at.session_state["hp_task"]) == (str(tiny_bert_24.model), tiny_bert_24.task)
@@ -107,7 +107,7 @@ def test_a_mask_file_for_the_default_restores_the_default_and_its_own_task(tiny_
     mask[0][3] = 0
     ok(upload(at, "default-mask.json", {"format": "headprune.mask/1", "model": "default",
                                         "kinds": {"encoder_self": mask}}))
-    assert any("movie-sentiment" in m.value and "default's own" in m.value for m in at.markdown)
+    assert any("movie-sentiment" in m.value and "the one default is prepared for" in m.value for m in at.markdown)
     at.button(key="hp_w_share_restore").click().run()
     ok(at)
     assert (at.session_state["hp_model"], at.session_state["hp_task"]) == ("default", "movie-sentiment")
