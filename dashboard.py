@@ -35,6 +35,7 @@ warm.start_once(*state.defaults())     # once per server: new sessions' model sc
 page = st.navigation([st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, url_path=p.url_path, default=(n == 0))
                       for n, p in enumerate(PAGES)])      # app.core.pages: the one page list
 
+pickers.known_model()               # a link's model that cannot be loaded falls back to the default (said so)
 pickers.known_scorer()              # a link's unknown scorer is replaced (and said so) before anything shows it
 with st.sidebar:                # values from a link or a file are shown through app.core.text, never as Markdown
     st.caption("**headprune** · which attention heads does this model need?")

@@ -28,24 +28,31 @@ with load_tab:      # drawn first: it must not wait for the downloads below to b
     if upload is not None:
         try:
             a = read_shared_file(upload.getvalue(), repr(upload.name))
-            share_ui.check_restorable(a)           # checked against the model now, not after Restore
+            target = share_ui.check_restorable(a)           # checked against the model now, not after Restore
         except Exception as exc:  # noqa: BLE001 - a message, never a traceback
             ui.show_error(exc, "This file cannot be restored here")
         else:
-            st.markdown(f"**{md_escape(upload.name)}**: model {md_code(a.model_id or spec)}, task "
-                        f"{md_code(task_label(a.task or task_name))}, scorer {md_code(a.scorer or scorer)}, "
-                        f"**{a.mask.n_kept}/{a.mask.n_total} heads kept**"
+            st.markdown(f"**{md_escape(upload.name)}**: model {md_code(target.model)}, task "
+                        f"{md_code(task_label(target.task))} ({md_escape(target.task_from)}), scorer "
+                        f"{md_code(a.scorer or scorer)}, **{a.mask.n_kept}/{a.mask.n_total} heads kept**"
                         + (f", {md_escape(a.evaluation.metric_name)} {md_escape(seen.value)} "
                            f"({md_escape(seen.interval)})" if (seen := a.evaluation and uncertainty.shown(a.evaluation))
                            else "")
                         + ".")
             st.button("Restore this analysis", type="primary", on_click=share_ui.restore_analysis,
                       args=(a, upload.name), key=state.widget_key("share", "restore"))
-            st.caption("Restoring switches to the file's model, task, score, evaluation size and mask; "
+            st.caption("Restoring switches to this model, task, score, evaluation size and mask; "
                        "the other pages then show that state (and the link reproduces it).")
 
 arch = pickers.load_architecture(spec)
 if arch is None:
+    st.stop()
+try:
+    share_ui.check_selection(sel)
+except Exception as exc:  # noqa: BLE001 - a message, never a traceback
+    with share_tab:
+        ui.show_error(exc, f"Nothing to share for model {md_code(spec)} on task {md_code(task_label(task_name))}")
+        st.caption("Choose a model and a task that go together on the **Model & data** page.")
     st.stop()
 mask = mask_state.current_mask(arch.layout)
 with share_tab:
@@ -63,7 +70,8 @@ with share_tab:
     d1, d2, d3 = st.columns(3)
     d1.download_button("JSON bundle", analysis.to_bytes(), f"{stem}-analysis.json", "application/json",
                        on_click="ignore", icon=":material/data_object:", key=state.widget_key("share", "json"))
-    d2.download_button("HTML report", lambda: report.build_report(analysis).encode(), f"{stem}-report.html",
+    link = links.share_link(links.link_base(st.context.url), analysis.link_params())
+    d2.download_button("HTML report", lambda: report.build_report(analysis, link=link).encode(), f"{stem}-report.html",
                        "text/html", on_click="ignore", icon=":material/description:",
                        key=state.widget_key("share", "html"))
     loaded = cache.load(spec)
@@ -81,7 +89,13 @@ with share_tab:
                   "`pruning_core.modeling.loading.load_model(folder)`, or measure it with "
                   f"`{links.evaluate_command(links.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
-    st.code(links.share_link(links.link_base(st.context.url), analysis.link_params()), language=None,
-            wrap_lines=True)
+    st.code(link, language=None, wrap_lines=True)
+    st.markdown("**Command** · measures the link's mask on its model, task and examples")
+    st.code(links.link_command(link), language="bash", wrap_lines=True)
+    if analysis.evaluation is not None:
+        seen = uncertainty.shown(analysis.evaluation)
+        st.caption("It prints, as the dashboard shows it: " + md_escape(
+            f"{uncertainty.labelled(analysis.evaluation.metric_name, f'{seen.value} ({seen.interval})')}, "
+            f"loss {analysis.evaluation.loss:.4f}") + ".")
     if task_name.startswith("file:"):
         st.caption("The task is a file on this server: a colleague on another machine needs the same file.")

@@ -15,34 +15,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from pruning_core.evaluation import stats
-from pruning_core.evaluation.metrics import Metric, get_metric
+from pruning_core.evaluation.metrics import Metric, get_metric, with_places
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.evaluation.significance import Comparison, too_few
 from pruning_core.tasks.unigram import UnigramBaseline
 
 from app.core.text import md_code
 
-_DECIMALS = re.compile(r"\.(\d+)f")
 BOOTSTRAP_LOSS = "paired bootstrap over examples"
 
 
 def decimals(metric: Metric, half_width: float | None) -> int:
-    """Decimals a value of ``metric`` deserves when its 95 % interval is ± ``half_width`` display units:
-    none from ± 1 up (± 3 points: '70 %', not '70.3 %'), one from ± 0.1, else the metric's own."""
-    found = _DECIMALS.search(metric.fmt)
-    own = int(found.group(1)) if found else 2
-    if half_width is None:
-        return own
-    need = 0 if half_width >= 1 else 1 if half_width >= 0.1 else 2
-    return min(own, need)
-
-
-def _fmt(fmt: str, places: int) -> str:
-    return _DECIMALS.sub(f".{places}f", fmt, count=1)
-
-
-def _half_width(metric: Metric, low: float, high: float) -> float:
-    return abs(metric.display(high) - metric.display(low)) / 2
+    """Decimals a value of ``metric`` deserves when its 95 % interval is ± ``half_width`` display units
+    (:meth:`Metric.places`, the one rule)."""
+    return metric.places(half_width)
 
 
 @dataclass(frozen=True)
@@ -58,25 +44,15 @@ def shown(result: EvalResult, unit: str = "example") -> Shown:
     ``unit``s, what one example of the model is: "utterance", "window")."""
     metric = get_metric(result.metric_name)
     n = f"{result.n_examples} {unit}{'s' if result.n_examples != 1 else ''}"
-    if result.interval is None:
-        return Shown(metric.format(result.metric), f"{n}, no interval")
-    low, high = result.interval
-    places = decimals(metric, _half_width(metric, low, high))
-    fmt = _fmt(metric.fmt, places)
-    number = _fmt("{:.1f}", places)
-    unit = fmt.replace("{:." + str(places) + "f}", "").strip()
-    span = f"{number.format(metric.display(low))}–{number.format(metric.display(high))}"
-    return Shown(fmt.format(metric.display(result.metric)),
-                 f"95 % interval {span}{' ' + unit if unit else ''}, {n}")
+    value, span = metric.format_shown(result.metric, result.interval)
+    return Shown(value, f"{n}, no interval" if span is None else f"95 % interval {span}, {n}")
 
 
 def rounded(metric_name: str, value: float, interval: tuple[float, float] | None = None) -> str:
     """``value`` as :func:`shown` rounds a value whose 95 % interval is ``interval`` (a value measured on the
     same examples as a shown one passes that one's interval): one rounding rule on every page."""
     metric = get_metric(metric_name)
-    if interval is None:
-        return metric.format(value)
-    return _fmt(metric.fmt, decimals(metric, _half_width(metric, *interval))).format(metric.display(value))
+    return with_places(metric.fmt, metric.interval_places(interval)).format(metric.display(value))
 
 
 def unitless(metric_name: str, text: str) -> str:
@@ -104,9 +80,7 @@ class Change:
 
 def _value_places(metric: Metric, result: EvalResult) -> int:
     """The decimals :func:`shown` gives ``result``'s value."""
-    if result.interval is None:
-        return decimals(metric, None)
-    return decimals(metric, _half_width(metric, *result.interval))
+    return metric.interval_places(result.interval)
 
 
 def _consistent_places(metric: Metric, base: EvalResult, other: EvalResult, delta: float, places: int) -> int:
@@ -132,8 +106,8 @@ def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -
         return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
     low, high = metric.display(comparison.low), metric.display(comparison.high)
     places = _consistent_places(metric, base, other, delta, decimals(metric, (high - low) / 2))
-    fmt = _fmt(metric.delta_fmt, places)
-    number = _fmt("{:+.1f}", places)
+    fmt = with_places(metric.delta_fmt, places)
+    number = with_places("{:+.1f}", places)
     unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
     return Change(re.sub(r"^([+-]?1) points$", r"\1 point", fmt.format(delta)), low <= 0 <= high,
                   f"95 % interval of the change {_signed(number, low)} to {_signed(number, high)}"

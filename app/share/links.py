@@ -81,6 +81,12 @@ or evaluate it from the command line, in the folder that holds {name}:
 """
 
 
+def link_command(link: str) -> str:
+    """The command that measures what ``link`` shows (its model, task, evaluation size and mask), quoted for a
+    POSIX shell: ``headprune evaluate --mask-link '<link>'``."""
+    return f"headprune evaluate --mask-link {shlex.quote(link)}"
+
+
 def evaluate_command(folder: str, task_name: str) -> str:
     """The ``headprune evaluate`` command line that measures the model in ``folder`` on ``task_name``."""
     return f"headprune evaluate {shlex.quote(folder)} --task {shlex.quote(task_name)}"

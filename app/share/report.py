@@ -31,6 +31,7 @@ from app.core import uncertainty, webassets
 from app.core.text import measured_text
 from app.core.access import task_label
 from app.share.analysis import BUNDLE_SCRIPT_ID, Analysis
+from app.share.links import link_command
 
 _CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;color:#1B1F24;background:#fff;
@@ -103,8 +104,9 @@ def _cards(items: list[tuple[str, str]]) -> str:
         f'<div class="card"><div class="v">{_e(v)}</div><div class="l">{_e(l)}</div></div>' for l, v in items) + "</div>"
 
 
-def build_report(analysis: Analysis, *, title: str | None = None) -> str:
-    """The whole analysis as one HTML document (str), viewable offline in any browser."""
+def build_report(analysis: Analysis, *, title: str | None = None, link: str | None = None) -> str:
+    """The whole analysis as one HTML document (str), viewable offline in any browser; with ``link`` (the Share
+    page's), also the command that measures it again."""
     a = analysis
     bundle = a.to_json()
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -128,7 +130,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
             cards.append((f"{get_metric(result.metric_name).label}, {which}",
                           uncertainty.unitless(result.metric_name, f"{seen.value} ({seen.interval})")))
     if a.evaluation is not None:
-        cards.append(("loss, this mask", f"{a.evaluation.loss:.3f}"))
+        cards.append(("loss, this mask", f"{a.evaluation.loss:.4f}"))             # as the Head map shows it
     if a.bench is not None:
         comp = a.bench.comparisons[-1]
         verdict = speed_verdict(a.bench, comp.batch_size)
@@ -231,8 +233,12 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
     parts.append("<h2>Provenance</h2><p class=\"explain\">Where these numbers came from. Each embedded result "
                  "carries its own provenance too (see the JSON).</p>"
                  + _table(["field", "value"], [(k, "" if v is None else v) for k, v in prov]))
-    link = a.link_params()
-    parts.append("<p>Share-link parameters: <code>" + _e("&".join(f"{k}={v}" for k, v in link.items())) + "</code></p>")
+    params = a.link_params()
+    parts.append("<p>Share-link parameters: <code>" + _e("&".join(f"{k}={v}" for k, v in params.items()))
+                 + "</code></p>")
+    if link is not None:
+        parts.append("<p>Measure it again (the link's model, task, examples and mask): <code>"
+                     + _e(link_command(link)) + "</code></p>")
     raw = a.to_bytes()
     parts.append(f'<p><a download="headprune-analysis.json" href="data:application/json;base64,'
                  f'{base64.b64encode(raw).decode()}">Download the analysis as JSON</a> '

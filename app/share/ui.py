@@ -4,8 +4,11 @@ progress bars), and restore a loaded analysis into the session. The pure parts a
 """
 from __future__ import annotations
 
-from pruning_core.core.errors import HeadpruneError
+from dataclasses import dataclass
+
+from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import HeadMask
+from pruning_core.modeling import catalog
 
 from app.model import cache, jobs
 from app.curves import jobs as curve_jobs
@@ -70,31 +73,69 @@ def _score_split(result) -> str | None:
     return None if result is None else result.provenance.get("split")
 
 
-def check_restorable(analysis: Analysis) -> list[str]:
-    """Check ``analysis`` against the model it would be restored on (the file's model, else the
-    session's); returns warnings. Raises HeadpruneError naming the mismatch (wrong shape, other
-    weights) or why that model cannot be loaded here."""
-    return analysis.check_model(cache.architecture(analysis.model_id or state.model_spec()))
+@dataclass(frozen=True)
+class RestoreTarget:
+    """What restoring an analysis switches the session to: a model and a task that go together."""
+
+    model: str
+    task: str
+    task_from: str                    # where the task comes from, for the preview ("from the file", ...)
+    warnings: tuple[str, ...] = ()
+
+
+def check_restorable(analysis: Analysis) -> RestoreTarget:
+    """The model and task restoring ``analysis`` switches to: the file's model (else the session's) and the file's
+    task, else the one that goes with that model (the session's when the model is the session's, a prepared
+    model's own, else the session's if that model can do it). The model is loaded and the task checked against
+    it now, not after Restore.
+
+    Raises:
+        HeadpruneError: the model cannot be loaded here (not prepared, unknown), the mask does not fit it, or no
+            task that this model can do is known; the message says what to do.
+    """
+    model = analysis.model_id or state.model_spec()
+    warnings = analysis.check_model(cache.architecture(model))
+    if analysis.task:
+        task, task_from = analysis.task, "from the file"
+    elif model == state.model_spec():
+        task, task_from = state.task_spec(), "the session's; the file names none"
+    elif model in catalog.names():
+        task, task_from = catalog.get(model).task, f"the one {model} is prepared for; the file names none"
+    else:
+        task, task_from = state.task_spec(), "the session's; the file names none"
+    try:
+        cache.task(task).check_model(cache.load(model))
+    except HeadpruneError as exc:
+        why = "names" if analysis.task else "names no task, and"
+        raise FormatError(f"This file {why} task {task!r}, which model {model!r} cannot be evaluated on: {exc} "
+                          f"Choose model {model!r} and one of its tasks on the Model & data page, then restore "
+                          "the file again.") from None
+    return RestoreTarget(model, task, task_from, tuple(warnings))
 
 
 def restore_analysis(analysis: Analysis, file_name: str | None = None) -> None:
     """Make ``analysis`` the session's state (model, task, scorer, size, mask); a button callback.
 
-    The model named in the file is loaded and checked first: a file for a model of another shape,
-    or one that cannot be loaded here, leaves the session as it was and says why.
+    The model and task are those of :func:`check_restorable`, checked again: a file that cannot be restored
+    leaves the session as it was and says why.
     """
-    target = analysis.model_id or state.model_spec()
     try:
-        warnings = check_restorable(analysis)
+        target = check_restorable(analysis)
     except HeadpruneError as exc:
         notices.add_notice("error", f"The analysis was not restored: {md_escape(exc)}")
         return
-    state.restore(model=target, task=analysis.task, scorer=analysis.scorer, mask=analysis.mask,
+    state.restore(model=target.model, task=target.task, scorer=analysis.scorer, mask=analysis.mask,
                   eval_size=analysis.eval_size,
                   source=f"mask restored from {file_name}" if file_name else "mask restored from a file")
     session_results.set_result("analysis", analysis)
-    for text in warnings:
+    for text in target.warnings:
         notices.add_notice("warning", md_escape(text))
     task = task_label(state.task_spec())
-    notices.add_notice("success", f"Restored: model {md_code(target)}, task {md_code(task)}, scorer "
+    notices.add_notice("success", f"Restored: model {md_code(target.model)}, task {md_code(task)}, scorer "
                                   f"{md_code(state.scorer_name())}, {analysis.mask.n_kept}/{analysis.mask.n_total} heads kept.")
+
+
+def check_selection(sel: Selection) -> None:
+    """Raise unless the session's model can be evaluated on its task (the Share page offers nothing for a
+    state no page can compute)."""
+    cache.task(sel.task).check_model(cache.load(sel.model))

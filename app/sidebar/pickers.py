@@ -30,6 +30,26 @@ def known_scorer() -> str:
     return current
 
 
+def known_model() -> str:
+    """The session's model. A link's model that cannot be loaded here (an unknown name or hub id, a missing
+    folder) is replaced by the default model and task, with a message on the page, as the model form keeps the
+    model in use; a prepared model not built yet stays (its pages offer to prepare it). ``dashboard.py`` calls
+    it before the sidebar shows the model."""
+    spec = state.take_link_model()
+    if spec is None or spec != state.model_spec() or spec in catalog.names():
+        return state.model_spec()
+    try:
+        cache.architecture(spec)
+    except HeadpruneError as exc:
+        model, task = state.defaults()
+        state.set_model_spec(model)
+        state.set_task_spec(task)
+        notices.add_notice("error", f"The link's model {md_code(spec)} could not be loaded here, so the default model "
+                                    f"{md_code(model)} (task {md_code(task_label(task))}) is used instead: "
+                                    f"{md_escape(hide_upload_paths(str(exc)))}")
+    return state.model_spec()
+
+
 def scorer_picker(page: str) -> str:
     """The scorer select box (all registered scorers), bound to the session's scorer."""
     names = cache.scorer_names()

@@ -16,6 +16,7 @@ from pruning_core.cli.common import (
     progress_bars,
     read_mask,
     require_heads,
+    take_link,
     task_and_split,
     write_result,
 )
@@ -29,9 +30,11 @@ DEFAULT_SCORE_LIMIT = 512         # examples of the score split (the default spl
 
 def add_commands(sub) -> None:
     """Add evaluate, score, mask, ablate, one-per-layer and curve to the sub-commands ``sub``."""
-    p = sub.add_parser("evaluate", help="metric and loss, optionally under a head mask")
-    common_options(p)
-    mask_options(p, "a headprune.mask/1 file")
+    p = sub.add_parser("evaluate", help="metric and loss, optionally under a head mask; `evaluate --mask-link LINK` "
+                                        "alone measures what the dashboard's link shows")
+    common_options(p, from_link=True)
+    mask_options(p, "a headprune.mask/1 file", link_help="a shared dashboard link (its Share page's): its mask, and "
+                                                         "the model, --task and --limit (n) not given here")
     checked(p, "--beams", type=int, default=1, check=positive_int,
             help="beam size for translation (1 = greedy); other tasks refuse values other than 1")
     checked(p, "--context", type=int, default=None, check=positive_int,
@@ -165,14 +168,27 @@ def _named(metric, value: float, interval) -> str:
     return text if text.split(" (")[0].endswith(metric.label) else f"{metric.label} {text}"
 
 
+def _as_shown(metric, res) -> str:
+    """The figure as the dashboard's Head map writes it ('accuracy 87 % (95 % interval 80–92 %, 128 examples)')
+    and the loss to four decimals (:meth:`Metric.format_shown`, the page's rounding)."""
+    value, span = metric.format_shown(res.metric, res.interval)
+    n = f"{res.n_examples} example{'s' if res.n_examples != 1 else ''}"
+    text = f"{value} ({'95 % interval ' + span + ', ' + n if span else n + ', no interval'})"
+    unit = metric.fmt.rsplit("}", 1)[-1].strip()
+    if unit == metric.label:                      # 'BLEU 32 (… 28–35, …)': the unit written once, as on the page
+        text = text.replace(f" {unit}", "")
+    return f"{metric.label} {text}, loss {res.loss:.4f}"
+
+
 def cmd_evaluate(args) -> None:
     from pruning_core.evaluation.metrics import get_metric
     from pruning_core.evaluation.results import provenance
     from pruning_core.evaluation.significance import beside_intervals
+    link = take_link(args)
     task, split = task_and_split(args)
     task.check_beams(args.beams)
     loaded = load_from_args(args)
-    mask = read_mask(args, loaded.layout)
+    mask = link.head_mask(loaded.layout) if link is not None else read_mask(args, loaded.layout)
     from pruning_core.modeling import kv_policy
     policy = kv_policy.load_policy(args.kv_policy) if args.kv_policy else None
     if policy is not None:
@@ -187,6 +203,8 @@ def cmd_evaluate(args) -> None:
           f"loss {res.loss:.4f}  ({res.seconds:.1f} s)")
     for name, interval in beside_intervals(res, task.references(data)).items():     # e.g. chrF beside BLEU
         print(f"  {_named(get_metric(name), res.extra[name], interval)}")
+    if link is not None:
+        print(f"  as the dashboard shows it: {_as_shown(metric, res)}")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams, "context": data.max_length}
     if policy is not None:
         memory = kv_policy.memory_report(policy, loaded, data.max_length)

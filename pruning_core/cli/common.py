@@ -14,20 +14,26 @@ from pruning_core.cli.args import (
     positive_int,
     write_output,
 )
-from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.errors import HeadpruneError, UsageError
 from pruning_core.core.progress import tqdm_progress
 
 
-def common_options(p: argparse.ArgumentParser, task: bool = True, out: bool = True, distributed: bool = True) -> None:
+def common_options(p: argparse.ArgumentParser, task: bool = True, out: bool = True, distributed: bool = True,
+                   from_link: bool = False) -> None:
     """The model argument and the options every command shares; ``--distributed`` only where the command's
-    data passes are split over torchrun's processes (``task`` and ``distributed``)."""
-    p.add_argument("model", help="'default', a local model folder, or a Hugging Face hub id")
+    data passes are split over torchrun's processes (``task`` and ``distributed``). With ``from_link`` the model,
+    ``--task`` and ``--limit`` may come from ``--mask-link`` instead (:func:`take_link`)."""
+    also = " (default: the --mask-link's)" if from_link else ""
+    p.add_argument("model", nargs="?" if from_link else None, default=None,
+                   help=f"'default', a local model folder, or a Hugging Face hub id{also}")
     if task:
-        p.add_argument("--task", required=True,
+        p.add_argument("--task", required=not from_link,
                        help="movie-sentiment, movie-text (language models), a GLUE/WMT name (sst2, wmt14-fr-en), "
-                            "or file:PATH (.csv, .tsv, .jsonl; .txt for language models)")
+                            f"or file:PATH (.csv, .tsv, .jsonl; .txt for language models){also}")
         p.add_argument("--split", default=None, help="data split (default: validation; file tasks: test)")
-        checked(p, "--limit", type=int, default=None, check=positive_int, help="use at most N examples")
+        checked(p, "--limit", type=int, default=None, check=positive_int,
+                help="use at most N examples (the first N of the split)"
+                     + (" (default: the --mask-link's n, else all)" if from_link else ""))
         checked(p, "--batch-size", type=int, default=32, check=positive_int)
     if out:
         checked(p, "--out", check=output_file, help="write the result as JSON to this file")
@@ -45,12 +51,44 @@ def common_options(p: argparse.ArgumentParser, task: bool = True, out: bool = Tr
                        help="data-parallel over the processes torchrun started (detected by itself under "
                             "torchrun): `torchrun --nproc-per-node N -m pruning_core ...`; see docs/DISTRIBUTED.md")
 
-def mask_options(p: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+def mask_options(p: argparse.ArgumentParser, help: str, required: bool = False, link_help: str | None = None) -> None:
     """``--mask FILE`` or ``--mask-link URL`` (a dashboard link from its Share page), not both."""
     group = p.add_mutually_exclusive_group(required=required)
     group.add_argument("--mask", help=help)
     group.add_argument("--mask-link", metavar="URL",
-                       help="read the mask from a shared dashboard link (its 'mask' query parameter) instead")
+                       help=link_help or "read the mask from a shared dashboard link (its 'mask' query parameter) "
+                                         "instead")
+
+def take_link(args):
+    """The model, ``--task`` and ``--limit`` a command was not given, from ``--mask-link`` (the dashboard's
+    choices, so the command evaluates what the page did); an option given on the command line wins, and one
+    line says so. Returns the link's :class:`SharedLink` (None without one).
+
+    Raises:
+        UsageError: no model or no task, neither on the command line nor in the link.
+        FormatError: an unreadable link.
+    """
+    link = None
+    if getattr(args, "mask_link", None):
+        from pruning_core.core.io.share_link import QP_LIMIT, QP_MODEL, QP_TASK, parse_link
+        link = parse_link(args.mask_link)
+        for dest, given_as, name, value in (("model", "model", QP_MODEL, link.model),
+                                            ("task", "--task", QP_TASK, link.task),
+                                            ("limit", "--limit", QP_LIMIT, link.eval_limit)):
+            given = getattr(args, dest)
+            if value is None:
+                continue
+            if given is None:
+                setattr(args, dest, value)
+            elif str(given) != str(value):
+                print(f"{given_as} {given} given: overrides the link's {name}={value}")
+    missing = [what for what, value in (("a model", args.model), ("--task", args.task)) if value is None]
+    if missing:
+        where = "the link names none" if link is not None else "or pass --mask-link with a dashboard link"
+        raise UsageError(f"Give {' and '.join(missing)} ({where}), e.g. `headprune {args.command} default --task "
+                         "movie-sentiment`, or `headprune evaluate --mask-link LINK` with the Share page's link.")
+    return link
+
 
 def read_mask(args, layout):
     """The mask named by ``--mask`` or ``--mask-link``, checked against ``layout``; None if neither."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,14 @@ import numpy as np
 
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.registry import Registry
+
+
+_DECIMALS = re.compile(r"\.(\d+)f")
+
+
+def with_places(fmt: str, places: int) -> str:
+    """``fmt`` ("{:.1f} %") with its first fixed-point field given ``places`` decimals."""
+    return _DECIMALS.sub(f".{places}f", fmt, count=1)
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,33 @@ class Metric:
         if interval is None:
             return self.format(value)
         return f"{self.format(value)} (95 % interval {self.format_interval(*interval)})"
+
+    def places(self, half_width: float | None) -> int:
+        """Decimals a value deserves when its 95 % interval is ± ``half_width`` display units: none from ± 1 up
+        (± 3 points: '70 %', not '70.3 %'), one from ± 0.1, else this metric's own. The dashboard and
+        ``headprune evaluate --mask-link`` both round by it, so a shared figure reads the same in both."""
+        found = _DECIMALS.search(self.fmt)
+        own = int(found.group(1)) if found else 2
+        if half_width is None:
+            return own
+        return min(own, 0 if half_width >= 1 else 1 if half_width >= 0.1 else 2)
+
+    def interval_places(self, interval: tuple[float, float] | None) -> int:
+        """:meth:`places` for a value whose 95 % interval is ``interval`` (metric units; None: unknown)."""
+        if interval is None:
+            return self.places(None)
+        return self.places(abs(self.display(interval[1]) - self.display(interval[0])) / 2)
+
+    def format_shown(self, value: float, interval: tuple[float, float] | None) -> tuple[str, str | None]:
+        """``value`` and its interval as the dashboard shows them, to the precision the interval supports:
+        ('87 %', '80–92 %'); the interval None when unknown (the value then at this metric's own precision)."""
+        if interval is None:
+            return self.format(value), None
+        places = self.interval_places(interval)
+        fmt, number = with_places(self.fmt, places), with_places("{:.1f}", places)
+        unit = fmt.replace("{:." + str(places) + "f}", "").strip()
+        low, high = (number.format(self.display(v)) for v in interval)
+        return fmt.format(self.display(value)), f"{low}–{high}{' ' + unit if unit else ''}"
 
     def format_plain(self, value: float) -> str:
         """The unscaled value for text output ('0.8500', '27.31')."""

@@ -126,6 +126,48 @@ def test_report_carries_the_bundle_back(tiny_analysis):
     assert back.to_json() == analysis.to_json()
 
 
+def test_report_bundle_and_link_agree_with_the_page(tiny_analysis):
+    """The report shows the figure as the Head map does (value and interval at the page's precision, the loss to
+    four decimals) and the command of the Share page's link; the bundle's link carries the same model, task,
+    evaluation size and mask."""
+    from app.core import uncertainty
+    from pruning_core.core.io.share_link import parse_link
+
+    _, analysis = tiny_analysis
+    link = share.share_link("http://localhost:8501/head_map", analysis.link_params())
+    document = report.build_report(analysis, link=link)
+    seen = uncertainty.shown(analysis.evaluation)
+    assert html_text(uncertainty.unitless(analysis.evaluation.metric_name, f"{seen.value} ({seen.interval})")) in document
+    assert f"{analysis.evaluation.loss:.4f}" in document
+    assert html_text(share.link_command(link)) in document
+    shared = parse_link(link)
+    assert shared.params() == json.loads(analysis.to_bytes())["link"]          # the bundle's link is the page's
+    assert (shared.model, shared.task, shared.eval_limit, shared.scorer) == (analysis.model_id, "fake", 12, "gradient")
+    assert shared.head_mask(analysis.layout) == analysis.mask
+    assert read_shared_file(document.encode()).eval_size == 12
+
+
+def test_the_suggested_command_survives_a_shell(tmp_path):
+    """The command quotes the link for a POSIX shell: bash hands the evaluate command the link unchanged, even a
+    model path with spaces, quotes and dollars."""
+    import shlex
+    import subprocess
+
+    link = share.share_link("http://localhost:8501/head_map", {"model": "/m y/it's $HOME", "task": "file:/d/a&b.csv",
+                                                                "n": "16", "mask": "e:7.f"})
+    command = share.link_command(link)
+    assert command.startswith("headprune evaluate --mask-link '")
+    args = subprocess.run(["bash", "-c", f"printf '%s\\n' {command.removeprefix('headprune ')}"], capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+    assert args == ["evaluate", "--mask-link", link] and shlex.split(command)[-1] == link
+
+
+def html_text(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
 def test_a_bare_mask_file_loads_as_an_analysis(tiny_analysis):
     _, analysis = tiny_analysis
     raw = json.dumps(analysis.to_json()["mask"]).encode()

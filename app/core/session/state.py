@@ -39,6 +39,7 @@ MAP_CLICKS = "hp_map_clicks"    # app.headmap.ui: the map selections already app
 MAP_LOG = "hp_map_log"          # app.headmap.clicks: the page's click log and how many of its clicks are applied
 MAP_EDITS = "hp_map_edits"      # app.headmap.clicks: what each edit button does, as last drawn
 MODEL_TYPED = "hp_model_typed"  # app.sidebar.pickers: (source, text) of a model that failed to load, kept in the form
+LINK_MODEL = "hp_link_model"    # str | None: a link's model, not yet known to load (app.sidebar.pickers.known_model)
 
 QP_STEP = "step"              # the Tour page's step: only that page's links carry it
 TOUR_PAGE = "tour"            # its url_path (app.core.pages)
@@ -107,7 +108,7 @@ def init() -> None:
 def _read_query_params() -> None:
     qp = st.query_params
     if qp.get(QP_MODEL):
-        st.session_state[MODEL] = qp[QP_MODEL]
+        st.session_state[MODEL] = st.session_state[LINK_MODEL] = qp[QP_MODEL]
     if qp.get(QP_TASK):
         st.session_state[TASK] = qp[QP_TASK]
     if qp.get(QP_SCORER):
@@ -235,6 +236,12 @@ def set_tour_step(name: str) -> None:
     st.session_state[TOUR_STEP] = name
 
 
+def take_link_model() -> str | None:
+    """The model a link opened this session with, once (None afterwards, or when no link named one)."""
+    init()
+    return st.session_state.pop(LINK_MODEL, None)
+
+
 def model_typed() -> tuple[str, str] | None:
     """The model source and text last typed that did not load (the form shows them again to be fixed); None
     once a model loaded."""
@@ -248,5 +255,5 @@ def set_model_typed(typed: tuple[str, str] | None) -> None:
 __all__ = [
     "widget_key", "init", "share_params", "push_query_params", "model_spec", "set_model_spec", "task_spec",
     "set_task_spec", "scorer_name", "set_scorer", "eval_size", "set_eval_size", "restore", "defaults",
-    "tour_step", "set_tour_step", "model_typed", "set_model_typed", "QP_STEP", "TOUR_PAGE",
+    "tour_step", "set_tour_step", "take_link_model", "model_typed", "set_model_typed", "QP_STEP", "TOUR_PAGE",
 ]

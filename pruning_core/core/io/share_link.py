@@ -122,15 +122,10 @@ def parse_link(url_or_query: str) -> SharedLink:
     """Read a dashboard link (``http://host/head_map?model=...&mask=...``) or its bare query string.
 
     Raises:
-        FormatError: not an address urllib can split (brackets in the host), or an evaluation size ``n`` that
-            is not a whole number of at least 1.
+        FormatError: not a readable http(s) link (brackets in the host, a port that is not a number, spaces),
+            or an evaluation size ``n`` that is not a whole number of at least 1.
     """
-    text = url_or_query.strip()
-    try:
-        query = urllib.parse.urlsplit(text).query if "?" in text or "://" in text else text
-        qp = {k: v[-1] for k, v in urllib.parse.parse_qs(query, keep_blank_values=False).items()}
-    except ValueError as exc:                         # urllib: "Invalid IPv6 URL" for a bracket in the host
-        raise FormatError(f"The link {text[:80]!r} is not a web address ({exc}). {_COPY_AGAIN}") from None
+    qp = {k: v[-1] for k, v in urllib.parse.parse_qs(_query_of(url_or_query), keep_blank_values=False).items()}
     limit = qp.get(QP_LIMIT)
     try:
         limit = int(limit) if limit else None
@@ -141,6 +136,25 @@ def parse_link(url_or_query: str) -> SharedLink:
                           f"1. {_COPY_AGAIN}")
     return SharedLink(model=qp.get(QP_MODEL), task=qp.get(QP_TASK), scorer=qp.get(QP_SCORER), eval_limit=limit,
                       mask=qp.get(QP_MASK))
+
+
+def _query_of(text: str) -> str:
+    """The query string of a link, or ``text`` itself when it is a bare query string (no ``://``, no ``?``)."""
+    text = text.strip()
+    if "://" not in text:
+        return text.split("?", 1)[1].split("#", 1)[0] if "?" in text else text
+    fix = "Copy the whole link again from the dashboard's Share page (and quote it on a command line)."
+    if any(c.isspace() for c in text):
+        raise FormatError(f"The link {text[:80]!r} has a space or a line break in it, which a link never has. {fix}")
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port                      # raises on a port that is not a number
+    except ValueError as exc:
+        brackets = "; brackets belong only around an IPv6 address" if "[" in text or "]" in text else ""
+        raise FormatError(f"The link {text[:80]!r} is not a readable URL ({exc}{brackets}). {fix}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FormatError(f"The link {text[:80]!r} is not an http(s) link to the dashboard. {fix}")
+    return parts.query
 
 
 def build_link(base_url: str, params: Mapping[str, str]) -> str:
