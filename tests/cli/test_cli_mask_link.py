@@ -103,8 +103,8 @@ def test_a_link_with_every_head_kept_evaluates_the_whole_model(workdir, capsys):
     ("http://localhost:85x1/head_map?model=tiny&mask=e:7.f", "not a readable URL"),
     ("http://localhost:8501/head map?model=tiny&mask=e:7.f", "a space or a line break"),
     ("ftp://localhost/head_map?model=tiny&mask=e:7.f", "not an http(s) link"),
-    (f"{TINY_LINK.replace('n=16', 'n=0')}", "n='0' is not a positive number"),
-    (f"{TINY_LINK.replace('n=16', 'n=many')}", "n='many' is not a positive number"),
+    (f"{TINY_LINK.replace('n=16', 'n=0')}", "n='0' is not a whole number of at least 1"),
+    (f"{TINY_LINK.replace('n=16', 'n=many')}", "n='many' is not a whole number of at least 1"),
     ("http://localhost:8501/head_map?mask=e:7.f", "Give a model and --task (the link names none)"),
 ])
 def test_a_malformed_link_is_a_clear_error(workdir, capsys, link, message):  # noqa: F811
