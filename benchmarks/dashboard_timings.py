@@ -165,6 +165,14 @@ class Reference:
                 "what": f"task.evaluate of {len(self.data.texts)} examples under a one-head mask, batch 64, "
                         "in the benchmark's process (CPU: all its threads)"}
 
+    def one_removed(self, layer: int, head: int) -> str:
+        """The link text of every head kept but (``layer``, ``head``) of the first grid."""
+        from pruning_core.core.heads import HeadMask
+        from pruning_core.core.io.share_link import encode_mask
+
+        layout = self.loaded.layout
+        return encode_mask(HeadMask.full(layout).toggled(next(iter(layout.kinds)), layer, head))
+
     def shown(self, url: str) -> tuple[str, str]:
         """(metric, loss) of the mask in ``url`` as the panel formats them."""
         from app.core import uncertainty
@@ -370,14 +378,16 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
         checks.append({"session": i, "to_metric_s": waits[i],
                        "to_metric_sent_s": server, "shown": text,
                        "library_metric": metric, "library_loss": loss,
-                       "correct": f" {metric} · loss {loss}" in " ".join(text.split())})
+                       "correct": f" {metric} · loss {loss}" in " ".join(text.split()),
+                       "click_kept": mask == ref.one_removed(*targets[i])})   # the link: exactly its click
         page.context.close()
     done = [c["to_metric_s"] for c in checks if c["to_metric_s"] is not None]
     server = [c["to_metric_sent_s"] for c in checks if c["to_metric_sent_s"] is not None]
     return {"sessions": sessions, "browsers_niceness": niceness, "clicked": [list(t) for t in targets],
             "to_metric_s": _spread(done) if done else None,
             "to_metric_sent_s": _spread(server) if server else None, "all_correct": all(
-        c["correct"] for c in checks) and len(done) == sessions, "per_session": checks,
+        c["correct"] for c in checks) and len(done) == sessions,
+            "clicks_lost": sum(not c["click_kept"] for c in checks), "per_session": checks,
         "cpu_s_to_last_metric": cpu, "server_memory_mib": {"rss_before": memory_before["VmRSS"], "peak_after": memory_after["VmHWM"],
                               "peak_is_this_scenarios": own_peak},
         "load_average_1min": {"before": load_before, "after": load_after}, "settled_after_s": waited}
@@ -485,6 +495,7 @@ def pooled(classes: list[dict]) -> list[dict]:
                     "to_metric_s": _spread(waits) if waits else None, "to_metric_sent_s": _spread(sent) if sent else None,
                     "round_medians_s": [c["to_metric_s"]["median"] if c["to_metric_s"] else None for c in rounds],
                     "all_correct": all(c["all_correct"] for c in rounds),
+                    "clicks_lost": sum(c["clicks_lost"] for c in rounds),
                     "server_peak_mib": max(c["server_memory_mib"]["peak_after"] for c in rounds)})
     return out
 
@@ -634,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
                     c = classes[-1]
                     print(f"class of {sessions} (browsers at niceness {niceness}, round {r + 1}): click -> metric "
                           f"{c['to_metric_s']} (sent by the server: {c['to_metric_sent_s']}), all correct "
-                          f"{c['all_correct']}, CPU s to the last metric {c['cpu_s_to_last_metric']}, server memory "
+                          f"{c['all_correct']}, clicks lost {c['clicks_lost']}, CPU s to the last metric {c['cpu_s_to_last_metric']}, server memory "
                           f"{c['server_memory_mib']} MiB, load {c['load_average_1min']}", flush=True)
         if args.random_clicks and args.class_size:
             set_browsers_niceness(max(args.browser_niceness))

@@ -166,6 +166,42 @@ class DashboardServer:
         self.log.close()
 
 
+HOLDS_PLUGIN = Path(__file__).resolve().parent / "browser" / "holds"     # its sitecustomize.py
+
+
+class Holds:
+    """The test's side of ``tests/browser/holds/sitecustomize.py``: work the dashboard server holds until the
+    test releases it. Give the server :meth:`env`; then :meth:`arm` a hold on one mask's work, act, wait for the
+    server's record that it holds that work (:meth:`wait_held`), act again, and :meth:`release` it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def env(self) -> dict[str, str]:
+        return {"PYTHONPATH": str(HOLDS_PLUGIN), "HEADPRUNE_TEST_HOLDS": str(self.folder)}
+
+    def arm(self, what: str, mask) -> None:
+        """Hold the server's ``what`` ("evaluation", "decoding" or "latency") of ``mask`` when it comes."""
+        from pruning_core.core.io.share_link import encode_mask
+
+        (self.folder / f"{what}.held").unlink(missing_ok=True)
+        (self.folder / f"{what}.hold").write_text(encode_mask(mask), encoding="utf-8")
+
+    def wait_held(self, what: str, timeout_s: float = 240) -> None:
+        """Wait for the server's record that it holds the armed ``what``."""
+        held, deadline = self.folder / f"{what}.held", time.time() + timeout_s
+        while not held.exists():
+            if time.time() > deadline:
+                raise AssertionError(f"the server never reached the armed {what} in {timeout_s} s")
+            time.sleep(0.05)
+
+    def release(self, what: str | None = None) -> None:
+        """Let the held ``what`` (every hold: ``None``) go on."""
+        for hold in self.folder.glob(f"{what or '*'}.hold"):
+            hold.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def tiny_dashboard(folder: Path, arch: str, eval_limit: int):
     """A dashboard server on a tiny ``arch`` model built in ``folder`` (its own headprune home)."""

@@ -50,7 +50,9 @@ def slow(gate: threading.Event, calls: list, value="done", _progress=None):
 def test_a_job_runs_on_without_anyone_watching_and_is_not_started_twice():
     board, gate, calls = jobs.JobBoard(), Gate(), Calls()
     job = board.start("curve", "Curve", slow, (gate, calls))
-    time.sleep(0.1)
+    deadline = time.time() + 30
+    while calls != ["done"] and time.time() < deadline:                    # the job has started
+        time.sleep(0.01)
     assert board.start("curve", "Curve", slow, (gate, calls)) is job      # same request: the same job
     assert job.running and calls == ["done"]
     gate.set()

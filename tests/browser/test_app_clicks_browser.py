@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from browser_helpers import LIVE_STRIP, POLL_MS, ROOT, head_points, new_page, wait_idle, wait_live
+from browser_helpers import (LIVE_STRIP, POLL_MS, ROOT, Holds, head_points, new_page, page_state, wait_idle,
+                             wait_live)
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.core.io.share_link import decode_mask
 
@@ -78,21 +79,28 @@ def case(request) -> Case:
 
 
 @pytest.fixture(scope="module")
-def dashboard_env(case) -> dict[str, str]:
+def holds(case, tmp_path_factory) -> Holds:
+    """Work the module's server holds until a test releases it (a click made while the server is mid-work)."""
+    return Holds(tmp_path_factory.mktemp(f"holds-{case.model}"))
+
+
+@pytest.fixture(scope="module")
+def dashboard_env(case, holds) -> dict[str, str]:
     """The dashboard on the real ``case.model`` and ``case.task`` (the conftest's ``server`` runs it)."""
     return {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HEADPRUNE_APP_DEVICE": "cpu",
             "HEADPRUNE_APP_MODEL": case.model, "HEADPRUNE_APP_TASK": case.task,
-            "HEADPRUNE_APP_EVAL_LIMIT": str(case.limit)}
+            "HEADPRUNE_APP_EVAL_LIMIT": str(case.limit), **holds.env()}
 
 
 @pytest.fixture
-def page(server, case, browser):
+def page(server, case, browser, holds):
     """A fresh session on the Head map, its first metric drawn and the server done with the page load."""
     page = new_page(browser, height=1000)
     page.goto(f"{server.url}/head_map")
     wait_live(page, case.total, timeout_s=900)
     wait_idle(page, 900_000)
     yield page
+    holds.release()             # a failed test leaves nothing held for the next
     page.context.close()
 
 
@@ -101,6 +109,15 @@ def boxes(page, case: Case, heads: tuple[int, ...]) -> list[dict]:
     points = head_points(page)
     points.nth(max(heads)).scroll_into_view_if_needed()
     return [points.nth(h).bounding_box() for h in heads]
+
+
+def wait_drawn(page, case: Case, mask: HeadMask) -> None:
+    """Wait until the first grid shows ``mask``'s kept heads (plotly has drawn the new map)."""
+    kept = sum(sum(row) for row in mask.kinds[case.kind])
+    page.wait_for_function(
+        "n => { const g = document.querySelector('[data-testid=\"stPlotlyChart\"]');"
+        " const t = g && g.querySelectorAll('g.trace.scatter')[2]; return !!t && t.querySelectorAll('path.point').length === n; }",
+        arg=kept, timeout=SETTLED_S * 1000, polling=POLL_MS)
 
 
 def click(page, box: dict) -> None:
@@ -149,23 +166,30 @@ def assert_settled_on(page, case: Case, tmp_path, expected: HeadMask) -> None:
     assert f" {value} · loss {ev.loss:.4f}" in shown, (shown, strip)
 
 
-def test_two_clicks_200_ms_apart(case, page, tmp_path):
+def test_a_second_click_during_the_first_ones_evaluation(case, page, holds, tmp_path):
+    """The second click comes while the server evaluates the first click's mask (held there until it lands)."""
     first, second = boxes(page, case, HEADS["two"])
+    holds.arm("evaluation", without(case, HEADS["two"][0]))
     click(page, first)
-    page.wait_for_timeout(200)
-    assert not settled(page, one_fewer(case))        # the second click comes before the first one's metric
+    holds.wait_held("evaluation", SETTLED_S)
+    assert not settled(page, one_fewer(case))        # nothing drawn of a mask still being evaluated
     click(page, second)
+    holds.release("evaluation")
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["two"]))
 
 
-def test_a_click_during_the_latency_timing(case, page, tmp_path):
+def test_a_click_during_the_latency_timing(case, page, holds, tmp_path):
+    """The second click comes while the first click's metric is drawn and its latency is timed (the server holds
+    the timing, in the CPU queue as a timing is, until the click lands)."""
     first, second = boxes(page, case, HEADS["latency"])
+    holds.arm("latency", without(case, HEADS["latency"][0]))
     click(page, first)
-    page.wait_for_function(                          # the metric is drawn, the latency still being timed
-        "([sel, kept]) => { const s = document.querySelector(sel); return !!s && s.textContent.includes(kept)"
-        " && !s.textContent.includes('updating') && document.body.textContent.includes('latency: updating'); }",
-        arg=[LIVE_STRIP, one_fewer(case)], timeout=SETTLED_S * 1000, polling=POLL_MS // 2)
+    holds.wait_held("latency", SETTLED_S)
+    wait_live(page, one_fewer(case), timeout_s=SETTLED_S)           # the metric drawn, the timing still held
+    labels = [t.strip() for t in page.locator('[data-testid="stMetricLabel"]').all_inner_texts()]
+    assert "latency (pruned)" not in labels          # nothing shown of a timing still held
     click(page, second)
+    holds.release("latency")
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["latency"]))
 
 
@@ -175,12 +199,16 @@ def test_five_clicks_as_fast_as_they_come(case, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["five"]))
 
 
-def test_a_preset_pressed_during_an_evaluation(case, page, tmp_path):
+def test_a_preset_pressed_during_an_evaluation(case, page, holds, tmp_path):
+    """Invert pressed while the server evaluates the clicked mask (held there until the press lands) inverts the
+    mask with that click in it."""
     (first,) = boxes(page, case, HEADS["preset"])
+    holds.arm("evaluation", without(case, *HEADS["preset"]))
     click(page, first)
-    page.wait_for_timeout(150)
+    holds.wait_held("evaluation", SETTLED_S)
     assert not settled(page, one_fewer(case))
     page.get_by_role("button", name="Invert").click()   # only the clicked head kept: the click, then the preset
+    holds.release("evaluation")
     assert_settled_on(page, case, tmp_path, without(case, *HEADS["preset"]).inverted())
 
 
@@ -198,14 +226,23 @@ def test_undo_pressed_right_after_a_click(case, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, HEADS["undo"][0]))
 
 
-def test_undo_redrawn_between_press_and_release(case, page, tmp_path):
+def test_undo_redrawn_between_press_and_release(case, page, holds, tmp_path):
     """Undo counts at the press: when Streamlit redraws the button between the press and the release (the
-    rerun of the click before it), the browser sends no click, and the press alone must count."""
+    rerun of the click before it), the browser sends no click, and the press alone must count. The press comes
+    while the server works on the click before it (held there), so it lands on the button the test aimed at."""
     first, second = boxes(page, case, HEADS["redrawn"])
+    both = without(case, *HEADS["redrawn"])
     click(page, first)
     page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Undo')"
                            " && !b.disabled)", polling=POLL_MS // 2)
+    holds.arm("evaluation", both)
     click(page, second)
+    holds.wait_held("evaluation", SETTLED_S)
+    page.wait_for_function(                          # the second click's rerun has drawn its map and is waiting
+        "([sel, kept]) => { const s = document.querySelector(sel); return !!s && s.textContent.includes(kept)"
+        " && s.textContent.includes('updating'); }", arg=[LIVE_STRIP, f"{both.n_kept} / {both.n_total}"],
+        timeout=SETTLED_S * 1000, polling=POLL_MS)
+    wait_drawn(page, case, both)
     undo = page.get_by_role("button", name="Undo")
     undo.scroll_into_view_if_needed()
     box = undo.bounding_box()
@@ -214,6 +251,9 @@ def test_undo_redrawn_between_press_and_release(case, page, tmp_path):
     undo.evaluate("b => { const parent = b.parentNode, next = b.nextSibling;"      # Streamlit redraws it
                   " b.remove(); parent.insertBefore(b, next); }")
     page.mouse.up()
+    logged = page.evaluate("() => window.__hpMapClicks.clicks.slice(-1)")
+    assert logged == [["edit", "undo"]], (logged, page_state(page))      # the press landed on Undo
+    holds.release("evaluation")
     assert_settled_on(page, case, tmp_path, without(case, HEADS["redrawn"][0]))
 
 
@@ -235,16 +275,23 @@ def test_a_click_on_a_grid_still_being_drawn(case, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, HEADS["drawing"][0]))
 
 
-def test_the_loss_shows_before_the_metric_only_where_decoding_follows_it(case, page, tmp_path):
+def test_the_loss_shows_before_the_metric_only_where_decoding_follows_it(case, page, holds, tmp_path):
     """The student's and Whisper's clicks show the new loss while their BLEU or WER is still decoding
-    (``Task.loss_first``); the other models' metric and loss come from one pass and show together. Both settle on
-    what the command line computes."""
+    (``Task.loss_first``; the server holds the decoding until the page shows it); the other models' metric and
+    loss come from one pass and show together. Both settle on what the command line computes."""
     (box,) = boxes(page, case, HEADS["early"])
+    mask = without(case, *HEADS["early"])
     page.evaluate(EARLY_WATCH, [LIVE_STRIP, one_fewer(case)])
+    holds.arm("decoding", mask)
     click(page, box)
-    assert_settled_on(page, case, tmp_path, without(case, *HEADS["early"]))
+    if case.loss_first:
+        holds.wait_held("decoding", SETTLED_S)
+        page.wait_for_function("() => window.__hpEarly !== null", timeout=SETTLED_S * 1000, polling=POLL_MS)
+        holds.release("decoding")
+    assert_settled_on(page, case, tmp_path, mask)
     early = page.evaluate("() => window.__hpEarly")
     if case.loss_first:
-        assert early is not None and "decoding" in early, "the loss never showed before the BLEU"
+        assert "decoding" in early, early
     else:
         assert early is None, f"a loss shown before its metric: {early!r}"
+        assert not (holds.folder / "decoding.held").exists(), "an evaluation reported its loss before its metric"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle
+from browser_helpers import ARTIFACTS, POLL_MS, ROOT, DashboardServer, app_env, build_tiny_app, wait_idle
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -98,6 +98,16 @@ def test_head_map_legend_clear_of_the_title_on_a_smollm2_like_map(smollm2_like_s
     context.close()
 
 
+def _tables_drawn(page, n: int) -> None:
+    """Wait until at least ``n`` tables of the main area are drawn (each grid's scroller laid out) and the script
+    has finished."""
+    page.wait_for_function(
+        "n => [...document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stDataFrame\"]')]"
+        ".filter(t => { const s = t.querySelector('.dvn-scroller'); return s && s.clientWidth > 0; }).length >= n",
+        arg=n, timeout=120_000, polling=POLL_MS)
+    wait_idle(page, 180_000)
+
+
 # a table (glide data grid) wider than its frame scrolls sideways: its scroller overflows
 TABLES_SCROLL = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]'))
   .filter(t => { const s = t.querySelector('.dvn-scroller'); return s && s.scrollWidth > s.clientWidth + 1; })
@@ -107,9 +117,8 @@ TABLES_SCROLL = """() => Array.from(document.querySelectorAll('[data-testid="stM
 def test_per_example_tables_fit_at_1366(server, browser):
     context, page = _open(browser, f"{server.url}/examples?mask=e:7.e", 1366, 900)
     page.get_by_text("Accuracy, F1 and MCC", exact=True).wait_for()
-    page.wait_for_timeout(1000)
+    _tables_drawn(page, 3)
     _shot(page, "1366x900-examples")
-    assert page.locator('[data-testid="stDataFrame"]').count() >= 3
     assert not page.evaluate(TABLES_SCROLL)
     context.close()
 
@@ -120,9 +129,8 @@ def test_smp_compare_table_fits_at_1366(server, browser):
         pytest.skip("benchmarks/results/smp_compare.json is missing")
     context, page = _open(browser, f"{server.url}/smp_compare", 1366, 900)
     page.get_by_text("Fine-tuning CPU time", exact=False).first.wait_for()
-    page.wait_for_timeout(1000)
+    _tables_drawn(page, 1)
     _shot(page, "1366x900-smp_compare")
-    assert page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').count() >= 1
     assert not page.evaluate(TABLES_SCROLL)
     context.close()
 
@@ -145,8 +153,7 @@ def long_text_server(tmp_path_factory):
 def test_per_example_tables_of_long_texts_fit_at_1366(long_text_server, browser):
     context, page = _open(browser, f"{long_text_server.url}/examples?mask=e:7.e", 1366, 900)
     page.get_by_text("Largest loss increases", exact=True).wait_for()
-    page.wait_for_timeout(1000)
+    _tables_drawn(page, 2)
     _shot(page, "1366x900-examples-long")
-    assert page.locator('[data-testid="stDataFrame"]').count() >= 2
     assert not page.evaluate(TABLES_SCROLL)
     context.close()

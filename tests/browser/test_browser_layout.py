@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import ARTIFACTS, wait_idle, tiny_dashboard
+from browser_helpers import ARTIFACTS, POLL_MS, wait_idle, tiny_dashboard
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -65,6 +65,9 @@ def test_head_map_squares_do_not_overlap_at_1024_by_768(server, browser):
 # -- the live loop in view (issue 17): after a click, heads kept, the metric and the loss show the new mask
 # without scrolling: beside the map from 1280 px wide, in the sticky strip above it at 1024 px
 SIZES = [(1366, 768), (1280, 800), (1920, 1080), (1024, 768)]
+SCROLLED = """() => { const main = document.querySelector('[data-testid="stMain"]');
+  const y = scrollY || main.scrollTop, still = y > 0 && y === window.__hpLastY;
+  window.__hpLastY = y; return still; }"""         # scrolled, and come to rest (two polls at one place)
 UNCOVERED = """e => { const r = e.getBoundingClientRect();
   return e.closest('[data-testid="stPlotlyChart"]').contains(
     document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)); }"""
@@ -101,7 +104,7 @@ def test_after_a_click_the_new_figures_are_in_view(server, browser, width, heigh
     if width < 1250:       # the panel wraps below the map: scroll the map up, the strip must follow it
         page.mouse.move(width / 2, height / 2)
         page.mouse.wheel(0, 400)
-        page.wait_for_timeout(500)
+        page.wait_for_function(SCROLLED, polling=POLL_MS)
     assert in_viewport(point) and point.evaluate(UNCOVERED)       # the user clicks a head they can see
     click_point(page, point)
     text = wait_live(page, "7 / 8")
