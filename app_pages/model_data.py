@@ -68,7 +68,7 @@ if examples is not None:
         base = uncertainty.shown(dense, workload.default_eval_size(sel.model, sel.task)[1])
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
                   uncertainty.unitless(dense.metric_name, base.value),
-                  help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
+                  help=f"{base.interval}; mean loss {uncertainty.loss_text(dense.loss)}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")
         baseline = Work("unigram", "Counting the training tokens (unigram baseline)", cache.unigram_baseline,

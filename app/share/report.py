@@ -127,7 +127,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
             cards.append((f"{get_metric(result.metric_name).label}, {which}",
                           uncertainty.unitless(result.metric_name, f"{seen.value} ({seen.interval})")))
     if a.evaluation is not None:
-        cards.append(("loss, this mask", f"{a.evaluation.loss:.3f}"))
+        cards.append(("loss, this mask", uncertainty.loss_text(a.evaluation.loss)))
     if a.bench is not None:
         comp = a.bench.comparisons[-1]
         verdict = speed_verdict(a.bench, comp.batch_size)
@@ -179,7 +179,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
                      "importance, a fixed share at a time, and the metric is measured after each step. A better "
                      "importance score keeps its curve high for longer; random order is the baseline.</p>"
                      + _figure_html(fig, "curves"))
-        rows = [[name, f"{100 * p.fraction_removed:.0f} %", p.heads_removed, f"{p.metric:.4f}", f"{p.loss:.4f}"]
+        rows = [[name, f"{100 * p.fraction_removed:.0f} %", p.heads_removed, f"{p.metric:.4f}", uncertainty.loss_text(p.loss)]
                 for name, c in a.curves.items() for p in c.points]
         parts.append("<details><summary>Curve points</summary>"
                      + _table(["scorer", "removed", "heads removed", "metric", "loss"], rows, {2, 3, 4}) + "</details>")
