@@ -20,9 +20,14 @@ KIND_SEEDS = 3          # random orders per share in the attention-kinds compari
 
 
 def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
-          start: Start = "auto") -> Work:
-    """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`)."""
-    return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache.curve,
+          start: Start = "auto", heads: int | None = None) -> Work:
+    """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`); given the model's ``heads``, its label
+    carries the time estimate (a page that starts it without a button shows the estimate on the bar)."""
+    label = progress_text.curve_label(scorer)
+    if heads is not None:
+        secs = workload.curve_seconds(sel, scorer, step, rescore, heads, cache.curve_seeds(scorer))
+        label += f" ({workload.about(secs)} on 2 CPU cores)"
+    return Work(f"curve_{scorer}", label, cache.curve,
                 (sel, workload.score_request(sel, scorer), step, rescore),
                 {"seeds": cache.curve_seeds(scorer)}, start=start)
 

@@ -157,7 +157,10 @@ def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
-    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER).show()          # the Curves page's job
+    layers = sum(1 for rows in ctx.arch.layout.kinds.values() for n in rows if n > 0)
+    secs = workload.one_per_layer_seconds(ctx.sel, ctx.arch.total_heads, layers, tour.SCORER)
+    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER, f"One head per layer ({workload.about(secs)} on 2 CPU "
+                                                             "cores)").show()          # the Curves page's job
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
@@ -173,7 +176,7 @@ def _curve(ctx: Ctx) -> bool:
     mask = _half_removed(ctx)
     curves = {}
     for name in tour.CURVE_SCORERS:                     # the Curves page's jobs: its page shows them at once
-        found = curve_jobs.curve(ctx.sel, name, tour.CURVE_STEP).show()
+        found = curve_jobs.curve(ctx.sel, name, tour.CURVE_STEP, heads=ctx.arch.total_heads).show()
         if found is not None:
             curves[name] = found
     if mask is None or len(curves) < len(tour.CURVE_SCORERS):

@@ -102,6 +102,24 @@ def test_the_one_per_layer_table_speaks_to_a_reader(open_tour):
     assert_human_columns([frame])
 
 
+def test_the_long_steps_carry_their_estimate_on_the_progress_bar(open_tour, monkeypatch):
+    """The curve and one-head-per-layer steps start their jobs by themselves: each job's label (what its bar
+    reads) says how long it takes, as the Curves page's buttons do."""
+    from app.runtime import board
+
+    labels: dict[str, str] = {}
+    real = board.JobBoard.start
+
+    def spy(self, name, label, *args, **kwargs):
+        labels[name] = label
+        return real(self, name, label, *args, **kwargs)
+    monkeypatch.setattr(board.JobBoard, "start", spy)
+    open_tour({"step": "one-per-layer"})
+    open_tour({"step": "curve"})
+    for job in (f"one_{tour.SCORER}", *(f"curve_{name}" for name in tour.CURVE_SCORERS)):
+        assert job in labels and labels[job].endswith("on 2 CPU cores)") and "about " in labels[job], labels
+
+
 def test_the_tour_step_is_not_in_other_pages_links(open_tour):
     at = open_tour({"step": "curve"})
     assert params(at)["step"] == "curve"
