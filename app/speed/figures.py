@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pruning_core.bench import MASKED_TEXT, BenchResult, speed_verdict
+from pruning_core.core.heads import KIND_LABELS
 
 # Okabe-Ito colours plus a distinct marker and dash per variant: never colour alone
 STYLE = {
@@ -134,10 +135,16 @@ def verdict_lines(result: BenchResult) -> list[str]:
     return [f"batch {b}: {speed_verdict(result, b).text}" for b in result.batch_sizes]
 
 
+def kind_parts(by_kind: dict) -> str:
+    """Heads kept per kind, in words: 'encoder self-attention: 36 / 72 heads, cross ...'."""
+    return ", ".join(f"{KIND_LABELS.get(kind, kind)}: {v['heads_kept']:,} / {v['heads']:,} heads"
+                     for kind, v in by_kind.items())
+
+
 def ceiling_text(result: BenchResult) -> str:
     """One sentence: what share of the multiply-adds the mask removes, hence the best possible speed-up."""
     c = result.ceiling
-    parts = ", ".join(f"{kind}: {v['heads_kept']}/{v['heads']} heads" for kind, v in c.by_kind().items())
+    parts = kind_parts(c.by_kind())
     return (f"The mask removes {100 * c.removed_fraction:.1f} % of the multiply-adds of one forward pass "
             f"({parts}; {c.seq_len} tokens), so no implementation can be more than {c.speedup:.2f}× faster by "
             "removing these heads: the feed-forward blocks and the output head do not shrink.")

@@ -226,7 +226,7 @@ def test_logit_attribution_view_is_the_librarys_and_cached(monkeypatch, tmp_path
     expected = real(loaded, loaded.tokenizer(SENTENCE, return_tensors="pt")["input_ids"], 1, 3)
     frame = next(d.value for d in at.dataframe if "All heads" in d.value.columns)
     assert list(frame["All heads"]) == [repr(t.token) for t in expected.before]
-    assert list(frame["Head 1.3 removed"]) == [repr(t.token) for t in expected.after]
+    assert list(frame["Layer 1, head 3 removed"]) == [repr(t.token) for t in expected.after]
     assert frame["Probability, head removed"].tolist() == [round(t.value, 4) for t in expected.after]
     bars = next(c for c in at.get("plotly_chart") if "promotes" in c.proto.spec)
     assert json.loads(bars.proto.spec)["data"][0]["y"][::-1] == [repr(t.token) for t in expected.promoted]
