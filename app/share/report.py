@@ -221,7 +221,7 @@ def build_report(analysis: Analysis, *, title: str | None = None) -> str:
         parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in speed.verdict_lines(b)) + "</ul>")
         parts.append(f'<p class="muted">{_e(b.device)}, {b.torch_threads} threads, attention '
                      f"{_e(b.attn_implementation)}, {b.seq_len} tokens per sequence; {_e(speed.measured_text(b))}; "
-                     f"{_e(b.memory_measure)}.</p>")
+                     f"{_e(speed.memory_text(b))}.</p>")
 
     # -- provenance --
     prov: list = []

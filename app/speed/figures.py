@@ -71,8 +71,12 @@ def speed_figure(result: BenchResult) -> go.Figure:
     dense = [result.row("dense", b).examples_per_s for b in sizes]
     ceiling = [c.ceiling_speedup for c in result.comparisons]
     tops += [d * c for d, c in zip(dense, ceiling)]
+    # one batch size: a line of one point is not drawn, so the ceiling is a wide dash at its value
+    ceiling_mode, ceiling_marker = ("lines", None) if len(sizes) > 1 else \
+        ("markers", dict(symbol="line-ew", size=40, line=dict(color=CEILING_COLOUR, width=3)))
     fig.add_trace(go.Scatter(
-        x=sizes, y=[d * c for d, c in zip(dense, ceiling)], mode="lines", name="FLOP ceiling for the pruned model",
+        x=sizes, y=[d * c for d, c in zip(dense, ceiling)], mode=ceiling_mode, marker=ceiling_marker,
+        name="FLOP ceiling for the pruned model",
         legendgroup="ceiling", line=dict(color=CEILING_COLOUR, dash="dash", width=2),
         hovertemplate="ceiling, batch %{x}<br>%{y:.1f} examples/s<extra></extra>"), row=1, col=1)
     verdicts = [speed_verdict(result, b) for b in sizes]
@@ -88,7 +92,8 @@ def speed_figure(result: BenchResult) -> go.Figure:
                       "<br>%{customdata[2]}<extra></extra>"),
         row=1, col=2)
     fig.add_trace(go.Scatter(
-        x=sizes, y=ceiling, mode="lines", name="FLOP ceiling", legendgroup="ceiling", showlegend=False,
+        x=sizes, y=ceiling, mode=ceiling_mode, marker=ceiling_marker, name="FLOP ceiling", legendgroup="ceiling",
+        showlegend=False,
         line=dict(color=CEILING_COLOUR, dash="dash", width=2),
         hovertemplate="ceiling: %{y:.3f}x<extra></extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#888888", width=1), row=1, col=2)
@@ -139,6 +144,13 @@ def kind_parts(by_kind: dict) -> str:
     """Heads kept per kind, in words: 'encoder self-attention: 36 / 72 heads, cross ...'."""
     return ", ".join(f"{KIND_LABELS.get(kind, kind)}: {v['heads_kept']:,} / {v['heads']:,} heads"
                      for kind, v in by_kind.items())
+
+
+def memory_text(result: BenchResult) -> str:
+    """What the sweep says of memory: how the peak was measured, or that peak memory was not."""
+    if result.memory_measure == "not measured":
+        return "peak memory not measured (the sweep timed latency only)"
+    return f"peak memory: {result.memory_measure}"
 
 
 def ceiling_text(result: BenchResult) -> str:
