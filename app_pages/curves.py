@@ -39,7 +39,7 @@ with c[3]:
 
 # curves start on the button only; they run on while the user is on other pages
 calls = [jobs.curve(sel, name, step, rescore, start="button") for name in chosen]
-waiting = {name: call.estimate_s for name, call in zip(chosen, calls) if not call.started()}
+waiting = {name: call.estimate_s for name, call in zip(chosen, calls) if not call.started() and not call.cached()}
 start_button("Compute the curves", "curves_start", calls, type="primary", icon=":material/play_arrow:",
              help="The work goes on while you look at other pages.")
 if waiting:
@@ -48,7 +48,8 @@ if waiting:
                                               for n, s in waiting.items()) + ").")
 curves = {}
 for call in calls:
-    result = call.show() if call.started() else None      # one button for all: no "Run:" button of its own
+    # one button for all: no "Run:" button of its own; a curve the server holds shows at once
+    result = call.show() if call.started() or call.cached() else None
     if result is not None:
         curves[call.job.removeprefix("curve_")] = result
 mask = mask_state.current_mask(arch.layout)

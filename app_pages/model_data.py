@@ -67,7 +67,7 @@ if examples is not None:
         base = uncertainty.shown(dense, cache.example_unit(sel.model, sel.task))
         st.metric(f"{ui.metric_label(dense.metric_name)} with all heads",
                   uncertainty.unitless(dense.metric_name, base.value),
-                  help=f"{base.interval}; mean loss {dense.loss:.3f}; {dense.seconds:.2f} s")
+                  help=f"{base.interval}; mean loss {uncertainty.loss_text(dense.loss)}; {dense.seconds:.2f} s")
         st.caption(f"{md_escape(base.interval)} (the first examples of the {md_code(cache.split_of(task_name))} "
                    "split). Go on to the **Head map** to remove heads.")
         baseline = jobs.unigram(sel).show() \

@@ -65,5 +65,6 @@ if result.busy:
                "Run the sweep again on a quieter machine.", icon=":material/speed:")
 st.caption(f"{result.device}, {result.torch_threads} threads, attention `{result.attn_implementation}`, "
            f"synthetic inputs of {result.seq_len} tokens; median of at least {cache.SWEEP_REPEATS} rounds, error "
-           f"bars and ranges are interquartile; {measured_text(result)}. Peak memory: {result.memory_measure}.")
+           f"bars and ranges are interquartile; {measured_text(result)}; "
+           f"{figures.memory_text(result)}.")
 ui.downloads("speed", figures.speed_table(result), result.to_json())

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from app.core import ui
+from app.core.text import md_escape
 from app.core.session import state
 from app.tour import steps, ui as tour_ui
 
@@ -20,6 +21,8 @@ model = tour_ui.model_picker(models)
 current = steps.step(state.tour_step())
 state.set_tour_step(current.name)
 index = steps.STEPS.index(current)
-st.subheader(f"Step {index + 1} of {len(steps.STEPS)} · {current.title}")
-tour_ui.show_step(current, model, models)
+heading = st.empty()
+heading.subheader(f"Step {index + 1} of {len(steps.STEPS)} · {current.title}")
+if told := tour_ui.show_step(current, model, models):
+    heading.subheader(f"Step {index + 1} of {len(steps.STEPS)} · {md_escape(told)}")
 tour_ui.navigation(current)

@@ -52,7 +52,7 @@ def show(spec: str, arch, text: str) -> None:
         index = c5.selectbox("Example", range(cache.EXAMPLES), key=_key("example"),
                              format_func=lambda i: f"test example {i}")
         example = (kind, DEFAULT_CONTEXT, index)
-    result = Work("attribution", f"Attributing head {layer}.{head}'s output to tokens", cache.head_attribution,
+    result = Work("attribution", f"Attributing layer {layer}, head {head}'s output to tokens", cache.head_attribution,
                   (spec, layer, head, None if example else text, example), progress=False).show()
     if result is None:
         return
@@ -69,7 +69,8 @@ def table(result: HeadAttribution) -> pd.DataFrame:
     return pd.DataFrame({"Rank": range(1, len(result.before) + 1),
                          "All heads": [token_text(t.token) for t in result.before],
                          "Probability, all heads": [round(t.value, 4) for t in result.before],
-                         f"Head {result.layer}.{result.head} removed": [token_text(t.token) for t in result.after],
+                         f"Layer {result.layer}, head {result.head} removed": [token_text(t.token)
+                                                                               for t in result.after],
                          "Probability, head removed": [round(t.value, 4) for t in result.after]})
 
 
@@ -79,7 +80,7 @@ def figure(result: HeadAttribution) -> go.Figure:
     values = [t.value for t in result.promoted][::-1]
     fig = go.Figure(go.Bar(x=values, y=tokens, orientation="h", marker_color="#00204c",
                            hovertemplate="%{y}: direct logit %{x:.3f}<extra></extra>"))
-    fig.update_layout(title=dict(text=f"Tokens head {result.layer}.{result.head} promotes", font=dict(size=14)),
+    fig.update_layout(title=dict(text=f"Tokens layer {result.layer}, head {result.head} promotes", font=dict(size=14)),
                       xaxis_title="direct logit", height=80 + 26 * len(tokens), margin=dict(l=120, r=20, t=50, b=40))
     return fig
 
@@ -88,7 +89,7 @@ def draw(result: HeadAttribution) -> None:
     left, right = st.columns([2, 3])
     with left:
         st.plotly_chart(figure(result), config={"displayModeBar": False},
-                        alt=f"Direct logit of the tokens head {result.layer}.{result.head} promotes most")
+                        alt=f"Direct logit of the tokens layer {result.layer}, head {result.head} promotes most")
     with right:
         st.dataframe(table(result), hide_index=True)
     notes = [f"At the last of {result.n_tokens:,} tokens (where the next token is predicted)."]
@@ -106,6 +107,6 @@ def draw(result: HeadAttribution) -> None:
     if result.target is not None:
         t = result.target
         notes.append(f"The answer's first token {md_escape(token_text(t['token']))}: direct logit "
-                     f"{t['direct_logit']:.3f} (rank {t['direct_rank'] + 1} of the vocabulary), probability "
+                     f"{t['direct_logit']:.3f} (rank {t['direct_rank'] + 1:,} of the vocabulary), probability "
                      f"{t['p_before']:.4f} with all heads, {t['p_after']:.4f} without this head.")
     st.caption(" ".join(notes))

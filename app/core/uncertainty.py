@@ -83,33 +83,46 @@ def _value_places(metric: Metric, result: EvalResult) -> int:
     return metric.interval_places(result.interval)
 
 
-def _consistent_places(metric: Metric, base: EvalResult, other: EvalResult, delta: float, places: int) -> int:
-    """``places`` for the change, or one decimal more than the shown values when the change at ``places``
-    would contradict them: 115 → 117 of 128 shows '90 %' and '91 %', whose change of 1.56 points at the
-    interval's precision reads '+2 points'; it is shown '+1.6 points' instead."""
+def on_screen(value: float, places: int) -> float:
+    """``value`` as it reads when printed with ``places`` decimals (the printed text, read back)."""
+    return float(f"{value:.{places}f}")
+
+
+def shown_difference(base: EvalResult, other: EvalResult) -> tuple[float, int]:
+    """``other``'s shown value minus ``base``'s, in display units, and the decimals to print it with (the finer of
+    the two values'): the change a reader checks by subtracting the two numbers on the page. 32 and 4.2 differ
+    by -27.8, whatever the unrounded change."""
+    metric = get_metric(base.metric_name)
     vb, vo = _value_places(metric, base), _value_places(metric, other)
-    apart = round(metric.display(other.metric), vo) - round(metric.display(base.metric), vb)
-    if f"{delta:.{places}f}" == f"{apart:.{places}f}":
-        return places
-    return max(places, vb + 1, vo + 1)
+    places = max(vb, vo)
+    apart = on_screen(metric.display(other.metric), vo) - on_screen(metric.display(base.metric), vb)
+    return on_screen(apart, places) + 0.0, places   # + 0.0: no "-0"
+
+
+def _change_text(metric: Metric, delta: float, places: int) -> str:
+    text = with_places(metric.delta_fmt, places).format(delta)
+    text = re.sub(r"^[+-](0(?:\.0+)?)( |$)", r"\1\2", text)        # a zero change carries no sign
+    return re.sub(r"^([+-]?1) points$", r"\1 point", text)
 
 
 def change(base: EvalResult, other: EvalResult, comparison: Comparison | None) -> Change:
-    """``other`` minus ``base`` on the same examples. With no paired comparison (no per-example
-    results) the change is shown but counted as within noise only when it is zero."""
+    """``other`` minus ``base`` on the same examples, shown as the difference of the two shown values
+    (:func:`shown_difference`); "within noise" when the paired 95 % interval of the unrounded change covers zero.
+    With no paired comparison (no per-example results) the change counts as within noise only when it is zero."""
     metric = get_metric(base.metric_name)
     delta = metric.delta(other.metric, base.metric)
+    text = _change_text(metric, *shown_difference(base, other))
     if comparison is None:
         paired = len(base.per_example) if len(base.per_example) == len(other.per_example) else 0
         if paired and (few := too_few(paired)):
-            return Change(metric.delta_fmt.format(delta), True, few)
-        return Change(metric.delta_fmt.format(delta), delta == 0, "no paired test (no per-example results)")
+            return Change(text, True, few)
+        return Change(text, delta == 0, "no paired test (no per-example results)")
     low, high = metric.display(comparison.low), metric.display(comparison.high)
-    places = _consistent_places(metric, base, other, delta, decimals(metric, (high - low) / 2))
+    places = decimals(metric, (high - low) / 2)
     fmt = with_places(metric.delta_fmt, places)
     number = with_places("{:+.1f}", places)
     unit = fmt.replace("{:+." + str(places) + "f}", "").strip()
-    return Change(re.sub(r"^([+-]?1) points$", r"\1 point", fmt.format(delta)), low <= 0 <= high,
+    return Change(text, low <= 0 <= high,
                   f"95 % interval of the change {_signed(number, low)} to {_signed(number, high)}"
                   f"{' ' + unit if unit else ''} ({comparison.test}, {comparison.p_text})")
 
@@ -133,24 +146,40 @@ def majority_share(labels: Sequence | None) -> float | None:
     return Counter(classes).most_common(1)[0][1] / len(classes)
 
 
+LOSS_PLACES = 4        # a mean loss is printed with 4 decimals on every page and in the report
+
+
+def loss_text(loss: float) -> str:
+    """A mean loss as every page and the report print it: '0.2728'."""
+    return f"{loss:.{LOSS_PLACES}f}"
+
+
+def loss_delta_text(old: float, new: float) -> str:
+    """``new`` minus ``old`` as printed: the difference of the two :func:`loss_text` s ('+0.0323', '0.0000')."""
+    apart = on_screen(on_screen(new, LOSS_PLACES) - on_screen(old, LOSS_PLACES), LOSS_PLACES) + 0.0
+    return f"{apart:.{LOSS_PLACES}f}" if apart == 0 else f"{apart:+.{LOSS_PLACES}f}"
+
+
 def loss_change(dense, pruned) -> Change:
     """The mean loss of ``pruned`` minus that of ``dense`` (``pruning_core.tasks.per_example.ExampleOutputs`` of
     the same examples), with a paired bootstrap 95 % interval over examples: "within noise" when it
-    covers zero. The mean loss is ``sum(losses) / sum(weights)`` (per example or per target token)."""
+    covers zero. The mean loss is ``sum(losses) / sum(weights)`` (per example or per target token). The change is
+    shown as the difference of the two losses as printed (:func:`loss_text`), so it adds up on the page."""
     la, wa = np.asarray(dense.losses, dtype=float), np.asarray(dense.weights, dtype=float)
     lb, wb = np.asarray(pruned.losses, dtype=float), np.asarray(pruned.weights, dtype=float)
     delta = pruned.mean_loss - dense.mean_loss
+    text = loss_delta_text(dense.mean_loss, pruned.mean_loss)
     if la.size == 0 or la.shape != lb.shape:
-        return Change(f"{delta:+.4f}", delta == 0, "no paired interval (no per-example losses)")
+        return Change(text, delta == 0, "no paired interval (no per-example losses)")
     if np.array_equal(la, lb):
-        return Change(f"{delta:+.4f}", True, "the same loss on every example")
+        return Change(text, True, "the same loss on every example")
     if few := too_few(la.size):
-        return Change(f"{delta:+.4f}", True, few)
+        return Change(text, True, few)
     low, high, p = stats.paired_difference(lambda idx: lb[idx].sum() / wb[idx].sum() - la[idx].sum() / wa[idx].sum(),
                                            la.size)
     half = (high - low) / 2
     places = 4 if half <= 0 else max(1, min(4, 1 - math.floor(math.log10(half))))
-    return Change(f"{delta:+.{places}f}", low <= 0 <= high,
+    return Change(text, low <= 0 <= high,
                   f"95 % interval of the change {_signed(f'{{:+.{places}f}}', low)} to "
                   f"{_signed(f'{{:+.{places}f}}', high)} ({BOOTSTRAP_LOSS}, "
                   f"{stats.format_p(p, stats.RESAMPLES)})")

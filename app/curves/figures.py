@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from pruning_core.core.heads import KIND_LABELS
+from pruning_core.core.heads import KIND_LABELS, KIND_SHORT
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.significance import p_text
 
@@ -206,7 +206,7 @@ def ablation_figure(table) -> go.Figure:
         marks.append(["" if r is None or r.significant is None else ("*" if r.significant else "n.s.") for r in cells])
         grey.append([1 if r is not None and r.significant is False else None for r in cells])
         hover.append(["" if r is None else _ablation_hover(metric, table, r) for r in cells])
-    labels = [f"L{layer}" if len(kinds) == 1 else f"{kind} L{layer}" for kind, layer in rows]
+    labels = [f"L{layer}" if len(kinds) == 1 else f"{KIND_SHORT[kind]} L{layer}" for kind, layer in rows]
     limit = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(n_heads)), y=labels, text=marks, texttemplate="%{text}", hovertext=hover,

@@ -26,11 +26,13 @@ def _heads(sel: Selection) -> int:
 
 def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
           start: Start = "auto") -> Work:
-    """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`)."""
+    """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`); its label carries the time estimate, so a
+    page that starts it without a button shows the estimate on the bar."""
     seeds = cache.curve_seeds(scorer)
-    return Work(f"curve_{scorer}", progress_text.curve_label(scorer), cache.curve,
+    secs = workload.curve_seconds(sel, scorer, step, rescore, _heads(sel), seeds)
+    return Work(f"curve_{scorer}", f"{progress_text.curve_label(scorer)} ({about(secs)} on 2 CPU cores)", cache.curve,
                 (sel, workload.score_request(sel, scorer), step, rescore), {"seeds": seeds}, start=start,
-                estimate_s=workload.curve_seconds(sel, scorer, step, rescore, _heads(sel), seeds))
+                estimate_s=secs)
 
 
 def ablation(sel: Selection, start: Start = "auto") -> Work:

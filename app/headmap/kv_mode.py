@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.core import reruns, ui
+from app.core import reruns, ui, uncertainty
 from app.core.progress_text import about
 from app.core.session import session_results, state
 from app.core.session.selection import Selection
@@ -29,6 +29,7 @@ from pruning_core.bench import budget
 from pruning_core.core.heads import group_scores
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import provenance
+from pruning_core.evaluation.significance import compare
 from pruning_core.modeling import kv_policy
 from pruning_core.tasks.data import ruler
 
@@ -282,16 +283,17 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
 
 def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:
     metric = get_metric(ev.metric_name)
+    now, base = uncertainty.shown(ev), uncertainty.shown(full)
+    diff = uncertainty.change(full, ev, compare(metric, full, ev, None)) if streaming else None
     row = ui.metric_row("small")
-    row.metric("exact match, this policy", metric.format(ev.metric), width="content",
-               help=metric.format_with_interval(ev.metric, ev.interval),
-               **ui.delta_kwargs(metric.format_delta(ev.metric, full.metric) if streaming else None, "normal"))
-    row.metric("exact match, full cache", metric.format(full.metric), width="content",
-               help=metric.format_with_interval(full.metric, full.interval))
+    row.metric("exact match, this policy", now.value, width="content",
+               help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""),
+               **ui.delta_kwargs(diff.text if diff else None, "normal", within_noise=bool(diff and diff.within_noise)))
+    row.metric("exact match, full cache", base.value, width="content", help=f"{base.interval}.")
     st.caption(f"{settings.task} at {settings.context:,} tokens, the first {ev.n_examples} examples of the test "
                f"split, every head kept, greedy answers (what the command line's `evaluate` computes "
-               f"with `--context` and `--kv-policy`): this policy {metric.format_with_interval(ev.metric, ev.interval)}; full cache "
-               f"{metric.format_with_interval(full.metric, full.interval)}.")
+               f"with `--context` and `--kv-policy`): this policy {now.value} ({now.interval}); full cache "
+               f"{base.value} ({base.interval})." + (f" Change: {diff.detail}." if diff else ""))
 
 
 def policy_file(loaded, policy: kv_policy.KVPolicy, memory: dict) -> str:

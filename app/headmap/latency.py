@@ -44,13 +44,14 @@ def full_mask_note() -> None:
 def latency_panel(spec: str, mask: HeadMask, wait: bool = True, note=None) -> list[Work]:
     """Time dense vs pruned for ``mask`` (once per session and mask, or again on request) and show it, with the
     estimate meanwhile; returns the work still running when ``wait`` is False (the timing, the estimate's
-    calibration). ``note``: the panel's "updating" line (an ``st.empty``), cleared once a figure is drawn."""
-    calibration = _calibration(spec)
-    calibration.begin()                 # once per model and server: queued behind the evaluation a click waits for
-    if mask.is_full():
+    calibration). The calibration starts with the first mask that removes a head, after its metric (this is called
+    then): opening the page starts none, so the first click never queues behind one. ``note``: the panel's "updating" line (an ``st.empty``), cleared once a figure is drawn."""
+    if mask.is_full():                  # nothing to estimate: no calibration a first click would queue behind
         _clear(note)
         full_mask_note()
-        return [] if calibration.ready() is not None or wait else [calibration]
+        return []
+    calibration = _calibration(spec)
+    calibration.begin()                 # once per model and server, after a click's metric: behind it, not before
     stored = measurement(spec, mask, measure=False)
     again = stored is not None and _again_button()
     result = measurement(spec, mask, again=again, wait=wait)

@@ -65,7 +65,7 @@ def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = Non
 
 def _strip_done(mask: HeadMask, ev) -> str:
     label, value = ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
-    return strip_text(mask, f"{md_escape(label)} **{md_escape(value)}**", f"{ev.loss:.4f}")
+    return strip_text(mask, f"{md_escape(label)} **{md_escape(value)}**", uncertainty.loss_text(ev.loss))
 
 
 def show(sel: Selection, arch, ranking, score_name: str) -> None:
@@ -172,10 +172,11 @@ class EarlyLoss:
             return False
         self.shown = loss
         label = ui.metric_label(_task_metric(self.sel))
-        self.note.markdown(f"loss **{loss:.4f}** for {self.mask.n_kept} / {self.mask.n_total} heads · "
+        self.note.markdown(f"loss **{uncertainty.loss_text(loss)}** for {self.mask.n_kept} / {self.mask.n_total} "
+                           "heads · "
                            f"{md_escape(label)}: :material/hourglass_top: decoding…")
         self.strip.markdown(strip_text(self.mask, f"{md_escape(label)}: :material/hourglass_top: updating (decoding)…",
-                                       f"{loss:.4f}"))
+                                       uncertainty.loss_text(loss)))
         return True
 
     def draw_done(self) -> None:
@@ -187,7 +188,7 @@ class EarlyLoss:
         self.strip.markdown(_strip_done(self.mask, ev))
         label = ui.metric_label(ev.metric_name)
         value = uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
-        self.note.markdown(f"{md_escape(label)} **{md_escape(value)}** · loss **{ev.loss:.4f}** for "
+        self.note.markdown(f"{md_escape(label)} **{md_escape(value)}** · loss **{uncertainty.loss_text(ev.loss)}** for "
                            f"{self.mask.n_kept} / {self.mask.n_total} heads")
         _note_metric_sent(self.mask)
 
@@ -315,7 +316,7 @@ def _metric_and_loss(sel: Selection, mask: HeadMask, wait: bool = True, pending:
                                 within_noise=bool(diff and diff.within_noise)),
               help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""))
     loss_slot = m2.empty()              # the loss of this mask now; its paired change follows (_loss_change)
-    loss_slot.metric("loss", f"{ev.loss:.4f}", width="content", help="Mean cross-entropy.",
+    loss_slot.metric("loss", uncertainty.loss_text(ev.loss), width="content", help="Mean cross-entropy.",
                      **({"delta": CHANGE_UPDATING, "delta_color": "off", "delta_arrow": "off"} if changed else {}))
     st.caption(f"On the first {count_text(ev.n_examples, unit)} of the "
                f"{md_code(cache.split_of(sel.task))} split of "
@@ -368,7 +369,7 @@ def _repair(sel: Selection, mask: HeadMask, ev, wait: bool = True, pending: list
     row = ui.metric_row(ROW_GAP)
     row.metric("without repair", uncertainty.shown(ev).value, width="content")
     row.metric("with repair", uncertainty.shown(fixed).value, width="content",
-               **ui.delta_kwargs(metric.format_delta(fixed.metric, ev.metric),
+               **ui.delta_kwargs(uncertainty.change(ev, fixed, None).text,
                                  "normal" if metric.higher_is_better else "inverse"))
 
 
@@ -381,7 +382,7 @@ def _loss_change(sel: Selection, mask: HeadMask, ev, loss_slot, wait: bool = Tru
         pending.extend(w for w, r in zip(works, per) if r is PENDING)
         return
     loss_diff = uncertainty.loss_change(*per) if None not in per else None
-    loss_slot.metric("loss", f"{ev.loss:.4f}", width="content",
+    loss_slot.metric("loss", uncertainty.loss_text(ev.loss), width="content",
                      **ui.delta_kwargs(loss_diff.text if loss_diff else None, "inverse",
                                        within_noise=bool(loss_diff and loss_diff.within_noise)),
                      help="Mean cross-entropy" + (f". Change: {loss_diff.detail}." if loss_diff else "."))

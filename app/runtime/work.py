@@ -81,6 +81,12 @@ class Work:
         found = job_board().get(self.job)
         return found if found is not None and found.ident == self._ident() else None
 
+    def cached(self) -> bool:
+        """Whether the server already holds this call's result (``fn`` is an ``st.cache_data`` function that another
+        session, or this one before, ran with these arguments): a button would offer work already done, so
+        :meth:`show` fetches it instead. Reads the cache without computing anything."""
+        return in_server_cache(self.fn, self.args, self.kwargs)
+
     def started(self) -> bool:
         """Whether this session has this job (same arguments): running, finished or cancelled."""
         return self._found() is not None
@@ -128,7 +134,7 @@ class Work:
         board = job_board()
         current = self._found()
         if current is None or _is_cancelled(self.job):
-            if _is_cancelled(self.job) or self.start == "button":
+            if _is_cancelled(self.job) or (self.start == "button" and not self.cached()):
                 note = "Cancelled. " if _is_cancelled(self.job) else ""
                 st.button(f"{note}Run: {self.label}", key=state.widget_key("job", f"run_{self.job}"),
                           on_click=self.launch)
@@ -211,11 +217,29 @@ def _follow(current: jobs.Job, job: str, label: str, progress: bool, wait: bool 
 
 def start_button(label: str, key: str, works: list[Work], **button: Any) -> None:
     """One button that starts every work of ``works`` not started yet (each should have ``start="button"``);
-    drawn only while one is not started, so it is gone once the work runs (its results then show where
-    the button was). ``key`` is the button's name under :func:`app.core.session.state.widget_key`'s "job" page."""
-    waiting = [w for w in works if not w.started()]
+    drawn only while one is neither started nor in the server's cache, so it is gone once the work runs (its
+    results then show where the button was). ``key`` is the button's name under :func:`app.core.session.state.widget_key`'s "job" page."""
+    waiting = [w for w in works if not w.started() and not w.cached()]
     if waiting:
         st.button(label, key=state.widget_key("job", key), on_click=_launch_all, args=(waiting,), **button)
+
+
+def in_server_cache(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether the ``st.cache_data`` function ``fn`` holds a result for ``args`` and ``kwargs`` (their hash, as
+    Streamlit keys it), computing nothing. Streamlit has no public call for this; its cache's own key and read are
+    used, and anything unexpected (another function, another Streamlit) counts as not cached: the page then
+    offers its button as before."""
+    try:
+        from streamlit.runtime.caching import cache_utils
+
+        info = fn._info
+        cache = info.get_function_cache(fn._function_key)
+        key = cache_utils._make_value_key(cache_type=info.cache_type, func=info.func, func_args=args,
+                                          func_kwargs=kwargs, hash_funcs=info.hash_funcs)
+        cache.read_result_and_freshness(key)
+    except Exception:                   # noqa: BLE001 - a miss (CacheKeyNotFoundError) or not a cached function
+        return False
+    return True
 
 
 def _launch_all(works: list[Work]) -> None:

@@ -130,7 +130,7 @@ def build_report(analysis: Analysis, *, title: str | None = None, link: str | No
             cards.append((f"{get_metric(result.metric_name).label}, {which}",
                           uncertainty.unitless(result.metric_name, f"{seen.value} ({seen.interval})")))
     if a.evaluation is not None:
-        cards.append(("loss, this mask", f"{a.evaluation.loss:.4f}"))             # as the Head map shows it
+        cards.append(("loss, this mask", uncertainty.loss_text(a.evaluation.loss)))
     if a.bench is not None:
         comp = a.bench.comparisons[-1]
         verdict = speed_verdict(a.bench, comp.batch_size)
@@ -182,7 +182,7 @@ def build_report(analysis: Analysis, *, title: str | None = None, link: str | No
                      "importance, a fixed share at a time, and the metric is measured after each step. A better "
                      "importance score keeps its curve high for longer; random order is the baseline.</p>"
                      + _figure_html(fig, "curves"))
-        rows = [[name, f"{100 * p.fraction_removed:.0f} %", p.heads_removed, f"{p.metric:.4f}", f"{p.loss:.4f}"]
+        rows = [[name, f"{100 * p.fraction_removed:.0f} %", p.heads_removed, f"{p.metric:.4f}", uncertainty.loss_text(p.loss)]
                 for name, c in a.curves.items() for p in c.points]
         parts.append("<details><summary>Curve points</summary>"
                      + _table(["scorer", "removed", "heads removed", "metric", "loss"], rows, {2, 3, 4}) + "</details>")
@@ -224,7 +224,7 @@ def build_report(analysis: Analysis, *, title: str | None = None, link: str | No
         parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in speed.verdict_lines(b)) + "</ul>")
         parts.append(f'<p class="muted">{_e(b.device)}, {b.torch_threads} threads, attention '
                      f"{_e(b.attn_implementation)}, {b.seq_len} tokens per sequence; {_e(measured_text(b))}; "
-                     f"{_e(b.memory_measure)}.</p>")
+                     f"{_e(speed.memory_text(b))}.</p>")
 
     # -- provenance --
     prov: list = []

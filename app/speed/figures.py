@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pruning_core.bench import MASKED_TEXT, BenchResult, speed_verdict
+from pruning_core.core.heads import KIND_LABELS
 
 # Okabe-Ito colours plus a distinct marker and dash per variant: never colour alone
 STYLE = {
@@ -69,8 +70,12 @@ def speed_figure(result: BenchResult) -> go.Figure:
     dense = [result.row("dense", b).examples_per_s for b in sizes]
     ceiling = [c.ceiling_speedup for c in result.comparisons]
     tops += [d * c for d, c in zip(dense, ceiling)]
+    # one batch size: a line of one point is not drawn, so the ceiling is a wide dash at its value
+    ceiling_mode, ceiling_marker = ("lines", None) if len(sizes) > 1 else \
+        ("markers", dict(symbol="line-ew", size=40, line=dict(color=CEILING_COLOUR, width=3)))
     fig.add_trace(go.Scatter(
-        x=sizes, y=[d * c for d, c in zip(dense, ceiling)], mode="lines", name="FLOP ceiling for the pruned model",
+        x=sizes, y=[d * c for d, c in zip(dense, ceiling)], mode=ceiling_mode, marker=ceiling_marker,
+        name="FLOP ceiling for the pruned model",
         legendgroup="ceiling", line=dict(color=CEILING_COLOUR, dash="dash", width=2),
         hovertemplate="ceiling, batch %{x}<br>%{y:.1f} examples/s<extra></extra>"), row=1, col=1)
     verdicts = [speed_verdict(result, b) for b in sizes]
@@ -86,7 +91,8 @@ def speed_figure(result: BenchResult) -> go.Figure:
                       "<br>%{customdata[2]}<extra></extra>"),
         row=1, col=2)
     fig.add_trace(go.Scatter(
-        x=sizes, y=ceiling, mode="lines", name="FLOP ceiling", legendgroup="ceiling", showlegend=False,
+        x=sizes, y=ceiling, mode=ceiling_mode, marker=ceiling_marker, name="FLOP ceiling", legendgroup="ceiling",
+        showlegend=False,
         line=dict(color=CEILING_COLOUR, dash="dash", width=2),
         hovertemplate="ceiling: %{y:.3f}x<extra></extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#888888", width=1), row=1, col=2)
@@ -133,10 +139,23 @@ def verdict_lines(result: BenchResult) -> list[str]:
     return [f"batch {b}: {speed_verdict(result, b).text}" for b in result.batch_sizes]
 
 
+def kind_parts(by_kind: dict) -> str:
+    """Heads kept per kind, in words: 'encoder self-attention: 36 / 72 heads, cross ...'."""
+    return ", ".join(f"{KIND_LABELS.get(kind, kind)}: {v['heads_kept']:,} / {v['heads']:,} heads"
+                     for kind, v in by_kind.items())
+
+
+def memory_text(result: BenchResult) -> str:
+    """What the sweep says of memory: how the peak was measured, or that peak memory was not."""
+    if result.memory_measure == "not measured":
+        return "peak memory not measured (the sweep timed latency only)"
+    return f"peak memory: {result.memory_measure}"
+
+
 def ceiling_text(result: BenchResult) -> str:
     """One sentence: what share of the multiply-adds the mask removes, hence the best possible speed-up."""
     c = result.ceiling
-    parts = ", ".join(f"{kind}: {v['heads_kept']}/{v['heads']} heads" for kind, v in c.by_kind().items())
+    parts = kind_parts(c.by_kind())
     return (f"The mask removes {100 * c.removed_fraction:.1f} % of the multiply-adds of one forward pass "
             f"({parts}; {c.seq_len} tokens), so no implementation can be more than {c.speedup:.2f}× faster by "
             "removing these heads: the feed-forward blocks and the output head do not shrink.")

@@ -80,7 +80,7 @@ class TourStep:
 
 STEPS: tuple[TourStep, ...] = (
     TourStep(
-        "one-head", "One head removed changes little",
+        "one-head", "One head removed",             # completed from the data (one_head_title) once computed
         "Remove any single attention head and measure the model again: for most heads the metric moves by "
         "less than its own uncertainty (Michel, Levy & Neubig 2019, *Are Sixteen Heads Really Better than "
         "One?*). Each cell below is the change of the metric when that head alone is removed; cells marked "
@@ -194,6 +194,18 @@ def costliest_head(table: AblationResult) -> tuple[str, int, int]:
     metric = get_metric(table.metric_name)
     worst = min(table.rows, key=lambda r: (metric.sort_key(r.metric), -r.delta_loss))
     return worst.kind, worst.layer, worst.head
+
+
+def one_head_title(table: AblationResult, base: str, worst: str) -> str:
+    """Step 1's title told by its table: how many heads change the metric significantly on their own (Holm-corrected)
+    and what the costliest one does (``base`` and ``worst``: the metric with all heads and without that head, as the
+    caption shows them). A model where many heads matter is not told that one head changes little."""
+    label = get_metric(table.metric_name).label
+    significant = sum(bool(r.significant) for r in table.rows)
+    if significant == 0:
+        return f"One head removed: none of the {len(table.rows)} changes {label} significantly"
+    return (f"One head removed: {significant} of {len(table.rows)} change {label} significantly, "
+            f"the costliest takes it from {base} to {worst}")
 
 
 def one_head_removed(table: AblationResult, layout: HeadLayout) -> HeadMask:

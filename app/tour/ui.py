@@ -68,9 +68,10 @@ def model_picker(models: tuple[tour.TourModel, ...]) -> tour.TourModel:
     return chosen
 
 
-def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.TourModel, ...]) -> None:
+def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.TourModel, ...]) -> str | None:
     """The step's paragraph, its prepared state and figure, and the one thing to click; on a model it does
-    not run on, why not (``models``: the picker's, named in that message)."""
+    not run on, why not (``models``: the picker's, named in that message). Returns the step's title as its data
+    tell it, where a step's title depends on them (None: the step's own title)."""
     st.markdown(step.paragraph)
     runs_here = model.key in step.models
     if not runs_here:
@@ -85,13 +86,15 @@ def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.Tou
         mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
         return
     ctx = Ctx(model, pickers.selection(), arch)       # the model picker made the tour model the session's
-    if not VIEWS[step.name](ctx):
-        return
+    drawn = VIEWS[step.name](ctx)
+    if not drawn:
+        return None
     ui.show_notices()
     page = PAGE_FILES[step.page]
     st.markdown(f"**Now click** · {step.click}")
     for page in (page, *(PAGE_FILES[name] for name in step.also)):
         st.page_link(page.file, label=f"Open {page.title}", icon=page.icon)
+    return drawn if isinstance(drawn, str) else None
 
 
 def navigation(step: tour.TourStep) -> None:
@@ -126,7 +129,7 @@ def _half_removed(ctx: Ctx) -> HeadMask | None:
     return None if scores is None else _prepare(tour.half_removed(scores), "half the heads removed (gradient)")
 
 
-def _one_head(ctx: Ctx) -> bool:
+def _one_head(ctx: Ctx) -> str | bool:
     table = curve_jobs.ablation(ctx.sel).show()
     if table is None:
         return False
@@ -143,7 +146,8 @@ def _one_head(ctx: Ctx) -> bool:
                "without it. "
                f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
                f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
-    return True
+    return tour.one_head_title(table, ui.metric_text(table.metric_name, table.base_metric, iv),
+                               ui.metric_text(table.metric_name, row.metric, iv))
 
 
 def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
@@ -154,7 +158,10 @@ def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
-    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER).show()          # the Curves page's job
+    layers = sum(1 for rows in ctx.arch.layout.kinds.values() for n in rows if n > 0)
+    secs = workload.one_per_layer_seconds(ctx.sel, ctx.arch.total_heads, layers, tour.SCORER)
+    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER, f"One head per layer ({workload.about(secs)} on 2 CPU "
+                                                             "cores)").show()          # the Curves page's job
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
@@ -285,7 +292,7 @@ def _induction(ctx: Ctx) -> bool:
     return True
 
 
-VIEWS: dict[str, Callable[[Ctx], bool]] = {
+VIEWS: dict[str, Callable[[Ctx], bool | str]] = {       # a str: drawn, and the step's title its data tell
     "one-head": _one_head, "one-per-layer": _one_per_layer, "curve": _curve, "translation": _translation,
     "attention": _attention, "induction": _induction, "speed": _speed,
 }

@@ -23,6 +23,11 @@ KIND_LABELS: dict[str, str] = {
     "decoder_self": "decoder self-attention",
     "cross": "encoder-decoder (cross) attention",
 }
+KIND_SHORT: dict[str, str] = {          # where a row or tick label has room for a word or two ("cross L0")
+    "encoder_self": "encoder self",
+    "decoder_self": "decoder self",
+    "cross": "cross",
+}
 
 HeadId = tuple[str, int, int]  # (kind, layer, head)
 

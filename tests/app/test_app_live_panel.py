@@ -140,6 +140,20 @@ def test_speed_chart_axes_contain_every_point_and_whisker(tmp_path):
     assert "masked / dense" not in names and any(MASKED_TEXT in (n or "") for n in names)
 
 
+def test_with_one_batch_size_the_ceiling_is_drawn_and_memory_named(tmp_path):
+    """A line through one point draws nothing: with one batch size the FLOP ceiling is a marker on both panels, and
+    the caption names what was not measured (peak memory), not a bare "not measured"."""
+    loaded = tiny_loaded("bert", tmp_path)
+    result = benchmark(loaded, half_mask(loaded.layout), batch_sizes=(4,), warmup=0, repeats=2, min_seconds=0.0,
+                       seq_len=8, measure_memory=False)
+    ceilings = [t for t in speed.speed_figure(result).data if (t.name or "").startswith("FLOP ceiling")]
+    assert len(ceilings) == 2 and all("markers" in t.mode and t.marker.size >= 20 for t in ceilings)
+    assert speed.memory_text(result) == "peak memory not measured (the sweep timed latency only)"
+    assert all("lines" == t.mode for t in speed.speed_figure(
+        benchmark(loaded, half_mask(loaded.layout), batch_sizes=(1, 4), warmup=0, repeats=2, min_seconds=0.0,
+                  seq_len=8, measure_memory=False)).data if (t.name or "").startswith("FLOP ceiling"))
+
+
 def test_measured_text_says_when_and_under_what_load(tmp_path):
     import dataclasses
     import datetime as dt

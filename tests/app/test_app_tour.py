@@ -66,7 +66,7 @@ def test_every_step_renders_with_its_mask_and_its_link_opens_it(open_tour):
     at = open_tour()
     seen = []
     for n, step in enumerate(tour.STEPS):
-        assert heading(at) == f"Step {n + 1} of {len(tour.STEPS)} · {step.title}"
+        assert heading(at).startswith(f"Step {n + 1} of {len(tour.STEPS)} · {step.title}")   # step 1: + its data
         assert step.paragraph[:40] in " ".join(m.value for m in at.markdown)
         if "default" not in step.models or (step.task_types and "classification" not in step.task_types):
             assert any(step.not_on in i.value for i in at.info), f"{step.name}: no reason shown"   # translation,
@@ -100,6 +100,37 @@ def test_the_one_per_layer_table_speaks_to_a_reader(open_tour):
     frame = at.dataframe[0].value
     assert {"Layer", "Head kept", "Accuracy (%), this layer reduced", "Change in accuracy (points)"} <= set(frame.columns)
     assert_human_columns([frame])
+
+
+def test_the_long_steps_carry_their_estimate_on_the_progress_bar(open_tour, monkeypatch):
+    """The curve and one-head-per-layer steps start their jobs by themselves: each job's label (what its bar
+    reads) says how long it takes, as the Curves page's buttons do."""
+    from app.runtime import board
+
+    labels: dict[str, str] = {}
+    real = board.JobBoard.start
+
+    def spy(self, name, label, *args, **kwargs):
+        labels[name] = label
+        return real(self, name, label, *args, **kwargs)
+    monkeypatch.setattr(board.JobBoard, "start", spy)
+    open_tour({"step": "one-per-layer"})
+    open_tour({"step": "curve"})
+    for job in (f"one_{tour.SCORER}", *(f"curve_{name}" for name in tour.CURVE_SCORERS)):
+        assert job in labels and labels[job].endswith("on 2 CPU cores)") and "about " in labels[job], labels
+
+
+def test_step_one_title_is_told_by_its_table():
+    """17 of 64 heads of the translation model change BLEU significantly and one takes it from 32 to 8: the title
+    says so, not "changes little"."""
+    from pruning_core.evaluation.experiments import AblationResult, AblationRow
+
+    rows = tuple(AblationRow("cross", i // 8, i % 8, 31.0, -1.0, 2.0, 0.1, significant=i < 17) for i in range(64))
+    table = AblationResult("bleu", 32.0, 2.0, 128, rows)
+    title = tour.one_head_title(table, "32", "8")
+    assert title == "One head removed: 17 of 64 change BLEU significantly, the costliest takes it from 32 to 8"
+    quiet = AblationResult("bleu", 32.0, 2.0, 128, tuple(replace(r, significant=False) for r in rows))
+    assert tour.one_head_title(quiet, "32", "31") == "One head removed: none of the 64 changes BLEU significantly"
 
 
 def test_the_tour_step_is_not_in_other_pages_links(open_tour):

@@ -56,9 +56,10 @@ def test_uncertainty_rounds_to_what_the_interval_supports():
     one_less = EvalResult("accuracy", 89 / 128, 0.5, 128, per_example=(1,) * 89 + (0,) * 39,
                           interval=stats.wilson_interval(89, 128))
     small = uncertainty.change(wide, one_less, compare(get_metric("accuracy"), wide, one_less, None))
-    # shown "70 %" and "70 %": the change of -0.78 points gets the decimal that keeps it from contradicting them
-    assert small.within_noise and small.text == "-0.8 points" and "McNemar" in small.detail
-    half = EvalResult("accuracy", 0.5, 0.5, 128, per_example=(1,) * 64 + (0,) * 64)
+    # shown "70 %" and "70 %": the change shown is their difference; the -0.78 points are in the detail
+    assert small.within_noise and small.text == "0 points" and "McNemar" in small.detail
+    half = EvalResult("accuracy", 0.5, 0.5, 128, per_example=(1,) * 64 + (0,) * 64,
+                      interval=stats.wilson_interval(64, 128))
     big = uncertainty.change(wide, half, compare(get_metric("accuracy"), wide, half, None))
     assert not big.within_noise and big.text == "-20 points"
     assert uncertainty.majority_share([0, 1, 1, 1]) == 0.75
@@ -66,8 +67,8 @@ def test_uncertainty_rounds_to_what_the_interval_supports():
 
 
 def test_a_change_never_contradicts_the_values_it_is_the_difference_of():
-    """115 → 117 right of 128 was shown "90 %" → "91 %" with the change "+2 points"
-    (1.5625 points, rounded to whole points because its paired interval is ± several points)."""
+    """115 → 117 right of 128, shown "90 %" → "91 %": the change reads "+1 point", the difference of the shown
+    values (the unrounded 1.5625 points stay in the detail's interval)."""
     from app.core import uncertainty
     from pruning_core.evaluation import stats
     from pruning_core.evaluation.metrics import get_metric
@@ -81,7 +82,7 @@ def test_a_change_never_contradicts_the_values_it_is_the_difference_of():
     other = right(117, (1,) * 115 + (1, 1) + (0,) * 11)           # two more right, none lost
     assert (uncertainty.shown(base).value, uncertainty.shown(other).value) == ("90 %", "91 %")
     moved = uncertainty.change(base, other, compare(get_metric("accuracy"), base, other, None))
-    assert moved.text == "+1.6 points", moved                       # 100 * 2 / 128 = 1.5625
+    assert moved.text == "+1 point", moved                          # 91 - 90, not 100 * 2 / 128
     # where whole points agree with the values they stay whole: 70 % → 50 % is -20 points
     wide, half = right(90, (1,) * 90 + (0,) * 38), right(64, (1,) * 64 + (0,) * 64)
     assert uncertainty.change(wide, half, compare(get_metric("accuracy"), wide, half, None)).text == "-20 points"
