@@ -158,10 +158,7 @@ def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
 
 
 def _one_per_layer(ctx: Ctx) -> bool:
-    layers = sum(1 for rows in ctx.arch.layout.kinds.values() for n in rows if n > 0)
-    secs = workload.one_per_layer_seconds(ctx.sel, ctx.arch.total_heads, layers, tour.SCORER)
-    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER, f"One head per layer ({workload.about(secs)} on 2 CPU "
-                                                             "cores)").show()          # the Curves page's job
+    result = curve_jobs.one_per_layer(ctx.sel, tour.SCORER).show()          # the Curves page's job
     if result is None:
         return False
     _prepare(tour.best_head_per_layer(result, ctx.arch.layout), "one head per layer (gradient)")
