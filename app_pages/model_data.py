@@ -9,7 +9,7 @@ from app.core.access import task_label
 from app.core.text import md_code, md_escape, data_set_names
 from app.runtime.work import Work
 from pruning_core.core.heads import KIND_LABELS
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 
 welcome.show()                      # the landing page: what the tool is for, where to start
 ui.page_intro("Model & data", """

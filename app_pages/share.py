@@ -86,7 +86,7 @@ with share_tab:
                 if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
     st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
                + ("" if mask.is_full() else " Unzip the model and load it with "
-                  "`pruning_core.modeling.loading.load_model(folder)`, or measure it with "
+                  "`pruning_core.modeling.sources.loading.load_model(folder)`, or measure it with "
                   f"`{links.evaluate_command(links.pruned_folder_name(spec, mask), task_name)}`."))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
     st.code(link, language=None, wrap_lines=True)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from pruning_core.bench import (benchmark, format_bench, half_mask, interleaved_latencies,  # noqa: E402
                                 synthetic_inputs)
 from pruning_core.core.errors import CacheError  # noqa: E402
-from pruning_core.modeling.loading import LoadedModel, load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import LoadedModel, load_model  # noqa: E402
 from pruning_core.modeling.pruning import prune_heads  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 

@@ -18,7 +18,7 @@ from live_common import RESULTS, load_1min, machine
 import torch  # noqa: E402
 
 from pruning_core.core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
 CASES = (("whisper-base", "movie-speech", 8), ("bergamot-en-pt", "bible-en-pt", 128),

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.compress import Budget, CompressConfig, compress  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.evaluation.stats import spearman  # noqa: E402

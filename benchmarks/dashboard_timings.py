@@ -142,7 +142,7 @@ class Reference:
 
     def __init__(self, model: str, task: str, limit: int) -> None:
         from pruning_core import tasks
-        from pruning_core.modeling.loading import load_model
+        from pruning_core.modeling.sources.loading import load_model
 
         self.loaded = load_model(model, device="cpu")
         self.task = tasks.get_task(task)
@@ -226,7 +226,7 @@ class HeadPicker:
     """The heads the class sessions click, each (layer, head) once in the whole run. A fresh session's click
     makes a one-head mask, and a mask any session evaluated before is a cache hit that times no work. Every
     round clicks the same layers (:meth:`layers`: all depths, as the work of a click depends on its layer:
-    :mod:`pruning_core.modeling.layer_cache`), heads from the last of each layer down; ``repeats`` counts the heads
+    :mod:`pruning_core.modeling.inference.layer_cache`), heads from the last of each layer down; ``repeats`` counts the heads
     clicked again once a layer has run out."""
 
     def __init__(self, rows: list[int], reserved: set[tuple[int, int]] = frozenset()) -> None:
@@ -574,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from pruning_core.core.io import storage
     from pruning_core.bench import BENCH_FORMAT
-    from pruning_core.modeling.loading import default_model_dir
+    from pruning_core.modeling.sources.loading import default_model_dir
     from pruning_core.evaluation.results import provenance
 
     if args.model == "default" and not (default_model_dir() / "config.json").is_file():

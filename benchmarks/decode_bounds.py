@@ -17,9 +17,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from pruning_core.modeling import catalog  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task, speech, translation  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

@@ -32,7 +32,7 @@ def worker(args) -> None:
 
     torch.set_num_threads(args.threads)
     from pruning_core.core.runtime import distributed
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.scoring.gradient import per_token_importance
     from pruning_core.tasks import get_task
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args)
         return 0
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.evaluation.results import provenance, write_json
 
     load_before = os.getloadavg()

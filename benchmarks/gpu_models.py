@@ -20,7 +20,7 @@ import torch
 from pruning_core.modeling.architectures import adapter_for, find_sites, kv_groups_of, layout_of
 from pruning_core.bench import LatencyStats, interleaved_latencies
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import LoadedModel
+from pruning_core.modeling.sources.loading import LoadedModel
 
 WORDS = ("the a good bad movie film great awful plot acting fun dull love hate it was is not very really story "
          "scene cast music ending long short funny sad script actor director").split()

@@ -247,7 +247,7 @@ def _relative(a: dict, b: dict) -> float:
 def section_device_map(ctx: Context, out: dict) -> None:
     """load_model(device_map=...) with the first half of the layers on the GPU, the rest on the CPU."""
     from pruning_core.cli.args import parse_device_map
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
 
     folder, files = ctx.saved("minilm-l6"), ctx.files(ctx.sizes.cli_examples, ctx.sizes.seq)
     layers = gm.config_of(gm.SHAPES["minilm-l6"], ctx.quick).num_hidden_layers
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None, sections: dict | None = None) -> int:
     if unknown:
         ap.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(sections)}")
     from pruning_core.core.errors import HeadpruneError
-    from pruning_core.modeling.loading import resolve_device
+    from pruning_core.modeling.sources.loading import resolve_device
     try:
         device = resolve_device(args.device)
     except HeadpruneError as exc:

@@ -27,7 +27,7 @@ from pruning_core.bench import benchmark  # noqa: E402
 from pruning_core.bench.latency_model import calibrate  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = "headprune.latency_estimate/1"

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/live_clicks.py --model qwen2.5-0.5b --layers 0 6 12 17 23
 
 Needs the model prepared (``headprune prepare --model ...``). Steps, as the Head map evaluates a click
-(``Task.evaluate`` with a :class:`~pruning_core.modeling.layer_cache.LayerInputCache` of the dashboard's budget,
+(``Task.evaluate`` with a :class:`~pruning_core.modeling.inference.layer_cache.LayerInputCache` of the dashboard's budget,
 threads as the dashboard sets them).
 
 What it measures and writes, in full: benchmarks/README.md, ``live_clicks.py``.
@@ -21,11 +21,11 @@ from live_common import RESULTS, load_1min, machine
 
 from app.model import workload
 from pruning_core.bench import budget
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.io.storage import write_json
-from pruning_core.modeling.layer_cache import LayerInputCache
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.inference.layer_cache import LayerInputCache
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.tasks import get_task
 
 FORMAT = "headprune.live_clicks/1"

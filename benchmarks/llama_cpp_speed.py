@@ -26,7 +26,7 @@ from pruning_core.bench import LatencyStats, flop_ceiling, interleaved_latencies
 from pruning_core.bench.export import llama_cpp  # noqa: E402
 from pruning_core.bench.export.to_gguf import export_gguf  # noqa: E402
 from pruning_core.core.heads import HeadScores  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.modeling.presets import uniform_by_group  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count, prune_heads  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402

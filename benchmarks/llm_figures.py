@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pruning_core.modeling import presets  # noqa: E402
-from pruning_core.modeling import catalog  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.modeling.architectures import kv_groups_of  # noqa: E402
 from pruning_core.bench import benchmark, flop_ceiling, speed_verdict  # noqa: E402
 from pruning_core.evaluation.experiments import pruning_curve, seeded_curves  # noqa: E402
 from pruning_core.core.heads import HeadMask, group_scores  # noqa: E402
 from pruning_core.evaluation.metrics import get_metric  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count_after  # noqa: E402
 from pruning_core.evaluation.results import provenance  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402

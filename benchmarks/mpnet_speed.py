@@ -21,10 +21,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.modeling import catalog  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.bench import (LatencyStats, flop_ceiling, half_mask, interleaved_latencies,  # noqa: E402
                                 judge_speedup, load_average, speedup_spread, synthetic_inputs)
-from pruning_core.modeling.loading import LoadedModel, load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import LoadedModel, load_model  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count, prune_heads  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 

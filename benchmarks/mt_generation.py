@@ -25,8 +25,8 @@ import torch  # noqa: E402
 from pruning_core.bench import LatencyStats, flop_ceiling, interleaved_latencies  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.greedy import greedy_decode  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.inference.greedy import greedy_decode  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count, prune_heads  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402

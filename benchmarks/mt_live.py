@@ -25,9 +25,9 @@ import torch  # noqa: E402
 
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.bench.budget import layer_cache_budget  # noqa: E402
-from pruning_core.modeling.layer_cache import LayerInputCache, forward_for  # noqa: E402
+from pruning_core.modeling.inference.layer_cache import LayerInputCache, forward_for  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.evaluation.significance import beside_intervals  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from pruning_core.analysis.attention_maps import example_text  # noqa: E402
 from pruning_core.bench import load_average  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.analysis.roles import (
     compute_roles,

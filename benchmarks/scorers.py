@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from pruning_core.cli.common import fmt  # noqa: E402
 from pruning_core.core.heads import HeadMask, HeadScores  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.modeling.presets import remove_least_important  # noqa: E402
 from pruning_core.compress import evaluate_repaired  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402

@@ -18,11 +18,11 @@ from pathlib import Path
 from live_common import RESULTS, load_1min, machine
 
 from pruning_core.bench.budget import layer_cache_budget
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.io.storage import write_json
-from pruning_core.modeling.layer_cache import LayerInputCache
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.inference.layer_cache import LayerInputCache
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.tasks import get_task
 
 FORMAT = "headprune.seq2seq_live/1"

@@ -23,10 +23,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.modeling import catalog  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
-from pruning_core.modeling.loading import LoadedModel, load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import LoadedModel, load_model  # noqa: E402
 from pruning_core.modeling.presets import keep_top_fraction_per_layer, random_per_layer  # noqa: E402
 from pruning_core.modeling.pruning import parameter_count, prune_heads  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402

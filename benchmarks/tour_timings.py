@@ -28,7 +28,7 @@ from browser_helpers import DashboardServer, chromium_browser, chromium_path, ne
 
 from app.tour import steps as tour  # noqa: E402
 from pruning_core.core.io import storage  # noqa: E402
-from pruning_core.modeling import catalog  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DRAWN = ("([name]) => [...document.querySelectorAll('[data-testid=\"stCode\"]')]"

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.evaluation.metrics import get_metric  # noqa: E402
-from pruning_core.modeling.loading import load_model  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.scoring import ScoreConfig, get_scorer  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402

@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
                      "FormatError", "CacheError", "Cancelled"], "core.errors"),
     "ProgressEvent": "core.progress",
     # models, masking, pruning
-    **dict.fromkeys(["LoadedModel", "load_model", "save_pruned", "resolve_device"], "modeling.loading"),
+    **dict.fromkeys(["LoadedModel", "load_model", "save_pruned", "resolve_device"], "modeling.sources.loading"),
     **dict.fromkeys(["apply_mask", "gate_heads"], "modeling.masking"),
     **dict.fromkeys(["prune_heads", "parameter_count", "parameter_count_after", "attention_parameter_count"],
                     "modeling.pruning"),

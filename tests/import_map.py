@@ -1,8 +1,27 @@
-"""Reading a module's imports from its source (``ast``), for the tests of the library's layers and the app's
-floors."""
+"""Reading a module's imports from its source (``ast``), and the library's layers, for the tests of the library's
+layers and the app's floors (test modules import this helper, never one another)."""
 from __future__ import annotations
 
 import ast
+
+
+# The library's folders, lowest first; a module may import its own folder and the ones below. A folder nested in
+# another (NESTED) is a concept of its own with its own layer, named "parent/child": core's own modules stay the
+# floor and import neither io nor runtime.
+LAYERS = [
+    {"core", "__version__"},
+    {"core/io", "core/runtime"},
+    {"evaluation"},
+    {"modeling"},
+    {"tasks", "bench", "bench/export"},
+    {"zoo"},
+    {"scoring"},
+    {"compress", "analysis"},
+    {"cli", "__main__"},
+]
+NESTED = {"core": {"io", "runtime"}, "bench": {"export"}}
+LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
+MAX_TOP_LEVEL = 12        # a package's top level: ten concept folders at most and its __init__/__main__
 
 
 def imported_names(source: str, package: list[str], skip_typing: bool = False) -> list[tuple[str, int]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
-from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
+from pruning_core.modeling.sources.loading import LoadedModel, weights_hash_of_module
 from pruning_core.tasks.data.ruler import Words
 
 SPECIALS = ["<pad>", "<s>", "</s>"]

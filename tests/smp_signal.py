@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.modeling.architectures import find_sites, layout_of
-from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
+from pruning_core.modeling.sources.loading import LoadedModel, weights_hash_of_module
 from pruning_core.scoring.smp.train import keep_count
 from tiny import VOCAB, make_bert_tokenizer
 

@@ -236,7 +236,7 @@ def test_app_state_holds_keys_and_url_only():
 
 def test_app_core_is_a_short_list_of_concepts():
     """``app/core`` keeps about ten entries, as a package's top level does; the session's state is ``session/``."""
-    from test_layers import MAX_TOP_LEVEL
+    from import_map import MAX_TOP_LEVEL
 
     entries = sorted(p.name for p in (ROOT / "app" / "core").iterdir() if p.name != "__pycache__")
     assert len(entries) <= MAX_TOP_LEVEL and "session" in entries, entries

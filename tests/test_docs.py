@@ -10,14 +10,17 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKDOWN = ["README.md", "benchmarks/README.md", "tests/README.md", *sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+SKIP_DIRS = {".venv", "node_modules", "__pycache__", ".git", "vendor", "reference"}
+MARKDOWN = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.md")
+                  if not SKIP_DIRS & set(p.relative_to(ROOT).parts) and not p.name.startswith("."))
 CODE = ("pruning_core", "app")                  # no history in these: issue numbers, dates, timings
-DOCSTRING_FOLDERS = ("pruning_core", "app", "app_pages", "benchmarks")
+DOCSTRING_FOLDERS = ("pruning_core", "app", "app_pages", "benchmarks", "tests")
 MAX_MODULE_DOCSTRING = 12                       # lines
 
 TOP = r"(?:pruning_core|app|app_pages|benchmarks|docs|tests|assets|shared)"
 PATH = re.compile(rf"`{{1,2}}({TOP}/[\w./-]*)`{{1,2}}")                  # `app/core/session/state.py`, ``docs/X.md``
+# any other backticked file path (`scoring/gradient.py`): it must resolve from the root or its document's folder
+FILE = re.compile(r"`{1,2}([\w.-]+(?:/[\w.-]+)+\.(?:py|md|json|toml|txt|js|css|html|cfg|sh|yml|yaml))`{1,2}")
 DOTTED = re.compile(r"`{1,2}:?\w*:?`?((?:pruning_core|app)(?:\.\w+)+)")  # `pruning_core.bench.budget`, :mod:`app.x`
 ISSUE = re.compile(r"\bissues?\s+#?\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
 DATE = re.compile(r"\b20\d\d-[01]\d(?:-[0-3]\d)?\b")
@@ -56,20 +59,22 @@ def prose_of(source: str) -> list[tuple[int, str]]:
 
 
 def written_by_a_benchmark(path: str) -> bool:
-    """A result file a benchmark writes when run (``benchmarks/results/x.json`` named in its source)."""
+    """A result file a benchmark writes when run (a ``benchmarks/results/`` file named in its source)."""
     name = Path(path).name
     return path.startswith("benchmarks/results/") and any(
         f'"{name}"' in p.read_text(encoding="utf-8") for p in (ROOT / "benchmarks").glob("*.py"))
 
 
-def missing_path(text: str) -> list[str]:
-    """The backticked repository paths in ``text`` that do not exist (globs, placeholders such as
-    ``MODEL`` and the result files a benchmark writes skipped)."""
+def missing_path(text: str, here: Path = ROOT) -> list[str]:
+    """The backticked repository paths in ``text`` that do not exist from the root (or, for a path that does not
+    start at a top folder, from ``here``, the document's folder); globs, placeholders such as ``MODEL`` and the
+    result files a benchmark writes skipped."""
     bad = []
-    for path in PATH.findall(text):
+    for path in dict.fromkeys(PATH.findall(text) + FILE.findall(text)):
         if any(c in path for c in "*<>{}") or path.endswith("...") or re.search(r"[A-Z]{4,}", path):
             continue
-        if not (ROOT / path.rstrip("/.")).exists() and not written_by_a_benchmark(path):
+        found = (ROOT / path.rstrip("/.")).exists() or (here / path).exists()
+        if not found and not written_by_a_benchmark(path):
             bad.append(path)
     return bad
 
@@ -88,19 +93,28 @@ def missing_module(dotted: str) -> bool:
     return False
 
 
-def stale_references(text: str) -> list[str]:
-    return missing_path(text) + [d for d in DOTTED.findall(text) if missing_module(d)]
+def stale_references(text: str, here: Path = ROOT) -> list[str]:
+    return missing_path(text, here) + [d for d in DOTTED.findall(text) if missing_module(d)]
 
 
-def test_every_backticked_path_in_the_docs_exists():
-    bad = [f"{name}: {ref}" for name in MARKDOWN if (ROOT / name).exists()
-           for ref in stale_references((ROOT / name).read_text(encoding="utf-8"))]
+def all_docstrings(path: Path) -> list[str]:
+    """Every docstring of ``path``: its module's, its classes' and its functions'."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [d for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                                        ast.AsyncFunctionDef))
+            and (d := ast.get_docstring(n, clean=False))]
+
+
+def test_every_backticked_path_in_every_markdown_file_exists():
+    bad = [f"{name}: {ref}" for name in MARKDOWN
+           for ref in stale_references((ROOT / name).read_text(encoding="utf-8"), (ROOT / name).parent)]
     assert not bad, "these paths or modules do not exist:\n" + "\n".join(bad)
 
 
-def test_every_backticked_path_in_a_module_docstring_exists():
-    bad = [f"{path.relative_to(ROOT)}: {ref}" for path, doc in module_docstrings(*DOCSTRING_FOLDERS).items()
-           for ref in stale_references(doc)]
+def test_every_backticked_path_in_every_docstring_exists():
+    paths = [*python_files(*DOCSTRING_FOLDERS), ROOT / "dashboard.py"]
+    bad = [f"{path.relative_to(ROOT)}: {ref}" for path in paths for doc in all_docstrings(path)
+           for ref in stale_references(doc, path.parent)]
     assert not bad, "these paths or modules do not exist:\n" + "\n".join(bad)
 
 
@@ -127,6 +141,8 @@ def test_no_issue_numbers_dates_or_timings_in_the_code():
 
 def test_the_checks_see_what_they_look_for():
     assert missing_path("see `pruning_core/core/no_such.py` and ``app/core/text.py``") == ["pruning_core/core/no_such.py"]
+    assert missing_path("``smp/scorer.py`` moved; ``scoring/gradient.py`` too") == ["smp/scorer.py", "scoring/gradient.py"]
+    assert missing_path("`results/x.json`", ROOT / "benchmarks") == ["results/x.json"]
     assert missing_module("pruning_core.core.no_such") and not missing_module("pruning_core.core.heads.HeadMask")
     assert not missing_module("pruning_core.load_model") and missing_module("pruning_core.no_such_name")
     prose = prose_of('"""Fixed in issue 38."""\nx = 1  # 0.67 s on 2 cores (2026-12-04), see #12\n'
@@ -150,7 +166,7 @@ def test_design_counts_the_library_folders():
 
 
 def test_design_lists_the_library_folders_in_its_layer_order():
-    from test_layers import LAYERS
+    from import_map import LAYERS
 
     table = re.findall(r"^\| (\d) \| ([^|]+) \|", DESIGN, re.M)
     assert [{*re.findall(r"`([\w/]+)/`", folders)} for _, folders in table] == \

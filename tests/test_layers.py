@@ -6,29 +6,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from import_map import imported_names
+from import_map import LAYER_OF, LAYERS, MAX_TOP_LEVEL, NESTED, imported_names
+
+NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "pruning_core"
-
-# The library's folders, lowest first; a module may import its own folder and the ones below. A folder nested in
-# another (NESTED) is a concept of its own with its own layer, named "parent/child": core's own modules stay the
-# floor and import neither io nor runtime.
-LAYERS = [
-    {"core", "__version__"},
-    {"core/io", "core/runtime"},
-    {"evaluation"},
-    {"modeling"},
-    {"tasks", "bench", "bench/export"},
-    {"zoo"},
-    {"scoring"},
-    {"compress", "analysis"},
-    {"cli", "__main__"},
-]
-NESTED = {"core": {"io", "runtime"}, "bench": {"export"}}
-LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
-NEVER_IN_LIBRARY = {"streamlit", "plotly", "bertviz", "app", "app_pages", "dashboard"}
-MAX_TOP_LEVEL = 12        # a package's top level: ten concept folders at most and its __init__/__main__
 
 
 def imports_of(path: Path, package: list[str]) -> list[tuple[str, int]]:
@@ -107,8 +90,9 @@ def test_the_public_api_is_exactly_what_the_package_exports():
             "adapter_for", "benchmark"} <= set(pruning_core.__all__)
 
 
-def _module_graph(package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports (anywhere but under ``if TYPE_CHECKING:``)."""
+def _module_graph(package: str, skip_typing: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (anywhere; under ``if TYPE_CHECKING:`` too when not
+    ``skip_typing``)."""
     mods = {}
     for p in (ROOT / package).rglob("*.py"):
         parts = p.relative_to(ROOT).with_suffix("").parts
@@ -123,7 +107,7 @@ def _module_graph(package: str) -> dict[str, set[str]]:
     for name, path in mods.items():
         package_parts = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         targets = set()
-        for dotted, _ in imported_names(path.read_text(encoding="utf-8"), package_parts, skip_typing=True):
+        for dotted, _ in imported_names(path.read_text(encoding="utf-8"), package_parts, skip_typing=skip_typing):
             target = resolve(dotted)
             if target and target != name and not name.startswith(target + "."):
                 targets.add(target)
@@ -164,6 +148,22 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_library_has_no_import_cycle():
     assert _cycles(_module_graph("pruning_core")) == []
+
+
+def test_modeling_has_no_type_only_import_cycle():
+    """In ``modeling/`` the imports under ``if TYPE_CHECKING:`` close no cycle either: a type two modules share
+    lives below both (``AttentionSite`` in ``pruning_core/modeling/architectures/slicing.py``)."""
+    found = _cycles(_module_graph("pruning_core", skip_typing=False))
+    assert [c for c in found if any(m.startswith("pruning_core.modeling") for m in c)] == []
+
+
+def test_modeling_is_sorted_by_concern():
+    """``pruning_core/modeling/`` and its folders keep about ten entries each; inference and the model's sources
+    have their own folder."""
+    modeling = LIBRARY / "modeling"
+    for folder in (modeling, modeling / "inference", modeling / "sources"):
+        entries = sorted(p.name for p in folder.iterdir() if p.name != "__pycache__")
+        assert len(entries) <= MAX_TOP_LEVEL - 1, (folder.name, entries)
 
 
 def test_the_cycle_finder_sees_a_cycle():

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
-from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
+from pruning_core.modeling.sources.loading import LoadedModel, weights_hash_of_module
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<s>", "</s>", "<pad>", "<unk>"] + \
     "the a good bad movie film great awful plot acting fun dull love hate it was is not very really".split()
@@ -255,7 +255,7 @@ def random_words_csv(path: Path, rows: int, words_per_row: int, vocab: Sequence[
 
 def prepared_folder(name: str, how: str = "") -> Path:
     """The folder of the prepared model ``name``, or a skip naming the command that prepares it."""
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
     entry = catalog.get(name)
     if not entry.is_prepared():
         pytest.skip(f"{name} is not prepared: run `headprune prepare --model {name}`{f' ({how})' if how else ''}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.runtime.serving import DATA_DIRS_ENV, is_loopback
 
@@ -64,7 +64,7 @@ def is_within(path: str | Path, roots: Iterable[str | Path]) -> bool:
 
 
 def _looks_like_path(spec: str) -> bool:
-    """A model spec that ``pruning_core.modeling.loading.load_model`` would open as a local folder."""
+    """A model spec that ``pruning_core.modeling.sources.loading.load_model`` would open as a local folder."""
     return (spec.startswith((".", "/", "~")) or (os.sep in spec and spec.count("/") > 1)
             or Path(spec).expanduser().exists())
 

@@ -27,11 +27,11 @@ from pruning_core import bench, tasks
 from pruning_core.bench import budget
 from pruning_core.modeling import pruning
 from pruning_core.scoring import store as score_store
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import HeadpruneError, ModelLoadError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
-from pruning_core.modeling.layer_cache import LayerInputCache
-from pruning_core.modeling.loading import LoadedModel, load_model
+from pruning_core.modeling.inference.layer_cache import LayerInputCache
+from pruning_core.modeling.sources.loading import LoadedModel, load_model
 from pruning_core.tasks.per_example import ExampleOutputs
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.metrics import get_metric
@@ -97,7 +97,7 @@ def _load(spec: str, device: str | None) -> LoadedModel:
 
 
 def not_prepared(spec: str) -> bool:
-    """Whether ``spec`` names a prepared model (:mod:`pruning_core.modeling.catalog`) that is not built on this machine."""
+    """Whether ``spec`` names a prepared model (:mod:`pruning_core.modeling.sources.catalog`) that is not built on this machine."""
     return spec in catalog.names() and not catalog.get(spec).is_prepared()
 
 
@@ -265,7 +265,7 @@ def _evaluate(sel: Selection, mask: HeadMask | None, batch_size: int,
 @st.cache_resource(show_spinner=False)
 def layer_inputs() -> LayerInputCache:
     """Layer inputs shared by every session's evaluations: a click reruns only the layers from the first one
-    whose heads changed (``pruning_core.modeling.layer_cache``), in at most ``budget.layer_cache_budget()`` bytes."""
+    whose heads changed (``pruning_core.modeling.inference.layer_cache``), in at most ``budget.layer_cache_budget()`` bytes."""
     return LayerInputCache(budget.layer_cache_budget())
 
 

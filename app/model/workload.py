@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from pruning_core.bench import budget
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.analysis.roles import get_role, role_names
 from pruning_core.analysis.roles.base import kinds_for

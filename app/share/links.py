@@ -5,7 +5,7 @@
   Both are ``pruning_core.core.io.share_link`` (the mask's URL text form lives there, the same one the
   dashboard keeps in its address bar and ``headprune evaluate --mask-link`` reads).
 - :func:`pruned_model_zip` saves the physically pruned copy (``prune_heads``) with its tokenizer
-  and zips the folder; ``pruning_core.modeling.loading.load_model(folder)`` loads it back.
+  and zips the folder; ``pruning_core.modeling.sources.loading.load_model(folder)`` loads it back.
 
 The analysis bundle itself is :mod:`app.share.analysis`. Pure: no Streamlit, no session state.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from app.core.pages import URL_PATHS
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask
-from pruning_core.modeling.loading import save_pruned
+from pruning_core.modeling.sources.loading import save_pruned
 from pruning_core.modeling.pruning import loads_in, parameter_count, prune_heads
 from pruning_core.evaluation.results import mask_to_json, provenance
 from pruning_core.core.io.share_link import build_link, parse_link
@@ -72,7 +72,7 @@ The removed heads are listed in config.json under "headprune_pruned_heads" and i
 It loads in {loads_in}.
 With headprune (which rebuilds the smaller attention layers before loading the weights, whatever the shape):
 
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     loaded = load_model("{name}")          # loaded.model is a transformers model
 
 or evaluate it from the command line, in the folder that holds {name}:

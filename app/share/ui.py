@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 
 from app.model import cache, jobs
 from app.curves import jobs as curve_jobs

@@ -13,7 +13,7 @@ from app.core.ui import bind
 from app.model import cache, workload
 from app.sidebar import smp_training
 from app.runtime.work import Work
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import HeadpruneError
 
 

@@ -36,7 +36,7 @@ from app.core.session.selection import Selection  # noqa: E402
 from app.core.session.state import DEFAULT_SCORER  # noqa: E402
 from app.core.progress_text import about  # noqa: E402
 from app.model import cache, workload  # noqa: E402
-from pruning_core.modeling import catalog  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402
 from pruning_core.zoo.bergamot import SACREMOSES_HINT  # noqa: E402
 

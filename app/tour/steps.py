@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pruning_core.modeling import presets
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.evaluation import kinds
 from pruning_core.evaluation.experiments import AblationResult, OnePerLayerResult
 from pruning_core.core.heads import HeadLayout, HeadMask

@@ -20,7 +20,7 @@ from pruning_core.core.errors import HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.core.heads import HeadMask, HeadScores
-from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
+from pruning_core.modeling.sources.loading import LoadedModel, weights_hash_of_module
 from pruning_core.zoo.default import FINETUNE
 from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 from pruning_core.evaluation.results import provenance
@@ -197,7 +197,7 @@ def pretrained_classifier(spec: str = PRETRAINED, task=None):
         from pruning_core.zoo.default import base_classifier
         model, tokenizer = base_classifier(attn_implementation="eager")
         return model, tokenizer, PRETRAINED
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     loaded = load_model(spec, device="cpu")
     if task is not None:
         task.check_model(loaded)

@@ -24,7 +24,7 @@ from pruning_core.core.errors import BudgetError, HeadpruneError, ModelLoadError
 MACS_PER_SECOND = 3e10         # dense float32 multiply-adds per second assumed for 2 quiet CPU cores (docs/FIGURES.md)
 SPEECH_TEXT_TOKENS = 32        # text tokens of one utterance (a sentence), decoded or teacher-forced
 BUDGET_ENV = "HEADPRUNE_MEMORY_BUDGET"
-# Cached layer inputs (pruning_core.modeling.layer_cache), for all sessions together: at most this, and at most
+# Cached layer inputs (pruning_core.modeling.inference.layer_cache), for all sessions together: at most this, and at most
 # LAYER_CACHE_SHARE of the memory budget; the default's whole evaluation holds a few MB per layer, so this keeps
 # many evaluations, and Whisper-base's all-heads evaluation of 8 utterances (445 MiB with the cross-attention keys
 # and values) beside what an encoder click adds (its new encoder inputs, keys and values) (docs/FIGURES.md).

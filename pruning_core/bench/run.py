@@ -123,7 +123,7 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         a :class:`BenchResult`. Timing runs under ``torch.inference_mode()``, one forward pass per
         call (for translation models: teacher-forced, ``use_cache=False``, logits over the vocabulary).
     """
-    from pruning_core.modeling.loading import resolve_device
+    from pruning_core.modeling.sources.loading import resolve_device
     from pruning_core.evaluation.results import provenance
 
     started = time.perf_counter()

@@ -189,7 +189,7 @@ def cmd_evaluate(args) -> None:
     task.check_beams(args.beams)
     loaded = load_from_args(args)
     mask = link.head_mask(loaded.layout) if link is not None else read_mask(args, loaded.layout)
-    from pruning_core.modeling import kv_policy
+    from pruning_core.modeling.inference import kv_policy
     policy = kv_policy.load_policy(args.kv_policy) if args.kv_policy else None
     if policy is not None:
         policy.check_fits(loaded)
@@ -272,7 +272,7 @@ def cmd_mask(args) -> None:
 def _uniform_mask(args, scores, protected: frozenset = frozenset()):
     """``presets.uniform_by_group`` with the key/value groups of ``--model`` (or the scores' own model)."""
     from pruning_core.modeling.architectures import kv_groups_of
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.modeling.presets import uniform_by_group
     spec = args.model or scores.provenance.get("model")
     if not spec:

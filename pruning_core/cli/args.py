@@ -22,7 +22,7 @@ CHECKS = "option_checks"          # the namespace attribute that lists a command
 
 Check = Callable[[str, Any], None]
 
-# --dtype choices, spelled here so that parsing imports no torch; pruning_core.modeling.loading.DTYPES is the
+# --dtype choices, spelled here so that parsing imports no torch; pruning_core.modeling.sources.loading.DTYPES is the
 # same tuple (a test checks) and says what each means
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 

@@ -101,7 +101,7 @@ def read_mask(args, layout):
     return None
 
 def load_from_args(args, attn: str = "eager"):
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     dmap = getattr(args, "device_map", None)
     return load_model(args.model, device=args.device, allow_pickle=args.allow_pickle, attn_implementation=attn,
                       device_map=parse_device_map(dmap) if dmap is not None else None, dtype=args.dtype)

@@ -93,7 +93,7 @@ def eval_split(task, asked: str | None) -> str:
 
 
 def cmd_compress(args) -> None:
-    from pruning_core.modeling.loading import save_pruned
+    from pruning_core.modeling.sources.loading import save_pruned
     from pruning_core.compress import compress, evaluate_compression, summary_json
     from pruning_core.scoring import get_scorer
     from pruning_core.core.io.storage import staged_folder, write_json

@@ -23,7 +23,7 @@ def add_export(sub) -> None:
 
 
 def cmd_export(args) -> None:
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     loaded = load_model(args.model, device="cpu", dtype="float32", allow_pickle=args.allow_pickle)
     if args.format == "onnx":
         if args.dtype != "float32":

@@ -68,7 +68,7 @@ def add_commands(sub) -> None:
 
 def cmd_kv_policy(args) -> None:
     from pruning_core.evaluation.results import provenance
-    from pruning_core.modeling import kv_policy
+    from pruning_core.modeling.inference import kv_policy
     if (args.scores is None) == (args.random is None):
         raise UsageError("Give a scores file or --random SEED (with --model), not both and not neither.")
     scores = score_map(args.scores, args.role) if args.scores else None

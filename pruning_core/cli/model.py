@@ -90,7 +90,7 @@ def cmd_info(args) -> None:
 
 
 def cmd_prune(args) -> None:
-    from pruning_core.modeling.loading import save_pruned
+    from pruning_core.modeling.sources.loading import save_pruned
     from pruning_core.modeling.pruning import (
         describe_change,
         loads_in,
@@ -133,7 +133,7 @@ def _bench_onnx(args, sizes) -> None:
     if (args.device or "cpu") != "cpu" or args.dtype not in ("auto", "float32") or args.device_map:
         raise HeadpruneError("bench --onnx compares CPU runtimes in float32; leave out --device, --dtype and "
                              "--device-map (or give --device cpu --dtype float32).")
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     loaded = load_model(args.model, device="cpu", dtype="float32", allow_pickle=args.allow_pickle)
     mask = read_mask(args, loaded.layout)
     kwargs = {"repeats": args.repeats} if args.repeats else {}

@@ -81,7 +81,7 @@ def roles_report(args, loaded=None, spec: str | None = None, layout=None, task: 
     if loaded is None:
         if not spec:
             raise UsageError("--protect needs the model the heads belong to: give --model MODEL or --roles-file FILE.")
-        from pruning_core.modeling.loading import load_model
+        from pruning_core.modeling.sources.loading import load_model
         loaded = load_model(spec, device="cpu")
     from pruning_core.analysis.roles import get_role
     titles = ", ".join(get_role(r).short_title for r in protect)

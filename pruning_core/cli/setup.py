@@ -12,7 +12,7 @@ from pruning_core.core.runtime.serving import DATA_DIRS_ENV, LOOPBACK, is_loopba
 
 def add_prepare(sub) -> None:
     """Add ``prepare`` to the sub-commands ``sub``."""
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
     p = sub.add_parser("prepare", help="fetch and build a prepared model (the default classifier unless --model)")
     p.add_argument("--model", default="default", metavar="NAME",
                    help=f"which prepared model to build: {', '.join(catalog.names())} (--list says what each is and "
@@ -39,7 +39,7 @@ def add_app(sub) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
     if args.runtime == "llama-cpp":
         from pruning_core.bench.export import llama_cpp
         print(llama_cpp.install(force=args.force))

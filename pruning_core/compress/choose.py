@@ -5,7 +5,7 @@ default the smallest least-squares error wins, with ``choose="loss"`` the smalle
 whole pruned model on the calibration examples (greedy from the bottom): the layer error weighs every token
 and unit alike, the loss only what reaches the output. :class:`SuffixLoss` computes it; where the family
 describes its layer stack (:meth:`ArchitectureAdapter.layer_stack`) each candidate reruns only its layer and
-those above (:func:`pruning_core.modeling.layer_cache.run_from_layer`), else the whole masked model.
+those above (:func:`pruning_core.modeling.inference.layer_cache.run_from_layer`), else the whole masked model.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from pruning_core.modeling.architectures import AttentionSite, adapter_for
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.layer_cache import recording_layer_calls, run_from_layer
+from pruning_core.modeling.inference.layer_cache import recording_layer_calls, run_from_layer
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.compress.capture import add_to_bias, scale_head_columns
 from pruning_core.compress.least_squares import Candidate

@@ -1,2 +1,2 @@
-"""Models and their heads: one adapter per family, loading, per-call head gates, physical pruning,
-the layer-input cache, and mask presets."""
+"""Models and their heads: one adapter per family (architectures), where a model comes from (sources), per-call
+head gates (masking), physical pruning, mask presets, and running a model fast (inference)."""

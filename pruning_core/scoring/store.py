@@ -18,7 +18,7 @@ from pruning_core.core.heads import HeadLayout
 from pruning_core.evaluation.results import ScoreResult, read_json, write_json
 from pruning_core.core.io.storage import sha256_file
 from pruning_core.tasks.registry import FILE_PREFIX
-from pruning_core.modeling.catalog import headprune_home
+from pruning_core.modeling.sources.catalog import headprune_home
 
 SCORES_DIR = "scores"
 

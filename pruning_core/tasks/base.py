@@ -22,7 +22,7 @@ from torch import Tensor
 from pruning_core.core.runtime import distributed
 from pruning_core.core.errors import DataError, did_you_mean
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.layer_cache import LayerInputCache, forward_for
+from pruning_core.modeling.inference.layer_cache import LayerInputCache, forward_for
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.evaluation.metrics import Metric, get_metric
 from pruning_core.core.progress import ProgressCallback, report
@@ -175,11 +175,11 @@ class Task:
         with each example's summed loss, its weight and its prediction, all from one forward pass.
 
         ``shortlist``: a translation model that ships a vocabulary shortlist (``loaded.shortlist``, Bergamot's) decodes
-        with it, as deployed (:mod:`pruning_core.modeling.shortlist`); False decodes over the whole vocabulary.
+        with it, as deployed (:mod:`pruning_core.modeling.inference.shortlist`); False decodes over the whole vocabulary.
         The loss always uses the whole vocabulary.
 
         ``layer_cache``: start each batch at the first layer whose heads differ from an evaluation already
-        cached there (:mod:`pruning_core.modeling.layer_cache`; the same figures, less work). Only for a model that
+        cached there (:mod:`pruning_core.modeling.inference.layer_cache`; the same figures, less work). Only for a model that
         does not change while cached; families without a layer stack, and data-parallel runs, run the
         whole model.
 

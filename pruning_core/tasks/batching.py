@@ -34,7 +34,7 @@ def label_losses(logits: Tensor, labels: Tensor) -> Tensor:
 
 def packed_label_losses(logits: Tensor, labels: Tensor) -> Tensor:
     """``[B]``: as :func:`label_losses`, for ``logits`` ``[N, V]`` of the target positions of ``labels`` ``[B, T]``
-    alone, row by row (:func:`pruning_core.modeling.packed_logits.only_at`)."""
+    alone, row by row (:func:`pruning_core.modeling.inference.packed_logits.only_at`)."""
     keep = labels != IGNORE
     return row_sums(F.cross_entropy(logits.float(), labels[keep], reduction="none"), keep)
 

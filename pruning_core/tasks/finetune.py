@@ -184,7 +184,7 @@ def finetune_classifier(model: nn.Module, tokenizer, train_examples: Sequence[di
             the model to eval mode (train mode is restored after it); returning True stops training
             there (the learning-rate schedule stays that of the whole run).
     """
-    from pruning_core.modeling.loading import resolve_device
+    from pruning_core.modeling.sources.loading import resolve_device
 
     if not train_examples:
         raise DataError("No training examples: fine-tuning needs at least one.")

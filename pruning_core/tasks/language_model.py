@@ -17,7 +17,7 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import PERPLEXITY
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling import packed_logits
+from pruning_core.modeling.inference import packed_logits
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.tasks.base import EvalState, Loader, Task, register_task_type
 from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad, row_sums
@@ -107,7 +107,7 @@ class LanguageModelTask(Task):
         if device is not None:
             input_ids, labels, attention_mask = input_ids.to(device), labels.to(device), attention_mask.to(device)
         # use_cache=False: one pass over whole windows needs no key/value cache (which would only fill memory, and
-        # which the layer-input cache cannot reuse: pruning_core.modeling.layer_cache)
+        # which the layer-input cache cannot reuse: pruning_core.modeling.inference.layer_cache)
         return EncodedBatch(inputs={"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False},
                             labels=labels,
                             token_masks={"decoder_self": attention_mask}, n_examples=len(idx),
@@ -119,7 +119,7 @@ class LanguageModelTask(Task):
 
     def forward_losses(self, loaded, batch, run):
         """The output head projects only the positions that predict a target (not a window's padding or its last
-        token), a chunk of positions at a time (:func:`pruning_core.modeling.packed_logits.target_losses`), where the
+        token), a chunk of positions at a time (:func:`pruning_core.modeling.inference.packed_logits.target_losses`), where the
         family names the layer whose output is the logits (``ArchitectureAdapter.logits_layer``; ``outputs.logits``
         is then ``[B, 0, V]``); else the whole logits."""
         head = adapter_for(loaded.model).logits_layer(loaded.model)

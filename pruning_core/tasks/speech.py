@@ -22,7 +22,7 @@ from pruning_core.core.errors import DataError
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import BLEU, WER
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling.greedy import LengthBound, Rules, eos_of, greedy_decode
+from pruning_core.modeling.inference.greedy import LengthBound, Rules, eos_of, greedy_decode
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
@@ -78,7 +78,7 @@ BOUND = LengthBound(per=8.0, plus=16, unit="seconds of audio")
 
 
 def greedy_rules(model, language: str = LANGUAGE) -> Rules | None:
-    """The rules under which :func:`~pruning_core.modeling.greedy.greedy_decode` gives ``model.generate``'s greedy
+    """The rules under which :func:`~pruning_core.modeling.inference.greedy.greedy_decode` gives ``model.generate``'s greedy
     transcript as :meth:`SpeechRecognitionTask.generate_kwargs` asks for it (the prompt of :func:`decoder_prompt`,
     the generation config's suppressed ids, no timestamps); None where the generation config asks for more."""
     gen = getattr(model, "generation_config", None)
@@ -216,7 +216,7 @@ class SpeechRecognitionTask(Task):
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         """Transcribe the batch under the mask already in place, from the encoder output of the teacher-forced pass.
 
-        Greedy (``beams`` 1): step by step (:mod:`pruning_core.modeling.greedy`, the tokens of ``generate`` under
+        Greedy (``beams`` 1): step by step (:mod:`pruning_core.modeling.inference.greedy`, the tokens of ``generate`` under
         :func:`greedy_rules`), each utterance within :data:`BOUND` of its audio's length; beam search, and a model
         whose generation config asks for more, use ``generate``.
         """

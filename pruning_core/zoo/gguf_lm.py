@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import CacheError, FormatError, ModelLoadError
 from pruning_core.zoo.default import (
     all_cores,
@@ -167,7 +167,7 @@ def _check(source: GgufLM, loaded) -> dict | None:
 
 def _evaluate(source: GgufLM, folder: Path, progress: ProgressCallback | None) -> tuple[dict, dict | None]:
     """(perplexity of the saved folder on the embedded LM set, the greedy check), loaded as users load it."""
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.tasks import get_task
 
     with quiet_transformers():

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.io.codec import MPNET_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier

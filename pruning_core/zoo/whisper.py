@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.io.codec import WHISPER_FORMAT
 from pruning_core.tasks.data.speech import normalize_transcript
 from pruning_core.core.errors import FormatError

@@ -21,7 +21,7 @@ from pruning_core.analysis.dynamics import (
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.evaluation.experiments import CurvePoint
 from pruning_core.tasks.finetune import FinetuneConfig, finetune_classifier
-from pruning_core.modeling.loading import weights_hash_of_module
+from pruning_core.modeling.sources.loading import weights_hash_of_module
 from pruning_core.tasks.classification import ClassificationTask
 from tiny import synthetic_sentiment, tiny_model, tokenizer_for
 

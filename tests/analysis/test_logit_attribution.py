@@ -10,7 +10,7 @@ from pruning_core.analysis import logit_attribution as dla
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.architectures import adapter_for
-from pruning_core.modeling.loading import weights_hash_of_module
+from pruning_core.modeling.sources.loading import weights_hash_of_module
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from tests.tiny import VOCAB, tiny_loaded
 

@@ -12,7 +12,7 @@ from torch import nn
 from pruning_core.core.errors import UsageError
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.modeling.masking import installed_hook_count
-from pruning_core.modeling.loading import LoadedModel
+from pruning_core.modeling.sources.loading import LoadedModel
 from pruning_core.analysis.roles import copy_losses, induction_check, random_heads
 from tiny import synthetic_task, tiny_loaded
 

@@ -225,7 +225,7 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     from app.headmap import cache as cache_headmap
     from app.model import cache
     from pruning_core.modeling import pruning
-    from pruning_core.modeling.loading import weights_hash_of_module
+    from pruning_core.modeling.sources.loading import weights_hash_of_module
 
     monkeypatch.setattr(cache_headmap, "LATENCY_ROUNDS", 2)
     made = []

@@ -21,7 +21,7 @@ from app.headmap import figures as headmap
 from app.headmap.ui import chart_key
 from apptest_helpers import button, click_head, metric, query_param
 from browser_helpers import _WORDS, TinyApp, app_env, build_tiny_app, ok
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.analysis.roles import compute_roles, get_role, removal_summary
 from pruning_core.core.heads import HeadMask
 from pruning_core.core.io.share_link import decode_mask

@@ -24,7 +24,7 @@ from pruning_core.modeling import masking
 from pruning_core.core.errors import FormatError, HeadpruneError
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.scoring import ScoreConfig, get_scorer
 from tiny import ARCHS, logits_of, make_bert_tokenizer, tiny_inputs, tiny_loaded, tiny_model
 

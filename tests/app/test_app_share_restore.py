@@ -98,7 +98,7 @@ def test_a_link_to_a_model_that_cannot_be_loaded_falls_back_to_the_default(tiny_
 def test_a_mask_file_for_the_default_restores_the_default_and_its_own_task(tiny_bart, monkeypatch):
     """The issue's case: a mask file made for ``default``, loaded while the session is on a translation model,
     restores the default on movie-sentiment (the task it is prepared for), not on the translation task."""
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
 
     if not catalog.get("default").is_prepared():
         pytest.skip(f"the default model is not prepared: run `{catalog.get('default').command()}`")

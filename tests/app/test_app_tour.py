@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from app.core.session import state
 from app.tour import steps as tour
 from browser_helpers import ROOT, TinyApp, app_env, build_tiny_app, ok
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.kinds import missing_note
 

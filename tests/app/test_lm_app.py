@@ -93,7 +93,7 @@ def test_causal_maps_are_lower_triangular_and_removed_heads_blank(tiny_llama):
 
     from pruning_core.analysis.attention_maps import run_attention
     from pruning_core.core.heads import HeadMask
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
 
     loaded = load_model(str(tiny_llama.model), device="cpu")
     mask = HeadMask({K: ((0, 1, 1, 1), (1, 1, 1, 1))})
@@ -108,7 +108,7 @@ def test_causal_maps_are_lower_triangular_and_removed_heads_blank(tiny_llama):
 def test_choosing_a_prepared_llm_switches_to_its_task(monkeypatch, tmp_path, tiny_llama):
     """Picking a prepared language model (here a fake zoo entry holding the tiny Llama, prepared for
     movie-text) while the default classifier's task is in use moves the task along with it."""
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
 
     for key, value in app_env(tiny_llama, tmp_path / "hp-home").items():
         monkeypatch.setenv(key, value)
@@ -126,7 +126,7 @@ def _switch(entry, tiny_llama) -> None:
     import shutil
 
     from pruning_core.core.io import storage
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
 
     shutil.copytree(tiny_llama.model, entry.folder())
     storage.write_json(entry.folder() / catalog.MANIFEST, {"format": "test", "files": {

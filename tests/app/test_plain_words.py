@@ -6,7 +6,7 @@ import pytest
 
 from app.curves import tables
 from app.share import report
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadLayout
 from pruning_core.core.io.share_link import decode_mask

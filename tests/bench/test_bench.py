@@ -12,7 +12,7 @@ from pruning_core.bench import (BENCH_FORMAT, MASKING_NOTE, VARIANTS, BenchResul
 from pruning_core.core.errors import Cancelled, FormatError
 from pruning_core.core.heads import HeadLayout, HeadMask
 from pruning_core.modeling.masking import installed_hook_count
-from pruning_core.modeling.loading import weights_hash_of_module
+from pruning_core.modeling.sources.loading import weights_hash_of_module
 from pruning_core.evaluation.results import read_json, write_json
 from tiers import heavy_beyond
 from tiny import ALL_ARCHS, tiny_config, tiny_loaded

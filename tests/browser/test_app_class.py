@@ -48,7 +48,7 @@ def tiny_bert(tmp_path_factory):
 
 
 def test_a_click_starts_its_evaluation_before_the_map_is_drawn(monkeypatch, tmp_path, tiny_bert):
-    from app.model import cache
+    from app.model import cache, jobs as model_jobs
     from app.runtime import board as jobs, work
     from app.sidebar import pickers
     from app.headmap import ui as headmap_ui
@@ -58,7 +58,7 @@ def test_a_click_starts_its_evaluation_before_the_map_is_drawn(monkeypatch, tmp_
     original = headmap_ui.show_grid
 
     def spying(kind, mask, *args, **kwargs):
-        found = work.job_board().get(cache.EVAL_JOB)
+        found = work.job_board().get(model_jobs.EVAL_JOB)
         started.append(found is not None and found.ident == jobs.identity(
             cache.evaluate, (pickers.selection(), mask), {}))
         return original(kind, mask, *args, **kwargs)

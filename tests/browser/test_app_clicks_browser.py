@@ -70,7 +70,7 @@ EARLY_WATCH = """([sel, kept]) => {
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c.model)
 def case(request) -> Case:
     """The prepared model a module's server runs; skipped when it is not prepared."""
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
 
     if not catalog.get(request.param.model).is_prepared():
         pytest.skip(f"{request.param.model} is not prepared: run `{catalog.get(request.param.model).command()}` "

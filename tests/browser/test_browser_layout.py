@@ -78,7 +78,7 @@ def _expected_loss(server, url: str) -> float:
     import urllib.parse
 
     from pruning_core import tasks
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.core.io.share_link import decode_mask
 
     qp = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))

@@ -27,7 +27,7 @@ SHOWN = re.compile(r"as the dashboard shows it: (.+), loss (\d+\.\d{4})")
 def dashboard_env(request, tmp_path_factory) -> dict[str, str]:
     """A tiny BERT evaluated on 24 examples, or the real default at its own size (no HEADPRUNE_APP_EVAL_LIMIT)."""
     if request.param == "default":
-        from pruning_core.modeling import catalog
+        from pruning_core.modeling.sources import catalog
 
         if not catalog.get("default").is_prepared():
             pytest.skip(f"the default model is not prepared: run `{catalog.get('default').command()}`")

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from pruning_core.evaluation.experiments import CurveResult
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from cli_helpers import run
 
 COMMON = ("--task", "file:tiny.csv", "--calibration", "16", "--batch-size", "8")

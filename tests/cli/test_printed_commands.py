@@ -18,7 +18,7 @@ import pytest
 from app.share import links as share
 from pruning_core.cli.main import build_parser, main
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from tiny import WORDS, make_bert_tokenizer, random_words_csv, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -174,7 +174,7 @@ def test_a_model_without_heads_still_evaluates(headless, capsys):
 
 
 def test_gradient_scores_of_a_model_without_heads_are_empty(headless):
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.scoring import ScoreConfig, get_scorer
     from pruning_core.tasks import get_task
     loaded = load_model(str(headless / "headless"), device="cpu")

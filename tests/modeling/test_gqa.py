@@ -18,7 +18,7 @@ from pruning_core.bench import flop_ceiling
 from pruning_core.core.errors import UnsupportedArchitectureError
 from pruning_core.core.heads import HeadMask, HeadScores, group_scores
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.presets import prune_by_group, prune_k_per_group
 from pruning_core.modeling.pruning import attention_parameter_count, prune_heads
 from tiny import VOCAB, assert_generate_parity, kv_heads, logits_of, tiny_config, tiny_inputs, tiny_loaded

@@ -12,7 +12,7 @@ import torch
 from pruning_core.modeling.architectures import SharedKVLinear, find_sites, layout_for
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.pruning import parameter_count, parameter_count_after, prune_heads, stock_shape
 from tiny import llama_6_on_2, logits_of, make_bert_tokenizer, tiny_loaded
 

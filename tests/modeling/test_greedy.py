@@ -1,4 +1,4 @@
-"""Step-by-step greedy decoding (pruning_core.modeling.greedy) gives exactly ``generate``'s greedy tokens on tiny
+"""Step-by-step greedy decoding (pruning_core.modeling.inference.greedy) gives exactly ``generate``'s greedy tokens on tiny
 random encoder-decoders, with and without head masks, when rows finish at different steps; the Marian-SSRU's lean
 steps follow its decoder with the cache."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.architectures.marian_ssru import SSRUDecoderSteps
-from pruning_core.modeling.greedy import AllowedIds, CachedSteps, decoder_steps, greedy_decode, supports_greedy
+from pruning_core.modeling.inference.greedy import AllowedIds, CachedSteps, decoder_steps, greedy_decode, supports_greedy
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from tiny import talkative_whisper, tiny_inputs, tiny_loaded
 
@@ -266,7 +266,7 @@ def test_bounded_decoding_equals_unbounded_where_a_row_ends_before_its_bound(tmp
 
 
 def test_a_length_bound_grows_with_the_input_and_keeps_to_the_maximum():
-    from pruning_core.modeling.greedy import LengthBound
+    from pruning_core.modeling.inference.greedy import LengthBound
 
     bound = LengthBound(per=2.0, plus=10, unit="source tokens")
     assert bound.tokens(torch.tensor([0, 3, 40]), most=64).tolist() == [10, 16, 64]

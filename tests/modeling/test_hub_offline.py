@@ -9,7 +9,7 @@ from huggingface_hub import constants
 
 from pruning_core.core.runtime import hub_probe
 from pruning_core.core.errors import ModelLoadError
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 
 
 @pytest.fixture

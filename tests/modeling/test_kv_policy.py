@@ -7,7 +7,7 @@ import torch
 
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores
-from pruning_core.modeling import kv_policy as kvp
+from pruning_core.modeling.inference import kv_policy as kvp
 from pruning_core.modeling.masking import installed_hook_count
 from tests.tiny import VOCAB, tiny_loaded
 

@@ -1,4 +1,4 @@
-"""Evaluation that recomputes from the first layer whose heads changed (pruning_core.modeling.layer_cache) gives
+"""Evaluation that recomputes from the first layer whose heads changed (pruning_core.modeling.inference.layer_cache) gives
 exactly the full masked pass's metric, per-example losses and predictions, on every family that claims
 it, and runs only the layers from the first change on."""
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pruning_core import tasks
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
 from pruning_core.core.errors import Cancelled
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.layer_cache import LayerInputCache
+from pruning_core.modeling.inference.layer_cache import LayerInputCache
 from pruning_core.modeling.masking import installed_hook_count
-from pruning_core.modeling.loading import LoadedModel, weights_hash_of_module
+from pruning_core.modeling.sources.loading import LoadedModel, weights_hash_of_module
 from tiny import ALL_ARCHS, VOCAB, tiny_config, tokenizer_for, tiny_loaded
 
 # (family, attention implementation) pairs that resume from a cached layer; every other tiny family runs

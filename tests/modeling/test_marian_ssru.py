@@ -13,7 +13,7 @@ from pruning_core.modeling.architectures import adapter_for
 from pruning_core.modeling.architectures.marian_ssru import SSRU, MarianSSRUMTModel
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.pruning import prune_heads
 from tiny import VOCAB, assert_generate_parity, tiny_inputs, tiny_loaded, tokenizer_for
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pruning_core.core.errors import CacheError, ModelLoadError, UnsupportedArchitectureError
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from tiny import logits_of, make_bert_tokenizer, tiny_inputs, tiny_model
 
 
@@ -95,7 +95,7 @@ def test_cuda_requested_without_gpu(bert_folder):
 def test_corrupt_default_is_detected(headprune_home, bert_folder):
     import json
     import shutil
-    from pruning_core.modeling.loading import _hash_files, default_model_dir
+    from pruning_core.modeling.sources.loading import _hash_files, default_model_dir
     folder, _ = bert_folder
     target = default_model_dir()
     shutil.copytree(folder, target)

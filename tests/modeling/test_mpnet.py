@@ -10,7 +10,7 @@ from pruning_core.modeling.architectures.mpnet import HeadSlicedMPNetAttention
 from pruning_core.core.errors import DataError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.pruning import prune_heads
 from tiny import logits_of, tiny_inputs, tiny_loaded
 
@@ -148,7 +148,7 @@ def test_unpack_checks_the_weights_hash_and_the_license(tmp_path, monkeypatch):
 
 
 def test_mpnet_is_a_registered_prepared_model(monkeypatch, tmp_path):
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
     from pruning_core.core.errors import CacheError
 
     monkeypatch.setenv("HEADPRUNE_HOME", str(tmp_path))

@@ -9,7 +9,7 @@ import pytest
 from pruning_core.modeling.architectures import find_sites, kv_groups_of
 from pruning_core.cli.main import main
 from pruning_core.core.heads import HeadMask, HeadScores
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.modeling.presets import uniform_by_group
 from pruning_core.modeling.pruning import describe_change, parameter_count, parameter_count_after
 from pruning_core.evaluation.results import ScoreResult, mask_to_json

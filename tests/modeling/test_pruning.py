@@ -6,7 +6,7 @@ from pruning_core.modeling.architectures import find_sites, layout_of
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model, save_pruned, weights_hash_of_module
+from pruning_core.modeling.sources.loading import load_model, save_pruned, weights_hash_of_module
 from pruning_core.modeling.pruning import (
     attention_parameter_count,
     parameter_count,

@@ -8,9 +8,9 @@ import torch
 
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.pruning import prune_heads
-from pruning_core.modeling.shortlist import MAGIC, SHORTLIST_FILE, marian_checksum, read_shortlist
+from pruning_core.modeling.inference.shortlist import MAGIC, SHORTLIST_FILE, marian_checksum, read_shortlist
 from tiny import tiny_loaded
 
 

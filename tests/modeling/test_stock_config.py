@@ -10,7 +10,7 @@ import torch
 
 from pruning_core.cli.main import main
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.pruning import CONFIG_KEY, STOCK_KEY, prune_heads
 from stock_load import stock_run
 from tiny import logits_of, make_bert_tokenizer, tiny_loaded, tiny_model

@@ -475,7 +475,7 @@ def test_compare_runs_every_condition_with_identical_settings(trained, tmp_path)
 @pytest.mark.heavy
 def test_smp_finetune_and_an_isolated_condition(trained, tmp_path):
     from pruning_core.tasks.finetune import FinetuneConfig
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.scoring.smp.compare import CompareConfig, _spec, run_isolated, smp_finetune
     model_dir, pruner_dir, csv = _compare_setup(tmp_path, trained)
     config = CompareConfig(model=str(model_dir), task=f"file:{csv}", pruner=str(pruner_dir), score_limit=16,

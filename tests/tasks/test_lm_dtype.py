@@ -12,7 +12,7 @@ from pruning_core.cli.args import DTYPE_CHOICES
 from pruning_core.core.errors import ModelLoadError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask
-from pruning_core.modeling.loading import DTYPES, load_model, resolve_dtype
+from pruning_core.modeling.sources.loading import DTYPES, load_model, resolve_dtype
 from pruning_core.modeling.pruning import prune_heads
 from tiny import logits_of, tiny_inputs, tiny_loaded, tiny_model, tokenizer_for
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pruning_core.modeling import packed_logits
+from pruning_core.modeling.inference import packed_logits
 from pruning_core.tasks import get_task
 from pruning_core.tasks import language_model as lm_module
 from tiny import tiny_loaded
@@ -95,7 +95,7 @@ def test_the_head_projects_the_target_positions_alone_and_the_losses_equal_the_w
 def test_the_output_weight_is_packed_once_while_it_lives_and_again_after_an_in_place_change():
     import gc
 
-    from pruning_core.modeling import packed_logits
+    from pruning_core.modeling.inference import packed_logits
 
     if not packed_logits._onednn():
         pytest.skip("this torch has no oneDNN packed linear: projection() uses linear, nothing is packed")

@@ -236,7 +236,7 @@ def test_translation_loss_reads_the_target_positions_alone(tmp_path, mt_file, ar
     """The evaluation's loss reads the target positions alone: in chunks of the output layer (hidden_at,
     target_losses), or as packed [N, V] logits (only_at); each example's loss is the one the whole [B, T, V]
     logits give, and the hooks are gone afterwards, even after an error."""
-    from pruning_core.modeling import packed_logits
+    from pruning_core.modeling.inference import packed_logits
     from pruning_core.tasks.batching import label_losses, packed_label_losses
 
     loaded = loaded_for(arch, tmp_path)

@@ -9,7 +9,7 @@ from pruning_core.modeling.architectures import adapter_for, find_sites, layout_
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model, save_pruned
+from pruning_core.modeling.sources.loading import load_model, save_pruned
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.zoo.ctranslate2 import read_ct2
 from pruning_core.zoo.whisper import hf_config, hf_state_dict

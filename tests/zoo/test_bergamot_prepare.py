@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.zoo import bergamot
 

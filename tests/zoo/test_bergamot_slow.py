@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 def _loaded(name: str):
     from pruning_core.tasks.data import bible
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     prepared_folder(name)
     if not bible.is_prepared():
         pytest.skip(f"the Bible verse pairs are not prepared: run `headprune prepare --model {name}`")
@@ -64,7 +64,7 @@ def test_masked_equals_pruned_on_loss_and_text():
 
 @pytest.mark.parametrize("masked", [False, True])
 def test_step_by_step_greedy_decoding_gives_generates_tokens_on_16_verses(masked):
-    from pruning_core.modeling.greedy import greedy_decode
+    from pruning_core.modeling.inference.greedy import greedy_decode
     from pruning_core.tasks import get_task
     lm = _loaded("bergamot-en-pt")
     data = get_task("bible-en-pt").encode(lm, "test", 16)
@@ -104,7 +104,7 @@ def test_the_manifests_bleu_after_conversion_is_the_librarys(name):
     whole vocabulary gives the same tokens, so the same BLEU (the manifest rounds to 2 decimals)."""
     import json
 
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
     from pruning_core.tasks import get_task
     lm = _loaded(name)
     after = json.loads((catalog.get(name).folder() / catalog.MANIFEST).read_text()).get("bleu_after_conversion")

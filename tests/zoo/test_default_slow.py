@@ -12,7 +12,7 @@ import torch
 
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import default_model_dir, load_model
+from pruning_core.modeling.sources.loading import default_model_dir, load_model
 from pruning_core.modeling.presets import remove_least_important
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.scoring import ScoreConfig, get_scorer

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.cli.main import main
 from pruning_core.core.errors import FormatError, ModelLoadError
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.zoo import gguf_lm, qwen, smollm2
 from tiny import tiny_loaded, tiny_model, tokenizer_for
 

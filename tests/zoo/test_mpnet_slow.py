@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.bench import half_mask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.evaluation.stats import wilson_interval
 from pruning_core.tasks import get_task

@@ -12,7 +12,7 @@ from pruning_core.zoo import default as prep
 from pruning_core.tasks.data import movie_sentiment as ms
 from pruning_core.core.errors import Cancelled, CacheError, HeadpruneError
 from pruning_core.tasks.finetune import FinetuneConfig, bucketed_batches, finetune_classifier, linear_schedule
-from pruning_core.modeling.loading import default_model_dir, load_model
+from pruning_core.modeling.sources.loading import default_model_dir, load_model
 from tiny import tiny_model, tokenizer_for
 from tiny import synthetic_sentiment as synthetic
 

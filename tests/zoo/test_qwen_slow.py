@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from pruning_core import tasks
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import save_pruned
+from pruning_core.modeling.sources.loading import save_pruned
 from stock_load import stock_run
 from tiny import masked_and_pruned
 
@@ -32,7 +32,7 @@ def qwen():
     if not catalog.get(NAME).is_prepared():
         pytest.skip(f"{NAME} is not prepared: run `headprune prepare --model {NAME}` "
                     "(needs `pip install gguf accelerate`; downloads 477 MB, about 2 min)")
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     return load_model(NAME, device="cpu")
 
 

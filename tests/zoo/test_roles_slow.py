@@ -41,7 +41,7 @@ def _top(grid: np.ndarray, k: int) -> set[tuple[int, int]]:
 
 
 def test_roles_finds_the_induction_heads_an_independent_computation_finds(folder):
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.analysis.roles import compute_roles
     report = compute_roles(load_model("smollm2", device="cpu"), roles=["induction"], seed=0)
     ours = report.scores["induction"]["decoder_self"]

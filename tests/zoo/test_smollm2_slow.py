@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pruning_core import tasks
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from tiny import masked_and_pruned, prepared_folder
@@ -23,7 +23,7 @@ K = "decoder_self"
 @pytest.fixture(scope="module")
 def smol():
     prepared_folder("smollm2", "needs `pip install gguf accelerate`; about 2 min")
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     return load_model("smollm2", device="cpu")
 
 

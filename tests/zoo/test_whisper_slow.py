@@ -6,11 +6,11 @@ import shutil
 import pytest
 import torch
 
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.tasks.data import speech
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.tasks import get_task
 

@@ -1,14 +1,14 @@
-"""The prepared-model registry (pruning_core.modeling.catalog): names, folders, the not-prepared message, and loading
+"""The prepared-model registry (pruning_core.modeling.sources.catalog): names, folders, the not-prepared message, and loading
 a prepared folder by name with its manifest checked."""
 import json
 
 import pytest
 
 from pruning_core.core.io import storage
-from pruning_core.modeling import catalog
+from pruning_core.modeling.sources import catalog
 from pruning_core.cli.main import main
 from pruning_core.core.errors import CacheError
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 
 
 @pytest.fixture()

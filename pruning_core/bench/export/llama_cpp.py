@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.modeling.catalog import headprune_home
+from pruning_core.modeling.sources.catalog import headprune_home
 
 VERSION = "0.3.36"                  # the llama-cpp-python release installed (its vendored llama.cpp)
 # installed with it, without dependencies: its other requirements (numpy, typing-extensions, jinja2) are

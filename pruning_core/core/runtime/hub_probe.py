@@ -1,7 +1,7 @@
 """Whether the Hugging Face hub can be reached, answered within about two seconds.
 
 Without it, loading a hub id with no network makes ``huggingface_hub`` retry for over a minute
-before it fails; with it, :func:`pruning_core.modeling.loading.load_model` reads only the local Hugging Face
+before it fails; with it, :func:`pruning_core.modeling.sources.loading.load_model` reads only the local Hugging Face
 cache and a mistyped or uncached id fails at once. ``huggingface_hub``'s own offline setting
 (``HF_HUB_OFFLINE=1``) answers "no" without a probe; otherwise one TCP connection is tried to the
 host its requests go to (the HTTPS proxy when one is set, else its endpoint, ``HF_ENDPOINT``), and

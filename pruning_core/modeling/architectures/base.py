@@ -6,7 +6,8 @@ heads' outputs concatenated head-major, ``[batch, tokens, heads * head_dim]``: m
 columns. An adapter owns everything that depends on the family: where the sites are, how they are sliced,
 which attributes hold the head count, the dimensions the FLOP ceiling needs, the task type and Auto class.
 Nothing else in the library looks at ``config.model_type`` or at module attribute names. A family writes
-the three abstract methods; the rest is derived (:mod:`.derived`, :mod:`.slicing`) or an optional hook.
+the three abstract methods; the rest is derived (:mod:`.derived`, :mod:`.slicing`, which also defines
+:class:`AttentionSite`, so no module of this folder imports ``base`` back) or an optional hook.
 """
 from __future__ import annotations
 
@@ -20,40 +21,9 @@ from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from pruning_core.modeling.architectures.derived import DerivedMethods
+from pruning_core.modeling.architectures.slicing import AttentionSite
 
 
-@dataclass
-class AttentionSite:
-    """One multi-head attention of one layer, as found in a model instance.
-
-    ``q``, ``k`` and ``v`` are the modules that produce queries, keys and values; with a fused
-    projection (GPT-2's ``c_attn``) they are the same module. Query heads and key/value heads are
-    counted separately so that grouped-query attention (``num_kv_heads < num_heads``) fits.
-    """
-
-    kind: str                 # "encoder_self" | "decoder_self" | "cross"
-    layer: int                # zero-based layer index within its stack
-    parent: nn.Module         # the module holding ``container`` as attribute ``attr``
-    attr: str                 # attribute name of the container (the attention module) in ``parent``
-    q: nn.Module              # query projection (nn.Linear or Conv1D), outputs heads * head_dim
-    k: nn.Module
-    v: nn.Module
-    out: nn.Module            # output projection, inputs heads * head_dim (the gate hook sits here)
-    num_heads: int            # query heads now (fewer after pruning, 0 when all were removed)
-    num_kv_heads: int         # key/value heads now (== num_heads without grouped-query attention)
-    head_dim: int
-
-    @property
-    def container(self) -> nn.Module:
-        return getattr(self.parent, self.attr)
-
-    def projections(self) -> list[nn.Module]:
-        """The distinct q/k/v/out modules (a fused projection counted once)."""
-        seen: list[nn.Module] = []
-        for m in (self.q, self.k, self.v, self.out):
-            if not any(m is s for s in seen):
-                seen.append(m)
-        return seen
 
 
 @dataclass(frozen=True)
@@ -87,7 +57,7 @@ class FlopDims:
 
 @dataclass(frozen=True)
 class LayerStack:
-    """A model's layers as a stack that can be run from any layer on (:mod:`pruning_core.modeling.layer_cache`):
+    """A model's layers as a stack that can be run from any layer on (:mod:`pruning_core.modeling.inference.layer_cache`):
     the model computes ``head(layers[-1](... layers[0](x, *a0, **k0) ...))`` and returns it as ``output(logits=...)``.
 
     ``kind``: the attention kind of these layers; layer ``i``'s input depends only on the mask rows
@@ -115,7 +85,7 @@ class LayerStack:
 @dataclass(frozen=True)
 class EncoderStack:
     """An encoder-decoder's encoder as a stack of layers that can be run from any layer on
-    (:mod:`pruning_core.modeling.layer_cache`), and what follows it.
+    (:mod:`pruning_core.modeling.inference.layer_cache`), and what follows it.
 
     ``layers``: as :class:`LayerStack`'s, of attention kind ``encoder_self``: layer ``i``'s input depends only on
     that kind's mask rows ``0 .. i-1``, the last layer's output on all of them (a change of another kind starts
@@ -208,14 +178,14 @@ class ArchitectureAdapter(DerivedMethods, ABC):
 
     # -- running from a layer on ---------------------------------------------------------------------
     def layer_stack(self, model: nn.Module) -> LayerStack | None:
-        """``model``'s layers and output head for :mod:`pruning_core.modeling.layer_cache`, or None when the family
+        """``model``'s layers and output head for :mod:`pruning_core.modeling.inference.layer_cache`, or None when the family
         (or this model class) does not say how its output head reads the last layer: evaluation then runs
         the whole model every time. Default: None; a family that overrides it is listed in
-        ``tests/test_layer_cache.py`` (recomputed == full pass)."""
+        ``tests/modeling/test_layer_cache.py`` (recomputed == full pass)."""
         return None
 
     def encoder_stack(self, model: nn.Module) -> EncoderStack | None:
-        """An encoder-decoder's encoder layers and what follows them, for :mod:`pruning_core.modeling.layer_cache`;
+        """An encoder-decoder's encoder layers and what follows them, for :mod:`pruning_core.modeling.inference.layer_cache`;
         None (the default): evaluation runs the whole model. A family that overrides it is listed in
         ``tests/modeling/test_layer_cache.py`` (recomputed == full pass)."""
         return None
@@ -237,8 +207,8 @@ class ArchitectureAdapter(DerivedMethods, ABC):
     def decoder_steps(self, model: nn.Module, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor):
         """Lean greedy decoding steps of ``model``'s decoder over ``encoder_hidden`` ``[B, S, d]`` (an object
         with ``step(token [b]) -> hidden [b, d]`` and ``keep(rows)``, as
-        :class:`pruning_core.modeling.greedy.CachedSteps`), giving the same tokens as the model's decoder with
-        its cache; None (the default): :mod:`pruning_core.modeling.greedy` runs the model's decoder."""
+        :class:`pruning_core.modeling.inference.greedy.CachedSteps`), giving the same tokens as the model's decoder with
+        its cache; None (the default): :mod:`pruning_core.modeling.inference.greedy` runs the model's decoder."""
         return None
 
     # -- where the residual joins --------------------------------------------------------------------

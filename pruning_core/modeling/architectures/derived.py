@@ -5,13 +5,13 @@ attention is built otherwise (a fused q|k|v projection overrides :meth:`DerivedM
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from pruning_core.core.heads import KINDS, HeadLayout
 from pruning_core.modeling.architectures.slicing import (
+    AttentionSite,
     EmptyAttention,
     SharedKVLinear,
     kept_weights,
@@ -24,9 +24,6 @@ from pruning_core.modeling.architectures.slicing import (
     layout_of,
     out_width,
 )
-
-if TYPE_CHECKING:
-    from pruning_core.modeling.architectures.base import AttentionSite
 
 
 class DerivedMethods:
@@ -65,7 +62,7 @@ class DerivedMethods:
         each ``head_dim`` rows of the projection's input width (plus bias); the output projection keeps
         ``len(keep) * head_dim`` input columns and its whole bias; a site left without heads loses the
         attention module's other parameters (it becomes an :class:`EmptyAttention`). A family whose
-        :meth:`prune_site` slices otherwise overrides this beside it (``tests/test_pruning.py`` checks
+        :meth:`prune_site` slices otherwise overrides this beside it (``tests/modeling/test_pruning.py`` checks
         both agree for every family).
         """
         projections = site.projections()

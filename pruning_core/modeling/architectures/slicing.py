@@ -1,4 +1,4 @@
-"""Slicing the weights of an attention site: rows and columns of projections, the grouped-query
+"""An attention site and slicing its weights: rows and columns of projections, the grouped-query
 key/value plan (which key/value heads stay, and which one each query head reads), the module that
 stands in for an attention left without heads. Pure functions of modules and sites; the adapter's
 derived methods (:mod:`.derived`) call them.
@@ -6,15 +6,46 @@ derived methods (:mod:`.derived`) call them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from pruning_core.core.heads import HeadLayout
 
-if TYPE_CHECKING:
-    from pruning_core.modeling.architectures.base import AttentionSite
+
+@dataclass
+class AttentionSite:
+    """One multi-head attention of one layer, as found in a model instance.
+
+    ``q``, ``k`` and ``v`` are the modules that produce queries, keys and values; with a fused
+    projection (GPT-2's ``c_attn``) they are the same module. Query heads and key/value heads are
+    counted separately so that grouped-query attention (``num_kv_heads < num_heads``) fits.
+    """
+
+    kind: str                 # "encoder_self" | "decoder_self" | "cross"
+    layer: int                # zero-based layer index within its stack
+    parent: nn.Module         # the module holding ``container`` as attribute ``attr``
+    attr: str                 # attribute name of the container (the attention module) in ``parent``
+    q: nn.Module              # query projection (nn.Linear or Conv1D), outputs heads * head_dim
+    k: nn.Module
+    v: nn.Module
+    out: nn.Module            # output projection, inputs heads * head_dim (the gate hook sits here)
+    num_heads: int            # query heads now (fewer after pruning, 0 when all were removed)
+    num_kv_heads: int         # key/value heads now (== num_heads without grouped-query attention)
+    head_dim: int
+
+    @property
+    def container(self) -> nn.Module:
+        return getattr(self.parent, self.attr)
+
+    def projections(self) -> list[nn.Module]:
+        """The distinct q/k/v/out modules (a fused projection counted once)."""
+        seen: list[nn.Module] = []
+        for m in (self.q, self.k, self.v, self.out):
+            if not any(m is s for s in seen):
+                seen.append(m)
+        return seen
 
 
 def keep_outputs(module: nn.Module, index: torch.Tensor) -> None:

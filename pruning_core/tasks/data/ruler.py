@@ -64,7 +64,7 @@ class Words:
 # -- the word lists -----------------------------------------------------------------------------------
 
 def data_dir() -> Path:
-    from pruning_core.modeling.loading import headprune_home
+    from pruning_core.modeling.sources.loading import headprune_home
     return headprune_home() / "data" / NAME
 
 

@@ -156,7 +156,7 @@ def load_listing(path: str | Path) -> list[dict]:
 # -- the embedded movie-speech set -------------------------------------------------------------------
 
 def data_dir() -> Path:
-    from pruning_core.modeling.catalog import headprune_home
+    from pruning_core.modeling.sources.catalog import headprune_home
     return headprune_home() / "data" / NAME
 
 

@@ -11,7 +11,7 @@ import torch
 
 from pruning_core.cli.main import main
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.modeling.pruning import prune_heads
 from tiny import VOCAB, logits_of, tiny_model
 
@@ -105,7 +105,7 @@ PROMPT = "The capital of France is"
 
 @pytest.fixture(scope="module")
 def smol_gguf(tmp_path_factory):
-    from pruning_core.modeling import catalog
+    from pruning_core.modeling.sources import catalog
     from pruning_core.bench.export.to_gguf import export_gguf
     if not (catalog.get("smollm2").folder() / "config.json").is_file():
         pytest.skip("smollm2 is not prepared: run `headprune prepare --model smollm2` (make test does)")

@@ -8,7 +8,7 @@ import torch
 
 from pruning_core.cli.main import main
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.loading import default_model_dir, load_model
+from pruning_core.modeling.sources.loading import default_model_dir, load_model
 from pruning_core.modeling.pruning import prune_heads
 from tiny import ALL_ARCHS, logits_of, make_bert_tokenizer, tiny_inputs, tiny_loaded, tiny_model
 

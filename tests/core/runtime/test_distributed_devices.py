@@ -16,7 +16,7 @@ from pruning_core.modeling.architectures import find_sites
 from pruning_core.core.errors import ModelLoadError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import _on_device_of, installed_hook_count
-from pruning_core.modeling.loading import load_model
+from pruning_core.modeling.sources.loading import load_model
 from pruning_core.modeling.pruning import prune_heads
 from pruning_core.tasks.classification import ClassificationTask
 from tiny import make_bert_tokenizer, synthetic_sentiment, tiny_model
@@ -110,7 +110,7 @@ def test_gates_go_to_the_layer_device():
 
 
 def test_a_pruned_folder_refuses_a_device_map(folder, tmp_path):
-    from pruning_core.modeling.loading import save_pruned
+    from pruning_core.modeling.sources.loading import save_pruned
     plain = load_model(str(folder))
     mask = HeadMask.from_removed(plain.layout, [("encoder_self", 0, 1)])
     save_pruned(prune_heads(plain.model, mask), plain.tokenizer, tmp_path / "pruned")

@@ -5,7 +5,7 @@ its own :class:`Rules`, :func:`pruning_core.tasks.speech.greedy_rules`), with le
 output can be passed in; each step feeds only the last token (cached SSRU states or self-attention keys/values,
 cross-attention keys/values projected once; lean adapter steps where the family has them); a finished row leaves
 the batch. ``max_new_tokens`` may be one bound per row (:class:`LengthBound`). Head masks apply as in any forward
-pass. ``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.shortlist`) scores only the batch's union
+pass. ``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.inference.shortlist`) scores only the batch's union
 of allowed ids: an approximation (Marian's and Bergamot's deployed one); without it the result is exact.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from pruning_core.modeling.architectures import adapter_for
-from pruning_core.modeling.packed_logits import output_layer, projection
+from pruning_core.modeling.inference.packed_logits import output_layer, projection
 
 # generation settings that change greedy tokens beyond </s> and the forced </s> at the last step: a model whose
 # generation config sets one of them decodes with ``generate`` (see :func:`supports_greedy`)

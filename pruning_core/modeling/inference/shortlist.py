@@ -2,7 +2,7 @@
 
 Bergamot deploys its students with one: per source piece, the ``bestNum`` target pieces most often aligned to
 it, plus the ``firstNum`` most frequent ids, always allowed; decoding then scores only those
-(:func:`pruning_core.modeling.greedy.greedy_decode`'s ``allowed``). The file (Marian's
+(:func:`pruning_core.modeling.inference.greedy.greedy_decode`'s ``allowed``). The file (Marian's
 ``BinaryShortlistGenerator``, little-endian) is a header of six uint64, the uint64 ``wordToOffset`` array and
 the uint32 ``shortLists`` array; its checksum is Marian's ``hashMem``. A sentence's allowed ids are computed
 as Marian does for that sentence alone (its pieces' lists, the source pieces themselves with a shared
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from pruning_core.core.errors import FormatError
-from pruning_core.modeling.greedy import AllowedIds
+from pruning_core.modeling.inference.greedy import AllowedIds
 
 SHORTLIST_FILE = "shortlist.s2t.bin"      # its name in a prepared model folder (load_model reads it when there)
 MAGIC = 0xF11A48D5013417F5

@@ -26,10 +26,10 @@ from pruning_core.modeling.architectures import AttentionSite, adapter_for, find
 from pruning_core.core.errors import CacheError, ModelLoadError
 from pruning_core.core.heads import HeadLayout
 from pruning_core.modeling.pruning import CONFIG_KEY, STOCK_KEY, restructure_for_loading, stock_shape
-from pruning_core.modeling.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist
-from pruning_core.modeling.weight_files import check_weight_files, explain_mismatch
-from pruning_core.modeling.catalog import MANIFEST, headprune_home
-from pruning_core.modeling import catalog
+from pruning_core.modeling.inference.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist
+from pruning_core.modeling.sources.weight_files import check_weight_files, explain_mismatch
+from pruning_core.modeling.sources.catalog import MANIFEST, headprune_home
+from pruning_core.modeling.sources import catalog
 
 DEFAULT_ID = catalog.DEFAULT
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")

@@ -5,7 +5,7 @@ under :func:`headprune_home`, the task that suits it, and the function that prep
 lives in ``pruning_core/zoo/``, higher in the library). Every prepared folder is a Hugging Face model folder
 whose ``headprune_manifest.json``, written last, lists the SHA-256 of every file, built in a staged folder
 (``storage.staged_folder``) so it is complete or absent. A prepared model is used by its name wherever a
-model is asked for; :func:`pruning_core.modeling.loading.load_model` checks the manifest first.
+model is asked for; :func:`pruning_core.modeling.sources.loading.load_model` checks the manifest first.
 """
 from __future__ import annotations
 
