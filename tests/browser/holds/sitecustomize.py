@@ -5,7 +5,7 @@ releases it, so a test can act while the server is mid-work instead of hoping to
 A test arms a hold by writing ``<what>.hold`` holding one mask's link text (``encode_mask``); ``what`` is one of
 :data:`HOLDS`. When the server reaches that point for that mask it writes ``<what>.held`` (its record that it is
 there) and waits, reporting progress as the real work does (so a click can still cancel it, and a timing lets
-evaluations through the CPU queue), until the test deletes ``<what>.hold``. ``tests/browser_helpers.Holds`` is
+evaluations through the CPU queue), until the test deletes ``<what>.hold``. ``Holds`` in tests/browser_helpers.py is
 the test's side. The app itself has no hook: the wrapped functions are replaced here, after their module loads.
 """
 import functools
