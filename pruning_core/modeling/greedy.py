@@ -7,6 +7,8 @@ cross-attention keys/values projected once; lean adapter steps where the family 
 the batch. ``max_new_tokens`` may be one bound per row (:class:`LengthBound`). Head masks apply as in any forward
 pass. ``allowed``: a vocabulary shortlist (:mod:`pruning_core.modeling.shortlist`) scores only the batch's union
 of allowed ids: an approximation (Marian's and Bergamot's deployed one); without it the result is exact.
+:func:`draft_greedy_decode`: the same tokens from a draft per row (an output already known), checked in one
+teacher-forced pass; greedy steps only from each row's first difference.
 """
 from __future__ import annotations
 
@@ -146,8 +148,8 @@ def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None
 
 
 # two best logits closer than this (float32 logits) are a near-tie: a teacher-forced pass and step-by-step decoding
-# add in different orders (about 1e-5 apart on Bergamot and Whisper, docs/FIGURES.md), so the verification does not
-# decide such a position; a greedy step does
+# add in different orders (float32 rounding, far below this), so the check does not decide such a position; a greedy
+# step does (benchmarks/draft_decoding.py counts them)
 NEAR_TIE = 1e-3
 
 
