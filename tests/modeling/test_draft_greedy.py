@@ -53,8 +53,9 @@ def _check(lm, mask, args: tuple, kwargs: dict, other: list[list[int]], eos: int
             calls[f"mixed {shift}"] = [_draft(KINDS[(i + shift) % len(KINDS)], r, eos, vocab)
                                        for i, r in enumerate(truth)]
         for name, drafts in calls.items():
-            got, _ = draft_greedy_decode(lm.model, *args, drafts=drafts, **kwargs)
-            assert got == truth, name
+            for rounds in (1, 4):
+                got, _ = draft_greedy_decode(lm.model, *args, drafts=drafts, rounds=rounds, **kwargs)
+                assert got == truth, (name, rounds)
     assert installed_hook_count(lm.model) == 0
 
 
@@ -107,9 +108,10 @@ def test_whisper_transcripts_from_any_draft_equal_plain_greedy(tmp_path):
                rules.eos)
 
 
-def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_resumes_at_once(tmp_path):
-    """Where no position is a near-tie the right draft is taken whole in the one pass (no greedy step), and a row
-    whose draft is wrong from its first token goes on from its second."""
+def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_is_mended_by_the_next_pass(tmp_path):
+    """Where no position is a near-tie the right draft is taken whole in the one pass (no greedy step); a row whose
+    draft is wrong only in its first token gets it right in the next pass (its draft re-aligned after the right
+    token), or, with one pass only, goes on by greedy steps from its second token."""
     lm = tiny_loaded("marian-ssru", tmp_path)
     inputs = tiny_inputs("marian-ssru", batch=4, length=9)
     args = (inputs["input_ids"], inputs["attention_mask"])
@@ -119,11 +121,25 @@ def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_resumes
         assert got == truth
         assert (stats.rows, stats.accepted, stats.drafted, stats.resumed, stats.steps) == \
             (4, sum(map(len, truth)), sum(map(len, truth)), 0, 0)
-        wrong = [[(truth[0][0] + 1) % lm.model.config.vocab_size]] + truth[1:]
-        got, stats = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0)
-    assert got == truth
-    if len(truth[0]) > 1:
-        assert stats.resumed == 1 and stats.steps == len(truth[0]) - 1
+        assert stats.passes == 1
+        r = next(i for i, row in enumerate(truth) if len(row) > 1)
+        wrong = [list(row) for row in truth]
+        wrong[r][0] = (truth[r][0] + 1) % lm.model.config.vocab_size
+        mended, twice = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0)
+        stepped, once = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0,
+                                            rounds=1)
+    assert mended == stepped == truth
+    assert twice.passes >= 2 and twice.accepted > once.accepted
+    assert (once.passes, once.resumed, once.steps) == (1, 1, len(truth[r]) - 1)
+
+
+def test_a_draft_is_re_aligned_after_a_word_for_a_word_or_a_few_skipped():
+    from pruning_core.modeling.greedy import _realigned
+
+    draft = [10, 11, 12, 13, 14, 15]
+    assert _realigned(draft, 1, 20) == [12, 13, 14, 15]          # 20 for 11
+    assert _realigned(draft, 1, 13) == [14, 15]                  # 11 and 12 skipped
+    assert _realigned(draft, 4, 99) == [15] and _realigned(draft, 5, 99) == []
 
 
 def test_every_position_a_near_tie_is_decided_by_greedy_steps(tmp_path):
