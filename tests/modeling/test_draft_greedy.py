@@ -12,6 +12,7 @@ import torch
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.greedy import AllowedIds, draft_greedy_decode, greedy_decode
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
+from tiers import heavy_beyond
 from tiny import talking_whisper, tiny_inputs, tiny_loaded, whisper_features
 
 NEW = 12
@@ -59,7 +60,7 @@ def _check(lm, mask, args: tuple, kwargs: dict, other: list[list[int]], eos: int
     assert installed_hook_count(lm.model) == 0
 
 
-@pytest.mark.parametrize("arch", ["marian-ssru", "marian", "bart"])
+@pytest.mark.parametrize("arch", heavy_beyond(["marian-ssru", "marian", "bart"], fast=["marian-ssru"]))
 def test_any_draft_gives_plain_greedy_tokens_for_translation_models(tmp_path, arch):
     lm = tiny_loaded(arch, tmp_path)
     inputs = tiny_inputs(arch, batch=6, length=9)
@@ -71,7 +72,7 @@ def test_any_draft_gives_plain_greedy_tokens_for_translation_models(tmp_path, ar
         _check(lm, mask, args, {"max_new_tokens": NEW}, dense, eos)
 
 
-@pytest.mark.parametrize("arch", ["marian-ssru", "marian"])
+@pytest.mark.parametrize("arch", heavy_beyond(["marian-ssru", "marian"], fast=["marian-ssru"]))
 def test_rows_that_diverge_at_different_tokens_and_end_apart_give_plain_greedy_tokens(tmp_path, arch):
     """A random half of the vocabulary per row (the shortlist path) and per-row bounds send the rows different ways,
     so they diverge from their drafts at different tokens and resume at different lengths."""
@@ -91,6 +92,7 @@ def test_rows_that_diverge_at_different_tokens_and_end_apart_give_plain_greedy_t
         _check(lm, mask, args, kwargs, dense, eos)
 
 
+@pytest.mark.heavy
 def test_whisper_transcripts_from_any_draft_equal_plain_greedy(tmp_path):
     """Whisper: a prompt of several ids, ids suppressed always and at the first token, rows ending apart."""
     from pruning_core.tasks.speech import greedy_rules

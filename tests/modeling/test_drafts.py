@@ -40,6 +40,7 @@ def test_a_store_that_keeps_nothing_is_refused():
         DraftStore(masks=0)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fixture", ["tiny_ssru", "tiny_bart_12"])
 def test_evaluations_with_drafts_give_the_results_of_evaluations_without(request, fixture):
     """A sequence of clicks (masks), each evaluated with a shared store and without: the same predictions, metric
