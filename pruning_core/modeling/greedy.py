@@ -179,14 +179,15 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
                         drafts: list[list[int] | None], max_new_tokens: int | Tensor,
                         encoder_hidden: Tensor | None = None, allowed: "AllowedIds | None" = None,
                         rules: Rules | None = None, cross=None, tolerance: float = NEAR_TIE,
-                        rounds: int = 4) -> tuple[list[list[int]], DraftStats]:
+                        rounds: int = 1) -> tuple[list[list[int]], DraftStats]:
     """:func:`greedy_decode`'s tokens, checked against a draft per row (an output already known: the previous mask's)
     in a few teacher-forced passes, decoded step by step only where the drafts run out.
 
     A pass feeds the prompt and each row's draft (cut at its first ``</s>`` and its bound) and scores every position
     as a greedy step would (the same shortlist, suppressed ids and forced ``</s>``). A row keeps its draft up to the
     first position whose best token differs and takes the best token there; its draft then goes on with the old
-    draft's rest, re-aligned after that token, and the next pass checks it (at most ``rounds`` passes). After the
+    draft's rest, re-aligned after that token, and the next pass checks it (at most ``rounds`` passes; more than one
+    cost Bergamot more than it saved, docs/FIGURES.md). After the
     last, a row not finished goes on with greedy steps from the cache its last pass filled, cut to its length (rows
     resuming at one length decode together; later ones join the batch when it reaches them). A position whose two
     best logits lie within ``tolerance`` is not decided by a pass: the row goes on from there with greedy steps.

@@ -127,7 +127,8 @@ def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_is_mend
         r = next(i for i, row in enumerate(truth) if len(row) > 1)
         wrong = [list(row) for row in truth]
         wrong[r][0] = (truth[r][0] + 1) % lm.model.config.vocab_size
-        mended, twice = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0)
+        mended, twice = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0,
+                                            rounds=4)
         stepped, once = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0,
                                             rounds=1)
     assert mended == stepped == truth
