@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
-from pruning_core.tasks import get_task, speech, translation  # noqa: E402
+from pruning_core.tasks import base, get_task, speech, translation  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 MODELS = ("bergamot-en-pt", "bergamot-pt-en", "whisper-base")
@@ -52,7 +52,7 @@ def check_split(task, lm, split: str) -> dict:
 def check_decoded(task, lm, n: int) -> dict:
     """Decode the first ``n`` evaluation examples with every head, watching each row's tokens and bound."""
     data = task.encode(lm, task.default_split, n)
-    module = speech if task.task_type == "asr" else translation
+    module = base
     real, seen = module.greedy_decode, []
 
     def watched(*args, **kwargs):

@@ -149,6 +149,32 @@ def talkative_whisper(tmp: Path, begin_suppress: Sequence[int] = (13,)) -> Loade
     config.suppress_tokens, config.begin_suppress_tokens, config.no_timestamps_token_id = [8, 11], list(begin_suppress), 25
     return lm
 
+def talking_whisper(tmp_path: Path, mask=None, new: int = 12) -> LoadedModel:
+    """:func:`tiny.talkative_whisper` whose transcripts also end at different steps under ``mask`` (the prompt
+    becomes start + no timestamps): as end-of-text the id whose first appearance differs most between the
+    utterances' transcripts (:func:`whisper_features`)."""
+    lm = talkative_whisper(tmp_path, begin_suppress=(13, 6))
+    config = lm.model.generation_config
+    config.eos_token_id = lm.model.config.eos_token_id = 7          # the pad id: never produced
+    from pruning_core.modeling.inference.greedy import greedy_decode
+    from pruning_core.modeling.masking import apply_mask
+    from pruning_core.tasks.speech import greedy_rules
+
+    with torch.inference_mode(), apply_mask(lm, mask):
+        encoded = lm.model.get_encoder()(whisper_features()).last_hidden_state
+        paths = greedy_decode(lm.model, None, None, max_new_tokens=new, encoder_hidden=encoded,
+                              rules=greedy_rules(lm.model))
+    eos = max(sorted({t for row in paths for t in row}),
+              key=lambda t: len({row.index(t) if t in row else new for row in paths}))
+    config.eos_token_id = lm.model.config.eos_token_id = eos
+    return lm
+
+
+def whisper_features() -> torch.Tensor:
+    """``[8, mels, frames]`` log-mel features of 8 loud noises."""
+    return 3 * torch.randn(8, 8, 100, generator=torch.Generator().manual_seed(3))
+
+
 def tiny_inputs(arch: str, batch: int = 3, length: int = 7, seed: int = 1) -> dict:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(9, len(VOCAB), (batch, length), generator=g)

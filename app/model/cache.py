@@ -30,6 +30,7 @@ from pruning_core.scoring import store as score_store
 from pruning_core.modeling.sources import catalog
 from pruning_core.core.errors import HeadpruneError, ModelLoadError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
+from pruning_core.modeling.inference.drafts import DraftStore
 from pruning_core.modeling.inference.layer_cache import LayerInputCache
 from pruning_core.modeling.sources.loading import LoadedModel, load_model
 from pruning_core.tasks.per_example import ExampleOutputs
@@ -259,7 +260,7 @@ def _evaluate(sel: Selection, mask: HeadMask | None, batch_size: int,
               _progress: ProgressCallback | None = None) -> EvalResult:
     with board.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
         return task(sel.task).evaluate(load(sel.model), data(sel), mask, batch_size=batch_size,
-                                       progress=_progress, layer_cache=layer_inputs())
+                                       progress=_progress, layer_cache=layer_inputs(), drafts=draft_store())
 
 
 @st.cache_resource(show_spinner=False)
@@ -267,6 +268,13 @@ def layer_inputs() -> LayerInputCache:
     """Layer inputs shared by every session's evaluations: a click reruns only the layers from the first one
     whose heads changed (``pruning_core.modeling.inference.layer_cache``), in at most ``budget.layer_cache_budget()`` bytes."""
     return LayerInputCache(budget.layer_cache_budget())
+
+
+@st.cache_resource(show_spinner=False)
+def draft_store() -> DraftStore:
+    """Decoded outputs shared by every session's evaluations: a click's translations and transcripts are checked
+    against the nearest mask's already decoded (``pruning_core.modeling.inference.drafts``), not decoded again."""
+    return DraftStore()
 
 
 def references(sel: Selection) -> list | None:

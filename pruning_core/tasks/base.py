@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -22,6 +22,8 @@ from torch import Tensor
 from pruning_core.core.runtime import distributed
 from pruning_core.core.errors import DataError, did_you_mean
 from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.inference.drafts import DraftStore, draft_key
+from pruning_core.modeling.inference.greedy import DraftStats, draft_greedy_decode, greedy_decode
 from pruning_core.modeling.inference.layer_cache import LayerInputCache, forward_for
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.evaluation.metrics import Metric, get_metric
@@ -170,7 +172,8 @@ class Task:
     # -- the evaluation loop (template method) ------------------------------------------------------
     def evaluate(self, loaded, data: EncodedData, mask: HeadMask | None = None, *, batch_size: int = 64,
                  beams: int = 1, progress: ProgressCallback | None = None,
-                 layer_cache: LayerInputCache | None = None, shortlist: bool = True) -> EvalResult:
+                 layer_cache: LayerInputCache | None = None, shortlist: bool = True,
+                 drafts: DraftStore | None = None) -> EvalResult:
         """The metric and mean loss of ``loaded`` under ``mask`` on ``data`` (``beams``: decoding only),
         with each example's summed loss, its weight and its prediction, all from one forward pass.
 
@@ -183,6 +186,10 @@ class Task:
         does not change while cached; families without a layer stack, and data-parallel runs, run the
         whole model.
 
+        ``drafts``: a task that decodes greedily checks, per example, the output under the nearest mask kept there
+        instead of decoding it again, then keeps this one's (:mod:`pruning_core.modeling.inference.drafts`; the same tokens,
+        less work). Only for a model that does not change while kept; data-parallel runs decode as usual.
+
         Under ``torchrun`` each rank runs its share of the batches (the batch iterator's ``part``);
         predictions and losses are gathered and the batch losses re-added in the single-process
         order, so every figure equals one process's exactly (:mod:`pruning_core.core.runtime.distributed`).
@@ -194,6 +201,9 @@ class Task:
                                                                                         "shortlist": shortlist})
         part = distributed.batch_part()
         rank, size = part if part is not None else (0, 1)
+        key = draft_key(loaded, data, state.options) if drafts is not None and part is None and beams == 1 else None
+        if key is not None:
+            state.extra["drafts"], state.extra["tokens"] = drafts.draft(key, mask), {}
         batches, total = distributed.batches(data, batch_size, loaded.device)     # this rank's share
         batch_losses: dict[int, tuple[float, int]] = {}        # global batch index -> (loss sum, weight)
         mine: list[int] = []                                   # the examples this process evaluated
@@ -226,6 +236,10 @@ class Task:
             if part is not None:
                 self._gather(state, mine, batch_losses)
         state.loss, state.loss_weight = _summed(batch_losses)
+        tokens = state.extra.pop("tokens", None)
+        state.extra.pop("drafts", None)
+        if key is not None and tokens is not None and len(tokens) == n:
+            drafts.put(key, mask, [tokens[j] for j in range(n)])
         return self._finish(data, state, start)
 
     def _gather(self, state: EvalState, mine: list[int], batch_losses: dict[int, tuple[float, int]]) -> None:
@@ -287,9 +301,32 @@ class Task:
         """Store the predictions of ``batch`` in ``state.predictions[batch.index]`` (inside the loop)."""
         raise NotImplementedError
 
+    @staticmethod
+    def greedy_tokens(loaded, batch: EncodedBatch, state: EvalState, *args, **kwargs) -> list[list[int]]:
+        """:func:`~pruning_core.modeling.inference.greedy.greedy_decode`'s tokens of ``batch`` (``args``, ``kwargs``: its
+        own); where :meth:`evaluate` was given drafts, checked against the nearest mask's output
+        (:func:`~pruning_core.modeling.inference.greedy.draft_greedy_decode`, counted in ``state.extra["draft"]``) and kept."""
+        tokens, drafts = state.extra.get("tokens"), state.extra.get("drafts")
+        index = batch.index.tolist()
+        if drafts is None:
+            out = greedy_decode(loaded.model, *args, **kwargs)
+        else:
+            out, stats = draft_greedy_decode(loaded.model, *args, drafts=[drafts[j] for j in index], **kwargs)
+            state.extra["draft"] = stats + state.extra.get("draft", DraftStats())
+        if tokens is not None:
+            tokens.update(zip(index, out))
+        return out
+
     def summarise(self, data: EncodedData, state: EvalState) -> EvalResult:
         """The :class:`EvalResult` of the predictions gathered in ``state``."""
         raise NotImplementedError
+
+
+def draft_record(state: EvalState) -> dict:
+    """``{"draft": {...}}``: what checking drafts counted (:class:`~pruning_core.modeling.inference.greedy.DraftStats`) for a
+    result's ``extra["decoding"]``, or ``{}`` when no draft was checked."""
+    stats = state.extra.get("draft")
+    return {} if stats is None else {"draft": asdict(stats)}
 
 
 def _summed(batch_losses: dict[int, tuple[float, int]]) -> tuple[float, int]:

@@ -22,8 +22,8 @@ from pruning_core.core.errors import DataError
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import BLEU, WER
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling.inference.greedy import LengthBound, Rules, eos_of, greedy_decode
-from pruning_core.tasks.base import EvalState, Task, register_task_type
+from pruning_core.modeling.inference.greedy import LengthBound, Rules, eos_of
+from pruning_core.tasks.base import EvalState, Task, draft_record, register_task_type
 from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
 
 LANGUAGE = "en"
@@ -226,10 +226,10 @@ class SpeechRecognitionTask(Task):
         rules = greedy_rules(loaded.model, self.language) if state.options["beams"] == 1 else None
         if rules is not None:
             seconds = torch.tensor([data.features[j]["seconds"] for j in batch.index.tolist()])       # [B]
-            generated = greedy_decode(loaded.model, None, None, rules=rules,
-                                      max_new_tokens=BOUND.tokens(seconds, kwargs["max_new_tokens"]),
-                                      encoder_hidden=outputs.encoder_last_hidden_state,
-                                      cross=_cross_cache(getattr(outputs, "past_key_values", None)))
+            generated = self.greedy_tokens(loaded, batch, state, None, None, rules=rules,
+                                           max_new_tokens=BOUND.tokens(seconds, kwargs["max_new_tokens"]),
+                                           encoder_hidden=outputs.encoder_last_hidden_state,
+                                           cross=_cross_cache(getattr(outputs, "past_key_values", None)))
             generated = [r[:-1] if r and r[-1] == rules.eos else r for r in generated]    # as generate drops it
             state.extra["bound"] = BOUND.describe()
         else:
@@ -252,7 +252,7 @@ class SpeechRecognitionTask(Task):
                  "normalisation": "lower case, punctuation removed (data.speech.normalize_transcript)",
                  "audio_seconds": round(sum(f["seconds"] for f in data.features), 2),
                  "decoding": {"method": "greedy" if state.options["beams"] == 1 else "beam search",
-                              "bound": state.extra.get("bound")},
+                              "bound": state.extra.get("bound"), **draft_record(state)},
                  "samples": [{"audio": data.texts[j]["audio"], "hypothesis": raw.get(j, hyps[j]),
                               "reference": data.texts[j]["text"]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)

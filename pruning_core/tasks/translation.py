@@ -10,8 +10,8 @@ from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.modeling.inference import packed_logits
-from pruning_core.modeling.inference.greedy import LengthBound, as_generate_output, greedy_decode, supports_greedy
-from pruning_core.tasks.base import EvalState, Task, register_task_type
+from pruning_core.modeling.inference.greedy import LengthBound, as_generate_output, supports_greedy
+from pruning_core.tasks.base import EvalState, Task, draft_record, register_task_type
 from pruning_core.tasks.batching import (
     IGNORE,
     EncodedBatch,
@@ -130,9 +130,9 @@ class TranslationTask(Task):
             state.extra["shortlist"] = None if shortlist is None else shortlist.describe()
             state.extra["bound"] = BOUND.describe()
             bound = BOUND.tokens(inputs["attention_mask"].sum(1).cpu(), max_new)                    # [B]
-            generated = as_generate_output(loaded.model, greedy_decode(
-                loaded.model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=bound, allowed=allowed,
-                encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None)))
+            generated = as_generate_output(loaded.model, self.greedy_tokens(
+                loaded, batch, state, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=bound,
+                allowed=allowed, encoder_hidden=getattr(outputs, "encoder_last_hidden_state", None)))
         else:
             generated = loaded.model.generate(
                 input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
@@ -160,7 +160,8 @@ class TranslationTask(Task):
                  "beside": [CHRF.name],
                  "target_tokens": state.loss_weight, "beams": state.options["beams"],
                  "decoding": {"method": "greedy" if state.options["beams"] == 1 else "beam search",
-                              "shortlist": state.extra.get("shortlist"), "bound": state.extra.get("bound")},
+                              "shortlist": state.extra.get("shortlist"), "bound": state.extra.get("bound"),
+                              **draft_record(state)},
                  "samples": [{"source": data.texts[j]["source"], "hypothesis": hyps[j],
                               "reference": data.references[j]} for j in range(min(3, data.n_examples))]}
         return EvalResult(metric.name, value, state.mean_loss, data.n_examples, extra)

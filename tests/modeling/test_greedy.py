@@ -10,7 +10,7 @@ from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.architectures.marian_ssru import SSRUDecoderSteps
 from pruning_core.modeling.inference.greedy import AllowedIds, CachedSteps, decoder_steps, greedy_decode, supports_greedy
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
-from tiny import talkative_whisper, tiny_inputs, tiny_loaded
+from tiny import talking_whisper, tiny_inputs, tiny_loaded, whisper_features
 
 ARCHS = ["marian-ssru", "marian", "bart"]
 NEW = 12
@@ -154,30 +154,6 @@ def test_other_decoders_decode_through_the_models_own_decoder(tmp_path, arch, at
 
 
 # -- Whisper: a prompt of several ids, suppressed ids, no timestamps ---------------------------------------------
-
-def talking_whisper(tmp_path, mask=None):
-    """:func:`tiny.talkative_whisper` whose transcripts also end at different steps under ``mask`` (the prompt
-    becomes start + no timestamps): as end-of-text the id whose first appearance differs most between the
-    utterances' transcripts (:func:`whisper_features`)."""
-    lm = talkative_whisper(tmp_path, begin_suppress=(13, 6))
-    config = lm.model.generation_config
-    config.eos_token_id = lm.model.config.eos_token_id = 7          # the pad id: never produced
-    from pruning_core.tasks.speech import greedy_rules
-
-    with torch.inference_mode(), apply_mask(lm, mask):
-        encoded = lm.model.get_encoder()(whisper_features()).last_hidden_state
-        paths = greedy_decode(lm.model, None, None, max_new_tokens=NEW, encoder_hidden=encoded,
-                              rules=greedy_rules(lm.model))
-    eos = max(sorted({t for row in paths for t in row}),
-              key=lambda t: len({row.index(t) if t in row else NEW for row in paths}))
-    config.eos_token_id = lm.model.config.eos_token_id = eos
-    return lm
-
-
-def whisper_features() -> torch.Tensor:
-    """``[8, mels, frames]`` log-mel features of 8 loud noises."""
-    return 3 * torch.randn(8, 8, 100, generator=torch.Generator().manual_seed(3))
-
 
 def layout_of_tiny_whisper(tmp_path):
     return tiny_loaded("whisper", tmp_path).layout

@@ -45,13 +45,12 @@ def counting(loaded):
     """``(passes, decodes)``: forward passes over a batch of examples (a call of the model with the batch's inputs
     alone; decoding steps pass their key/value cache as well, or call the decoder alone, and are not passes) and
     decodings of a batch (``generate``, or the translation and speech tasks' step-by-step greedy decoder)."""
-    from pruning_core.tasks import speech, translation
+    from pruning_core.tasks import base
 
     passes, decodes = [], []
     model = loaded.model
     real_generate = getattr(model, "generate", None)
-    real_greedy = translation.greedy_decode
-    assert speech.greedy_decode is real_greedy
+    real_greedy = base.greedy_decode
 
     def counted_generate(*args, **kwargs):
         decodes.append(1)
@@ -68,13 +67,13 @@ def counting(loaded):
     handle = model.register_forward_pre_hook(pre_hook, with_kwargs=True)
     if real_generate is not None:
         model.generate = counted_generate
-    translation.greedy_decode = speech.greedy_decode = counted_greedy
+    base.greedy_decode = counted_greedy
     try:
         yield passes, decodes
     finally:
         handle.remove()
         model.__dict__.pop("generate", None)
-        translation.greedy_decode = speech.greedy_decode = real_greedy
+        base.greedy_decode = real_greedy
 
 
 def _old_row_loss(task, batch, logits, j) -> float:

@@ -277,13 +277,13 @@ def test_translation_loss_reads_the_target_positions_alone(tmp_path, mt_file, ar
 
 def test_generation_runs_under_the_mask(tmp_path, mt_file, monkeypatch):
     """The mask acts inside decoding: with every cross head off, the cross out-projections see zeros."""
-    from pruning_core.tasks import translation
+    from pruning_core.tasks import base
 
     loaded = loaded_for("marian", tmp_path)
     task = get_task(f"file:{mt_file}")
     data = task.encode(loaded, "test", max_length=12)
     state = {"generating": False, "seen": []}
-    real_generate = translation.greedy_decode
+    real_generate = base.greedy_decode
 
     def spy(*args, **kwargs):
         state["generating"] = True
@@ -296,7 +296,7 @@ def test_generation_runs_under_the_mask(tmp_path, mt_file, monkeypatch):
         if state["generating"]:
             state["seen"].append(bool((args[0] == 0).all()))
 
-    monkeypatch.setattr(translation, "greedy_decode", spy)
+    monkeypatch.setattr(base, "greedy_decode", spy)
     cross = [s for s in loaded.sites if s.kind == "cross"]
     handles = [s.out.register_forward_hook(watch) for s in cross]
     try:

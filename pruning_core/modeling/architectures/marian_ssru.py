@@ -150,6 +150,20 @@ class SSRUDecoderSteps:
         self.states = [c[rows] for c in self.states]
         self.mask_bias = self.mask_bias[rows]
 
+    def resume(self, filled, rows: torch.Tensor, length: int) -> None:
+        """Go on after the first ``length`` decoder inputs of rows ``rows`` of a teacher-forced pass through the
+        model's decoder, whose cache ``filled`` holds each SSRU's states (an ``EncoderDecoderCache``)."""
+        if length > 0:
+            self.states = [layer.keys[rows, 0, length - 1] for layer in filled.self_attention_cache.layers]
+        self.position = length
+
+    def join(self, other: "SSRUDecoderSteps") -> None:
+        """Append ``other``'s rows (at the same position) to the batch."""
+        self.keys_t = [torch.cat(p) for p in zip(self.keys_t, other.keys_t)]
+        self.values = [torch.cat(p) for p in zip(self.values, other.values)]
+        self.states = [torch.cat(p) for p in zip(self.states, other.states)]
+        self.mask_bias = torch.cat([self.mask_bias, other.mask_bias])
+
 
 AutoConfig.register(MODEL_TYPE, MarianSSRUConfig)
 AutoModelForSeq2SeqLM.register(MarianSSRUConfig, MarianSSRUMTModel)

@@ -1,0 +1,198 @@
+"""Draft-checked greedy decoding against plain greedy: a click's time to BLEU/WER both ways in one run, and the
+exactness sweep (every single-head removal and random masks: the tokens of both compared).
+
+    .venv/bin/python benchmarks/draft_decoding.py                     # every prepared model of MODELS
+    .venv/bin/python benchmarks/draft_decoding.py --models bergamot-en-pt --sweep-examples 16
+
+A click is ``Task.evaluate`` as the dashboard runs it (a layer-input cache per way, the batch size of the page):
+one head removed from all, after the all-heads evaluation (a session's arrival), plain and draft-checked in turn
+(the order alternating), on the same machine in the same minutes. The draft store holds the all-heads output (and
+the earlier clicks', the nearest mask's output is the draft). Times: wall seconds and this process's CPU seconds
+(less sensitive to other processes' load); ratios of medians. Writes ``benchmarks/results/draft_decoding.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets it
+
+import torch  # noqa: E402
+
+from pruning_core.bench.budget import layer_cache_budget  # noqa: E402
+from pruning_core.core.heads import HeadMask  # noqa: E402
+from pruning_core.core.io.storage import write_json  # noqa: E402
+from pruning_core.modeling.sources import catalog  # noqa: E402
+from pruning_core.modeling.inference.drafts import DraftStore  # noqa: E402
+from pruning_core.modeling.inference.greedy import DraftStats, draft_greedy_decode, greedy_decode  # noqa: E402
+from pruning_core.modeling.inference.layer_cache import LayerInputCache  # noqa: E402
+from pruning_core.modeling.sources.loading import load_model  # noqa: E402
+from pruning_core.modeling.masking import apply_mask  # noqa: E402
+from pruning_core.tasks import get_task, speech, translation  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+FORMAT = "headprune.draft_decoding/1"
+# model -> (task, examples, the kinds a click removes a head of)
+MODELS = {"bergamot-en-pt": ("bible-en-pt", 128, ("encoder_self", "cross")),
+          "bergamot-pt-en": ("bible-pt-en", 128, ("encoder_self", "cross")),
+          "whisper-base": ("movie-speech", 8, ("decoder_self", "cross"))}
+BATCH = 64
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _timed(task, lm, data, mask, cache: LayerInputCache, store: DraftStore | None) -> dict:
+    t, cpu = time.perf_counter(), time.process_time()
+    r = task.evaluate(lm, data, mask, batch_size=BATCH, layer_cache=cache, drafts=store)
+    return {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - cpu, "metric": r.metric,
+            "predictions": r.predictions, "draft": r.extra.get("decoding", {}).get("draft")}
+
+
+def clicks(task, lm, data, kinds: tuple[str, ...], per_layer: int, seed: int) -> dict:
+    """Single-head clicks spread over every layer of ``kinds``: each timed plain and draft-checked."""
+    rng = random.Random(seed)
+    heads = [(k, layer, h) for k in kinds for layer, n in enumerate(lm.layout.kinds[k])
+             for h in rng.sample(range(n), min(per_layer, n))]
+    caches = {way: LayerInputCache(layer_cache_budget()) for way in ("plain", "draft")}
+    store = DraftStore()
+    dense = {way: _timed(task, lm, data, None, caches[way], store if way == "draft" else None)
+             for way in ("plain", "draft")}
+    rows = []
+    for i, head in enumerate(heads):
+        mask = HeadMask.from_removed(lm.layout, [head])
+        order = ("plain", "draft") if i % 2 == 0 else ("draft", "plain")
+        got = {way: _timed(task, lm, data, mask, caches[way], store if way == "draft" else None) for way in order}
+        same = got["plain"]["predictions"] == got["draft"]["predictions"] and \
+            got["plain"]["metric"] == got["draft"]["metric"]
+        rows.append({"removed": list(head), "metric": round(got["plain"]["metric"], 4), "same": same,
+                     **{f"{way}_{k}": round(got[way][k], 3) for way in got for k in ("seconds", "cpu_seconds")},
+                     "draft": got["draft"]["draft"], "load_1min": _load()})
+    med = {f"median_{way}_{k}": round(statistics.median(r[f"{way}_{k}"] for r in rows), 3)
+           for way in ("plain", "draft") for k in ("seconds", "cpu_seconds")}
+    ratio = {f"ratio_{k}": round(med[f"median_plain_{k}"] / med[f"median_draft_{k}"], 2)
+             for k in ("seconds", "cpu_seconds")}
+    stats = sum((DraftStats(**r["draft"]) for r in rows if r["draft"]), DraftStats())
+    return {"n_clicks": len(rows), **med, **ratio, "all_same": all(r["same"] for r in rows),
+            "near_ties": stats.near_ties, "draft_totals": stats.__dict__,
+            "all_heads_seconds": {way: round(d["seconds"], 3) for way, d in dense.items()}, "clicks": rows}
+
+
+def _batches(task, lm, data, mask) -> list[tuple[tuple, dict]]:
+    """Per batch of ``data``, greedy decoding's arguments under ``mask`` as ``predict_batch`` gives them."""
+    out = []
+    with torch.inference_mode(), apply_mask(lm, mask):
+        for batch in data.batches(BATCH):
+            inputs = batch.inputs
+            if task.task_type == "asr":
+                kwargs = task.generate_kwargs(lm, data, 1)
+                seconds = torch.tensor([data.features[j]["seconds"] for j in batch.index.tolist()])
+                encoded = lm.model.get_encoder()(inputs["input_features"]).last_hidden_state
+                out.append(((None, None), dict(rules=speech.greedy_rules(lm.model, task.language),
+                                               max_new_tokens=speech.BOUND.tokens(seconds, kwargs["max_new_tokens"]),
+                                               encoder_hidden=encoded)))
+                continue
+            most = min(data.max_length, getattr(lm.model.config, "max_position_embeddings", 1 << 20) - 1)
+            shortlist = task.shortlist_of(lm, {"beams": 1})
+            allowed = None if shortlist is None else shortlist.allowed(
+                inputs["input_ids"], inputs["attention_mask"], lm.model.config.vocab_size)
+            encoded = lm.model.get_encoder()(input_ids=inputs["input_ids"],
+                                             attention_mask=inputs["attention_mask"]).last_hidden_state
+            out.append(((inputs["input_ids"], inputs["attention_mask"]),
+                        dict(max_new_tokens=translation.BOUND.tokens(inputs["attention_mask"].sum(1), most),
+                             allowed=allowed, encoder_hidden=encoded)))
+    return out
+
+
+def sweep(task, lm, data, n_random: int, seed: int) -> dict:
+    """Every single-head removal and ``n_random`` random masks (1 to half the heads removed): plain greedy's tokens
+    against the draft-checked ones (drafts: the all-heads output)."""
+    heads = list(lm.layout.heads())
+    rng = random.Random(seed)
+    masks = [[h] for h in heads] + [rng.sample(heads, rng.randint(1, len(heads) // 2)) for _ in range(n_random)]
+    with torch.inference_mode():
+        dense = [greedy_decode(lm.model, *a, **k) for a, k in _batches(task, lm, data, None)]
+    equal, stats, t = 0, DraftStats(), time.perf_counter()
+    for removed in masks:
+        mask = HeadMask.from_removed(lm.layout, removed)
+        args = _batches(task, lm, data, mask)
+        same = True
+        with torch.inference_mode(), apply_mask(lm, mask):
+            for (a, k), draft in zip(args, dense):
+                plain = greedy_decode(lm.model, *a, **k)
+                got, s = draft_greedy_decode(lm.model, *a, drafts=draft, **k)
+                same &= got == plain
+                stats = stats + s
+        equal += same
+    return {"masks": len(masks), "single_head": len(heads), "random": n_random, "examples": data.n_examples,
+            "equal": equal, "near_ties": stats.near_ties, "draft_totals": stats.__dict__,
+            "seconds": round(time.perf_counter() - t, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=[m for m in MODELS if m in catalog.prepared_names()])
+    parser.add_argument("--per-layer", type=int, default=1, help="clicks per layer and kind")
+    parser.add_argument("--sweep-examples", type=int, default=None, help="examples of the sweep (default: all)")
+    parser.add_argument("--random-masks", type=int, default=50)
+    parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(RESULTS / "draft_decoding.json"))
+    args = parser.parse_args()
+    result = {"format": FORMAT, "cpu": _cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+              "torch": torch.__version__, "commit": _commit(), "load_start": _load(), "batch_size": BATCH,
+              "near_tie_tolerance": __import__("pruning_core.modeling.inference.greedy", fromlist=["NEAR_TIE"]).NEAR_TIE,
+              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": {}}
+    for name in args.models:
+        task_name, n, kinds = MODELS[name]
+        lm = load_model(name)
+        task = get_task(task_name)
+        data = task.encode(lm, task.default_split, n)
+        entry = {"task": task_name, "split": task.default_split, "examples": data.n_examples, "kinds": list(kinds),
+                 "clicks": clicks(task, lm, data, kinds, args.per_layer, args.seed)}
+        c = entry["clicks"]
+        print(f"{name}: {c['n_clicks']} clicks, click -> {task.metric.name} median plain {c['median_plain_seconds']} s, "
+              f"draft-checked {c['median_draft_seconds']} s (x{c['ratio_seconds']} wall, x{c['ratio_cpu_seconds']} "
+              f"CPU), same results {c['all_same']}, near-ties {c['near_ties']}, load {_load()}", flush=True)
+        if not args.no_sweep:
+            small = task.encode(lm, task.default_split, args.sweep_examples or n)
+            entry["sweep"] = sweep(task, lm, small, args.random_masks, args.seed)
+            s = entry["sweep"]
+            print(f"  sweep: {s['equal']}/{s['masks']} masks give plain greedy's tokens on {s['examples']} examples, "
+                  f"near-ties {s['near_ties']} ({s['seconds']} s)", flush=True)
+        result["models"][name] = entry
+        result["load_end"] = _load()
+        write_json(Path(args.out), result)
+
+
+if __name__ == "__main__":
+    main()
