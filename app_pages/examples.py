@@ -45,9 +45,11 @@ changed = examples.changed_frame(inputs, references, dense, pruned, names)
 st.subheader(f"Answers changed by the mask: {len(changed)} of {len(dense.losses)} examples")
 st.caption(f"Mask: {mask.n_kept} of {mask.n_total} heads kept. The first {len(dense.losses)} examples of the "
            f"evaluation split; loss per example (per target token for texts).")
-if classes or any(isinstance(p, str) for p in dense.predictions):
+if classes:
     st.dataframe(changed, hide_index=True, height=min(420, 38 + 35 * max(1, len(changed))), width="stretch",
                  column_config=COLUMNS)
+elif any(isinstance(p, str) for p in dense.predictions):        # texts: every line whole, wrapped, not cut
+    st.table(changed.set_index("#"))
 else:
     st.info("This task's predictions are not answers (a language model's prediction of each window is its loss), "
             "so no answer can change; the loss change per window is below.")

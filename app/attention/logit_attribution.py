@@ -44,7 +44,7 @@ def show(spec: str, arch, text: str) -> None:
     head = c2.selectbox("Head", range(rows[layer]), key=_key("head"))
     source = c3.radio("Input", [SENTENCE, EXAMPLE], horizontal=True, key=_key("source"),
                       format_func={SENTENCE: "the sentence above",
-                                   EXAMPLE: f"a long-context example ({DEFAULT_CONTEXT:,} tokens)"}.get)
+                                   EXAMPLE: f"a long-context example (up to {DEFAULT_CONTEXT:,} tokens)"}.get)
     example = None
     if source == EXAMPLE:
         c4, c5 = st.columns([3, 2])
@@ -86,17 +86,17 @@ def figure(result: HeadAttribution) -> go.Figure:
 
 
 def draw(result: HeadAttribution) -> None:
-    left, right = st.columns([2, 3])
-    with left:
-        st.plotly_chart(figure(result), config={"displayModeBar": False},
-                        alt=f"Direct logit of the tokens layer {result.layer}, head {result.head} promotes most")
-    with right:
-        st.dataframe(table(result), hide_index=True)
+    # the chart above the table, each the page's width: beside each other at 1366 px the table lost its last
+    # column, the one the view is about ("Probability, head removed")
+    st.plotly_chart(figure(result), config={"displayModeBar": False},
+                    alt=f"Direct logit of the tokens layer {result.layer}, head {result.head} promotes most")
+    st.dataframe(table(result), hide_index=True, width="stretch")
     notes = [f"At the last of {result.n_tokens:,} tokens (where the next token is predicted)."]
     step = result.answer_step
     if step is not None and step["found"]:
         added = result.n_tokens - step["prompt_tokens"]
-        notes = [f"At the position that predicts the answer: the {step['prompt_tokens']:,}-token prompt, then "
+        notes = [f"At the position that predicts the answer: the {step['prompt_tokens']:,}-token prompt (of an "
+                 f"example built for a context of at most {DEFAULT_CONTEXT:,} tokens), then "
                  + (f"the model's own greedy {md_escape(token_text(step['continuation']))} ({added} token"
                     f"{'s' if added != 1 else ''})." if added else "nothing: the answer comes first.")]
     elif step is not None:

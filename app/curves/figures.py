@@ -84,18 +84,20 @@ def curves_figure(curves: Mapping[str, object], current: tuple[float, float] | N
     return fig
 
 
-def kinds_figure(result, borrowed: Sequence = ()) -> go.Figure:
+def kinds_figure(result, borrowed: Sequence = (), unit_of=None) -> go.Figure:
     """Michel et al. §5: the metric against the share of ONE kind's heads removed (``KindSensitivity``),
     one colour per kind; solid with 95 % intervals: least important first; dashed: mean of the random
     orders, with their range. ``borrowed``: (run, kinds) pairs from other models
-    (:func:`pruning_core.evaluation.kinds.borrow`), each drawn in a panel of its own, titled with its model."""
+    (:func:`pruning_core.evaluation.kinds.borrow`), each drawn in a panel of its own, titled with its model;
+    ``unit_of(run)``: what one example of a run is ("utterance"), for the titles' counts."""
     from plotly.subplots import make_subplots
 
     from pruning_core.evaluation.kinds import source_label
 
     panels = [(result, tuple(result.heads))] + [(run, tuple(kinds)) for run, kinds in borrowed]
     fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.12,
-                        subplot_titles=[source_label(run) if borrowed else "" for run, _ in panels],
+                        subplot_titles=[source_label(run, unit_of(run) if unit_of else "example") if borrowed
+                                        else "" for run, _ in panels],
                         column_widths=[max(1, len(kinds)) for _, kinds in panels])
     for col, (run, kinds) in enumerate(panels, start=1):
         for kind in kinds:

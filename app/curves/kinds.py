@@ -9,7 +9,8 @@ import streamlit as st
 from app.core import ui
 from app.core.session import state
 from app.core.session.selection import Selection
-from app.model import workload
+from app.model import cache, workload
+from app.core.progress_text import count_text
 from app.core.text import md_code, md_escape
 from app.curves import figures, tables, words
 from app.curves import jobs
@@ -32,19 +33,21 @@ def show(sel: Selection, arch) -> None:
         return
     scorer = state.scorer_name()
     runs = workload.kinds_evaluations(len(present), len(FRACTIONS), SEEDS)
+    examples = count_text(sel.eval_size, cache.example_unit(sel.model, sel.task))
     st.caption(f"Remove {', '.join(f'{100 * f:g}' for f in FRACTIONS)} % of ONE kind's heads, the least important "
                f"first by {md_code(scorer)} and in {SEEDS} random orders, the other kinds untouched (Michel et al. "
-               f"2019, §5): {runs} evaluations of {sel.eval_size} examples. " + missing_note(missing))
+               f"2019, §5): {runs} evaluations of {examples}. " + missing_note(missing))
     result = jobs.kinds(sel, scorer, FRACTIONS, SEEDS, start="button").show()
     if result is None:
         return
     shown = st.container()                  # the figure above, the upload that may add to it below
     borrowed = _borrowed(result)
     with shown:
-        st.plotly_chart(figures.kinds_figure(result, borrowed), key="kinds_figure",
+        st.plotly_chart(figures.kinds_figure(result, borrowed, run_unit), key="kinds_figure",
                         alt="Metric against the share of one attention kind's heads removed, one colour per kind")
-        st.caption(f"{words.kinds_headline(result)} Error bars: 95 % intervals over the {result.n_examples} "
-                   f"examples; dashed: the mean of {SEEDS} random orders, shaded their range.")
+        st.caption(f"{words.kinds_headline(result)} Error bars: 95 % intervals over the "
+                   f"{count_text(result.n_examples, run_unit(result))}; dashed: the mean of {SEEDS} random "
+                   "orders, shaded their range.")
         borrowed_caption(borrowed)
         ui.downloads("kinds", tables.kinds_frame(result), result.to_json())
 
@@ -57,10 +60,21 @@ def bundled_runs() -> list[KindSensitivity]:
 def borrowed_caption(borrowed) -> None:
     """Which kinds of the figure come from which other model (one caption per run borrowed from)."""
     for run, kinds in borrowed:
+        unit = run_unit(run)
         st.caption(f"{' and '.join(KIND_LABELS[k].capitalize() for k in kinds)}: borrowed from "
-                   f"{md_escape(source_label(run))} (right-hand panel), a different model, task and metric, "
-                   f"measured once when that run was saved (so on its own {run.n_examples} examples, not the number "
-                   "chosen here): compare how steeply each kind falls, not the values.")
+                   f"{md_escape(source_label(run, unit))} (right-hand panel), a different model, task and metric, "
+                   f"measured once when that run was saved (so on its own {count_text(run.n_examples, unit)}, "
+                   "not the number chosen here): compare how steeply each kind falls, not the values.")
+
+
+def run_unit(run: KindSensitivity) -> str:
+    """What one example of ``run`` is, from its task: "utterance" (speech), "window" (a language model), else
+    "example"."""
+    try:
+        task_type = cache.task(run.provenance["task"]).task_type
+    except (HeadpruneError, KeyError, TypeError):
+        return "example"
+    return {"asr": "utterance", "language_model": "window"}.get(task_type, "example")
 
 
 def _borrowed(result: KindSensitivity) -> tuple:

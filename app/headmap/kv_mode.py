@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pandas as pd
+
 import streamlit as st
 
 from app.core import reruns, ui, uncertainty
@@ -41,6 +43,7 @@ CONTEXTS = (1024, 2048)
 EVAL_SIZES = (5, 10, 20, 50)
 DEFAULT_SINK, DEFAULT_WINDOW = 128, 256     # DuoAttention's
 POLICY = "kv_policy"                        # session_results name: (streaming rows, source) of the policy on screen
+COMPARED = "kv_policy_compared"             # session_results name: (streaming rows, source) kept for comparison
 JOB, FULL_JOB = "kv_eval", "kv_eval_full"
 WHAT = {JOB: "this policy", FULL_JOB: "the full cache"}
 GRID_KEY = state.widget_key("headmap", "kvgrid")      # not under the head map's grid prefix: its click log skips it
@@ -277,8 +280,45 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
         results.append(result)
     if all(r is not None for r in results):
         _accuracy(settings, results[0], results[-1], bool(policy.n_streaming))
+    _compare(spec, loaded, settings, policy, memory)
     _download(loaded, policy, memory)
     return pending
+
+
+def _keep_for_comparison(policy: kv_policy.KVPolicy) -> None:
+    session_results.set_result(COMPARED, (policy.streaming, dict(policy.source)))
+
+
+def compared_rows(spec: str, loaded, settings: KVSettings, policies: list) -> list[dict]:
+    """One row per policy of ``policies`` ((name, KVPolicy) pairs): its streaming heads, KV memory and, where it was
+    evaluated at ``settings`` (this session's job or the server's cache), its exact match as the panel rounds it."""
+    rows = []
+    for name, policy in policies:
+        memory = kv_policy.memory_report(policy, loaded, settings.context)
+        work = evaluation(spec, settings, policy)
+        result = work.ready() or (work.fn(*work.args) if work.cached() else None)
+        rows.append({"policy": name, "streaming key/value heads": f"{policy.n_streaming} of {memory['kv_heads']}",
+                     f"KV cache at {settings.context:,} tokens": mib(memory["kv_bytes"]),
+                     "exact match": uncertainty.shown(result).value if result is not None else "not evaluated"})
+    return rows
+
+
+def _compare(spec: str, loaded, settings: KVSettings, policy: kv_policy.KVPolicy, memory: dict) -> None:
+    """Two policies side by side: the one on screen and one kept for comparison (a button keeps the one on screen)."""
+    st.button("Keep this policy for comparison", key=_key("keep"), on_click=_keep_for_comparison, args=(policy,),
+              icon=":material/compare_arrows:",
+              help="Keeps this policy's heads; change the map and the two are compared side by side below.")
+    kept = session_results.get_result(COMPARED)
+    if kept is None or tuple(map(len, kept[0])) != tuple(map(len, policy.streaming)):
+        return
+    other = kv_policy.KVPolicy(kept[0], settings.sink, settings.window, kept[1])
+    if other.streaming == policy.streaming:
+        st.caption("The kept policy is the one on screen: change the map to compare another with it.")
+        return
+    ui.table(pd.DataFrame(compared_rows(spec, loaded, settings, [("on screen", policy), ("kept", other)])),
+             width="stretch")
+    st.caption("Evaluate each with the button above while it is on screen (its figure then stays in this table); the "
+               "same task, context, examples, sink and window for both.")
 
 
 def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:

@@ -16,6 +16,10 @@ from app.core.colouring import HOVER_CELL_LIMIT, KEPT_SCALE, pretty_token
 __all__ = ["probe_figure"]
 
 
+PROBE_PLOT_PX = 650        # about the probe map's plot width in a 1366 px window (sidebar open)
+PROBE_MIN_PX = 200         # the least height of the probe map's plot area
+
+
 def probe_figure(arr: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str, *,
                  stripe: tuple[int, int, int] | None = None, span: tuple[int, int] | None = None) -> go.Figure:
     """One head's attention map ``arr`` (``[T_query, T_key]``, rows sum to 1) on a role's probe, drawn like a
@@ -47,13 +51,18 @@ def probe_figure(arr: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[st
                    line=dict(color="#CC6677", width=2), fillcolor="rgba(0,0,0,0)")] if span is not None else []
     cell = max(4.0, min(18.0, 900 / max(tk, 1)))
     ticks = max(1, math.ceil(max(tq, tk) / 60))               # every token up to 60, then every n-th
+    # square cells only where they leave the map tall enough to read: a few queries over hundreds of keys
+    # (a retrieval probe) drew a strip tens of pixels high
+    square = tq > 1 and tq * PROBE_PLOT_PX / max(tk, 1) >= PROBE_MIN_PX
     fig.update_layout(
-        title=dict(text=html.escape(title), font=dict(size=13), x=0, xanchor="left"), shapes=shapes,
-        height=int(min(1400, max(220, tq * cell + 160))), margin=dict(l=90, r=20, t=40, b=90), plot_bgcolor="white",
+        title=dict(text=html.escape(title), font=dict(size=13), x=0, xanchor="left", y=1, yanchor="bottom",
+                   yref="paper", pad=dict(b=12)), shapes=shapes,
+        height=int(min(1400, max(PROBE_MIN_PX + 250, tq * cell + 250))), margin=dict(l=90, r=20, t=60, b=90),
+        plot_bgcolor="white",
         xaxis=dict(title="key: the token read from", tickmode="array", tickvals=list(range(0, tk, ticks)),
                    ticktext=[html.escape(pretty_token(k_tokens[j])) for j in range(0, tk, ticks)], tickangle=-60,
                    showgrid=False, zeroline=False, constrain="domain"),
         yaxis=dict(title="query: the token that reads", tickmode="array", tickvals=list(range(0, tq, ticks)),
                    ticktext=[html.escape(pretty_token(q_tokens[i])) for i in range(0, tq, ticks)], autorange="reversed",
-                   showgrid=False, zeroline=False, scaleanchor="x" if tq > 1 else None))
+                   showgrid=False, zeroline=False, scaleanchor="x" if square else None))
     return fig

@@ -21,12 +21,21 @@ NO_RUNTIME_LOGGERS = ("streamlit.runtime.caching.cache_data_api",
                       "streamlit.runtime.scriptrunner_utils.script_run_context")
 
 
+def _errors_only(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR
+
+
 def quiet_without_server() -> None:
-    """Streamlit's no-server warnings down to errors: ``python -m app.sidebar.warm`` (``make run``) shows progress."""
+    """Streamlit's no-server warnings down to errors: ``python -m app.sidebar.warm`` (``make run``) shows progress.
+    A filter, not only a level: Streamlit sets every one of its loggers' levels again when it first reads its
+    config (at the first cached call that computes, on a fresh cache), which let one warning through."""
     import streamlit.logger
 
     for name in NO_RUNTIME_LOGGERS:
-        streamlit.logger.get_logger(name).setLevel(logging.ERROR)
+        logger = streamlit.logger.get_logger(name)
+        logger.setLevel(logging.ERROR)
+        if _errors_only not in logger.filters:
+            logger.addFilter(_errors_only)
 
 
 if __name__ == "__main__":          # before the app's modules make their cached functions (each would warn)

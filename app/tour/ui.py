@@ -31,6 +31,7 @@ from app.core.session.selection import Selection
 from app.tour import steps as tour
 from app.runtime.work import Work
 from app.core.pages import PAGES
+from app.core.progress_text import count_text
 from app.core.text import md_code, md_escape
 
 PAGE_FILES = {p.url_path: p for p in PAGES}
@@ -145,9 +146,14 @@ def _one_head(ctx: Ctx) -> str | bool:
                f"{KIND_LABELS[kind]} layer {layer} head {head}: {ui.metric_text(table.metric_name, row.metric, iv)} "
                "without it. "
                f"{significant} of {len(table.rows)} heads change the metric significantly on their own "
-               f"({table.n_examples} examples; {md_escape(table.test or 'no test')}, Holm-corrected).")
+               f"({_count(ctx, table.n_examples)}; {md_escape(table.test or 'no test')}, Holm-corrected).")
     return tour.one_head_title(table, ui.metric_text(table.metric_name, table.base_metric, iv),
                                ui.metric_text(table.metric_name, row.metric, iv))
+
+
+def _count(ctx: Ctx, n: int) -> str:
+    """``n`` examples named as the tour model's examples are: '128 windows', '8 utterances', '12 examples'."""
+    return count_text(n, cache.example_unit(ctx.sel.model, ctx.sel.task))
 
 
 def _dense_interval(ctx: Ctx) -> tuple[float, float] | None:
@@ -166,7 +172,8 @@ def _one_per_layer(ctx: Ctx) -> bool:
     iv = _dense_interval(ctx)
     st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, iv)}. Every layer reduced to "
                f"its best head at once (the prepared mask, {len(result.rows)} heads of {ctx.arch.total_heads} kept): "
-               f"{ui.metric_text(result.metric_name, result.all_layers_metric, iv)}; {result.n_examples} examples.")
+               f"{ui.metric_text(result.metric_name, result.all_layers_metric, iv)}; "
+               f"{_count(ctx, result.n_examples)}.")
     return True
 
 
@@ -186,8 +193,8 @@ def _curve(ctx: Ctx) -> bool:
                                          dense.metric if dense is not None else None),
                     key="tour_curves", alt="Metric against the share of heads removed: gradient order and random order")
     first = curves[tour.CURVE_SCORERS[0]]
-    st.caption(f"Each point: the metric on the first {first.n_examples} evaluation examples, with its 95 % "
-               "interval; the band is the range over the random seeds.")
+    st.caption(f"Each point: the metric on the first {_count(ctx, first.n_examples)} of the evaluation split, with "
+               "its 95 % interval; the band is the range over the random seeds.")
     return True
 
 
@@ -198,7 +205,7 @@ def _translation(ctx: Ctx) -> bool:
         return False
     mask = _prepare(tour.half_cross_removed(scores), "half the cross-attention heads removed (gradient)")
     borrowed = borrow(result, kinds_tab.bundled_runs())[1:]        # Michel's third kind, from another model
-    st.plotly_chart(charts.kinds_figure(result, borrowed), key="tour_kinds",
+    st.plotly_chart(charts.kinds_figure(result, borrowed, kinds_tab.run_unit), key="tour_kinds",
                     alt="Metric against the share of one attention kind's heads removed, one colour per kind")
     why = "; ".join(w for k, w in ctx.arch.absent_kinds.items() if k in result.missing)   # e.g. an SSRU decoder
     missing = missing_note(result.missing)
@@ -206,7 +213,8 @@ def _translation(ctx: Ctx) -> bool:
     st.caption(f"All heads: {ui.metric_text(result.metric_name, result.base_metric, base_iv)}. "
                f"{words.kinds_headline(result)} The prepared mask removes {mask.n_total - mask.n_kept} of "
                f"{result.heads.get('cross', 0)} "
-               f"cross-attention heads. Error bars: 95 % intervals over the {result.n_examples} examples; dashed: the "
+               f"cross-attention heads. Error bars: 95 % intervals over the {_count(ctx, result.n_examples)}; "
+               "dashed: the "
                f"mean of {curve_jobs.KIND_SEEDS} random orders, shaded their range. "
                + (f"{missing[:-1]}: {why}." if missing and why else missing))
     kinds_tab.borrowed_caption(borrowed)

@@ -161,8 +161,10 @@ def borrow(own: KindSensitivity,
     return tuple((run, tuple(kinds)) for run, kinds in taken.values())
 
 
-def source_label(run: KindSensitivity) -> str:
-    """Which model, task and metric a run measured, e.g. "whisper-base on movie-speech, WER, 10 examples"."""
+def source_label(run: KindSensitivity, unit: str = "example") -> str:
+    """Which model, task and metric a run measured, e.g. "whisper-base on movie-speech, WER, 10 utterances"
+    (``unit``: what one of the run's examples is)."""
     prov = run.provenance
     model, task = prov.get("model", "another model"), prov.get("task")
-    return f"{model}{f' on {task}' if task else ''}, {get_metric(run.metric_name).label}, {run.n_examples} examples"
+    count = f"{run.n_examples} {unit}{'s' if run.n_examples != 1 else ''}"
+    return f"{model}{f' on {task}' if task else ''}, {get_metric(run.metric_name).label}, {count}"

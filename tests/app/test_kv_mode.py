@@ -182,6 +182,13 @@ def test_accuracy_is_the_clis_and_a_stale_result_is_not_shown(kv_page, long_app)
     assert any(b.label.startswith("Evaluate on niah-single") for b in at.button)
     at = click_kv_head(at, 1, 1)                                      # the evaluated policy again: its figures
     assert metric(at, "exact match, this policy") == shown[0]
+    # two policies side by side: keep this one, change the map, and both are in one table
+    at = ok(next(b for b in at.button if b.label == "Keep this policy for comparison").click().run())
+    at = click_kv_head(at, 1, 0)                # another square: the same chart's last selection would not count
+    side = next(d.value for d in at.dataframe if "policy" in d.value.columns)
+    assert list(side["policy"]) == ["on screen", "kept"]
+    assert list(side["exact match"]) == ["not evaluated", shown[0]]
+    assert list(side["streaming key/value heads"]) == ["2 of 4", "1 of 4"]
 
 
 def test_fill_from_scores_streams_the_lowest_retrieval_groups(kv_page, monkeypatch):

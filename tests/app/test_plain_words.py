@@ -35,3 +35,14 @@ def test_a_link_for_another_model_names_the_kind_in_words():
 def test_the_model_picker_speaks_plainly(name):
     title = catalog.get(name).title
     assert not any(word in title for word in ("dequantized", "GGUF", "int8", "AWQ", "Q4_K_M", "KV ")), title
+
+
+def test_a_borrowed_run_counts_its_own_unit():
+    """The Whisper panel borrowed into the kinds figure counts utterances, as the rest of the dashboard does."""
+    from app.curves import kinds
+
+    whisper = next(r for r in kinds.bundled_runs() if r.provenance.get("model") == "whisper-base")
+    assert kinds.run_unit(whisper) == "utterance"
+    from pruning_core.evaluation.kinds import source_label
+    assert source_label(whisper, "utterance").endswith(f"WER, {whisper.n_examples} utterances")
+    assert "examples" not in source_label(whisper, "utterance")

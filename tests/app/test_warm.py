@@ -84,3 +84,29 @@ def test_preparing_a_translation_model_drops_only_the_sacremoses_hint(monkeypatc
         assert bergamot.prepare_en_pt() == "bergamot-en-pt"
         warnings.warn(bergamot.SACREMOSES_HINT)             # outside the prepare call: shown as before
     assert [str(w.message) for w in seen] == ["a real problem", bergamot.SACREMOSES_HINT]
+
+
+def test_the_warm_up_prints_no_streamlit_server_warning_even_after_streamlit_resets_its_levels():
+    """``python -m app.model.warm`` on a fresh cache printed "No runtime found" once: Streamlit sets its loggers'
+    levels again when it first reads its config, after the command had lowered them."""
+    import logging
+
+    import streamlit.logger
+
+    warm.quiet_without_server()
+    streamlit.logger.set_log_level("info")                 # what Streamlit does on reading its config
+    logger = streamlit.logger.get_logger(warm.NO_RUNTIME_LOGGERS[0])
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        logger.warning("No runtime found, using MemoryCacheStorageManager")
+        logger.error("a real error")
+    finally:
+        logger.removeHandler(handler)
+        streamlit.logger.set_log_level("warning")
+    assert [r.getMessage() for r in seen] == ["a real error"]
