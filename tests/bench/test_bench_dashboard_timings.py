@@ -35,18 +35,20 @@ def test_a_layer_that_runs_out_of_heads_is_counted_not_hidden():
     assert all(0 <= head < 2 for _, head in clicked)
 
 
-def _round(sessions, niceness, waits, correct=True):
-    return {"sessions": sessions, "browsers_niceness": niceness, "all_correct": correct,
+def _round(sessions, niceness, waits, correct=True, lost=0):
+    return {"sessions": sessions, "browsers_niceness": niceness, "all_correct": correct, "clicks_lost": lost,
             "to_metric_s": bench._spread(waits), "server_memory_mib": {"peak_after": 100.0 + len(waits)},
             "per_session": [{"to_metric_s": w, "to_metric_sent_s": w - 0.1} for w in waits]}
 
 
 def test_pooled_takes_the_median_over_every_session_of_every_round_per_niceness():
-    rounds = [_round(8, 0, [1.0, 2.0, 3.0]), _round(8, 0, [4.0, 5.0, 6.0], correct=False), _round(8, 19, [0.5, 0.7])]
+    rounds = [_round(8, 0, [1.0, 2.0, 3.0]), _round(8, 0, [4.0, 5.0, 6.0], correct=False, lost=2),
+              _round(8, 19, [0.5, 0.7])]
     pooled = {p["browsers_niceness"]: p for p in bench.pooled(rounds)}
     assert pooled[0]["to_metric_s"]["median"] == 3.5 and pooled[0]["to_metric_s"]["n"] == 6
     assert pooled[0]["round_medians_s"] == [2.0, 5.0] and pooled[0]["all_correct"] is False
     assert pooled[19]["to_metric_s"]["median"] == 0.6 and pooled[19]["all_correct"] is True
+    assert pooled[0]["clicks_lost"] == 2 and pooled[19]["clicks_lost"] == 0
     assert pooled[19]["to_metric_sent_s"]["median"] == pytest.approx(0.5)    # 0.6 - 0.1, float rounding only
 
 

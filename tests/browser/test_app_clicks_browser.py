@@ -104,11 +104,28 @@ def page(server, case, browser, holds):
     page.context.close()
 
 
+# The boxes of the first grid's kept heads numbered ``heads``, the last scrolled into view, read in one go (the
+# server may redraw the map at any moment; a square keeps its place on a new drawing, so the boxes stay true).
+BOXES = """(heads) => {
+  const grid = document.querySelector('[data-testid="stPlotlyChart"]');
+  const points = grid.querySelectorAll('g.trace.scatter')[2].querySelectorAll('path.point');
+  points[Math.max(...heads)].scrollIntoViewIfNeeded(true);
+  return heads.map(h => { const r = points[h].getBoundingClientRect();
+                          return {x: r.x, y: r.y, width: r.width, height: r.height}; });
+}"""
+
+
 def boxes(page, case: Case, heads: tuple[int, ...]) -> list[dict]:
     """Screen boxes of the first grid's heads numbered ``heads`` (layer by layer) while every head is kept."""
-    points = head_points(page)
-    points.nth(max(heads)).scroll_into_view_if_needed()
-    return [points.nth(h).bounding_box() for h in heads]
+    from playwright.sync_api import Error as PlaywrightError
+
+    for _ in range(20):
+        head_points(page)                   # a grid drawn
+        try:
+            return page.evaluate(BOXES, list(heads))
+        except PlaywrightError:             # drawn anew between two reads: read it again
+            page.wait_for_timeout(POLL_MS)
+    raise AssertionError(f"the map never stayed drawn long enough to read: {page_state(page)}")
 
 
 def wait_drawn(page, case: Case, mask: HeadMask) -> None:
