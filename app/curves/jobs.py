@@ -24,6 +24,11 @@ def _heads(sel: Selection) -> int:
     return model_cache.architecture(sel.model).total_heads
 
 
+def _examples(sel: Selection) -> str:
+    """'128 examples', '8 utterances': the evaluation size named as the model's examples are."""
+    return progress_text.count_text(sel.eval_size, model_cache.example_unit(sel.model, sel.task))
+
+
 def curve(sel: Selection, scorer: str, step: float = CURVE_STEP, rescore: bool = False,
           start: Start = "auto") -> Work:
     """The pruning curve of ``scorer`` (:func:`app.curves.cache.curve`); its label carries the time estimate, so a
@@ -39,7 +44,7 @@ def ablation(sel: Selection, start: Start = "auto") -> Work:
     """The single-head ablation table (:func:`app.curves.cache.ablation`)."""
     heads = _heads(sel)
     secs = workload.ablation_seconds(sel, heads)
-    return Work("ablation", f"Single-head ablation ({heads + 1} evaluations of {sel.eval_size} examples, "
+    return Work("ablation", f"Single-head ablation ({heads + 1} evaluations of {_examples(sel)}, "
                             f"{about(secs)} on 2 CPU cores)", cache.ablation, (sel,), start=start, estimate_s=secs)
 
 
@@ -62,7 +67,7 @@ def kinds(sel: Selection, scorer: str, fractions: tuple[float, ...] = FRACTIONS,
     present = sum(1 for rows in layout.kinds.values() if sum(rows) > 0)
     runs = workload.kinds_evaluations(present, len(fractions), seeds)
     secs = workload.kinds_seconds(sel, scorer, layout.total_heads, present, len(fractions), seeds)
-    return Work(f"kinds_{scorer}", f"Attention kinds ({runs} evaluations of {sel.eval_size} examples, "
+    return Work(f"kinds_{scorer}", f"Attention kinds ({runs} evaluations of {_examples(sel)}, "
                                    f"{about(secs)} on 2 CPU cores)", cache.kind_sensitivity,
                 (sel, workload.score_request(sel, scorer), fractions, seeds), start=start, estimate_s=secs)
 
