@@ -13,6 +13,7 @@ without ``kv_band`` (another thread, or attention weights asked for) runs the mo
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 NAME = "headprune_banded"
-BLOCK = 128                     # queries per block: a block attends to sink + BLOCK + window - 1 keys
+BLOCK = 64                      # queries per block: a block attends to sink + BLOCK + window - 1 keys
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,13 @@ def _heads(kv: tuple[int, ...], g: int, device) -> torch.Tensor:
     return torch.tensor([j * g + i for j in kv for i in range(g)], dtype=torch.long, device=device)
 
 
-def band_layout(queries: int, keys: int, sink: int, window: int, block: int, device) -> tuple:
+@functools.lru_cache(maxsize=8)
+def band_layout(queries: int, keys: int, sink: int, window: int, block: int, device: str = "cpu") -> tuple:
     """Where each block looks: ``(rows [n, block], cols [n, C], allowed [n, block, C])`` with ``C = sink + block +
     window - 1``. ``rows``: query index (clamped), ``cols``: key index (clamped) of each gathered key; ``allowed``
     (True = attend): key position ``k`` for query position ``t = keys - queries + row`` is ``k <= t`` and
-    ``k < sink`` in the sink part, ``max(sink, t - window + 1) <= k`` in the band. Padding rows attend to key 0."""
+    ``k < sink`` in the sink part, ``max(sink, t - window + 1) <= k`` in the band. Padding rows attend to key 0.
+    Every layer of a forward pass has the same sizes: the layout is built once (cached)."""
     past = keys - queries
     n = -(-queries // block)
     sink = min(sink, keys)
@@ -74,13 +77,24 @@ def band_layout(queries: int, keys: int, sink: int, window: int, block: int, dev
     padding = row >= queries
     allowed[padding] = False
     allowed[..., 0] |= padding                                                    # padding rows: key 0, discarded
-    return row.clamp(max=queries - 1), cols.clamp(0, keys - 1), allowed
+    return row.clamp(max=queries - 1), cols.clamp(0, keys - 1).flatten(), allowed
+
+
+@functools.lru_cache(maxsize=8)
+def _bias(queries: int, keys: int, sink: int, window: int, block: int, device: str, groups: int,
+          dtype: torch.dtype) -> torch.Tensor:
+    """The layout's additive mask for ``groups`` query heads a block: ``[1, n, groups * block, C]``, 0 or -inf."""
+    allowed = band_layout(queries, keys, sink, window, block, device)[2]
+    n, blk, c = allowed.shape
+    allowed = allowed[None, :, None].expand(1, n, groups, blk, c).reshape(1, n, groups * blk, c)
+    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(~allowed, float("-inf"))
 
 
 def _model_allowed(mask: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     """The model's own mask ``[B, 1, Q, K]`` (bool: True attends; float: 0 attends) at the gathered places:
     ``[B, n, block, C]`` bool."""
-    m = mask[:, 0][:, rows[:, :, None], cols[:, None, :]]
+    n = rows.shape[0]
+    m = mask[:, 0][:, rows[:, :, None], cols.view(n, -1)[:, None, :]]
     return m if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
 
 
@@ -93,19 +107,23 @@ def streaming_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     s, k_len = key.shape[1], key.shape[2]
     g = hq // s
     block = max(1, min(block or BLOCK, q_len))
-    rows, cols, allowed = band_layout(q_len, k_len, sink, window, block, query.device)
-    n, c = cols.shape
+    where = (q_len, k_len, sink, window, block, str(query.device))
+    rows, cols, allowed = band_layout(*where)
+    n = rows.shape[0]
+    c = cols.numel() // n
     pad = n * block - q_len
     q = F.pad(query, (0, 0, 0, pad)).view(b, s, g, n, block, d).permute(0, 1, 3, 2, 4, 5)  # [B, S, n, g, blk, D]
     q = q.reshape(b * s, n, g * block, d)
-    k = key.index_select(2, cols.flatten()).view(b * s, n, c, d)                  # [B*S, n, C, D]
-    v = value.index_select(2, cols.flatten()).view(b * s, n, c, d)
-    allow = allowed[None]                                                         # [1, n, blk, C]
-    if mask is not None:
-        allow = allow & _model_allowed(mask, rows, cols)                          # [B, n, blk, C]
-        allow = allow[:, None].expand(b, s, n, block, c).reshape(b * s, n, block, c)
-    allow = allow[:, :, None].expand(-1, -1, g, -1, -1).reshape(allow.shape[0], n, g * block, c)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allow, scale=scaling)  # [B*S, n, g*blk, D]
+    k = key.index_select(2, cols).view(b * s, n, c, d)                            # [B*S, n, C, D]
+    v = value.index_select(2, cols).view(b * s, n, c, d)
+    if mask is None:
+        bias = _bias(*where, g, query.dtype)                                      # [1, n, g*blk, C]
+    else:
+        allow = allowed[None] & _model_allowed(mask, rows, cols)                  # [B, n, blk, C]
+        allow[..., 0] |= ~allow.any(-1)                # a row the model masks whole: key 0 (finite, like eager)
+        allow = allow[:, None, :, None].expand(b, s, n, g, block, c).reshape(b * s, n, g * block, c)
+        bias = torch.zeros(allow.shape, dtype=query.dtype, device=query.device).masked_fill_(~allow, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scaling)  # [B*S, n, g*blk, D]
     out = out.view(b, s, n, g, block, d).permute(0, 1, 3, 2, 4, 5).reshape(b, s * g, n * block, d)
     return out[:, :, :q_len]
 
