@@ -8,9 +8,8 @@ the full cache, :func:`kv_policy.new_cache` under a policy), logits of the last 
 computes). Conditions, interleaved round by round so that load drifts hit all alike: ``full``; ``banded`` (the
 policy, streaming heads over their sink and window keys, :mod:`pruning_core.modeling.kv_banded`); ``masked`` (the
 same policy as a mask over all keys). The policy streams a seeded random half of the key/value heads (S = 128,
-W = 256). The model is SmolLM2-135M's architecture (30 layers, 9 query and 3 key/value heads of 64, hidden 576)
-with random weights when it is not prepared: time depends on the shapes, not the values. Writes medians,
-every time, the load average before and after each pass, the thread count and versions.
+W = 256). The model is SmolLM2-135M's architecture with random weights (time depends on the shapes, not the
+values). Writes medians, every time, the load average before and after each pass, threads and versions.
 """
 from __future__ import annotations
 

@@ -7,10 +7,9 @@ DuoAttention (Xiao et al. ICLR 2025, github.com/mit-han-lab/duo-attention) store
 * ``config.json``: ``sink_size`` and ``recent_size`` (the streaming heads' sink and window, in tokens), beside
   the training settings; ``threshold`` (0.5) is the gate value below which a head streams at deployment.
 
-kvpress's ``DuoAttentionPress`` loads the same two files and streams the ``round(n x head_compression_ratio)``
-heads of lowest value. :func:`write` gives full heads 1.0 and streaming heads 0.0, so both rules (threshold 0.5,
-or the compression ratio our policy's streaming share) stream exactly our heads. Per-head windows (budgets) have
-no DuoAttention form and are refused.
+kvpress's ``DuoAttentionPress`` loads them and streams the ``round(n x head_compression_ratio)`` lowest heads.
+:func:`write` gives full heads 1.0 and streaming heads 0.0, so both rules stream exactly our heads; per-head
+windows (budgets) have no DuoAttention form and are refused.
 """
 from __future__ import annotations
 
