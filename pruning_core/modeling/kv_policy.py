@@ -2,8 +2,9 @@
 ``sink`` and the last ``window`` tokens (*streaming*; DuoAttention, Xiao et al. ICLR 2025).
 
 A streaming head's queries (:func:`~.architectures.slicing.kv_groups`) at position ``t`` attend only to
-``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook gives each
-attention a per-query-head mask that adds that restriction; an all-full policy is the plain model bit for bit.
+``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook has each attention
+compute its streaming heads over those keys only (:mod:`.kv_banded`), or, for attention weights, adds a
+per-query-head mask; an all-full policy is the plain model bit for bit. Per-head windows: budgets (:mod:`.kv_budgets`).
 :func:`new_cache` (generation): a ``Cache`` whose streaming heads store only the sink and window entries
 (exact: dropped positions are outside every later window). :func:`kv_bytes`: layers x kv heads x 2 x
 head_dim x dtype bytes x kept tokens. Policies are frozen values written as ``headprune.kv_policy/1``.
