@@ -1,9 +1,10 @@
-"""``headprune`` long-context commands: kv-policy (a KV-cache head policy from a score map, or random) and
-causal-test (the top heads by a score removed against as many random heads). ``evaluate --context N
+"""``headprune`` long-context commands: kv-policy (a KV-cache head policy from a score map, or random),
+kv-policy-export / kv-policy-import (the policy in DuoAttention's pattern form) and causal-test (the top heads by
+a score removed against as many random heads). ``evaluate --context N
 --kv-policy FILE`` measures a long-context task under a policy (:mod:`.analysis`)."""
 from __future__ import annotations
 
-from pruning_core.cli.args import checked, fraction, output_file, positive_int, write_output
+from pruning_core.cli.args import checked, fraction, output_file, output_folder, positive_int, write_output
 from pruning_core.cli.common import common_options, load_from_args, progress_bars, task_and_split, write_result
 from pruning_core.core.errors import UsageError
 
@@ -53,6 +54,29 @@ def add_commands(sub) -> None:
     p.add_argument("--allow-pickle", action="store_true")
     p.set_defaults(func=cmd_kv_policy, dtype="auto", device_map=None)
 
+    p = sub.add_parser("kv-policy-export", help="write a KV policy as a DuoAttention attention pattern (the folder "
+                                                "kvpress's DuoAttentionPress and DuoAttention load)")
+    p.add_argument("policy", help="a headprune.kv_policy/1 file (`headprune kv-policy`)")
+    p.add_argument("--format", default="duo", choices=["duo"], help="duo: full_attention_heads.tsv + config.json")
+    checked(p, "--out", required=True, check=output_folder, help="a new (or empty) folder for the pattern")
+    p.set_defaults(func=cmd_kv_policy_export)
+
+    p = sub.add_parser("kv-policy-import", help="read a DuoAttention attention pattern as a headprune.kv_policy/1 file")
+    p.add_argument("pattern", help="a DuoAttention pattern folder (full_attention_heads.tsv, config.json) or the .tsv")
+    p.add_argument("--format", default="duo", choices=["duo"])
+    checked(p, "--stream", type=float, default=None, check=fraction,
+            help="stream this share of heads, those of lowest value (kvpress's rule); default: the heads below "
+                 "--threshold (DuoAttention's)")
+    p.add_argument("--threshold", type=float, default=0.5, help="gate value below which a head streams (default 0.5)")
+    checked(p, "--sink", type=int, default=None, check=_nonnegative, help="sink tokens (default: the config's sink_size)")
+    checked(p, "--window", type=int, default=None, check=positive_int,
+            help="window tokens (default: the config's recent_size)")
+    p.add_argument("--model", default=None, help="check that the pattern fits this model's key/value heads")
+    checked(p, "--out", required=True, check=output_file)
+    p.add_argument("--device", default=None)
+    p.add_argument("--allow-pickle", action="store_true")
+    p.set_defaults(func=cmd_kv_policy_import, dtype="auto", device_map=None)
+
     p = sub.add_parser("causal-test", help="remove the top share of heads by a score against as many random heads "
                                            "(several seeds); accuracy on held-out examples, paired tests")
     common_options(p)
@@ -91,6 +115,30 @@ def cmd_kv_policy(args) -> None:
     print(f"{policy.n_streaming}/{policy.n_heads} key/value heads stream (sink {policy.sink}, window "
           f"{policy.window}); KV cache at {args.context} tokens: {_mib(memory['kv_bytes'])} vs "
           f"{_mib(memory['full_kv_bytes'])} full ({memory['ratio']:.2f}x smaller); wrote {args.out}")
+
+
+def cmd_kv_policy_export(args) -> None:
+    from pruning_core.modeling.inference import kv_duo, kv_policy
+    from pruning_core.evaluation.results import read_json
+    policy = kv_policy.load_policy(args.policy)
+    folder = kv_duo.write(policy, args.out, provenance=read_json(args.policy).get("provenance"))
+    print(f"{policy.n_streaming}/{policy.n_heads} key/value heads stream (gate 0.0; full heads 1.0), sink_size "
+          f"{policy.sink}, recent_size {policy.window}; wrote {folder}/{kv_duo.PATTERN} and {kv_duo.CONFIG} "
+          f"(kvpress: DuoAttentionPress(head_compression_ratio={policy.n_streaming / policy.n_heads:.4g}))")
+
+
+def cmd_kv_policy_import(args) -> None:
+    from pruning_core.modeling.inference import kv_duo
+    policy = kv_duo.read(args.pattern, stream=args.stream, threshold=args.threshold, sink=args.sink,
+                         window=args.window)
+    provenance = {"method": "kv-policy-import", "format": args.format, "pattern": str(args.pattern)}
+    if args.model:
+        loaded = load_from_args(args)
+        policy.check_fits(loaded)
+        provenance["model"] = loaded.model_id
+    write_output("--out", args.out, policy.to_json(provenance))
+    print(f"{policy.n_streaming}/{policy.n_heads} key/value heads stream (sink {policy.sink}, window "
+          f"{policy.window}); wrote {args.out}")
 
 
 def _mib(n: int) -> str:

@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_model.add_info(sub)
     cli_analysis.add_commands(sub)             # evaluate, score, mask, ablate, one-per-layer, curve, kinds
     cli_roles.add_roles(sub)
-    cli_long_context.add_commands(sub)         # kv-policy, causal-test
+    cli_long_context.add_commands(sub)         # kv-policy, kv-policy-export, kv-policy-import, causal-test
     cli_model.add_prune_and_bench(sub)
     cli_compress.add_compress(sub)
     cli_export.add_export(sub)

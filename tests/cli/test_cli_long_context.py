@@ -115,3 +115,18 @@ def test_causal_test_on_an_in_context_task_removes_the_top_heads_of_the_named_ro
     assert top["retrieval"] == {("decoder_self", 1, 1), ("decoder_self", 1, 2)}      # 1 - scores: 1.0 and 0.95
     assert run("causal-test", "lm", "--task", "icl-recursion", "--scores", "roles.json", "--limit", 1) == 2
     assert "name the role whose scores to use with --role" in capsys.readouterr().err
+
+
+def test_kv_policy_export_and_import_round_trip(workdir, capsys):
+    """kv-policy-export writes DuoAttention's folder, kv-policy-import reads it back to the same policy."""
+    from pruning_core.modeling.inference import kv_policy as kvp
+    policy = kvp.random_policy((2, 2, 2), 0.5, seed=3, sink=8, window=32)
+    (workdir / "p.json").write_text(json.dumps(policy.to_json({"model": "lm"})))
+    assert run("kv-policy-export", "p.json", "--format", "duo", "--out", "duo") == 0
+    assert "head_compression_ratio=0.5" in capsys.readouterr().out
+    assert sorted(p.name for p in (workdir / "duo").iterdir()) == ["config.json", "full_attention_heads.tsv"]
+    assert run("kv-policy-import", "duo", "--out", "back.json") == 0
+    back = kvp.load_policy(workdir / "back.json")
+    assert back == policy and back.source["method"] == "duo-attention"
+    assert run("kv-policy-export", "p.json", "--out", "duo") == 2                 # an existing folder is refused
+    assert "not empty" in capsys.readouterr().err

@@ -2,8 +2,9 @@
 ``sink`` and the last ``window`` tokens (*streaming*; DuoAttention, Xiao et al. ICLR 2025).
 
 A streaming head's queries (:func:`~.architectures.slicing.kv_groups`) at position ``t`` attend only to
-``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook gives each
-attention a per-query-head mask that adds that restriction; an all-full policy is the plain model bit for bit.
+``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook has each attention
+compute its streaming heads over those keys only (:mod:`.kv_banded`), or, for attention weights, adds a
+per-query-head mask; an all-full policy is the plain model bit for bit. Per-head windows: budgets (:mod:`.kv_budgets`).
 :func:`new_cache` (generation): a ``Cache`` whose streaming heads store only the sink and window entries
 (exact: dropped positions are outside every later window). :func:`kv_bytes`: layers x kv heads x 2 x
 head_dim x dtype bytes x kept tokens. Policies are frozen values written as ``headprune.kv_policy/1``.
@@ -11,6 +12,7 @@ head_dim x dtype bytes x kept tokens. Policies are frozen values written as ``he
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
@@ -22,7 +24,9 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 from pruning_core.core.io.codec import KV_POLICY_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores, group_scores
+from pruning_core.modeling.inference import kv_banded
 from pruning_core.modeling.architectures.slicing import kv_groups, kv_groups_of
+from pruning_core.modeling.inference.kv_banded import Band
 from pruning_core.modeling.masking import shared_hooks
 
 KIND = "decoder_self"
@@ -42,11 +46,32 @@ class KVPolicy:
     sink: int = 128
     window: int = 256
     source: dict = field(default_factory=dict, compare=False, hash=False)
+    # per-head budgets: each streaming head's own window ([layer][kv head]; 0 for full heads), None: ``window``
+    windows: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.sink <= MAX_TOKENS or not 1 <= self.window <= MAX_TOKENS:
             raise FormatError(f"A KV policy needs sink >= 0 and window >= 1 tokens (at most {MAX_TOKENS:,}), got "
                               f"sink {self.sink}, window {self.window}. Choose other sizes.")
+        if self.windows is not None:
+            if tuple(len(r) for r in self.windows) != self.kv_heads:
+                raise FormatError(f"The KV policy's windows have {[len(r) for r in self.windows]} heads per layer, "
+                                  f"its streaming rows {list(self.kv_heads)}.")
+            bad = [(l, j, w) for l, row in enumerate(self.windows) for j, w in enumerate(row)
+                   if not (1 if self.streaming[l][j] else 0) <= w <= MAX_TOKENS]
+            if bad:
+                raise FormatError(f"Streaming heads need a window of 1 to {MAX_TOKENS:,} tokens (full heads 0 or more); "
+                                  f"(layer, head, window) {bad[:3]}. Choose other budgets.")
+
+    def window_of(self, layer: int, head: int) -> int:
+        """The last tokens streaming head ``(layer, head)`` keeps (its own budget's window, else ``window``)."""
+        return self.window if self.windows is None else self.windows[layer][head]
+
+    def kept(self, layer: int, head: int, context: int) -> int:
+        """Cache entries head ``(layer, head)`` holds after ``context`` tokens."""
+        if not self.streaming[layer][head]:
+            return context
+        return min(context, self.sink + self.window_of(layer, head))
 
     @classmethod
     def full(cls, kv_heads: Sequence[int], sink: int = 128, window: int = 256) -> "KVPolicy":
@@ -66,8 +91,12 @@ class KVPolicy:
         return sum(self.kv_heads)
 
     def kept_tokens(self, context: int, streaming: bool) -> int:
-        """Cache entries a head holds after ``context`` tokens."""
+        """Cache entries a head with the policy's common window holds after ``context`` tokens."""
         return min(context, self.sink + self.window) if streaming else context
+
+    def kept_entries(self, context: int) -> tuple[tuple[int, ...], ...]:
+        """Cache entries per head ``[layer][kv head]`` after ``context`` tokens."""
+        return tuple(tuple(self.kept(l, j, context) for j in range(n)) for l, n in enumerate(self.kv_heads))
 
     def check_fits(self, loaded) -> None:
         """Raise unless ``loaded``'s decoder self-attention has this policy's key/value heads per layer."""
@@ -87,9 +116,12 @@ class KVPolicy:
 
     def to_json(self, provenance: dict | None = None) -> dict:
         # by hand: booleans written as 0/1 lists, derived counts, the provenance passed in
-        return {"format": KV_POLICY_FORMAT, "sink": self.sink, "window": self.window,
+        data = {"format": KV_POLICY_FORMAT, "sink": self.sink, "window": self.window,
                 "streaming": [[int(x) for x in row] for row in self.streaming], "source": self.source,
                 "n_streaming": self.n_streaming, "n_heads": self.n_heads, "provenance": provenance or {}}
+        if self.windows is not None:
+            data["windows"] = [list(row) for row in self.windows]
+        return data
 
     @classmethod
     def from_json(cls, data: dict, where: str = "the KV policy") -> "KVPolicy":
@@ -116,8 +148,13 @@ class KVPolicy:
         source = data.get("source") or {}
         if not isinstance(source, dict):
             raise FormatError(f"{where} has a 'source' that is not an object. {fix}")
+        windows = data.get("windows")
+        if windows is not None and (not isinstance(windows, list) or not all(
+                isinstance(r, list) and all(isinstance(w, int) and not isinstance(w, bool) for w in r) for r in windows)):
+            raise FormatError(f"{where} has 'windows' that are not rows of whole numbers of tokens. {fix}")
         try:
-            return cls(tuple(tuple(bool(x) for x in row) for row in rows), sizes["sink"], sizes["window"], dict(source))
+            return cls(tuple(tuple(bool(x) for x in row) for row in rows), sizes["sink"], sizes["window"], dict(source),
+                       None if windows is None else tuple(tuple(row) for row in windows))
         except FormatError as exc:
             raise FormatError(f"{where}: {exc}") from None
 
@@ -172,7 +209,7 @@ def groups_of(loaded):
 
 def kv_bytes(policy: KVPolicy, head_dim: int, context: int, dtype_bytes: int) -> int:
     """Bytes of keys and values the policy keeps after ``context`` tokens (one sequence)."""
-    tokens = sum(policy.kept_tokens(context, s) for row in policy.streaming for s in row)
+    tokens = sum(map(sum, policy.kept_entries(context)))
     return 2 * head_dim * dtype_bytes * tokens
 
 
@@ -188,11 +225,11 @@ def memory_report(policy: KVPolicy, loaded, context: int) -> dict:
             "dtype_bytes": dtype_bytes, "sink": policy.sink, "window": policy.window}
 
 
-# -- the forward pass: per-head masks -------------------------------------------------------------------
+# -- the forward pass: sink-and-window attention, or per-head masks -------------------------------------
 
-# id(attention module) -> (streaming query heads [H] bool, sink, window)
-_ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, int, int]] | None] = ContextVar("headprune_kv_policy",
-                                                                                 default=None)
+# id(attention module) -> (window of each query head [H] long, 0 = full; sink; the banded split or None)
+_ACTIVE: ContextVar[dict[int, tuple[torch.Tensor, int, "Band | None"]] | None] = ContextVar("headprune_kv_policy",
+                                                                                        default=None)
 _POLICY: ContextVar["KVPolicy | None"] = ContextVar("headprune_kv_policy_value", default=None)
 # the masks of the forward pass under way: every layer gets the same model mask and sizes, and layers with the same
 # streaming heads share one mask; a new model mask or new sizes start afresh
@@ -204,38 +241,44 @@ def active_policy() -> "KVPolicy | None":
     return _POLICY.get()
 
 
-def _policy_mask(streaming: torch.Tensor, sink: int, window: int, past: int, queries: int, batch: int,
+def _policy_mask(windows: torch.Tensor, sink: int, past: int, queries: int, batch: int,
                  mask: torch.Tensor | None, device) -> torch.Tensor:
-    """The attention mask of a layer whose query heads ``streaming`` ``[H]`` stream: the model's ``mask`` (None:
-    causal) for the full heads; for the streaming ones also ``k < sink`` or ``k > t - window`` (query ``t``, key ``k``).
-    ``[B, H, Q, K]``, or ``[B, 1, Q, K]`` when every head streams. Within one forward pass the restricted mask is
-    built once and each distinct head pattern's mask once (:data:`_MASKS`)."""
+    """The attention mask of a layer whose query heads keep ``windows`` ``[H]`` last tokens (0: the whole cache):
+    the model's ``mask`` (None: causal) for the full heads; for a streaming one also ``k < sink`` or
+    ``k > t - window`` (query ``t``, key ``k``). ``[B, H, Q, K]``, or ``[B, 1, Q, K]`` when every head streams with
+    one window. Within one forward pass each window's restricted mask is built once and each distinct head
+    pattern's mask once (:data:`_MASKS`)."""
     memo = _MASKS.get()
-    sizes = (past, queries, batch, str(device), sink, window)
+    sizes = (past, queries, batch, str(device), sink)
     if memo is None:
         memo = {}
     elif memo.get("mask") is not mask or memo.get("sizes") != sizes:
         memo.clear()
         memo.update(mask=mask, sizes=sizes)              # holding the mask keeps its identity unique
-    pattern = streaming.numpy().tobytes()
+    pattern = windows.numpy().tobytes()
     if pattern in memo:
         return memo[pattern]
-    if "streamed" not in memo:
-        q = torch.arange(past, past + queries, device=device)[:, None]                 # [Q, 1]
-        k = torch.arange(past + queries, device=device)[None, :]                         # [1, K]
-        band = (k < sink) | (k > q - window)                                             # [Q, K]
-        if mask is None:
-            full = (k <= q)[None, None]                                                  # [1, 1, Q, K]
-            memo["full"], memo["streamed"] = full, full & band
-        elif mask.dtype == torch.bool:
-            memo["full"], memo["streamed"] = mask, mask & band
-        else:
-            memo["full"], memo["streamed"] = mask, torch.where(band, mask, torch.finfo(mask.dtype).min)
-    full, streamed = memo["full"], memo["streamed"]                                      # [B or 1, 1, Q, K]
-    if bool(streaming.all()):
-        new = streamed
+    q = torch.arange(past, past + queries, device=device)[:, None]                     # [Q, 1]
+    k = torch.arange(past + queries, device=device)[None, :]                             # [1, K]
+    if "full" not in memo:
+        memo["full"] = (k <= q)[None, None] if mask is None else mask                    # [B or 1, 1, Q, K]
+
+    def streamed(window: int) -> torch.Tensor:
+        if ("window", window) not in memo:
+            band = (k < sink) | (k > q - window)                                         # [Q, K]
+            full = memo["full"]
+            memo["window", window] = (full & band if full.dtype == torch.bool
+                                      else torch.where(band, full, torch.finfo(full.dtype).min))
+        return memo["window", window]
+
+    kinds = sorted(set(windows.tolist()))
+    if len(kinds) == 1 and kinds[0] > 0:
+        new = streamed(kinds[0])
     else:
-        new = torch.where(streaming.to(device)[None, :, None, None], streamed, full)     # [B or 1, H, Q, K]
+        new = memo["full"]
+        for w in kinds:
+            if w > 0:
+                new = torch.where((windows == w).to(device)[None, :, None, None], streamed(w), new)  # [B|1, H, Q, K]
     new = new.expand(batch, -1, -1, -1)
     memo[pattern] = new
     return new
@@ -246,7 +289,7 @@ def _hook(module, args: tuple, kwargs: dict):
     entry = active.get(id(module)) if active else None
     if entry is None:
         return None
-    streaming, sink, window = entry
+    windows, sink, band = entry
     hidden = args[0] if args else kwargs["hidden_states"]                               # [B, Q, hidden]
     batch, queries = hidden.shape[0], hidden.shape[1]
     cache = kwargs.get("past_key_values")
@@ -256,37 +299,76 @@ def _hook(module, args: tuple, kwargs: dict):
         raise FormatError(f"The attention mask has shape {tuple(mask.shape)}, expected [..., {queries}, "
                           f"{past + queries}]: a KV policy needs a cache that counts every token "
                           "(kv_policy.new_cache) and no left padding.")
-    new = _policy_mask(streaming, sink, window, past, queries, batch, mask, hidden.device)
+    if band is not None and not kwargs.get("output_attentions") and not module.training:
+        return args, {**kwargs, "kv_band": band}          # computed over sink and window only (kv_banded)
+    new = _policy_mask(windows, sink, past, queries, batch, mask, hidden.device)
     return args, {**kwargs, "attention_mask": new}
 
 
-def _streaming_queries(site, row: Sequence[bool]) -> torch.Tensor:
-    out = torch.zeros(site.num_heads, dtype=torch.bool)
+def _query_windows(site, policy: KVPolicy, layer: int) -> torch.Tensor:
+    out = torch.zeros(site.num_heads, dtype=torch.long)
     for j, group in enumerate(kv_groups(site)):
-        if row[j]:
-            out[group] = True
+        if policy.streaming[layer][j]:
+            out[group] = policy.window_of(layer, j)
     return out
 
 
+def _band(site, policy: KVPolicy, layer: int) -> Band | None:
+    """The banded split of ``site``'s heads, or None when its groups are not transformers' uniform ones (a pruned
+    layer of uneven groups runs the mask)."""
+    groups = kv_groups(site)
+    g = site.num_heads // max(1, site.num_kv_heads)
+    if groups != [list(range(j * g, (j + 1) * g)) for j in range(site.num_kv_heads)]:
+        return None
+    row = policy.streaming[layer]
+    streams: dict[int, list[int]] = {}
+    for j, s in enumerate(row):
+        if s:
+            streams.setdefault(policy.window_of(layer, j), []).append(j)
+    return Band(tuple(j for j, s in enumerate(row) if not s), tuple((w, tuple(h)) for w, h in sorted(streams.items())),
+                policy.sink, g)
+
+
+class _Pointed:
+    """A handle that points an attention module at :data:`kv_banded.NAME` until ``remove()``: its own ``config``
+    becomes a copy naming the banded function, which runs the module's previous implementation for calls
+    without a band (other threads, attention weights)."""
+
+    def __init__(self, module) -> None:
+        self.module, self.config = module, module.config
+        pointed = copy.copy(module.config)
+        pointed._attn_implementation_internal = kv_banded.NAME
+        kv_banded._BASE[id(module)] = module.config._attn_implementation
+        module.config = pointed
+
+    def remove(self) -> None:
+        self.module.config = self.config
+        kv_banded._BASE.pop(id(self.module), None)
+
+
 @contextlib.contextmanager
-def applied(loaded, policy: KVPolicy | None) -> Iterator[None]:
+def applied(loaded, policy: KVPolicy | None, *, banded: bool = True) -> Iterator[None]:
     """Run ``loaded.model`` under ``policy`` inside the block, for this thread only (None: a no-op).
 
-    The model is not modified; hooks are removed when the block ends, also when it raised. Generation also
-    needs :func:`new_cache`, so that streaming heads keep only sink + window entries.
+    banded: streaming heads attend over their sink and window keys only (:mod:`.kv_banded`; equal to the mask
+    within float rounding, and faster); False, or a pass that asks for attention weights: a mask over all keys.
+    The model's weights are not modified; hooks (and the attention modules' pointer to the banded function) are
+    removed when the block ends, also when it raised. Generation also needs :func:`new_cache`, so that
+    streaming heads keep only sink + window entries.
     """
     if policy is None:
         yield
         return
     policy.check_fits(loaded)
     sites = [s for s in loaded.sites if s.kind == KIND]
-    entries = {id(s.container): (_streaming_queries(s, row), policy.sink, policy.window)
-               for s, row in zip(sites, policy.streaming) if any(row)}
+    entries = {id(s.container): (_query_windows(s, policy, l), policy.sink, _band(s, policy, l) if banded else None)
+               for l, (s, row) in enumerate(zip(sites, policy.streaming)) if any(row)}
     token, value = _ACTIVE.set({**(_ACTIVE.get() or {}), **entries}), _POLICY.set(policy)
     masks = _MASKS.set({})
     try:
         with shared_hooks(loaded.model, "kv_policy", lambda: [
-                s.container.register_forward_pre_hook(_hook, with_kwargs=True) for s in sites]):
+                s.container.register_forward_pre_hook(_hook, with_kwargs=True) for s in sites]), \
+                shared_hooks(loaded.model, "kv_policy_banded", lambda: [_Pointed(s.container) for s in sites]):
             yield
     finally:
         _MASKS.reset(masks)
@@ -297,53 +379,64 @@ def applied(loaded, policy: KVPolicy | None) -> Iterator[None]:
 # -- generation: a cache that keeps sink + window for streaming heads -----------------------------------
 
 class PolicyLayer(DynamicLayer):
-    """One layer's cache: full heads keep every entry, streaming heads the first ``sink`` and last ``window``.
+    """One layer's cache: full heads keep every entry, a streaming head the first ``sink`` and its last ``window``.
 
-    ``update`` returns keys/values ``[B, H, seen, D]`` for the attention; a streaming head's dropped
-    positions are zero there and masked out by :func:`applied`'s hook.
+    ``update`` returns keys/values ``[B, H, seen, D]`` for the attention; a streaming head's dropped positions are
+    zero there, outside its band (:mod:`.kv_banded`) or masked out by :func:`applied`'s hook.
     """
 
-    def __init__(self, streaming: Sequence[bool], sink: int, window: int) -> None:
+    def __init__(self, streaming: Sequence[bool], sink: int, window: int | Sequence[int]) -> None:
         super().__init__()
-        self.stream_idx = torch.tensor([j for j, s in enumerate(streaming) if s], dtype=torch.long)
+        windows = [window] * len(streaming) if isinstance(window, int) else list(window)
+        self.n_heads = len(streaming)
         self.full_idx = torch.tensor([j for j, s in enumerate(streaming) if not s], dtype=torch.long)
-        self.sink, self.window, self.seen = sink, window, 0
-        self.full_k = self.full_v = self.stream_k = self.stream_v = None
+        by_window: dict[int, list[int]] = {}
+        for j, s in enumerate(streaming):
+            if s:
+                by_window.setdefault(windows[j], []).append(j)
+        # one group per window size: [window, head ids, keys, values]
+        self.groups = [[w, torch.tensor(h, dtype=torch.long), None, None] for w, h in sorted(by_window.items())]
+        self.sink, self.seen = sink, 0
+        self.full_k = self.full_v = None
 
-    def _kept(self, seen: int) -> tuple[int, int]:
+    def _kept(self, seen: int, window: int) -> tuple[int, int]:
         """(sink entries, window entries) a streaming head keeps after ``seen`` tokens: positions
         ``[0, sink) ∪ [seen - window, seen)``, in that order, without overlap."""
         first = min(self.sink, seen)
-        return first, min(self.window, seen - first)
+        return first, min(window, seen - first)
 
     def update(self, key_states, value_states, *args, **kwargs):
         batch, heads, new, dim = key_states.shape                                       # [B, H_kv, new, D]
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-            self.full_idx, self.stream_idx = self.full_idx.to(self.device), self.stream_idx.to(self.device)
+            self.full_idx = self.full_idx.to(self.device)
             self.full_k = self.full_v = key_states.new_zeros(batch, len(self.full_idx), 0, dim)
-            self.stream_k = self.stream_v = key_states.new_zeros(batch, len(self.stream_idx), 0, dim)
-        fi, si = self.full_idx, self.stream_idx
+            for g in self.groups:
+                g[1] = g[1].to(self.device)
+                g[2] = g[3] = key_states.new_zeros(batch, len(g[1]), 0, dim)
+        fi, seen = self.full_idx, self.seen + new
         self.full_k = torch.cat([self.full_k, key_states.index_select(1, fi)], dim=-2)
         self.full_v = torch.cat([self.full_v, value_states.index_select(1, fi)], dim=-2)
-        sk = torch.cat([self.stream_k, key_states.index_select(1, si)], dim=-2)        # [B, S, kept + new, D]
-        sv = torch.cat([self.stream_v, value_states.index_select(1, si)], dim=-2)
-        first, last = self._kept(self.seen)
-        seen = self.seen + new
-        positions = torch.cat([torch.arange(first, device=self.device),                 # sk's positions
-                               torch.arange(self.seen - last, seen, device=self.device)])
         keys = key_states.new_zeros(batch, heads, seen, dim)
         values = value_states.new_zeros(batch, heads, seen, dim)
         if len(fi):
             keys.index_copy_(1, fi, self.full_k)
             values.index_copy_(1, fi, self.full_v)
-        keys[:, si[:, None], positions] = sk
-        values[:, si[:, None], positions] = sv
-        first, last = self._kept(seen)
-        if sk.shape[-2] > first + last:                       # drop what no later window reaches
-            sk = torch.cat([sk[:, :, :first], sk[:, :, sk.shape[-2] - last:]], dim=-2)
-            sv = torch.cat([sv[:, :, :first], sv[:, :, sv.shape[-2] - last:]], dim=-2)
-        self.stream_k, self.stream_v, self.seen = sk, sv, seen
+        for g in self.groups:
+            window, si = g[0], g[1]
+            sk = torch.cat([g[2], key_states.index_select(1, si)], dim=-2)            # [B, S, kept + new, D]
+            sv = torch.cat([g[3], value_states.index_select(1, si)], dim=-2)
+            first, last = self._kept(self.seen, window)
+            positions = torch.cat([torch.arange(first, device=self.device),          # sk's positions
+                                   torch.arange(self.seen - last, seen, device=self.device)])
+            keys[:, si[:, None], positions] = sk
+            values[:, si[:, None], positions] = sv
+            first, last = self._kept(seen, window)
+            if sk.shape[-2] > first + last:                   # drop what no later window reaches
+                sk = torch.cat([sk[:, :, :first], sk[:, :, sk.shape[-2] - last:]], dim=-2)
+                sv = torch.cat([sv[:, :, :first], sv[:, :, sv.shape[-2] - last:]], dim=-2)
+            g[2], g[3] = sk, sv
+        self.seen = seen
         return keys, values
 
     def get_seq_length(self) -> int:
@@ -351,16 +444,17 @@ class PolicyLayer(DynamicLayer):
 
     def entries(self) -> list[int]:
         """Entries held per key/value head, in head order."""
-        out = [0] * (len(self.full_idx) + len(self.stream_idx))
+        out = [0] * self.n_heads
         for j in self.full_idx.tolist():
             out[j] = 0 if self.full_k is None else int(self.full_k.shape[-2])
-        for j in self.stream_idx.tolist():
-            out[j] = 0 if self.stream_k is None else int(self.stream_k.shape[-2])
+        for _, idx, k, _ in self.groups:
+            for j in idx.tolist():
+                out[j] = 0 if k is None else int(k.shape[-2])
         return out
 
     def stored_bytes(self) -> int:
-        return sum(int(t.numel()) * t.element_size()
-                   for t in (self.full_k, self.full_v, self.stream_k, self.stream_v) if t is not None)
+        tensors = [self.full_k, self.full_v] + [t for g in self.groups for t in g[2:]]
+        return sum(int(t.numel()) * t.element_size() for t in tensors if t is not None)
 
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("A KV-policy cache cannot be cropped (assisted decoding is not supported).")
@@ -369,12 +463,11 @@ class PolicyLayer(DynamicLayer):
         raise NotImplementedError("A KV-policy cache does not support beam search; decode greedily.")
 
 
-
 def new_cache(loaded, policy: KVPolicy | None):
     """A cache for one generation of ``loaded`` under ``policy``: a plain ``DynamicCache`` without a policy;
     else one layer per decoder layer, :class:`PolicyLayer` where the layer has streaming heads."""
     if policy is None:
         return DynamicCache()
     policy.check_fits(loaded)
-    return Cache(layers=[PolicyLayer(row, policy.sink, policy.window) if any(row) else DynamicLayer()
-                         for row in policy.streaming])
+    return Cache(layers=[PolicyLayer(row, policy.sink, [policy.window_of(l, j) for j in range(len(row))])
+                         if any(row) else DynamicLayer() for l, row in enumerate(policy.streaming)])
