@@ -20,7 +20,8 @@ from app.core import reruns, ui
 from app.core.session import session_results, state
 from app.core.session.selection import Selection
 from app.headmap import cache as cache_headmap
-from app.headmap.kv_figures import figure_width, kv_figure, legend_text, memory_help, memory_text, mib
+from app.headmap import kv_curve
+from app.headmap.kv_figures import curve_figure, figure_width, kv_figure, legend_text, memory_help, memory_text, mib
 from app.model import cache, workload
 from app.roles import ui as role_ui
 from app.runtime.work import PENDING, Work, job_board, start_button, wait_for_change
@@ -91,6 +92,12 @@ def mode_picker(arch) -> str:
                          "long-context accuracy.")
     _remember()
     return mode
+
+
+def scorer_hidden() -> bool:
+    """Whether the Head map shows the KV mode in this run (the sidebar then leaves out the pruning scorer, which the
+    mode does not use)."""
+    return st.session_state.get(_key("mode"), _last("mode")) == KV
 
 
 def _last(name: str):
@@ -255,7 +262,6 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
     row.metric(f"KV cache at {settings.context:,} tokens", value, width="content", help=memory_help(memory),
                **({"delta": f"{memory['ratio']:.2f}x smaller", "delta_arrow": "off"} if policy.n_streaming else {}))
     row.metric("full cache", mib(memory["full_kv_bytes"]), width="content", help=memory_help(memory, full=True))
-    st.caption(sentence)
     works = [evaluation(spec, settings, policy, full=True)]
     if policy.n_streaming:
         works.insert(0, evaluation(spec, settings, policy))
@@ -273,10 +279,32 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
             pending.append(w)
             result = None
         results.append(result)
-    if all(r is not None for r in results):
+    evaluated = all(r is not None for r in results)
+    if evaluated:
         _accuracy(settings, results[0], results[-1], bool(policy.n_streaming))
+    _curve(spec, settings, policy, results[0].metric if evaluated else None)
+    st.caption(sentence)
     _download(loaded, policy, memory)
     return pending
+
+
+def _curve(spec: str, settings: KVSettings, policy: kv_policy.KVPolicy, current: float | None) -> None:
+    """The task's measured curve with the map's policy on it, or how to measure it."""
+    points = kv_curve.curve_points(kv_curve.read_curves(), spec, settings.task, settings.context)
+    share = policy.n_streaming / policy.n_heads
+    if not points:
+        st.caption(f"No measured curve of this model on {settings.task} at {settings.context:,} tokens yet (accuracy "
+                   "against the share of key/value heads streaming, per policy, on 100 examples). Measure it with "
+                   f"`{kv_curve.command(spec, settings.task, settings.context)}`; it then shows here.")
+        return
+    n = max(p.examples for pts in points.values() for p in pts)
+    st.plotly_chart(curve_figure(points, kv_curve.TITLES, share, current, width=PANEL_PX - 20), key=_key("curve"),
+                    config={"displayModeBar": False}, width="content",
+                    alt=f"Accuracy on {settings.task} against the share of key/value heads streaming")
+    st.caption(f"Measured curve ({n} examples a point, `benchmarks/long_context_curves.py`): the dashed line is the "
+               f"map's share, {share:.0%} of key/value heads streaming"
+               + (f", the star its accuracy on the first {settings.eval_size} examples." if current is not None
+                  else "; evaluate to place it."))
 
 
 def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:
