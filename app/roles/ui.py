@@ -105,6 +105,20 @@ def summary_caption(report: RoleReport | None, mask: HeadMask) -> None:
     st.caption(f"**Role heads**: this mask {md_escape(removal_summary(report, mask))}.")
 
 
+def alignment_caption(report: RoleReport, listed: list[tuple[int, int]] | None) -> None:
+    """The audio-alignment detector's top heads beside the model's own list (Whisper's ``alignment_heads``)."""
+    from pruning_core.analysis.roles.alignment import compare_listed
+    grid = report.scores.get("alignment", {}).get("cross")
+    if grid is None or not listed:
+        st.caption("This model lists no alignment heads of its own to compare the detector with.")
+        return
+    got = compare_listed(grid, listed)
+    heads = ", ".join(f"L{layer}H{head}{' ✔' if (layer, head) in got['hits'] else ''}" for layer, head in got["top"])
+    st.caption(f"**Against the model's own list**: the detector's top {len(listed)} cross-attention heads are "
+               f"{heads}; {len(got['hits'])} of them are among the {len(listed)} alignment heads the model's "
+               f"generation config lists (✔; precision {got['precision']:.0%}).")
+
+
 # -- the Attention page's role probe -------------------------------------------------------------------
 def probe_tab(sel: Selection, arch) -> None:
     """A role's probe input and one head's attention map on it, the head with the highest score first."""
@@ -136,6 +150,8 @@ def probe_tab(sel: Selection, arch) -> None:
     if report is not None and (full := report.score(role, (kind, layer, head))) is not None:
         st.caption(f"Over the whole probe set this head scores {full:.2f} "
                    f"({'has' if full > view.threshold else 'does not have'} the role).")
+    if role == "alignment" and report is not None:
+        alignment_caption(report, cache.listed_alignment(sel))
     q_tokens, k_tokens = view.tokens[kind]
     st.plotly_chart(figures.probe_figure(view.maps[kind][layer][head], q_tokens, k_tokens,
                                            f"layer {layer}, head {head} on the {get_role(role).title} probe",
