@@ -120,8 +120,8 @@ CURVE_COLORS = {"full": FULL_COLOR, "retrieval": "#1b9e77", "razor": "#7570b3", 
                 "streaming": STREAMING_COLOR}
 
 
-def curve_figure(points: dict, titles: dict, fraction: float, current: float | None = None, width: int = 360,
-                 height: int = 250) -> go.Figure:
+def curve_figure(points: dict, titles: dict, fraction: float, current: float | None = None, width: int = 460,
+                 height: int = 270) -> go.Figure:
     """Accuracy against the share of key/value heads streaming: ``points`` per policy
     (:func:`app.headmap.kv_curve.curve_points`) with 95 % bars, ``titles`` naming them, a dashed line at the
     policy on the map's share ``fraction`` and, once evaluated, its accuracy ``current`` as a star."""
@@ -138,8 +138,8 @@ def curve_figure(points: dict, titles: dict, fraction: float, current: float | N
         fig.add_trace(go.Scatter(x=[fraction], y=[current], name="the map's policy", mode="markers",
                                  marker=dict(symbol="star", size=14, color=STREAMING_COLOR),
                                  hovertemplate="the map's policy: %{y:.0%}<extra></extra>"))
-    fig.update_layout(width=width, height=height, margin=dict(l=45, r=10, t=10, b=40),
+    fig.update_layout(width=width, height=height, margin=dict(l=45, r=10, t=10, b=10),
                       xaxis=dict(title="share of key/value heads streaming", range=[-0.05, 1.05], tickformat=".0%"),
                       yaxis=dict(title="accuracy", range=[-0.05, 1.05], tickformat=".0%"),
-                      legend=dict(font=dict(size=10), orientation="h", y=-0.35), plot_bgcolor="white")
+                      legend=dict(font=dict(size=10), orientation="h", y=-0.3, yanchor="top"), plot_bgcolor="white")
     return fig

@@ -44,7 +44,8 @@ JOB, FULL_JOB = "kv_eval", "kv_eval_full"
 WHAT = {JOB: "this policy", FULL_JOB: "the full cache"}
 GRID_KEY = state.widget_key("headmap", "kvgrid")      # not under the head map's grid prefix: its click log skips it
 REDRAW_S = 5.0
-MAP_PX, PANEL_PX = 440, 380     # the map with its controls, and the panel beside it (below it on narrow windows)
+MAP_PX, PANEL_PX = 380, 480     # the map with its controls, and the panel beside it (below it on narrow windows):
+                                # the panel's four figures in one row and the curve under them, in the first screen
 WIDGETS = "kv_widgets"          # session_results name: the mode's widget values, for a return from another page
 DEFAULTS = {"mode": HEADS, "task": TASKS[0], "context": CONTEXTS[0], "n": 10, "sink": DEFAULT_SINK,
             "window": DEFAULT_WINDOW}
@@ -253,8 +254,8 @@ def _fill_controls(spec: str, arch, task_name: str, report, wait: bool) -> list[
 
 
 def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wait: bool) -> list[Work]:
-    """The memory of ``policy`` at once, then its accuracy beside the full cache's when evaluated."""
-    st.markdown("**KV panel**")
+    """The memory of ``policy`` at once, then its accuracy beside the full cache's when evaluated (in the same row),
+    the task's measured curve, then the sentences that say what each figure counts."""
     loaded = cache.load(spec)
     memory = kv_policy.memory_report(policy, loaded, settings.context)
     value, sentence = memory_text(memory)
@@ -281,8 +282,10 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
         results.append(result)
     evaluated = all(r is not None for r in results)
     if evaluated:
-        _accuracy(settings, results[0], results[-1], bool(policy.n_streaming))
+        _accuracy(row, results[0], results[-1], bool(policy.n_streaming))
     _curve(spec, settings, policy, results[0].metric if evaluated else None)
+    if evaluated:
+        _accuracy_caption(settings, results[0], results[-1])
     st.caption(sentence)
     _download(loaded, policy, memory)
     return pending
@@ -307,14 +310,17 @@ def _curve(spec: str, settings: KVSettings, policy: kv_policy.KVPolicy, current:
                   else "; evaluate to place it."))
 
 
-def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:
+def _accuracy(row, ev, full, streaming: bool) -> None:
     metric = get_metric(ev.metric_name)
-    row = ui.metric_row("small")
     row.metric("exact match, this policy", metric.format(ev.metric), width="content",
                help=metric.format_with_interval(ev.metric, ev.interval),
                **ui.delta_kwargs(metric.format_delta(ev.metric, full.metric) if streaming else None, "normal"))
     row.metric("exact match, full cache", metric.format(full.metric), width="content",
                help=metric.format_with_interval(full.metric, full.interval))
+
+
+def _accuracy_caption(settings: KVSettings, ev, full) -> None:
+    metric = get_metric(ev.metric_name)
     st.caption(f"{settings.task} at {settings.context:,} tokens, the first {ev.n_examples} examples of the test "
                f"split, every head kept, greedy answers (what the command line's `evaluate` computes "
                f"with `--context` and `--kv-policy`): this policy {metric.format_with_interval(ev.metric, ev.interval)}; full cache "
