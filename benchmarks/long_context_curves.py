@@ -2,19 +2,11 @@
 hundreds of test examples (issue 47, goal 1; DuoAttention, RazorAttention, kvpress's RULER benchmark).
 
     .venv/bin/python benchmarks/long_context_curves.py --models smollm2 --tasks niah-single --lengths 2048 \
-        --fractions 0.5 --limit 100                   # one slice; ~15 s an example at 2k on 2 busy CPU cores
-    .venv/bin/python benchmarks/long_context_curves.py                       # the whole grid: days on 2 cores
+        --fractions 0.5 --limit 100                   # one slice; ~15 s an example at 2k on 2 quiet CPU cores
 
-Conditions per model x task x length: ``full``; for each streaming share (25 / 50 / 75 % of key/value heads):
-``retrieval`` (the heads of lowest retrieval score stream), ``razor`` (RazorAttention-style: retrieval and
-induction heads kept full; the heads lowest on the larger of the two rank-normalised scores stream),
-``random-S`` (seeds 0..N-1); once: ``streaming`` (every head streams, StreamingLLM). Scores: the role
-detectors' probes (:func:`pruning_core.analysis.roles.compute_roles`, seed 0), which never see the test split.
-
-Each row: accuracy with its Wilson interval, McNemar's exact p against ``full`` on the same examples, KV MiB at
-the length, kvpress's compression ratio (share of the context's key/value entries dropped after the prefill,
-sink and window kept) and the KV footprint (PruLong: entries x the steps they stay, summed over the prefill,
-relative to the full cache). The JSON is written after every row; a rerun skips the rows it has (resumable).
+Policies full, retrieval, razor (retrieval and induction heads kept full), random-S and streaming (every head); each
+row: accuracy, Wilson interval, McNemar p vs full, KV MiB, kvpress's compression ratio, PruLong's footprint. The
+JSON is written after every row and a rerun skips the rows it has. In full: benchmarks/README.md.
 """
 from __future__ import annotations
 

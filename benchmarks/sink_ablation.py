@@ -1,17 +1,12 @@
-"""The attention-sink ablation (StreamingLLM, Xiao et al. 2024, table 1): every key/value head streaming with the
-window fixed and 0 / 1 / 4 / 128 sink tokens, beside the full cache; perplexity on one long public-domain document
-(``bible-book-lm``: Romans, World English Bible, about 12,000 tokens) in windows of ``--context`` tokens every half
-window, so every target after the first window has at least half a window before it.
+"""The attention-sink ablation (StreamingLLM, Xiao et al. 2024, table 1): every key/value head streaming, the
+window fixed, 0 / 1 / 4 / 128 sink tokens, beside the full cache; perplexity of ``bible-book-lm`` (Romans, about
+12,000 tokens) in windows of ``--context`` tokens every half window.
 
-    .venv/bin/python benchmarks/sink_ablation.py                         # SmolLM2, ~5-10 min on 2 busy cores
     .venv/bin/python benchmarks/sink_ablation.py --models smollm2 qwen2.5-0.5b
 
-The same numbers from the CLI, one condition at a time:
-
-    headprune kv-policy --all --model smollm2 --sink 4 --window 1000 --out all-4.json
-    headprune evaluate smollm2 --task bible-book-lm --context 2048 --kv-policy all-4.json
-
-Writes ``benchmarks/results/sink_ablation.json`` after every condition (a rerun skips the conditions it has).
+One condition from the CLI: ``headprune kv-policy --all --model smollm2 --sink 4 --window 1000 --out p.json``, then
+``headprune evaluate smollm2 --task bible-book-lm --context 2048 --kv-policy p.json``. Writes
+``benchmarks/results/sink_ablation.json`` after every condition (a rerun skips what it has); benchmarks/README.md.
 """
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ head with a threshold, computed on named probe inputs; and which role heads a ma
     report.heads("induction")                   # [(kind, layer, head), ...]
 
 Modules, top to bottom: :mod:`.base` (the Role extension point and its registry), :mod:`.probes` (probe
-inputs and their maps), :mod:`.patterns` (the attention-pattern roles), :mod:`.needle` (retrieval), :mod:`.alignment` (speech
-cross-attention that follows the audio),
+inputs and their maps), :mod:`.patterns`, :mod:`.needle` (retrieval), :mod:`.alignment` (speech),
 :mod:`.report` (``RoleReport`` and ``headprune.roles/1``), :mod:`.compute` (``compute_roles``),
 :mod:`.summary` (protection and "removes 3 of 4 induction heads"), :mod:`.checks` (behavioural checks: the
 loss on a repeated sequence's second copy, random heads as the baseline).
