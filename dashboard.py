@@ -25,6 +25,9 @@ from app.sidebar import warm  # noqa: E402
 from app.core.access import task_label  # noqa: E402
 from app.core.pages import PAGES  # noqa: E402
 from app.core.text import md_code  # noqa: E402
+from app.headmap import kv_mode  # noqa: E402
+
+HEAD_MAP = "head_map"           # the Head map's url path: its KV mode has no pruning scorer
 
 ROOT = Path(__file__).resolve().parent
 st.set_page_config(page_title="headprune", page_icon="✂️", layout="wide")
@@ -41,8 +44,9 @@ with st.sidebar:                # values from a link or a file are shown through
     st.caption("**headprune** · which attention heads does this model need?")
     n = pickers.selection().eval_size
     unit = cache.example_unit(state.model_spec(), state.task_spec())   # cached; a fallback if unreadable
+    score = "" if page.url_path == HEAD_MAP and kv_mode.scorer_hidden() else f"Score {md_code(state.scorer_name())}  \n"
     st.markdown(f"Model {md_code(state.model_spec())}  \nTask {md_code(task_label(state.task_spec()))}  \n"
-                f"Score {md_code(state.scorer_name())}  \nEvaluated on {count_text(n, unit)}")
+                f"{score}Evaluated on {count_text(n, unit)}")
 
 state.push_query_params(page.url_path)     # before the page: a page that stops early still updates the link
 page.run()

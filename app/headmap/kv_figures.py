@@ -15,6 +15,13 @@ from pruning_core.modeling.inference.kv_policy import KVPolicy
 FULL_COLOR = "#00204c"           # cividis' dark end, as the head map's important heads
 STREAMING_COLOR = "#d95f02"
 CELL_PX = 30
+MAP_MAX_PX = 520                 # the map's most height: a deep model's squares shrink (to 14 px) so the panel's
+MIN_CELL_PX = 14                 # results stay in the first screen at 1366 x 900 beside it
+
+
+def cell_px(layers: int) -> int:
+    """A square's pitch in pixels for ``layers`` rows: :data:`CELL_PX`, less for a deep model."""
+    return max(MIN_CELL_PX, min(CELL_PX, (MAP_MAX_PX - 110) // max(1, layers)))
 
 
 def kv_figure(policy: KVPolicy, groups, scores=None) -> go.Figure:
@@ -35,18 +42,19 @@ def kv_figure(policy: KVPolicy, groups, scores=None) -> go.Figure:
             t["customdata"].append([layer, j])
             t["text"].append(f"layer {layer}, K/V head {j} (query heads {span})<br>{what}{score}<br>click to switch")
     fig = go.Figure()
+    cell = cell_px(len(policy.streaming))
     names = {False: "full cache: every token", True: f"streaming: S {policy.sink} + W {policy.window} tokens"}
     for streaming in (False, True):         # the heads: trace 0 full, trace 1 streaming (either may be empty)
         t = traces.get(streaming, {"x": [], "y": [], "text": [], "customdata": []})
         fig.add_trace(go.Scatter(
             x=t["x"], y=t["y"], customdata=t["customdata"], text=t["text"], hoverinfo="text", mode="markers",
-            name=names[streaming], showlegend=False, marker=_marker(streaming, CELL_PX - 6)))
+            name=names[streaming], showlegend=False, marker=_marker(streaming, cell - 6)))
     for streaming in (False, True):         # legend-only entries: both kinds named, even while none streams
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=names[streaming], hoverinfo="skip",
                                  marker=_marker(streaming, 14)))
     layers, width = len(policy.streaming), max(policy.kv_heads)
     fig.update_layout(
-        width=figure_width(width), height=110 + CELL_PX * layers,
+        width=figure_width(width), height=110 + cell * layers,
         margin=dict(l=60, r=20, t=40, b=40),
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, itemclick=False, itemdoubleclick=False),
         xaxis=dict(title="key/value head", tickmode="array", tickvals=list(range(width)), range=[-0.6, width - 0.4]),
@@ -106,3 +114,32 @@ def memory_text(report: dict) -> tuple[str, str]:
         f"{mib(report['full_kv_bytes'])} for the full cache ({times}); {report['streaming_kv_heads']} of "
         f"{report['kv_heads']} key/value heads stream, each keeping {report['sink']} + {report['window']} tokens. "
         f"Keys and values only, not the weights; {_counted(report)}.")
+
+
+CURVE_COLORS = {"full": FULL_COLOR, "retrieval": "#1b9e77", "razor": "#7570b3", "random": "#999999",
+                "streaming": STREAMING_COLOR}
+
+
+def curve_figure(points: dict, titles: dict, fraction: float, current: float | None = None, width: int = 460,
+                 height: int = 270) -> go.Figure:
+    """Accuracy against the share of key/value heads streaming: ``points`` per policy
+    (:func:`app.headmap.kv_curve.curve_points`) with 95 % bars, ``titles`` naming them, a dashed line at the
+    policy on the map's share ``fraction`` and, once evaluated, its accuracy ``current`` as a star."""
+    fig = go.Figure()
+    for policy, pts in points.items():
+        fig.add_trace(go.Scatter(
+            x=[p.fraction for p in pts], y=[p.accuracy for p in pts], name=titles.get(policy, policy),
+            mode="lines+markers", marker=dict(size=7, color=CURVE_COLORS.get(policy, "#444")),
+            error_y=dict(type="data", symmetric=False, array=[p.high - p.accuracy for p in pts],
+                         arrayminus=[p.accuracy - p.low for p in pts], thickness=1),
+            hovertemplate="%{y:.0%} at %{x:.0%} streaming<extra>" + titles.get(policy, policy) + "</extra>"))
+    fig.add_vline(x=fraction, line_dash="dash", line_color=STREAMING_COLOR)
+    if current is not None:
+        fig.add_trace(go.Scatter(x=[fraction], y=[current], name="the map's policy", mode="markers",
+                                 marker=dict(symbol="star", size=14, color=STREAMING_COLOR),
+                                 hovertemplate="the map's policy: %{y:.0%}<extra></extra>"))
+    fig.update_layout(width=width, height=height, margin=dict(l=45, r=10, t=10, b=10),
+                      xaxis=dict(title="share of key/value heads streaming", range=[-0.05, 1.05], tickformat=".0%"),
+                      yaxis=dict(title="accuracy", range=[-0.05, 1.05], tickformat=".0%"),
+                      legend=dict(font=dict(size=10), orientation="h", y=-0.3, yanchor="top"), plot_bgcolor="white")
+    return fig

@@ -23,7 +23,8 @@ from app.core.progress_text import about
 from app.core.session import session_results, state
 from app.core.session.selection import Selection
 from app.headmap import cache as cache_headmap
-from app.headmap.kv_figures import figure_width, kv_figure, legend_text, memory_help, memory_text, mib
+from app.headmap import kv_curve
+from app.headmap.kv_figures import curve_figure, figure_width, kv_figure, legend_text, memory_help, memory_text, mib
 from app.model import cache
 from app.headmap import roles as role_ui
 from app.runtime.work import PENDING, Work, job_board, start_button, wait_for_change
@@ -48,7 +49,8 @@ JOB, FULL_JOB = "kv_eval", "kv_eval_full"
 WHAT = {JOB: "this policy", FULL_JOB: "the full cache"}
 GRID_KEY = state.widget_key("headmap", "kvgrid")      # not under the head map's grid prefix: its click log skips it
 REDRAW_S = 5.0
-MAP_PX, PANEL_PX = 440, 380     # the map with its controls, and the panel beside it (below it on narrow windows)
+MAP_PX, PANEL_PX = 380, 480     # the map with its controls, and the panel beside it (below it on narrow windows):
+                                # the panel's four figures in one row and the curve under them, in the first screen
 WIDGETS = "kv_widgets"          # session_results name: the mode's widget values, for a return from another page
 DEFAULTS = {"mode": HEADS, "task": TASKS[0], "context": CONTEXTS[0], "n": 10, "sink": DEFAULT_SINK,
             "window": DEFAULT_WINDOW}
@@ -96,6 +98,12 @@ def mode_picker(arch) -> str:
                          "long-context accuracy.")
     _remember()
     return mode
+
+
+def scorer_hidden() -> bool:
+    """Whether the Head map shows the KV mode in this run (the sidebar then leaves out the pruning scorer, which the
+    mode does not use)."""
+    return st.session_state.get(_key("mode"), _last("mode")) == KV
 
 
 def _last(name: str):
@@ -251,8 +259,8 @@ def _fill_controls(spec: str, arch, task_name: str, report, wait: bool) -> list[
 
 
 def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wait: bool) -> list[Work]:
-    """The memory of ``policy`` at once, then its accuracy beside the full cache's when evaluated."""
-    st.markdown("**KV panel**")
+    """The memory of ``policy`` at once, then its accuracy beside the full cache's when evaluated (in the same row),
+    the task's measured curve, then the sentences that say what each figure counts."""
     loaded = cache.load(spec)
     memory = kv_policy.memory_report(policy, loaded, settings.context)
     value, sentence = memory_text(memory)
@@ -260,7 +268,6 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
     row.metric(f"KV cache at {settings.context:,} tokens", value, width="content", help=memory_help(memory),
                **({"delta": f"{memory['ratio']:.2f}x smaller", "delta_arrow": "off"} if policy.n_streaming else {}))
     row.metric("full cache", mib(memory["full_kv_bytes"]), width="content", help=memory_help(memory, full=True))
-    st.caption(sentence)
     works = [evaluation(spec, settings, policy, full=True)]
     if policy.n_streaming:
         works.insert(0, evaluation(spec, settings, policy))
@@ -278,11 +285,36 @@ def _panel(spec: str, arch, settings: KVSettings, policy: kv_policy.KVPolicy, wa
             pending.append(w)
             result = None
         results.append(result)
-    if all(r is not None for r in results):
-        _accuracy(settings, results[0], results[-1], bool(policy.n_streaming))
+    evaluated = all(r is not None for r in results)
+    diff = None
+    if evaluated:
+        diff = _accuracy(row, results[0], results[-1], bool(policy.n_streaming))
+    _curve(spec, settings, policy, results[0].metric if evaluated else None)
+    if evaluated:
+        _accuracy_caption(settings, results[0], results[-1], diff)
+    st.caption(sentence)
     _compare(spec, loaded, settings, policy, memory)
     _download(loaded, policy, memory)
     return pending
+
+
+def _curve(spec: str, settings: KVSettings, policy: kv_policy.KVPolicy, current: float | None) -> None:
+    """The task's measured curve with the map's policy on it, or how to measure it."""
+    points = kv_curve.curve_points(kv_curve.read_curves(), spec, settings.task, settings.context)
+    share = policy.n_streaming / policy.n_heads
+    if not points:
+        st.caption(f"No measured curve of this model on {settings.task} at {settings.context:,} tokens yet (accuracy "
+                   "against the share of key/value heads streaming, per policy, on 100 examples). Measure it with "
+                   f"`{kv_curve.command(spec, settings.task, settings.context)}`; it then shows here.")
+        return
+    n = max(p.examples for pts in points.values() for p in pts)
+    st.plotly_chart(curve_figure(points, kv_curve.TITLES, share, current, width=PANEL_PX - 20), key=_key("curve"),
+                    config={"displayModeBar": False}, width="content",
+                    alt=f"Accuracy on {settings.task} against the share of key/value heads streaming")
+    st.caption(f"Measured curve ({n} examples a point, `benchmarks/long_context_curves.py`): the dashed line is the "
+               f"map's share, {share:.0%} of key/value heads streaming"
+               + (f", the star its accuracy on the first {settings.eval_size} examples." if current is not None
+                  else "; evaluate to place it."))
 
 
 def _keep_for_comparison(policy: kv_policy.KVPolicy) -> None:
@@ -321,15 +353,20 @@ def _compare(spec: str, loaded, settings: KVSettings, policy: kv_policy.KVPolicy
                "same task, context, examples, sink and window for both.")
 
 
-def _accuracy(settings: KVSettings, ev, full, streaming: bool) -> None:
+def _accuracy(row, ev, full, streaming: bool):
+    """The policy's and the full cache's exact match in the panel's row; the change (None without streaming)."""
     metric = get_metric(ev.metric_name)
     now, base = uncertainty.shown(ev), uncertainty.shown(full)
     diff = uncertainty.change(full, ev, compare(metric, full, ev, None)) if streaming else None
-    row = ui.metric_row("small")
     row.metric("exact match, this policy", now.value, width="content",
                help=f"{now.interval}." + (f" Change: {diff.detail}." if diff else ""),
                **ui.delta_kwargs(diff.text if diff else None, "normal", within_noise=bool(diff and diff.within_noise)))
     row.metric("exact match, full cache", base.value, width="content", help=f"{base.interval}.")
+    return diff
+
+
+def _accuracy_caption(settings: KVSettings, ev, full, diff) -> None:
+    now, base = uncertainty.shown(ev), uncertainty.shown(full)
     st.caption(f"{settings.task} at {settings.context:,} tokens, the first {ev.n_examples} examples of the test "
                f"split, every head kept, greedy answers (what the command line's `evaluate` computes "
                f"with `--context` and `--kv-policy`): this policy {now.value} ({now.interval}); full cache "

@@ -11,7 +11,7 @@ from app.roles.probe import ProbeView, probe_view
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.analysis.roles import InductionCheck, induction_check
 
-__all__ = ["induction_roles", "role_probe"]
+__all__ = ["induction_roles", "listed_alignment", "role_probe"]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -24,3 +24,9 @@ def role_probe(sel: Selection, role: str, seed: int = 0) -> ProbeView:
 def induction_roles(sel: Selection, _progress: ProgressCallback | None = None) -> InductionCheck:
     """The Tour's induction step: :func:`pruning_core.analysis.roles.induction_check` (SmolLM2: 30-100 s on 2 CPU cores)."""
     return induction_check(load(sel.model), task=task(sel.task), progress=_progress)
+
+
+def listed_alignment(sel: Selection) -> list[tuple[int, int]] | None:
+    """The model's own alignment heads (Whisper's generation config), or None (:mod:`pruning_core.analysis.roles.alignment`)."""
+    from pruning_core.analysis.roles.alignment import listed_alignment_heads
+    return listed_alignment_heads(load(sel.model))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pruning_core.analysis.roles import get_role
+from pruning_core.analysis.roles import RoleReport, get_role
 
 from app.core import ui
 from app.core.session import state
@@ -13,6 +13,20 @@ from app.model import jobs
 from app.model.cache import applicable_roles
 from app.roles import cache, figures
 from app.runtime.work import Work
+
+
+def alignment_caption(report: RoleReport, listed: list[tuple[int, int]] | None) -> None:
+    """The audio-alignment detector's top heads beside the model's own list (Whisper's ``alignment_heads``)."""
+    from pruning_core.analysis.roles.alignment import compare_listed
+    grid = report.scores.get("alignment", {}).get("cross")
+    if grid is None or not listed:
+        st.caption("This model lists no alignment heads of its own to compare the detector with.")
+        return
+    got = compare_listed(grid, listed)
+    heads = ", ".join(f"L{layer}H{head}{' ✔' if (layer, head) in got['hits'] else ''}" for layer, head in got["top"])
+    st.caption(f"**Against the model's own list**: the detector's top {len(listed)} cross-attention heads are "
+               f"{heads}; {len(got['hits'])} of them are among the {len(listed)} alignment heads the model's "
+               f"generation config lists (✔; precision {got['precision']:.0%}).")
 
 
 def probe_tab(sel: Selection, arch) -> None:
@@ -45,6 +59,8 @@ def probe_tab(sel: Selection, arch) -> None:
     if report is not None and (full := report.score(role, (kind, layer, head))) is not None:
         st.caption(f"Over the whole probe set this head scores {full:.2f} "
                    f"({'has' if full > view.threshold else 'does not have'} the role).")
+    if role == "alignment" and report is not None:
+        alignment_caption(report, cache.listed_alignment(sel))
     q_tokens, k_tokens = view.tokens[kind]
     st.plotly_chart(figures.probe_figure(view.maps[kind][layer][head], q_tokens, k_tokens,
                                            f"layer {layer}, head {head} on the {get_role(role).title} probe",

@@ -39,8 +39,11 @@ def add_commands(sub) -> None:
     p.add_argument("scores", nargs="?", default=None,
                    help="a headprune.scores/1 file (retrieval, induction, I_h ...): the key/value heads whose query "
                         "heads score lowest stream")
-    checked(p, "--stream", type=float, required=True, check=fraction,
+    checked(p, "--stream", type=float, default=None, check=fraction,
             help="share of key/value heads that stream (keep sink + window tokens), e.g. 0.5")
+    p.add_argument("--all", action="store_true",
+                   help="every key/value head streams (StreamingLLM; needs --model, no scores): the sink ablation, "
+                        "e.g. --all --sink 4 --window 1000")
     checked(p, "--sink", type=int, default=128, check=_nonnegative, help="first tokens a streaming head keeps")
     checked(p, "--window", type=int, default=256, check=positive_int, help="last tokens a streaming head keeps")
     p.add_argument("--role", default=None, help="with a roles file (`headprune roles --out`): the role, e.g. retrieval")
@@ -93,8 +96,15 @@ def add_commands(sub) -> None:
 def cmd_kv_policy(args) -> None:
     from pruning_core.evaluation.results import provenance
     from pruning_core.modeling.inference import kv_policy
-    if (args.scores is None) == (args.random is None):
-        raise UsageError("Give a scores file or --random SEED (with --model), not both and not neither.")
+    if args.all:
+        if args.scores is not None or args.random is not None or args.stream not in (None, 1.0):
+            raise UsageError("--all streams every key/value head: give it with --model, without a scores file, "
+                             "--random or --stream.")
+        args.stream = 1.0
+    elif (args.scores is None) == (args.random is None):
+        raise UsageError("Give a scores file, --random SEED (with --model) or --all (with --model), exactly one.")
+    elif args.stream is None:
+        raise UsageError("Say which share of the key/value heads streams with --stream, e.g. --stream 0.5.")
     scores = score_map(args.scores, args.role) if args.scores else None
     args.model = args.model or (scores[2].get("model") if scores else None)
     if not args.model:
@@ -106,6 +116,9 @@ def cmd_kv_policy(args) -> None:
         policy = kv_policy.from_scores(values, kv_policy.groups_of(loaded), args.stream, sink=args.sink, window=args.window,
                                  source={"scores": str(args.scores), "score_method": method,
                                          "score_split": origin.get("split"), "score_task": origin.get("task")})
+    elif args.all:
+        policy = kv_policy.KVPolicy(tuple((True,) * n for n in kv_policy.kv_heads_of(loaded)), args.sink, args.window,
+                                    {"method": "all", "fraction": 1.0})
     else:
         policy = kv_policy.random_policy(kv_policy.kv_heads_of(loaded), args.stream, args.random, sink=args.sink,
                                    window=args.window)

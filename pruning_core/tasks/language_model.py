@@ -1,7 +1,9 @@
 """Causal language modelling: next-token cross-entropy over sliding windows, metric perplexity.
 
 Each document is tokenised whole and cut into **windows** of ``context_length`` tokens (``max_length``,
-default 128, capped by the model's positions) every ``stride`` tokens (default: the context length). A token
+default 128, capped by the model's positions) every ``stride`` tokens (default: the context length; a task built
+with ``stride_share`` uses that share of the context, e.g. 0.5: every target after the first window then has at
+least half a window of tokens before it). A token
 is a target only in the first window that can predict it, so every token is predicted at most once (as in
 the Hugging Face perplexity guide). The windows are this task type's examples: each one's prediction is its
 ``(loss_sum, tokens)`` pair, so a bootstrap over windows gives the perplexity's interval
@@ -60,11 +62,15 @@ class LanguageModelTask(Task):
     default_metric = PERPLEXITY.name
     max_padding = 0.25                 # windows vary in length; every padded position costs a whole decoder pass
 
-    def __init__(self, name: str, loader: Loader, *, stride: int | None = None, **kwargs) -> None:
+    def __init__(self, name: str, loader: Loader, *, stride: int | None = None, stride_share: float | None = None,
+                 **kwargs) -> None:
         super().__init__(name, loader, **kwargs)
         if stride is not None and stride < 1:
             raise DataError(f"stride must be a positive number of tokens, got {stride}.")
+        if stride_share is not None and not 0.0 < stride_share <= 1.0:
+            raise DataError(f"stride_share must be in (0, 1], got {stride_share}.")
         self.stride = stride                     # None: the context length (non-overlapping windows)
+        self.stride_share = stride_share         # or this share of the context length
 
     def _max_length(self, loaded, max_length: int) -> int:
         context = Task._max_length(loaded, max_length)
@@ -73,11 +79,12 @@ class LanguageModelTask(Task):
         return min(context, int(positions)) if positions else context
 
     def _specials(self, loaded) -> dict:
-        return {"stride": self.stride}
+        return {"stride": self.stride, "stride_share": self.stride_share}
 
     def _encode_examples(self, loaded, split, examples, max_length) -> EncodedData:
         context = max_length
-        stride = min(self.stride or context, context)
+        share = round(self.stride_share * context) if self.stride_share else None
+        stride = max(1, min(self.stride or share or context, context))
         tok = loaded.tokenizer
         for i, ex in enumerate(examples):
             if not isinstance(ex.get("text"), str):

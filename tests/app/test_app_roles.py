@@ -223,3 +223,24 @@ def test_in_chromium_colouring_by_a_role_keeps_clicks_toggling_heads(tmp_path_fa
         grid.locator("text=previous token score").wait_for()             # still coloured by the role
         page.screenshot(path=str(ARTIFACTS / "headmap-role-colouring.png"), full_page=True)
         page.context.close()
+
+
+def test_the_alignment_caption_sets_the_detectors_top_heads_beside_the_models_list():
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import numpy as np
+
+        from app.roles.ui import alignment_caption
+        from pruning_core.analysis.roles import RoleReport
+        from pruning_core.core.heads import HeadLayout
+        grid = np.array([[0.1, 0.9, 0.2], [0.8, 0.05, 0.7]])
+        report = RoleReport(HeadLayout({"cross": (3, 3)}), {"alignment": {"cross": grid}}, {"alignment": 0.3})
+        alignment_caption(report, [(0, 1), (1, 1), (1, 2)])
+        alignment_caption(report, None)
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception
+    first, second = (c.value for c in at.caption)
+    assert "top 3 cross-attention heads are L0H1 ✔, L1H0, L1H2 ✔" in first and "2 of them" in first
+    assert "precision 67%" in first and "lists no alignment heads" in second

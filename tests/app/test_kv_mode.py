@@ -246,3 +246,58 @@ def test_logit_attribution_view_is_the_librarys_and_cached(monkeypatch, tmp_path
     caption = next(c.value for c in at.caption if "answer's first token" in c.value)
     assert calls[-1][1]["target"] is not None and "without this head" in caption
 
+
+
+def _sidebar(at) -> str:
+    return " ".join(m.value for m in at.sidebar.markdown)
+
+
+def test_the_kv_mode_hides_the_pruning_scorer_and_the_heads_mode_shows_it(monkeypatch, tmp_path, long_app):
+    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
+    assert "Score" in _sidebar(at) and [s for s in at.selectbox if s.label == "Importance score"]
+    at = ok(at.radio(key=MODE).set_value("kv").run())
+    assert "Score" not in _sidebar(at) and not [s for s in at.selectbox if s.label == "Importance score"]
+    at = ok(at.switch_page("app_pages/model_data.py").run())
+    assert "Score" in _sidebar(at)                                   # other pages still name it
+
+
+def _curves_file(path, model: str) -> None:
+    rows = {}
+    for policy, fraction, seed, correct in (("full", 0, "", 9), ("retrieval", 0.5, "", 8), ("random", 0.5, 0, 3),
+                                            ("random", 0.5, 1, 5), ("streaming", 1, "", 1)):
+        rows[f"{model}|niah-single|1024|{policy}|{fraction:g}|{seed}"] = {
+            "accuracy": correct / 10, "wilson_95": [max(0.0, correct / 10 - 0.2), min(1.0, correct / 10 + 0.2)],
+            "examples": 10}
+    path.write_text(json.dumps({"format": "headprune.long_context_curves/1", "rows": rows}))
+
+
+def test_the_panel_says_how_to_measure_the_curve_until_it_is_measured_then_draws_it(kv_page, monkeypatch, tmp_path,
+                                                                                   long_app):
+    from app.headmap import kv_curve
+    monkeypatch.setattr(kv_curve, "CURVES_FILE", tmp_path / "absent.json")
+    at = ok(kv_page.run())
+    note = next(c.value for c in at.caption if c.value.startswith("No measured curve"))
+    assert f"--models {long_app.model} --tasks niah-single --lengths 1024 --limit 100" in note
+    assert not [c for c in at.get("plotly_chart") if c.key == "hp_w_headmap_kv_curve"]
+    _curves_file(tmp_path / "curves.json", long_app.model.name)
+    monkeypatch.setattr(kv_curve, "CURVES_FILE", tmp_path / "curves.json")
+    at = click_kv_head(ok(at.run()), 0, 1)
+    chart = next(c for c in at.get("plotly_chart") if c.key == "hp_w_headmap_kv_curve")
+    spec = json.loads(chart.proto.spec)
+    lines = {t["name"]: (t["x"], t["y"]) for t in spec["data"]}
+    assert lines["random heads stream"] == ([0.5], [pytest.approx(0.4)])        # the mean of the two seeds
+    assert lines["full cache"] == ([0.0], [0.9]) and lines["every head streams"] == ([1.0], [0.1])
+    assert [s["x0"] for s in spec["layout"]["shapes"]] == [0.25]                  # the map's policy: 1 of 4 heads
+    assert not [c for c in at.caption if c.value.startswith("No measured curve")]
+    assert "evaluate to place it" in " ".join(c.value for c in at.caption)
+
+
+def test_curve_points_read_only_the_chosen_model_task_and_length():
+    from app.headmap.kv_curve import curve_points
+    doc = {"rows": {"smollm2|niah-single|2048|full|0|": {"accuracy": 1.0, "wilson_95": [0.9, 1.0], "examples": 100},
+                    "smollm2|niah-single|4096|full|0|": {"accuracy": 0.5, "wilson_95": [0.4, 0.6], "examples": 100},
+                    "qwen2.5-0.5b|niah-single|2048|full|0|": {"accuracy": 0.2, "wilson_95": [0.1, 0.3], "examples": 100}}}
+    points = curve_points(doc, "smollm2", "niah-single", 2048)
+    assert list(points) == ["full"] and points["full"][0].accuracy == 1.0 and points["full"][0].low == 0.9
+    assert curve_points(doc, "smollm2", "niah-multikey", 2048) == {} and curve_points(None, "x", "y", 1) == {}

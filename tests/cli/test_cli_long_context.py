@@ -130,3 +130,31 @@ def test_kv_policy_export_and_import_round_trip(workdir, capsys):
     assert back == policy and back.source["method"] == "duo-attention"
     assert run("kv-policy-export", "p.json", "--out", "duo") == 2                 # an existing folder is refused
     assert "not empty" in capsys.readouterr().err
+
+
+def test_every_head_streaming_on_a_long_document_the_sink_ablation_path(lmdir, monkeypatch, capsys):
+    from pruning_core.tasks.data import bible
+    text = " ".join(f"Verse {i} of the book, and the words go on." for i in range(40))       # ~1,700 byte tokens
+    monkeypatch.setattr(bible, "book_text", lambda book: text)
+    assert run("evaluate", "lm", "--task", "bible-book-lm", "--context", 512, "--out", "full.json") == 0
+    full = json.loads((lmdir / "full.json").read_text())
+    assert full["metric_name"] == "perplexity" and full["extra"]["stride"] == 256       # half the context
+    ppl = {}
+    for sink in (0, 4):
+        assert run("kv-policy", "--all", "--model", "lm", "--sink", sink, "--window", 64, "--context", 512,
+                   "--out", f"all-{sink}.json") == 0
+        policy = json.loads((lmdir / f"all-{sink}.json").read_text())
+        assert policy["n_streaming"] == policy["n_heads"] == 4 and policy["source"]["method"] == "all"
+        assert run("evaluate", "lm", "--task", "bible-book-lm", "--context", 512, "--kv-policy", f"all-{sink}.json",
+                   "--out", f"e-{sink}.json") == 0
+        ppl[sink] = json.loads((lmdir / f"e-{sink}.json").read_text())["metric"]
+    assert ppl[0] != ppl[4] != full["metric"]                  # the window cuts every target's context past 64 tokens
+    assert run("kv-policy", "--all", "--model", "lm", "--window", 600, "--out", "wide.json") == 0
+    assert run("evaluate", "lm", "--task", "bible-book-lm", "--context", 512, "--kv-policy", "wide.json",
+               "--out", "e-wide.json") == 0                   # a window wider than the context: the full cache
+    assert json.loads((lmdir / "e-wide.json").read_text())["metric"] == pytest.approx(full["metric"], rel=1e-5)
+    capsys.readouterr()
+    assert run("kv-policy", "--all", "--random", 0, "--model", "lm", "--out", "x.json") == 2
+    assert "--all streams every key/value head" in capsys.readouterr().err
+    assert run("kv-policy", "--random", 0, "--model", "lm", "--out", "x.json") == 2
+    assert "--stream 0.5" in capsys.readouterr().err

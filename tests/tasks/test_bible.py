@@ -42,3 +42,15 @@ def test_tasks_before_preparing_name_the_command(tmp_path, monkeypatch):
         assert task.task_type == "translation" and task.default_split == "test"
         with pytest.raises(CacheError, match="headprune prepare --model bergamot-en-pt"):
             task._loader("test", 5)
+
+
+def test_the_book_task_reads_one_book_as_one_document(monkeypatch):
+    pairs = {"train": [{"ref": "45:1:1", "en": "Paul, a servant.", "pt": "x"}, {"ref": "46:1:1", "en": "Other.", "pt": "y"},
+                       {"ref": "45:1:2", "en": "Called to be an apostle.", "pt": "z"}]}
+    monkeypatch.setattr(bible, "load_pairs", lambda split: pairs.get(split, []))
+    assert bible.book_text(45) == "Paul, a servant. Called to be an apostle."
+    task = get_task("bible-book-lm")
+    assert task.task_type == "language_model" and task.splits == ("test",)
+    assert task._loader("test", None) == [{"text": "Paul, a servant. Called to be an apostle."}]
+    with pytest.raises(Exception, match="no verses of book 44"):
+        bible.book_text(44)

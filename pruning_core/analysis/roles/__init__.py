@@ -6,7 +6,7 @@ head with a threshold, computed on named probe inputs; and which role heads a ma
     report.heads("induction")                   # [(kind, layer, head), ...]
 
 Modules, top to bottom: :mod:`.base` (the Role extension point and its registry), :mod:`.probes` (probe
-inputs and their maps), :mod:`.patterns` (the attention-pattern roles), :mod:`.needle` (retrieval),
+inputs and their maps), :mod:`.patterns`, :mod:`.needle` (retrieval), :mod:`.alignment` (speech),
 :mod:`.report` (``RoleReport`` and ``headprune.roles/1``), :mod:`.compute` (``compute_roles``),
 :mod:`.summary` (protection and "removes 3 of 4 induction heads"), :mod:`.checks` (behavioural checks: the
 loss on a repeated sequence's second copy, random heads as the baseline).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pruning_core.analysis.roles import patterns  # noqa: F401,I001  (registers the pattern roles first: the order tables list them)
 from pruning_core.analysis.roles import needle  # noqa: F401,E402  (registers retrieval)
+from pruning_core.analysis.roles import alignment  # noqa: F401,E402  (registers alignment: speech models)
 from pruning_core.analysis.roles.base import ROLES, Role, get_role, parse_roles, role_names
 from pruning_core.analysis.roles.checks import (
     CopyLosses,

@@ -76,9 +76,10 @@ def _speech_encoder(loaded, audios: Sequence[np.ndarray]) -> tuple:
 
 
 def _run(loaded, inputs: dict, items: BatchItems, *, specials: set[int], marks: dict | None = None,
-         frequency: dict | None = None) -> list[dict[str, ProbeSequence]]:
+         frequency: dict | None = None, item_marks: Sequence[dict] | None = None) -> list[dict[str, ProbeSequence]]:
     """Forward ``inputs`` once; cut each item's maps to its own query and key lengths. Kinds the model has no
-    heads of (an SSRU decoder's ``decoder_self``) are left out."""
+    heads of (an SSRU decoder's ``decoder_self``) are left out. ``item_marks``: marks of each item, added to
+    ``marks``."""
     kinds = sorted({k for item in items for k in item if k in loaded.layout.kinds})
     maps = batch_maps(loaded, {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()},
                       kinds)
@@ -93,7 +94,8 @@ def _run(loaded, inputs: dict, items: BatchItems, *, specials: set[int], marks: 
             layers = tuple(a[b, :, :tq, :tk].numpy() if a.shape[1] else np.zeros((0, tq, tk or 0), np.float32)
                            for a in maps[kind])
             special = None if k_ids is None else np.isin(k_ids, list(specials))
-            seqs[kind] = ProbeSequence(layers, q_ids, k_ids, causal, special, dict(marks or {}), frequency)
+            own = {**(marks or {}), **(item_marks[b] if item_marks else {})}
+            seqs[kind] = ProbeSequence(layers, q_ids, k_ids, causal, special, own, frequency)
         out.append(seqs)
     return out
 
@@ -129,9 +131,33 @@ def text_sequences(loaded, texts: Sequence[str], *, max_tokens: int = 48, batch_
             dids, dmask = _pad(dec, pad)
             items = [{"decoder_self": (np.asarray(d), np.asarray(d), True), "cross": (np.asarray(d), None, False)}
                      for d in dec]
-            inputs = {"encoder_outputs": _speech_encoder(loaded, [synthesize(t) for t in chunk]),
+            audios = [synthesize(t) for t in chunk]
+            inputs = {"encoder_outputs": _speech_encoder(loaded, audios),
                       "decoder_input_ids": dids, "decoder_attention_mask": dmask}
+            yield from _run(loaded, inputs, items, specials=specials, frequency=frequency,
+                            item_marks=[speech_marks(tok, d[len(prompt):], len(prompt), a) for d, a in zip(dec, audios)])
+            continue
         yield from _run(loaded, inputs, items, specials=specials, frequency=frequency)
+
+
+FRAME_SAMPLES = 320                # a Whisper encoder frame: 20 ms of 16 kHz audio (two 10 ms mel hops)
+
+
+def voiced_span(audio: np.ndarray, floor: float = 0.02) -> tuple[int, int]:
+    """``(first, end)`` encoder frames of ``audio`` whose RMS is above ``floor`` x the loudest frame's (the speech,
+    without leading and trailing silence); ``(0, frames)`` for silence."""
+    frames = max(1, len(audio) // FRAME_SAMPLES)
+    rms = np.sqrt(np.mean(audio[:frames * FRAME_SAMPLES].reshape(frames, -1).astype(np.float64) ** 2, axis=1))
+    loud = np.nonzero(rms > floor * rms.max())[0] if rms.max() > 0 else np.array([], dtype=int)
+    return (int(loud[0]), int(loud[-1]) + 1) if loud.size else (0, frames)
+
+
+def speech_marks(tok, transcript: Sequence[int], prompt: int, audio: np.ndarray) -> dict:
+    """Marks of a spoken probe sentence: ``prompt`` (decoder ids before the transcript), ``speech`` (the voiced
+    frames, :func:`voiced_span`) and ``chars`` (each transcript token's characters, at least 1): what the
+    alignment role lays the transcript over the audio with."""
+    chars = [max(1, len(tok.decode([int(t)]).strip())) for t in transcript]
+    return {"prompt": prompt, "speech": voiced_span(audio), "chars": chars}
 
 
 def random_tokens(loaded, n: int, batch: int, seed: int) -> np.ndarray:

