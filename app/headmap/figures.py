@@ -37,7 +37,7 @@ ROLE_LEGEND_PX = 170             # strongest role: the legend of roles right of 
 ROLE_LEGEND_ROW_PX = 21          # one line of that legend
 # Paul Tol's "muted" scheme (colour-blind safe) less its wine, which read as previous-token's rose: one colour
 # per role in registry order (positional: teal)
-ROLE_COLOURS = ["#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#44AA99", "#999933", "#AA4499"]
+ROLE_COLOURS = ["#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#44AA99", "#999933", "#AA4499", "#882255"]
 
 
 def cell_px(n_heads: int) -> int:
