@@ -34,7 +34,8 @@ from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.modeling.inference.drafts import DraftStore  # noqa: E402
-from pruning_core.modeling.inference.greedy import DraftStats, draft_greedy_decode, greedy_decode  # noqa: E402
+from pruning_core.modeling.inference.drafts import DraftStats, draft_greedy_decode  # noqa: E402
+from pruning_core.modeling.inference.greedy import greedy_decode  # noqa: E402
 from pruning_core.modeling.inference.layer_cache import LayerInputCache  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.modeling.masking import apply_mask  # noqa: E402
@@ -170,7 +171,7 @@ def main() -> None:
     args = parser.parse_args()
     result = {"format": FORMAT, "cpu": _cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
               "torch": torch.__version__, "commit": _commit(), "load_start": _load(), "batch_size": BATCH,
-              "near_tie_tolerance": __import__("pruning_core.modeling.inference.greedy", fromlist=["NEAR_TIE"]).NEAR_TIE,
+              "near_tie_tolerance": __import__("pruning_core.modeling.inference.drafts", fromlist=["NEAR_TIE"]).NEAR_TIE,
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": {}}
     for name in args.models:
         task_name, n, kinds = MODELS[name]

@@ -4,9 +4,9 @@
     .venv/bin/python benchmarks/kv_prefill.py --attn eager --repeats 3 --out benchmarks/results/kv_prefill-eager.json
 
 One prefill = one forward pass over ``--context`` random token ids, batch 1, filling the cache (a ``DynamicCache`` for
-the full cache, :func:`kv_policy.new_cache` under a policy), logits of the last position only (what generation
+the full cache, :func:`kv_cache.new_cache` under a policy), logits of the last position only (what generation
 computes). Conditions, interleaved round by round so that load drifts hit all alike: ``full``; ``banded`` (the
-policy, streaming heads over their sink and window keys, :mod:`pruning_core.modeling.inference.kv_banded`); ``masked`` (the
+policy, streaming heads over their sink and window keys, :mod:`pruning_core.modeling.kv.kv_banded`); ``masked`` (the
 same policy as a mask over all keys). The policy streams a seeded random half of the key/value heads (S = 128,
 W = 256). The model is SmolLM2-135M's architecture with random weights (time depends on the shapes, not the
 values). Writes medians, every time, the load average before and after each pass, threads and versions.
@@ -29,7 +29,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from pruning_core.core.io.storage import write_json  # noqa: E402
-from pruning_core.modeling.inference import kv_policy as kvp  # noqa: E402
+from pruning_core.modeling.kv import kv_cache, kv_policy as kvp  # noqa: E402
 from pruning_core.modeling.architectures import find_sites, layout_of  # noqa: E402
 from pruning_core.modeling.sources.loading import LoadedModel  # noqa: E402
 
@@ -51,7 +51,7 @@ def random_smollm2(attn: str) -> LoadedModel:
 
 
 def prefill(lm: LoadedModel, ids: torch.Tensor, policy, banded: bool) -> float:
-    cache = kvp.new_cache(lm, policy)
+    cache = kv_cache.new_cache(lm, policy)
     start = time.perf_counter()
     with torch.no_grad(), kvp.applied(lm, policy, banded=banded):
         lm.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)

@@ -26,7 +26,7 @@ from pruning_core.analysis.roles import compute_roles  # noqa: E402
 from pruning_core.bench import load_average  # noqa: E402
 from pruning_core.evaluation.results import provenance, write_json  # noqa: E402
 from pruning_core.evaluation.significance import compare  # noqa: E402
-from pruning_core.modeling.inference import kv_policy as kvp  # noqa: E402
+from pruning_core.modeling.kv import kv_policy as kvp  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from pruning_core.bench import load_average  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.evaluation.results import provenance, read_json  # noqa: E402
-from pruning_core.modeling.inference import kv_policy as kvp  # noqa: E402
+from pruning_core.modeling.kv import kv_policy as kvp  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 

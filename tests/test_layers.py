@@ -158,10 +158,10 @@ def test_modeling_has_no_type_only_import_cycle():
 
 
 def test_modeling_is_sorted_by_concern():
-    """``pruning_core/modeling/`` and its folders keep about ten entries each; inference and the model's sources
-    have their own folder."""
+    """``pruning_core/modeling/`` and its folders keep about ten entries each; inference, KV-cache policies and the
+    model's sources have their own folder."""
     modeling = LIBRARY / "modeling"
-    for folder in (modeling, modeling / "inference", modeling / "sources"):
+    for folder in (modeling, modeling / "inference", modeling / "kv", modeling / "sources"):
         entries = sorted(p.name for p in folder.iterdir() if p.name != "__pycache__")
         assert len(entries) <= MAX_TOP_LEVEL - 1, (folder.name, entries)
 

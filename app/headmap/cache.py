@@ -17,7 +17,7 @@ from pruning_core.core.heads import HeadMask
 from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.modeling import pruning
-from pruning_core.modeling.inference import kv_policy
+from pruning_core.modeling.kv import kv_policy
 
 LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
@@ -90,7 +90,7 @@ def kv_evaluation(sel: Selection, context: int, policy: kv_policy.KVPolicy,
                   _progress: ProgressCallback | None = None) -> EvalResult:
     """Exact-match accuracy of the long-context task ``sel.task`` at ``context`` tokens under ``policy`` (every head
     kept), as ``headprune evaluate --context --kv-policy`` computes it: the task's own evaluation inside
-    :func:`pruning_core.modeling.inference.kv_policy.applied`. Long work: the clicks of other sessions go first, also between
+    :func:`pruning_core.modeling.kv.kv_policy.applied`. Long work: the clicks of other sessions go first, also between
     its examples."""
     with board.GATE.hold(urgent=False, progress=_progress, what="long-context evaluation"):
         loaded = load(sel.model)

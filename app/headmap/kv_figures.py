@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from pruning_core.modeling.inference.kv_policy import KVPolicy
+from pruning_core.modeling.kv.kv_policy import KVPolicy
 
 FULL_COLOR = "#00204c"           # cividis' dark end, as the head map's important heads
 STREAMING_COLOR = "#d95f02"
@@ -93,7 +93,7 @@ def legend_text(policy: KVPolicy, context: int) -> str:
 
 
 def memory_help(report: dict, full: bool = False) -> str:
-    """What the panel's memory figure counts (``report``: :func:`pruning_core.modeling.inference.kv_policy.memory_report`)."""
+    """What the panel's memory figure counts (``report``: :func:`pruning_core.modeling.kv.kv_policy.memory_report`)."""
     whose = "with every key/value head keeping the full cache" if full else "under the policy on the map"
     return (f"The keys and values the attention layers keep for one sequence of {report['context']:,} tokens "
             f"{whose}; the model's weights are not included. C{_counted(report)[1:]}.")
@@ -105,7 +105,7 @@ def _counted(report: dict) -> str:
 
 
 def memory_text(report: dict) -> tuple[str, str]:
-    """(the policy's KV memory, a sentence beside it) from :func:`pruning_core.modeling.inference.kv_policy.memory_report`."""
+    """(the policy's KV memory, a sentence beside it) from :func:`pruning_core.modeling.kv.kv_policy.memory_report`."""
     ratio = report["ratio"]
     times = ("the same: no key/value head streams" if not report["streaming_kv_heads"] else
              f"{ratio:.2f}x smaller" if ratio is not None else "nothing kept")

@@ -3,7 +3,7 @@ which stream (keep ``sink`` + ``window`` tokens: DuoAttention), what that does t
 memory it saves.
 
 A click switches a key/value head (:mod:`app.headmap.kv_figures`) between full and streaming. The panel shows the
-policy on screen only: its KV memory beside the full cache's (:func:`pruning_core.modeling.inference.kv_policy.memory_report`)
+policy on screen only: its KV memory beside the full cache's (:func:`pruning_core.modeling.kv.kv_policy.memory_report`)
 and, on a button with its estimate, the task's exact-match accuracy with its interval under the policy and the full
 cache (:func:`app.headmap.cache.kv_evaluation`, as ``headprune evaluate --context --kv-policy``), as jobs whose
 identity is their policy. "Fill from scores" is ``headprune kv-policy``; the policy downloads as the file the CLI
@@ -33,7 +33,7 @@ from pruning_core.core.heads import group_scores
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import provenance
 from pruning_core.evaluation.significance import compare
-from pruning_core.modeling.inference import kv_policy
+from pruning_core.modeling.kv import kv_policy
 from pruning_core.tasks.data import ruler
 
 KIND = kv_policy.KIND

@@ -189,7 +189,7 @@ def cmd_evaluate(args) -> None:
     task.check_beams(args.beams)
     loaded = load_from_args(args)
     mask = link.head_mask(loaded.layout) if link is not None else read_mask(args, loaded.layout)
-    from pruning_core.modeling.inference import kv_policy
+    from pruning_core.modeling.kv import kv_policy
     policy = kv_policy.load_policy(args.kv_policy) if args.kv_policy else None
     if policy is not None:
         policy.check_fits(loaded)

@@ -95,7 +95,7 @@ def add_commands(sub) -> None:
 
 def cmd_kv_policy(args) -> None:
     from pruning_core.evaluation.results import provenance
-    from pruning_core.modeling.inference import kv_policy
+    from pruning_core.modeling.kv import kv_policy
     if args.all:
         if args.scores is not None or args.random is not None or args.stream not in (None, 1.0):
             raise UsageError("--all streams every key/value head: give it with --model, without a scores file, "
@@ -131,7 +131,7 @@ def cmd_kv_policy(args) -> None:
 
 
 def cmd_kv_policy_export(args) -> None:
-    from pruning_core.modeling.inference import kv_duo, kv_policy
+    from pruning_core.modeling.kv import kv_duo, kv_policy
     from pruning_core.evaluation.results import read_json
     policy = kv_policy.load_policy(args.policy)
     folder = kv_duo.write(policy, args.out, provenance=read_json(args.policy).get("provenance"))
@@ -141,7 +141,7 @@ def cmd_kv_policy_export(args) -> None:
 
 
 def cmd_kv_policy_import(args) -> None:
-    from pruning_core.modeling.inference import kv_duo
+    from pruning_core.modeling.kv import kv_duo
     policy = kv_duo.read(args.pattern, stream=args.stream, threshold=args.threshold, sink=args.sink,
                          window=args.window)
     provenance = {"method": "kv-policy-import", "format": args.format, "pattern": str(args.pattern)}

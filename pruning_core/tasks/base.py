@@ -22,8 +22,8 @@ from torch import Tensor
 from pruning_core.core.runtime import distributed
 from pruning_core.core.errors import DataError, did_you_mean
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.inference.drafts import DraftStore, draft_key
-from pruning_core.modeling.inference.greedy import DraftStats, draft_greedy_decode, greedy_decode
+from pruning_core.modeling.inference.drafts import DraftStats, DraftStore, draft_greedy_decode, draft_key
+from pruning_core.modeling.inference.greedy import greedy_decode
 from pruning_core.modeling.inference.layer_cache import LayerInputCache, forward_for
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.evaluation.metrics import Metric, get_metric
@@ -305,7 +305,7 @@ class Task:
     def greedy_tokens(loaded, batch: EncodedBatch, state: EvalState, *args, **kwargs) -> list[list[int]]:
         """:func:`~pruning_core.modeling.inference.greedy.greedy_decode`'s tokens of ``batch`` (``args``, ``kwargs``: its
         own); where :meth:`evaluate` was given drafts, checked against the nearest mask's output
-        (:func:`~pruning_core.modeling.inference.greedy.draft_greedy_decode`, counted in ``state.extra["draft"]``) and kept."""
+        (:func:`~pruning_core.modeling.inference.drafts.draft_greedy_decode`, counted in ``state.extra["draft"]``) and kept."""
         tokens, drafts = state.extra.get("tokens"), state.extra.get("drafts")
         index = batch.index.tolist()
         if drafts is None:
@@ -323,7 +323,7 @@ class Task:
 
 
 def draft_record(state: EvalState) -> dict:
-    """``{"draft": {...}}``: what checking drafts counted (:class:`~pruning_core.modeling.inference.greedy.DraftStats`) for a
+    """``{"draft": {...}}``: what checking drafts counted (:class:`~pruning_core.modeling.inference.drafts.DraftStats`) for a
     result's ``extra["decoding"]``, or ``{}`` when no draft was checked."""
     stats = state.extra.get("draft")
     return {} if stats is None else {"draft": asdict(stats)}

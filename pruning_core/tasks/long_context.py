@@ -5,7 +5,7 @@ in-context pattern tasks (``icl-*``: short prompts of demonstrations, ``--contex
 Each example's filler is the largest that keeps prompt plus answer budget within ``max_length`` (``--context``).
 Every model gets RULER's template for base models: the question, a space, then the answer prefix the greedy answer
 continues (no chat template). Each example runs alone: one prefill, whose last logits give its loss, then greedy
-decoding of up to ``new_tokens`` from the same cache (:func:`pruning_core.modeling.inference.kv_policy.new_cache`: a KV
+decoding of up to ``new_tokens`` from the same cache (:func:`pruning_core.modeling.kv.kv_cache.new_cache`: a KV
 policy's streaming heads keep sink + window entries). Right when every answer string occurs in the output (RULER's
 ``string_match_all``); an in-context example when the output's first line is its answer word for word
 (:func:`is_exact`; decoding stops at the line's end). The metric is accuracy with a Wilson interval. Splits
@@ -21,7 +21,7 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import ACCURACY
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling.inference import kv_policy
+from pruning_core.modeling.kv import kv_cache, kv_policy
 from pruning_core.tasks.base import EvalState, Task
 from pruning_core.tasks.batching import EncodedBatch, EncodedData, pad
 from pruning_core.tasks.data import ruler
@@ -139,7 +139,7 @@ class LongContextTask(Task):
         one_line = self.kind.family == ruler.ICL
         for j in range(ids.shape[0]):
             row = ids[j, : int(mask[j].sum())][None]                                        # [1, T]
-            cache = kv_policy.new_cache(loaded, policy)
+            cache = kv_cache.new_cache(loaded, policy)
             out = loaded.model(input_ids=row, past_key_values=cache, use_cache=True, logits_to_keep=1)
             step = out.logits[0, -1]                                                        # [V]
             losses.append(torch.nn.functional.cross_entropy(step.float()[None], batch.labels[j:j + 1]))
@@ -179,7 +179,7 @@ class LongContextTask(Task):
 
     def evaluate(self, loaded, data, mask=None, *, layer_cache=None, **kwargs) -> EvalResult:
         """:meth:`Task.evaluate` without the layer-input cache (each example runs its own prefill and decoding).
-        Under :func:`pruning_core.modeling.inference.kv_policy.applied` the policy holds in the forward pass and the cache."""
+        Under :func:`pruning_core.modeling.kv.kv_policy.applied` the policy holds in the forward pass and the cache."""
         return super().evaluate(loaded, data, mask, layer_cache=None, **kwargs)
 
 

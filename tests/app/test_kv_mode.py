@@ -14,7 +14,7 @@ from apptest_helpers import click_grid, metric
 from browser_helpers import TinyApp, ok, open_app
 from long_context_tiny import WORDS, save_long_model
 from pruning_core.evaluation.metrics import get_metric
-from pruning_core.modeling.inference import kv_policy as kvp
+from pruning_core.modeling.kv import kv_policy as kvp
 from pruning_core.modeling.sources.loading import load_model
 from pruning_core.tasks.data import ruler
 from pruning_core.tasks.long_context import LongContextTask

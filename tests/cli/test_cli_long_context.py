@@ -119,7 +119,7 @@ def test_causal_test_on_an_in_context_task_removes_the_top_heads_of_the_named_ro
 
 def test_kv_policy_export_and_import_round_trip(workdir, capsys):
     """kv-policy-export writes DuoAttention's folder, kv-policy-import reads it back to the same policy."""
-    from pruning_core.modeling.inference import kv_policy as kvp
+    from pruning_core.modeling.kv import kv_policy as kvp
     policy = kvp.random_policy((2, 2, 2), 0.5, seed=3, sink=8, window=32)
     (workdir / "p.json").write_text(json.dumps(policy.to_json({"model": "lm"})))
     assert run("kv-policy-export", "p.json", "--format", "duo", "--out", "duo") == 0

@@ -1,4 +1,4 @@
-"""Draft-checked greedy decoding (pruning_core.modeling.inference.greedy.draft_greedy_decode) gives exactly plain greedy
+"""Draft-checked greedy decoding (pruning_core.modeling.inference.drafts.draft_greedy_decode) gives exactly plain greedy
 decoding's tokens on tiny random Marian-SSRU, Marian, BART and Whisper models, whatever the draft: the output under
 another mask, the right output, one wrong from its first token, longer, shorter, empty or none, with rows ending apart,
 per-row bounds and a shortlist."""
@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.inference.greedy import AllowedIds, draft_greedy_decode, greedy_decode
+from pruning_core.modeling.inference.drafts import draft_greedy_decode
+from pruning_core.modeling.inference.greedy import AllowedIds, greedy_decode
 from pruning_core.modeling.masking import apply_mask, installed_hook_count
 from tiers import heavy_beyond
 from tiny import talking_whisper, tiny_inputs, tiny_loaded, whisper_features
@@ -137,7 +138,7 @@ def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_is_mend
 
 
 def test_a_draft_is_re_aligned_after_a_word_for_a_word_or_a_few_skipped():
-    from pruning_core.modeling.inference.greedy import _realigned
+    from pruning_core.modeling.inference.drafts import _realigned
 
     draft = [10, 11, 12, 13, 14, 15]
     assert _realigned(draft, 1, 20) == [12, 13, 14, 15]          # 20 for 11

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pruning_core.modeling.inference import kv_banded
-from pruning_core.modeling.inference import kv_policy as kvp
+from pruning_core.modeling.kv import kv_banded
+from pruning_core.modeling.kv import kv_cache, kv_policy as kvp
 from pruning_core.modeling.masking import installed_hook_count
 from tests.tiny import VOCAB, tiny_loaded
 
@@ -75,7 +75,7 @@ def test_banded_prefill_in_chunks_and_decoding_equal_one_masked_forward(tmp_path
     lm = tiny_loaded("qwen2", tmp_path, attn_implementation=attn)
     policy = kvp.KVPolicy(((True, False), (False, True)), 2, 3)
     ids = _ids(21)
-    cache = kvp.new_cache(lm, policy)
+    cache = kv_cache.new_cache(lm, policy)
     steps, tokens = [], ids
     with torch.no_grad(), kvp.applied(lm, policy):
         for start in range(0, 21, 7):

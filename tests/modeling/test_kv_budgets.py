@@ -8,9 +8,9 @@ import torch
 
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores
-from pruning_core.modeling.inference import kv_accounting as acc
-from pruning_core.modeling.inference import kv_budgets as kvb
-from pruning_core.modeling.inference import kv_policy as kvp
+from pruning_core.modeling.kv import kv_accounting as acc
+from pruning_core.modeling.kv import kv_budgets as kvb
+from pruning_core.modeling.kv import kv_cache, kv_policy as kvp
 from tests.tiny import VOCAB, tiny_loaded
 
 
@@ -59,7 +59,7 @@ def test_budget_cache_bytes_equal_the_formula_and_the_logits_the_mask(tmp_path, 
     seen = prompt + steps
     policy = kvb.budget_policy([[5, 9], [3, 15]], sink=sink, context=seen)      # windows 3, 7, 1; head (1, 1) full
     ids = torch.randint(9, len(VOCAB), (1, prompt), generator=torch.Generator().manual_seed(3))
-    cache, logits, tokens = kvp.new_cache(lm, policy), [], ids
+    cache, logits, tokens = kv_cache.new_cache(lm, policy), [], ids
     with torch.no_grad(), kvp.applied(lm, policy):
         out = lm.model(input_ids=ids, past_key_values=cache, use_cache=True)
         for _ in range(steps):

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pruning_core.core.errors import FormatError
-from pruning_core.modeling.inference import kv_budgets, kv_duo
-from pruning_core.modeling.inference import kv_policy as kvp
+from pruning_core.modeling.kv import kv_budgets, kv_duo
+from pruning_core.modeling.kv import kv_policy as kvp
 
 
 def test_a_policy_round_trips_through_the_pattern_folder(tmp_path):

@@ -7,7 +7,7 @@ import torch
 
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores
-from pruning_core.modeling.inference import kv_policy as kvp
+from pruning_core.modeling.kv import kv_cache, kv_policy as kvp
 from pruning_core.modeling.masking import installed_hook_count
 from tests.tiny import VOCAB, tiny_loaded
 
@@ -30,7 +30,7 @@ def test_all_full_policy_is_the_plain_model_bitwise(tmp_path, arch, attn):
     with torch.no_grad():
         plain = lm.model(input_ids=ids).logits
         with kvp.applied(lm, kvp.KVPolicy.full(kvp.kv_heads_of(lm))):
-            ruled = lm.model(input_ids=ids, past_key_values=kvp.new_cache(lm, kvp.KVPolicy.full([2, 2]))).logits
+            ruled = lm.model(input_ids=ids, past_key_values=kv_cache.new_cache(lm, kvp.KVPolicy.full([2, 2]))).logits
     assert torch.equal(plain, ruled)
     assert installed_hook_count(lm.model) == 0
 
@@ -73,7 +73,7 @@ def test_sdpa_and_eager_agree_under_a_policy(tmp_path, arch):
 
 def _greedy(lm, policy, ids, steps):
     """Greedy decoding with the policy's cache: (tokens, logits of each step [V]), and the cache."""
-    cache = kvp.new_cache(lm, policy)
+    cache = kv_cache.new_cache(lm, policy)
     logits, tokens = [], []
     with torch.no_grad(), kvp.applied(lm, policy):
         out = lm.model(input_ids=ids, past_key_values=cache, use_cache=True)
@@ -110,7 +110,7 @@ def test_memory_arithmetic_matches_what_the_cache_stores(tmp_path, arch):
     lm = tiny_loaded(arch, tmp_path)
     policy = _policy([[True, True], [False, True]], sink=2, window=3)
     _, _, cache = _greedy(lm, policy, _ids(11), 4)
-    stored = sum(layer.stored_bytes() if isinstance(layer, kvp.PolicyLayer) else
+    stored = sum(layer.stored_bytes() if isinstance(layer, kv_cache.PolicyLayer) else
                  layer.keys.numel() * layer.keys.element_size() * 2 for layer in cache.layers)
     head_dim = lm.sites[0].head_dim
     assert stored == kvp.kv_bytes(policy, head_dim, 15, 4)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 
 from bad_inputs import FUZZ, assert_clear, documents, write
-from pruning_core.modeling.inference.kv_policy import MAX_TOKENS, KVPolicy, load_policy
+from pruning_core.modeling.kv.kv_policy import MAX_TOKENS, KVPolicy, load_policy
 
 POLICY = KVPolicy(((True, False), (False, False), (True, True)), 4, 8, {"method": "random", "seed": 0}).to_json({})
 

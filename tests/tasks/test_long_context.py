@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pruning_core.core.errors import DataError
-from pruning_core.modeling.inference import kv_policy as kvp
+from pruning_core.modeling.kv import kv_policy as kvp
 from pruning_core.tasks import clear_cache, get_task
 from pruning_core.tasks.data import ruler
 from pruning_core.tasks.long_context import LongContextTask, is_correct

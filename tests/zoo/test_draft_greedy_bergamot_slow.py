@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from pruning_core.core.heads import HeadMask
-from pruning_core.modeling.inference.greedy import DraftStats, draft_greedy_decode, greedy_decode
+from pruning_core.modeling.inference.drafts import DraftStats, draft_greedy_decode
+from pruning_core.modeling.inference.greedy import greedy_decode
 from pruning_core.modeling.masking import apply_mask
 from tiny import prepared_folder
 

@@ -1,6 +1,8 @@
-"""Decoded tokens of recent evaluations, kept as drafts for the next: a click on the head map changes a few words of a
-few outputs, so the output under the nearest mask already evaluated (fewest heads apart; the all-heads output at
-first) is checked in one pass instead of decoded again (:func:`pruning_core.modeling.inference.greedy.draft_greedy_decode`).
+"""Drafts: decoded tokens of recent evaluations, kept for the next, and greedy decoding checked against them. A click
+on the head map changes a few words of a few outputs, so the output under the nearest mask already evaluated (fewest
+heads apart; the all-heads output at first) is checked in one teacher-forced pass (:func:`draft_greedy_decode`) and
+decoded step by step only from each row's first difference: the same tokens as
+:func:`pruning_core.modeling.inference.greedy.greedy_decode`.
 
 Keyed by model (its identity and weights), data and decoding options; a few masks per key, the least recently used
 dropped first. Drafts only save work: any draft gives greedy decoding's tokens. Thread-safe (sessions share one store).
@@ -11,7 +13,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
 from pruning_core.core.heads import HeadId, HeadMask
+from pruning_core.modeling.architectures import adapter_for
+from pruning_core.modeling.inference.greedy import (AllowedIds, CachedSteps, Choice, Resume, Rules, _cache_of, _pairs,
+                                                    run_steps, translation_rules)
 
 
 def draft_key(loaded, data, options: dict) -> tuple:
@@ -61,3 +71,199 @@ class DraftStore:
     def __len__(self) -> int:
         with self._lock:
             return sum(len(v) for v in self._entries.values())
+
+
+# two best logits closer than this (float32 logits) are a near-tie: a teacher-forced pass and step-by-step decoding
+# add in different orders (float32 rounding, far below this), so the check does not decide such a position; a greedy
+# step does (benchmarks/draft_decoding.py counts them)
+NEAR_TIE = 1e-3
+
+
+@dataclass(frozen=True)
+class DraftStats:
+    """What checking drafts cost and saved: ``rows``; ``drafted``/``accepted`` tokens (accepted: the draft's tokens
+    kept); ``near_ties``: positions whose two best logits were within :data:`NEAR_TIE`, decided by a greedy step;
+    ``passes``: teacher-forced checks (one per round); ``resumed``: rows decoded on by greedy steps after the last
+    round; ``steps``: those greedy steps (plain greedy runs about the longest output's length)."""
+
+    rows: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    near_ties: int = 0
+    passes: int = 0
+    resumed: int = 0
+    steps: int = 0
+
+    def __add__(self, other: "DraftStats") -> "DraftStats":
+        return DraftStats(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return (self.rows, self.drafted, self.accepted, self.near_ties, self.passes, self.resumed, self.steps)
+
+
+def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None, *,
+                        drafts: list[list[int] | None], max_new_tokens: int | Tensor,
+                        encoder_hidden: Tensor | None = None, allowed: AllowedIds | None = None,
+                        rules: Rules | None = None, cross=None, tolerance: float = NEAR_TIE,
+                        rounds: int = 1) -> tuple[list[list[int]], DraftStats]:
+    """:func:`greedy_decode`'s tokens, checked against a draft per row (an output already known: the previous mask's)
+    in a few teacher-forced passes, decoded step by step only where the drafts run out.
+
+    A pass feeds the prompt and each row's draft (cut at its first ``</s>`` and its bound) and scores every position
+    as a greedy step would (the same shortlist, suppressed ids and forced ``</s>``). A row keeps its draft up to the
+    first position whose best token differs and takes the best token there; its draft then goes on with the old
+    draft's rest, re-aligned after that token, and the next pass checks it (at most ``rounds`` passes; more than one
+    cost Bergamot more than it saved, docs/FIGURES.md). After the
+    last, a row not finished goes on with greedy steps from the cache its last pass filled, cut to its length (rows
+    resuming at one length decode together; later ones join the batch when it reaches them). A position whose two
+    best logits lie within ``tolerance`` is not decided by a pass: the row goes on from there with greedy steps.
+    Same arguments as :func:`greedy_decode`, and:
+
+    Args:
+        drafts: per row its draft tokens after the prompt (None or [] for none: the row decodes greedily).
+        tolerance: the near-tie margin, in logits.
+        rounds: at most this many passes (1: check the draft once, then greedy steps).
+    Returns:
+        per row its tokens after the prompt (those of :func:`greedy_decode`), and the :class:`DraftStats`.
+    """
+    rules = rules or translation_rules(model)
+    if encoder_hidden is None:
+        encoder_hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    n, device = encoder_hidden.shape[0], encoder_hidden.device
+    if len(drafts) != n:
+        raise ValueError(f"draft_greedy_decode got {len(drafts)} drafts for {n} rows.")
+    if rounds < 1:
+        raise ValueError(f"draft_greedy_decode needs at least one round, got rounds={rounds}.")
+    limits = torch.as_tensor(max_new_tokens).long().expand(n).clone()                    # [n]
+    out: list[list[int]] = [[] for _ in range(n)]
+    if n == 0 or int(limits.max()) < 1:
+        return out, DraftStats(rows=n)
+    bounds = limits.tolist()
+    spec = [_cut(d or [], rules.eos, b) for d, b in zip(drafts, bounds)]     # per row: what the next pass checks
+    drafted = sum(len(d) for d in spec)
+    start = [0] * n                                          # per row: its tokens known before spec[start]
+    prompt, choice = list(rules.prompt), Choice(model, rules, allowed, encoder_hidden)
+    p = len(prompt)
+    live, resumes = list(range(n)), []
+    accepted = ties = passes = 0
+    for round_ in range(rounds):
+        if not live:
+            break
+        sub = torch.tensor(live)
+        on = sub.to(device)
+        width = max(len(spec[r]) for r in live)
+        fed = torch.tensor([prompt + spec[r] + [rules.eos] * (width - len(spec[r])) for r in live], device=device)
+        enc, mask = encoder_hidden[on], None if attention_mask is None else attention_mask[on]
+        filled = _filled_cache(model, cross if len(live) == n else _cross_rows(model, cross, on))
+        masked = {} if mask is None else {"encoder_attention_mask": mask}
+        hidden = model.get_decoder()(input_ids=fed, encoder_hidden_states=enc, past_key_values=filled,
+                                     use_cache=True, **masked).last_hidden_state                 # [b, P + D, d]
+        passes += 1
+        # new token i of a row is predicted at input P - 1 + i, from its first unknown token up to its draft's end
+        spans = [(start[r], min(len(spec[r]), bounds[r] - 1) + 1) for r in live]
+        at_row = torch.repeat_interleave(torch.arange(len(live)), torch.tensor([e - b for b, e in spans]))
+        at = torch.cat([torch.arange(b, e) for b, e in spans])
+        best, gap = _best_two(choice, hidden, at_row, sub[at_row], at, p)
+        if rules.forced_eos is not None:
+            forced = at == limits[sub[at_row]] - 1
+            best[forced], gap[forced] = rules.forced_eos, float("inf")
+        best, gap, offset, going = best.tolist(), gap.tolist(), 0, []
+        for q, r in enumerate(live):
+            d, (b, e) = spec[r], spans[q]
+            for i, t, g in zip(range(b, e), best[offset:offset + e - b], gap[offset:offset + e - b]):
+                if g < tolerance:                            # decided by a greedy step from input P - 1 + i
+                    ties += 1
+                    out[r] = d[:i]
+                    resumes.append((i, r, d[i - 1] if i else prompt[-1], filled, q))
+                    break
+                if i < len(d) and t == d[i]:
+                    accepted += 1
+                    if t == rules.eos or i == bounds[r] - 1:
+                        out[r] = d[:i + 1]
+                        break
+                    continue
+                out[r] = d[:i] + [t]
+                if t == rules.eos or i == bounds[r] - 1:
+                    break
+                rest = _realigned(d, i, t)
+                if round_ == rounds - 1 or not rest:
+                    resumes.append((i + 1, r, t, filled, q))
+                else:
+                    spec[r], start[r] = _cut(out[r] + rest, rules.eos, bounds[r]), i + 1
+                    going.append(r)
+                break
+            offset += e - b
+        live = going
+    groups: dict[tuple[int, int], list] = {}
+    for index, r, token, filled, q in resumes:
+        groups.setdefault((index, id(filled)), []).append((r, token, filled, q))
+    ran = run_steps(choice, rules, out, [_resume(model, encoder_hidden, attention_mask, index, members, limits, p)
+                                         for (index, _), members in groups.items()])
+    return out, DraftStats(rows=n, drafted=drafted, accepted=accepted, near_ties=ties, passes=passes,
+                           resumed=len(resumes), steps=ran)
+
+
+def _realigned(draft: list[int], i: int, token: int, window: int = 3) -> list[int]:
+    """What of ``draft`` likely follows once ``token`` replaced ``draft[i]``: after the same token a little further
+    on (the output skipped a few), else after ``draft[i]`` (a word for a word)."""
+    ahead = draft[i + 1:i + 1 + window]
+    return draft[i + 2 + ahead.index(token):] if token in ahead else draft[i + 1:]
+
+
+def _cut(draft: list[int], eos: int, bound: int) -> list[int]:
+    """``draft`` up to its first ``eos`` (kept) and at most ``bound`` tokens."""
+    draft = list(draft[:bound])
+    return draft[:draft.index(eos) + 1] if eos in draft else draft
+
+
+def _filled_cache(model, cross):
+    """An empty ``EncoderDecoderCache`` for a teacher-forced pass (its cross-attention ``cross``, if given)."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    return EncoderDecoderCache(DynamicCache(config=model.config),
+                               cross if cross is not None else DynamicCache(config=model.config))
+
+
+def _cross_rows(model, cross, rows: Tensor):
+    """The rows ``rows`` of a cross-attention cache (a new one; None stays None)."""
+    if cross is None:
+        return None
+    return _cache_of(model, [None if kv is None else (kv[0][rows], kv[1][rows]) for kv in _pairs(cross)])
+
+
+def _best_two(choice: Choice, hidden: Tensor, at_row: Tensor, rows: Tensor, at: Tensor, p: int,
+              chunk: int = 2048) -> tuple[Tensor, Tensor]:
+    """``[N]`` the best token and ``[N]`` the gap to the second-best logit at new token ``at`` of batch row ``rows``
+    (predicted by ``hidden[at_row, p - 1 + at]``), a chunk of positions at a time (inf where one id is possible)."""
+    best, gap = [], []
+    for s in range(0, at_row.shape[0], chunk):
+        index = at[s:s + chunk]
+        logits = choice.logits(hidden[at_row[s:s + chunk].to(hidden.device), (p - 1 + index).to(hidden.device)],
+                               rows[s:s + chunk], first=index == 0)                          # [c, V']
+        best.append(choice.tokens(logits.argmax(-1)).cpu())
+        if logits.shape[-1] < 2:
+            gap.append(torch.full((index.shape[0],), float("inf")))
+            continue
+        top = logits.topk(2, dim=-1).values.float().cpu()
+        gap.append(torch.where(top[:, 1] == float("-inf"), float("inf"), top[:, 0] - top[:, 1]))
+    return torch.cat(best), torch.cat(gap)
+
+
+def _resume(model, encoder_hidden: Tensor, encoder_mask: Tensor | None, index: int, members: list,
+            limits: Tensor, p: int) -> Resume:
+    """The rows ``members`` (row, token to feed, the pass's cache, the row's place in that pass) going on at new
+    token ``index``, from that cache cut to their ``p + index - 1`` inputs: the family's lean steps where it has
+    them."""
+    rows = torch.tensor([m[0] for m in members])
+    on, filled = rows.to(encoder_hidden.device), members[0][2]
+    at = torch.tensor([m[3] for m in members], device=encoder_hidden.device)
+    enc, mask = encoder_hidden[on], None if encoder_mask is None else encoder_mask[on]
+    length = p + index - 1
+    lean = adapter_for(model).decoder_steps(model, enc, mask) if p == 1 else None
+    if lean is not None:
+        lean.resume(filled, at, length)
+        steps = lean
+    else:
+        steps = CachedSteps.resumed(model, enc, mask, filled, at, length)
+    token = torch.tensor([m[1] for m in members], dtype=torch.long, device=encoder_hidden.device)
+    return Resume(index, steps, token, rows, limits[rows])

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores, group_scores
-from pruning_core.modeling.inference.kv_policy import KIND, KVPolicy
+from pruning_core.modeling.kv.kv_policy import KIND, KVPolicy
 
 
 def total_of(policy: KVPolicy, context: int) -> int:

@@ -5,8 +5,7 @@ A streaming head's queries (:func:`~.architectures.slicing.kv_groups`) at positi
 ``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook has each attention
 compute its streaming heads over those keys only (:mod:`.kv_banded`), or, for attention weights, adds a
 per-query-head mask; an all-full policy is the plain model bit for bit. Per-head windows: budgets (:mod:`.kv_budgets`).
-:func:`new_cache` (generation): a ``Cache`` whose streaming heads store only the sink and window entries
-(exact: dropped positions are outside every later window). :func:`kv_bytes`: layers x kv heads x 2 x
+Generation's cache under a policy: :mod:`.kv_cache`. :func:`kv_bytes`: layers x kv heads x 2 x
 head_dim x dtype bytes x kept tokens. Policies are frozen values written as ``headprune.kv_policy/1``.
 """
 from __future__ import annotations
@@ -19,14 +18,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from pruning_core.core.io.codec import KV_POLICY_FORMAT
 from pruning_core.core.errors import FormatError
 from pruning_core.core.heads import HeadScores, group_scores
-from pruning_core.modeling.inference import kv_banded
+from pruning_core.modeling.kv import kv_banded
 from pruning_core.modeling.architectures.slicing import kv_groups, kv_groups_of
-from pruning_core.modeling.inference.kv_banded import Band
+from pruning_core.modeling.kv.kv_banded import Band
 from pruning_core.modeling.masking import shared_hooks
 
 KIND = "decoder_self"
@@ -298,7 +296,7 @@ def _hook(module, args: tuple, kwargs: dict):
     if mask is not None and (mask.shape[-1] != past + queries or mask.shape[-2] != queries):
         raise FormatError(f"The attention mask has shape {tuple(mask.shape)}, expected [..., {queries}, "
                           f"{past + queries}]: a KV policy needs a cache that counts every token "
-                          "(kv_policy.new_cache) and no left padding.")
+                          "(kv_cache.new_cache) and no left padding.")
     if band is not None and not kwargs.get("output_attentions") and not module.training:
         return args, {**kwargs, "kv_band": band}          # computed over sink and window only (kv_banded)
     new = _policy_mask(windows, sink, past, queries, batch, mask, hidden.device)
@@ -353,7 +351,7 @@ def applied(loaded, policy: KVPolicy | None, *, banded: bool = True) -> Iterator
     banded: streaming heads attend over their sink and window keys only (:mod:`.kv_banded`; equal to the mask
     within float rounding, and faster); False, or a pass that asks for attention weights: a mask over all keys.
     The model's weights are not modified; hooks (and the attention modules' pointer to the banded function) are
-    removed when the block ends, also when it raised. Generation also needs :func:`new_cache`, so that
+    removed when the block ends, also when it raised. Generation also needs :func:`.kv_cache.new_cache`, so that
     streaming heads keep only sink + window entries.
     """
     if policy is None:
@@ -374,100 +372,3 @@ def applied(loaded, policy: KVPolicy | None, *, banded: bool = True) -> Iterator
         _MASKS.reset(masks)
         _POLICY.reset(value)
         _ACTIVE.reset(token)
-
-
-# -- generation: a cache that keeps sink + window for streaming heads -----------------------------------
-
-class PolicyLayer(DynamicLayer):
-    """One layer's cache: full heads keep every entry, a streaming head the first ``sink`` and its last ``window``.
-
-    ``update`` returns keys/values ``[B, H, seen, D]`` for the attention; a streaming head's dropped positions are
-    zero there, outside its band (:mod:`.kv_banded`) or masked out by :func:`applied`'s hook.
-    """
-
-    def __init__(self, streaming: Sequence[bool], sink: int, window: int | Sequence[int]) -> None:
-        super().__init__()
-        windows = [window] * len(streaming) if isinstance(window, int) else list(window)
-        self.n_heads = len(streaming)
-        self.full_idx = torch.tensor([j for j, s in enumerate(streaming) if not s], dtype=torch.long)
-        by_window: dict[int, list[int]] = {}
-        for j, s in enumerate(streaming):
-            if s:
-                by_window.setdefault(windows[j], []).append(j)
-        # one group per window size: [window, head ids, keys, values]
-        self.groups = [[w, torch.tensor(h, dtype=torch.long), None, None] for w, h in sorted(by_window.items())]
-        self.sink, self.seen = sink, 0
-        self.full_k = self.full_v = None
-
-    def _kept(self, seen: int, window: int) -> tuple[int, int]:
-        """(sink entries, window entries) a streaming head keeps after ``seen`` tokens: positions
-        ``[0, sink) ∪ [seen - window, seen)``, in that order, without overlap."""
-        first = min(self.sink, seen)
-        return first, min(window, seen - first)
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        batch, heads, new, dim = key_states.shape                                       # [B, H_kv, new, D]
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-            self.full_idx = self.full_idx.to(self.device)
-            self.full_k = self.full_v = key_states.new_zeros(batch, len(self.full_idx), 0, dim)
-            for g in self.groups:
-                g[1] = g[1].to(self.device)
-                g[2] = g[3] = key_states.new_zeros(batch, len(g[1]), 0, dim)
-        fi, seen = self.full_idx, self.seen + new
-        self.full_k = torch.cat([self.full_k, key_states.index_select(1, fi)], dim=-2)
-        self.full_v = torch.cat([self.full_v, value_states.index_select(1, fi)], dim=-2)
-        keys = key_states.new_zeros(batch, heads, seen, dim)
-        values = value_states.new_zeros(batch, heads, seen, dim)
-        if len(fi):
-            keys.index_copy_(1, fi, self.full_k)
-            values.index_copy_(1, fi, self.full_v)
-        for g in self.groups:
-            window, si = g[0], g[1]
-            sk = torch.cat([g[2], key_states.index_select(1, si)], dim=-2)            # [B, S, kept + new, D]
-            sv = torch.cat([g[3], value_states.index_select(1, si)], dim=-2)
-            first, last = self._kept(self.seen, window)
-            positions = torch.cat([torch.arange(first, device=self.device),          # sk's positions
-                                   torch.arange(self.seen - last, seen, device=self.device)])
-            keys[:, si[:, None], positions] = sk
-            values[:, si[:, None], positions] = sv
-            first, last = self._kept(seen, window)
-            if sk.shape[-2] > first + last:                   # drop what no later window reaches
-                sk = torch.cat([sk[:, :, :first], sk[:, :, sk.shape[-2] - last:]], dim=-2)
-                sv = torch.cat([sv[:, :, :first], sv[:, :, sv.shape[-2] - last:]], dim=-2)
-            g[2], g[3] = sk, sv
-        self.seen = seen
-        return keys, values
-
-    def get_seq_length(self) -> int:
-        return self.seen
-
-    def entries(self) -> list[int]:
-        """Entries held per key/value head, in head order."""
-        out = [0] * self.n_heads
-        for j in self.full_idx.tolist():
-            out[j] = 0 if self.full_k is None else int(self.full_k.shape[-2])
-        for _, idx, k, _ in self.groups:
-            for j in idx.tolist():
-                out[j] = 0 if k is None else int(k.shape[-2])
-        return out
-
-    def stored_bytes(self) -> int:
-        tensors = [self.full_k, self.full_v] + [t for g in self.groups for t in g[2:]]
-        return sum(int(t.numel()) * t.element_size() for t in tensors if t is not None)
-
-    def crop(self, tokens_to_remove: int) -> None:
-        raise NotImplementedError("A KV-policy cache cannot be cropped (assisted decoding is not supported).")
-
-    def reorder_cache(self, beam_idx) -> None:
-        raise NotImplementedError("A KV-policy cache does not support beam search; decode greedily.")
-
-
-def new_cache(loaded, policy: KVPolicy | None):
-    """A cache for one generation of ``loaded`` under ``policy``: a plain ``DynamicCache`` without a policy;
-    else one layer per decoder layer, :class:`PolicyLayer` where the layer has streaming heads."""
-    if policy is None:
-        return DynamicCache()
-    policy.check_fits(loaded)
-    return Cache(layers=[PolicyLayer(row, policy.sink, [policy.window_of(l, j) for j in range(len(row))])
-                         if any(row) else DynamicLayer() for l, row in enumerate(policy.streaming)])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 
 from pruning_core.core.errors import FormatError
-from pruning_core.modeling.inference.kv_policy import KVPolicy
+from pruning_core.modeling.kv.kv_policy import KVPolicy
 
 
 def compression_ratio(policy: KVPolicy, context: int) -> float:

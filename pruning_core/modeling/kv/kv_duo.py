@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from pruning_core.core.errors import FormatError
-from pruning_core.modeling.inference.kv_policy import KVPolicy
+from pruning_core.modeling.kv.kv_policy import KVPolicy
 
 PATTERN = "full_attention_heads.tsv"
 CONFIG = "config.json"
