@@ -1,6 +1,7 @@
 """On the prepared Bergamot en->pt student, draft-checked greedy decoding gives plain greedy's tokens for every
-single-head removal (64) and 50 random masks, drafts the all-heads output, on the first 16 test verses with the
-deployed shortlist and the task's length bound (the whole 128-verse sweep: ``benchmarks/draft_decoding.py``)."""
+sixteenth single-head removal (4 of 64) and 2 random masks, drafts the all-heads output, on the first 4 test
+verses with the deployed shortlist and the task's length bound (every single-head removal and 50
+random masks on 128 verses: ``benchmarks/draft_decoding.py``, kept out of ``make test`` for its time)."""
 from __future__ import annotations
 
 import random
@@ -16,7 +17,7 @@ from tiny import prepared_folder
 
 pytestmark = pytest.mark.slow
 
-VERSES = 16
+VERSES = 4
 
 
 def _arguments(task, lm, data, mask) -> tuple[tuple, dict]:
@@ -32,7 +33,7 @@ def _arguments(task, lm, data, mask) -> tuple[tuple, dict]:
     return (ids, attn), {"max_new_tokens": bound, "allowed": allowed, "encoder_hidden": encoded}
 
 
-def test_every_single_head_removal_and_50_random_masks_give_plain_greedy_tokens():
+def test_single_head_removals_and_random_masks_give_plain_greedy_tokens():
     from pruning_core.modeling.sources.loading import load_model
     from pruning_core.tasks import get_task
     from pruning_core.tasks.data import bible
@@ -45,7 +46,7 @@ def test_every_single_head_removal_and_50_random_masks_give_plain_greedy_tokens(
     data = task.encode(lm, "test", VERSES)
     heads = list(lm.layout.heads())
     rng = random.Random(0)
-    masks = [[h] for h in heads] + [rng.sample(heads, rng.randint(2, len(heads) // 2)) for _ in range(50)]
+    masks = [[h] for h in heads[::16]] + [rng.sample(heads, rng.randint(2, len(heads) // 2)) for _ in range(2)]
     args, kwargs = _arguments(task, lm, data, None)
     with torch.inference_mode():
         dense = greedy_decode(lm.model, *args, **kwargs)
@@ -59,5 +60,5 @@ def test_every_single_head_removal_and_50_random_masks_give_plain_greedy_tokens(
         stats = stats + counted
         if got != plain:
             differ.append(removed)
-    assert len(masks) == 114 and not differ, f"{len(differ)} masks decode differently, first {differ[:3]}"
+    assert len(masks) == 6 and not differ, f"{len(differ)} masks decode differently, first {differ[:3]}"
     assert stats.accepted > 0 and stats.resumed > 0           # drafts were kept and rows diverged
