@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pruning_core.analysis.roles import compute_roles  # noqa: E402
+from pruning_core.core.io.codec import LONG_CONTEXT_CURVES_FORMAT  # noqa: E402
 from pruning_core.bench import load_average  # noqa: E402
 from pruning_core.core.heads import HeadScores  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
@@ -34,7 +35,7 @@ from pruning_core.tasks import get_task  # noqa: E402
 from pruning_core.tasks.data import ruler  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-FORMAT = "headprune.long_context_curves/1"
+FORMAT = LONG_CONTEXT_CURVES_FORMAT
 MODELS = ("smollm2", "qwen2.5-0.5b")
 TASKS = (*ruler.RULER_KINDS, "icl-repetition")
 POLICIES = ("full", "retrieval", "razor", "streaming", "random")

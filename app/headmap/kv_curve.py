@@ -11,8 +11,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pruning_core.core.io.codec import LONG_CONTEXT_CURVES_FORMAT
+
 CURVES_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "long_context_curves.json"
-FORMAT = "headprune.long_context_curves/1"
+FORMAT = LONG_CONTEXT_CURVES_FORMAT
 TITLES = {"full": "full cache", "retrieval": "retrieval heads kept full", "razor": "retrieval + induction kept full",
           "random": "random heads stream", "streaming": "every head streams"}
 

@@ -144,7 +144,7 @@ def cmd_kv_policy_import(args) -> None:
     from pruning_core.modeling.kv import kv_duo
     policy = kv_duo.read(args.pattern, stream=args.stream, threshold=args.threshold, sink=args.sink,
                          window=args.window)
-    provenance = {"method": "kv-policy-import", "format": args.format, "pattern": str(args.pattern)}
+    provenance = {"method": "kv-policy-import", "pattern_format": args.format, "pattern": str(args.pattern)}
     if args.model:
         loaded = load_from_args(args)
         policy.check_fits(loaded)

@@ -172,7 +172,8 @@ def test_crafted_link_values_render_as_text(env, tiny_bert):
     at.run()
     assert_page_inert(at)
     sidebar = [m.value for m in at.sidebar.markdown]
-    assert any(md_code(EVIL) in m for m in sidebar), sidebar
+    assert any(md_code(EVIL) in e.value for e in at.error), [e.value for e in at.error]   # said, then the default
+    assert at.session_state["hp_model"] != EVIL
     assert any("Score `gradient`" in m for m in sidebar), sidebar           # the scorer in use, after fallback
     assert at.session_state["hp_scorer"] == "gradient"
     assert any("Unknown scorer" in e.value for e in at.error)

@@ -40,8 +40,8 @@ def test_the_attention_kinds_borrow_the_missing_kind_from_a_saved_run(tiny_ssru,
     assert {"encoder self-attention (8 heads)", "encoder-decoder (cross) attention (8 heads)",
             "decoder self-attention (8 heads, speech-stand-in)"} <= names, names
     titles = [a["text"] for a in spec["layout"]["annotations"]]
-    assert "speech-stand-in on movie-speech, WER, 4 examples" in titles and len(titles) == 2, titles
-    said = "Decoder self-attention: borrowed from " + md_escape("speech-stand-in on movie-speech, WER, 4 examples")
+    assert "speech-stand-in on movie-speech, WER, 4 utterances" in titles and len(titles) == 2, titles
+    said = "Decoder self-attention: borrowed from " + md_escape("speech-stand-in on movie-speech, WER, 4 utterances")
     assert any(c.value.startswith(said) for c in at.caption), [c.value for c in at.caption]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.attention import figures
+from app.roles import figures
 from browser_helpers import ok
 
 

@@ -57,6 +57,7 @@ BENCH_FORMAT = _format("bench", 1, "latency and throughput of a model with and w
 ONNX_BENCH_FORMAT = _format("onnx_bench", 1, "dense and pruned latency in ONNX Runtime beside PyTorch")
 INFO_FORMAT = _format("info", 1, "a model's architecture and head layout (headprune info)")
 KV_POLICY_FORMAT = _format("kv_policy", 1, "per key/value head: full cache, or sink + recent window (streaming)")
+LONG_CONTEXT_CURVES_FORMAT = _format("long_context_curves", 1, "accuracy against the share of key/value heads streaming, per policy")
 CAUSAL_FORMAT = _format("causal", 1, "top heads by a score removed against random heads: accuracy, paired tests")
 # -- SMP --
 SMP_PRUNER_FORMAT = _format("smp_pruner", 1, "a trained SMP pruner's configuration")

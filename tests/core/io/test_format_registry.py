@@ -67,7 +67,7 @@ def test_the_checkers_see_a_spelled_format_and_a_document_literal():
 
 
 def test_the_registry_holds_each_format_once_with_what_it_holds():
-    assert len(codec.FORMATS) == 31
+    assert len(codec.FORMATS) == 32
     assert all(FORMAT_STRING.fullmatch(f) and holds for f, holds in codec.FORMATS.items())
     families = [codec.format_family(f) for f in codec.FORMATS]
     assert len(set(families)) == len(families)
