@@ -29,7 +29,7 @@ from pruning_core.core.heads import HeadScores  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.evaluation.results import provenance, read_json  # noqa: E402
 from pruning_core.evaluation.stats import paired_correctness, wilson_interval  # noqa: E402
-from pruning_core.modeling.kv import kv_policy as kvp  # noqa: E402
+from pruning_core.modeling.kv import kv_accounting, kv_policy as kvp  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 from pruning_core.tasks.data import ruler  # noqa: E402
@@ -40,25 +40,6 @@ MODELS = ("smollm2", "qwen2.5-0.5b")
 TASKS = (*ruler.RULER_KINDS, "icl-repetition")
 POLICIES = ("full", "retrieval", "razor", "streaming", "random")
 KEEPS = 0.95                     # DuoAttention's claim: 50 % streaming keeps >= 95 % of the full cache's accuracy
-
-
-# -- accounting (kvpress's compression ratio, PruLong's footprint) ---------------------------------------
-
-def compression_ratio(policy: kvp.KVPolicy, context: int) -> float:
-    """kvpress: the share of the ``context`` tokens' key/value entries dropped after a full prefill."""
-    kept = sum(policy.kept_tokens(context, s) for row in policy.streaming for s in row)
-    return 1.0 - kept / (policy.n_heads * context)
-
-
-def footprint_ratio(policy: kvp.KVPolicy, context: int) -> float:
-    """PruLong's KV footprint over a prefill of ``context`` tokens (entries held at each step, summed), relative to
-    the full cache: a streaming head holds ``min(t, sink + window)`` entries at step ``t``."""
-    def held(streaming: bool) -> int:
-        b = policy.sink + policy.window
-        if not streaming or context <= b:
-            return context * (context + 1) // 2
-        return b * (b + 1) // 2 + (context - b) * b
-    return sum(held(s) for row in policy.streaming for s in row) / (policy.n_heads * held(False))
 
 
 # -- policies -------------------------------------------------------------------------------------------
@@ -88,8 +69,7 @@ def conditions(loaded, report, fractions, seeds, sink, window) -> dict[tuple, kv
                                                   window=window, source={"score_method": "razor"})
         for s in seeds:
             out[("random", f, s)] = kvp.random_policy(kv_heads, f, s, sink=sink, window=window)
-    out[("streaming", 1.0, None)] = kvp.KVPolicy(tuple((True,) * n for n in kv_heads), sink, window,
-                                                 {"method": "all", "fraction": 1.0})
+    out[("streaming", 1.0, None)] = kvp.KVPolicy.all_streaming(kv_heads, sink, window)
     return out
 
 
@@ -111,8 +91,8 @@ def measure(loaded, task, data, policy, full_row: dict | None, length: int) -> d
     row = {"accuracy": sum(correct) / len(correct), "correct": sum(correct), "examples": len(correct),
            "wilson_95": list(wilson_interval(sum(correct), len(correct))), "per_example": correct,
            "kv_mib": memory["kv_bytes"] / 2 ** 20, "full_kv_mib": memory["full_kv_bytes"] / 2 ** 20,
-           "compression_ratio": compression_ratio(policy_or_full, length),
-           "footprint_ratio": footprint_ratio(policy_or_full, length),
+           "compression_ratio": kv_accounting.compression_ratio(policy_or_full, length),
+           "footprint_ratio": kv_accounting.kv_footprint(policy_or_full, length, chunk=1),
            "sink": policy_or_full.sink, "window": policy_or_full.window,
            "streaming": [[int(x) for x in r] for r in policy_or_full.streaming],
            "seconds": round(seconds, 1), "seconds_per_example": round(seconds / len(correct), 2),

@@ -61,8 +61,7 @@ def main() -> None:
         kv_heads = kvp.kv_heads_of(loaded)
         conditions = {"full": None}
         for sink in args.sinks:
-            conditions[f"sink-{sink}"] = kvp.KVPolicy(tuple((True,) * n for n in kv_heads), sink, args.window,
-                                                      {"method": "all", "fraction": 1.0})
+            conditions[f"sink-{sink}"] = kvp.KVPolicy.all_streaming(kv_heads, sink, args.window)
         for name, policy in conditions.items():
             if name in run["rows"]:
                 print(f"{model} {name}: already measured, skipped", flush=True)

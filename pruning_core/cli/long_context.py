@@ -117,8 +117,7 @@ def cmd_kv_policy(args) -> None:
                                  source={"scores": str(args.scores), "score_method": method,
                                          "score_split": origin.get("split"), "score_task": origin.get("task")})
     elif args.all:
-        policy = kv_policy.KVPolicy(tuple((True,) * n for n in kv_policy.kv_heads_of(loaded)), args.sink, args.window,
-                                    {"method": "all", "fraction": 1.0})
+        policy = kv_policy.KVPolicy.all_streaming(kv_policy.kv_heads_of(loaded), args.sink, args.window)
     else:
         policy = kv_policy.random_policy(kv_policy.kv_heads_of(loaded), args.stream, args.random, sink=args.sink,
                                    window=args.window)

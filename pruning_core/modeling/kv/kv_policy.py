@@ -76,6 +76,11 @@ class KVPolicy:
         """Every head keeps its whole cache (``kv_heads``: key/value heads per layer)."""
         return cls(tuple((False,) * n for n in kv_heads), sink, window, {"method": "full"})
 
+    @classmethod
+    def all_streaming(cls, kv_heads: Sequence[int], sink: int = 128, window: int = 256) -> "KVPolicy":
+        """Every head keeps only its sink and window (StreamingLLM); ``kv_heads``: key/value heads per layer."""
+        return cls(tuple((True,) * n for n in kv_heads), sink, window, {"method": "all", "fraction": 1.0})
+
     @property
     def kv_heads(self) -> tuple[int, ...]:
         return tuple(len(row) for row in self.streaming)
