@@ -22,7 +22,8 @@ upload = st.file_uploader("Show another dynamics file (headprune.dynamics/1 JSON
                           key=state.widget_key("dynamics", "upload"))
 source = upload.name if upload is not None else dynamics.DEFAULT_RESULT.name
 try:
-    result = dynamics.read_dynamics(upload.getvalue() if upload is not None else dynamics.DEFAULT_RESULT.read_bytes())
+    result = dynamics.read_dynamics(upload.getvalue() if upload is not None else dynamics.DEFAULT_RESULT.read_bytes(),
+                                    f"File {source!r}")
 except FileNotFoundError:
     st.info(f"No dynamics run yet ({dynamics.DEFAULT_RESULT.name} is missing). Run `python benchmarks/dynamics.py` "
             "(about 10 minutes on 2 CPU cores), or upload a file made by `headprune dynamics --out FILE`.")

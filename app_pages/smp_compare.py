@@ -1,5 +1,4 @@
 """SMP compare: prune before fine-tuning (SMP) against the full model, random pruning, and pruning after."""
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -8,7 +7,8 @@ import streamlit as st
 from app.core import ui
 from app.core.session import state
 from app.core.text import md_code, md_escape
-from pruning_core.core.errors import FormatError, HeadpruneError
+from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.io.codec import read_document
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.scoring.smp.compare import CompareResult, summary_rows
 
@@ -25,16 +25,16 @@ the gradient importance I_h (each head's estimated effect on the loss) without r
 DEFAULT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "smp_compare.json"
 upload = st.file_uploader("Show another comparison file (headprune.smp_compare/1 JSON)", type=["json"],
                           key=state.widget_key("smp", "upload"))
+source = upload.name if upload is not None else str(DEFAULT.relative_to(DEFAULT.parents[2]))
 try:
-    source = upload.name if upload is not None else str(DEFAULT.relative_to(DEFAULT.parents[2]))
-    result = CompareResult.from_json(json.loads(upload.getvalue() if upload is not None else DEFAULT.read_text()))
+    result = read_document(upload.getvalue() if upload is not None else DEFAULT.read_bytes(), CompareResult.from_json,
+                           f"File {source!r}")
 except FileNotFoundError:
     st.info(f"No comparison yet ({DEFAULT.name} is missing). Run `python benchmarks/smp_compare.py`, "
             "or upload a file made by `headprune smp compare --out FILE`.")
     st.stop()
-except ValueError as exc:           # a HeadpruneError (wrong format), or not JSON at all
-    ui.show_error(exc if isinstance(exc, HeadpruneError) else FormatError(f"not valid JSON ({exc})"),
-                  f"Reading {md_code(source)}")
+except HeadpruneError as exc:
+    ui.show_error(exc, f"Reading {md_code(source)}")
     st.stop()
 
 rows = pd.DataFrame(summary_rows(result)).set_index("short")

@@ -5,7 +5,6 @@ anything else); the figure builders take that result and return ``go.Figure`` ob
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -13,20 +12,16 @@ import plotly.graph_objects as go
 from app.core.colouring import PALETTE, metric_axis
 from app.curves.figures import SYMBOLS, _scale
 from pruning_core.analysis.dynamics import DynamicsResult
-from pruning_core.core.errors import FormatError
+from pruning_core.core.io.codec import read_document
 from pruning_core.evaluation.metrics import get_metric
 
 # where `python benchmarks/dynamics.py` writes the default's run (read when nothing is uploaded)
 DEFAULT_RESULT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "dynamics.json"
 
 
-def read_dynamics(raw: bytes | str) -> DynamicsResult:
-    """Parse a dynamics JSON document; FormatError when it is not JSON or not that format."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise FormatError(f"not valid JSON ({exc})") from None
-    return DynamicsResult.from_json(data)
+def read_dynamics(raw: bytes | str, where: str = "The dynamics file") -> DynamicsResult:
+    """The dynamics document in ``raw``; a FormatError naming ``where`` when it is not JSON or not that format."""
+    return read_document(raw, DynamicsResult.from_json, where)
 
 
 def _step_colour(i: int, n: int) -> str:

@@ -1,7 +1,6 @@
 """The Curves page's "Attention kinds" tab: Michel et al. §5, which kind of attention the task needs most."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import streamlit as st
@@ -15,6 +14,7 @@ from app.core.text import md_code, md_escape
 from app.curves import figures, tables, words
 from app.curves import jobs
 from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.io.codec import read_document
 from pruning_core.core.heads import KIND_LABELS
 from pruning_core.evaluation.kinds import FRACTIONS, KindSensitivity, borrow, missing_note, source_label
 
@@ -54,7 +54,7 @@ def show(sel: Selection, arch) -> None:
 
 def bundled_runs() -> list[KindSensitivity]:
     """The saved runs shipped in ``assets/reference/`` that a model lacking a kind borrows it from."""
-    return [KindSensitivity.from_json(json.loads(p.read_text())) for p in sorted(REFERENCE_RUNS.glob("kinds-*.json"))]
+    return [read_document(p.read_bytes(), KindSensitivity.from_json, f"File {p.name!r}") for p in sorted(REFERENCE_RUNS.glob("kinds-*.json"))]
 
 
 def borrowed_caption(borrowed) -> None:
@@ -89,8 +89,7 @@ def _borrowed(result: KindSensitivity) -> tuple:
                                    "the runs bundled with headprune (assets/reference/) are used.")
     if upload is not None:
         try:
-            runs.insert(0, KindSensitivity.from_json(json.loads(upload.getvalue())))
-        except (ValueError, KeyError, TypeError, HeadpruneError) as exc:
-            st.error(f"{md_escape(upload.name)} is not a saved run of the kinds comparison ({md_escape(exc)}). Write "
-                     "one with `headprune kinds MODEL --task TASK --out FILE.json`.")
+            runs.insert(0, read_document(upload.getvalue(), KindSensitivity.from_json, f"Upload {upload.name!r}"))
+        except HeadpruneError as exc:
+            st.error(md_escape(exc))
     return borrow(result, runs)[1:]

@@ -40,7 +40,7 @@ class KindPoint(JsonRecord):
 class KindSensitivity(JsonRecord):
     """The metric with a share of one kind's heads removed, for every kind the model has."""
 
-    _malformed = "The attention-kinds file is malformed; measure the kinds again"
+    _malformed = "The attention-kinds file is malformed; run `headprune kinds MODEL --task TASK --out FILE.json` again"
 
     format: str = field(default=KINDS_FORMAT, init=False)
     metric_name: str

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, ClassVar, TypeVar
 
 from pruning_core.core.errors import FormatError
 
 R = TypeVar("R", bound="JsonRecord")
+T = TypeVar("T")
 
 FORMATS: dict[str, str] = {}          # "headprune.<name>/<version>" -> what a file of that format holds
 
@@ -111,6 +112,20 @@ def check_format(data: Any, expected: str | None, where: str = "the file") -> di
             raise FormatError(f"{where} has format version {version[:20]!r}; this headprune reads version "
                               f"{want_version!r}. Re-create the file with this version of headprune.")
     return data
+
+
+def read_document(raw: str | bytes, reader: Callable[[Any], T], where: str) -> T:
+    """``reader`` applied to the JSON in ``raw`` (an upload's bytes): any failure, of the JSON or of what it
+    holds, becomes one :class:`FormatError` that names ``where`` and says what to do."""
+    data = loads(raw, where)
+    try:
+        return reader(data)
+    except FormatError as exc:
+        message = str(exc)
+        raise FormatError(message if where in message else f"{where}: {message}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as exc:
+        raise FormatError(f"{where} is malformed ({type(exc).__name__}: {str(exc)[:120]}). Write it again with "
+                          "headprune.") from None
 
 
 OMIT = {"omit": True}    # field metadata: kept in memory, not written (a run's per-step losses)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from pruning_core.core.io.codec import SMP_COMPARE_FORMAT, JsonRecord, check_format
-from pruning_core.core.errors import DataError, HeadpruneError
+from pruning_core.core.errors import DataError, FormatError, HeadpruneError
 from pruning_core.tasks.finetune import FinetuneConfig
 from pruning_core.core.heads import HeadMask
 from pruning_core.evaluation.metrics import get_metric
@@ -27,6 +27,7 @@ from pruning_core.core.progress import ProgressCallback, ProgressEvent, report
 
 SHORT = {"a_full": "(a) full", "b_smp": "(b) SMP", "c_random": "(c) random", "d_gradient": "(d) I_h, no retrain",
          "e_gradient_retrained": "(e) I_h + retrain"}
+FINETUNE_STATS = ("seconds", "cpu_seconds", "peak_memory_bytes", "memory_increase_bytes")   # summarised per group
 LABELS = {
     "a_full": "(a) full model, fine-tuned",
     "b_smp": "(b) SMP 50 % per layer, pruned, then fine-tuned",
@@ -85,6 +86,14 @@ class ConditionResult(JsonRecord):
     mask: dict | None                  # {kind: [[1, 0, ...], ...]}, None = all heads
     seed: int | None = None            # the random mask's seed (c)
 
+    def __post_init__(self) -> None:
+        if self.group not in LABELS:
+            raise FormatError(f"condition {self.key[:40]!r} has group {self.group[:40]!r}, not one of {', '.join(LABELS)}")
+        get_metric(self.metric_name)
+        stats = self.finetune or {}
+        if not isinstance(stats, dict) or any(not _number(stats.get(k, 0)) for k in FINETUNE_STATS):
+            raise FormatError(f"condition {self.key[:40]!r} has fine-tuning figures that are not numbers")
+
     @property
     def label(self) -> str:
         return LABELS[self.group] + (f" (seed {self.seed})" if self.seed is not None else "")
@@ -119,9 +128,15 @@ class CompareResult:
     @classmethod
     def from_json(cls, data: dict) -> "CompareResult":
         check_format(data, SMP_COMPARE_FORMAT, "the comparison file")
+        if not isinstance(data.get("conditions"), list) or not data["conditions"]:
+            raise FormatError("The comparison file holds no conditions; re-run `headprune smp compare`.")
         conds = [ConditionResult.from_json(c) for c in data["conditions"]]
         return cls(conds, dict(data.get("config") or {}), dict(data.get("provenance") or {}),
                    float(data.get("seconds", 0.0)))
+
+
+def _number(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def _mib(n: int | None) -> float | None:
@@ -150,7 +165,7 @@ def summary_rows(result: CompareResult) -> list[dict]:
         row["delta_vs_full_points"] = metric.delta(row["metric"], full[0]) if full else None
         row["short"] = SHORT[group] + (f" x{len(members)}" if len(members) > 1 else "")
         stats = [c.finetune for c in members if c.finetune]
-        for key in ("seconds", "cpu_seconds", "peak_memory_bytes", "memory_increase_bytes"):
+        for key in FINETUNE_STATS:
             vals = [s[key] for s in stats if s.get(key) is not None]
             row[f"finetune_{key}"], row[f"finetune_{key}_sd"] = _mean_sd(vals) if vals else (None, None)
         row["finetune_peak_memory_mib"] = _mib(row["finetune_peak_memory_bytes"])
