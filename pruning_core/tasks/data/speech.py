@@ -14,6 +14,7 @@ import io
 import json
 import re
 import shutil
+import struct
 import subprocess
 import time
 import wave
@@ -48,17 +49,23 @@ def resample(audio: np.ndarray, rate_in: int, rate_out: int = RATE) -> np.ndarra
     return out.astype(np.float32)
 
 
+CONVERT = "e.g. `ffmpeg -i IN -ar 16000 -ac 1 -sample_fmt s16 OUT.wav`"
+
+
 def decode_wav(data: bytes, where: str) -> np.ndarray:
     """A 16-bit PCM WAV file's bytes -> mono float32 [samples] in [-1, 1] at 16 kHz."""
     try:
         with wave.open(io.BytesIO(data)) as w:
             rate, channels, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
             frames = w.readframes(w.getnframes())
-    except (wave.Error, EOFError) as exc:
-        raise DataError(f"{where} is not a readable WAV file ({exc}); give 16-bit PCM WAV audio.") from None
+    except (wave.Error, EOFError, RuntimeError, ValueError, struct.error) as exc:   # RuntimeError: a chunk past the end
+        raise DataError(f"{where} is not a readable WAV file ({str(exc)[:80] or type(exc).__name__}); give 16-bit "
+                        f"PCM WAV audio ({CONVERT}).") from None
     if width != 2:
-        raise DataError(f"{where} has {8 * width}-bit samples; give 16-bit PCM WAV audio "
-                        "(e.g. `ffmpeg -i in -ar 16000 -ac 1 -sample_fmt s16 out.wav`).")
+        raise DataError(f"{where} has {8 * width}-bit samples; give 16-bit PCM WAV audio ({CONVERT}).")
+    if channels < 1 or not 1_000 <= rate <= 384_000 or len(frames) % (2 * channels):
+        raise DataError(f"{where} has a broken header ({channels} channels at {rate} Hz, {len(frames)} bytes of "
+                        f"samples); give 16-bit PCM WAV audio ({CONVERT}).")
     pcm = np.frombuffer(frames, dtype="<i2").astype(np.float32) / 32768.0
     if channels > 1:
         pcm = pcm.reshape(-1, channels).mean(axis=1)
@@ -121,36 +128,68 @@ def normalize_transcript(text: str) -> str:
 
 # -- listings of audio files -------------------------------------------------------------------------
 
+LISTING_HELP = ("give a folder of NAME.wav + NAME.txt files, a .jsonl file of {\"audio\", \"text\"} lines or a .tsv "
+                "file with the header line 'audio<TAB>text'")
+
+
 def load_listing(path: str | Path) -> list[dict]:
-    """``[{"audio": absolute wav path, "text": transcript}]`` from a folder, a JSONL or a TSV listing."""
+    """``[{"audio": absolute wav path, "text": transcript}]`` from a folder, a JSONL or a TSV listing; every
+    audio file named must exist (a DataError naming the listing's line otherwise)."""
     path = Path(path).expanduser()
     if path.is_dir():
-        rows = [{"audio": str(w), "text": w.with_suffix(".txt").read_text(encoding="utf-8").strip()}
+        rows = [{"audio": str(w), "text": _read_text(w.with_suffix(".txt")).strip()}
                 for w in sorted(path.glob("*.wav")) if w.with_suffix(".txt").is_file()]
         if not rows:
-            raise DataError(f"Folder {str(path)!r} has no NAME.wav with a NAME.txt transcript beside it.")
+            raise DataError(f"Folder {str(path)!r} has no NAME.wav with a NAME.txt transcript beside it; {LISTING_HELP}.")
         return rows
+    where = f"Speech listing {str(path)!r}"
     if not path.is_file():
-        raise DataError(f"Speech listing {str(path)!r} does not exist; give a folder of .wav + .txt files, "
-                        "a .jsonl file of {\"audio\", \"text\"} lines or a .tsv file with columns audio, text.")
-    lines = path.read_text(encoding="utf-8").splitlines()
+        raise DataError(f"{where} does not exist; {LISTING_HELP}.")
+    lines = _read_text(path).splitlines()
     if path.suffix.lower() == ".jsonl":
-        rows = [json.loads(line) for line in lines if line.strip()]
+        rows = [(i + 1, _json_line(line, f"{where} line {i + 1}")) for i, line in enumerate(lines) if line.strip()]
     elif path.suffix.lower() == ".tsv":
         header = lines[0].split("\t") if lines else []
         if header[:2] != ["audio", "text"]:
-            raise DataError(f"{str(path)!r} must start with the header line 'audio<TAB>text', got {header[:2]}.")
-        rows = [dict(zip(("audio", "text"), line.split("\t", 1))) for line in lines[1:] if line.strip()]
+            raise DataError(f"{where} must start with the header line 'audio<TAB>text' (got {str(header[:2])[:60]}); "
+                            "add it.")
+        rows = [(i + 2, dict(zip(("audio", "text"), line.split("\t", 1))))
+                for i, line in enumerate(lines[1:]) if line.strip()]
     else:
-        raise DataError(f"{str(path)!r}: a speech listing is a folder, a .jsonl or a .tsv file.")
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or "audio" not in row or "text" not in row:
-            raise DataError(f"{str(path)!r} line {i + 1} lacks 'audio' or 'text'.")
-        audio = Path(row["audio"]).expanduser()
-        row["audio"] = str(audio if audio.is_absolute() else path.parent / audio)
+        raise DataError(f"{where}: a speech listing is a folder, a .jsonl or a .tsv file; {LISTING_HELP}.")
     if not rows:
-        raise DataError(f"{str(path)!r} lists no audio.")
-    return [{"audio": r["audio"], "text": str(r["text"]).strip()} for r in rows]
+        raise DataError(f"{where} lists no audio; {LISTING_HELP}.")
+    return [_listed(row, f"{where} line {n}", path.parent) for n, row in rows]
+
+
+def _listed(row, where: str, base: Path) -> dict:
+    """One listing row checked: a text, and an audio path (relative to the listing) of a file that exists."""
+    if not isinstance(row, dict) or not isinstance(row.get("audio"), str) or "text" not in row:
+        raise DataError(f"{where} needs an 'audio' path and a 'text' transcript; fix that line.")
+    text = row["text"]
+    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
+        raise DataError(f"{where} has a transcript that is not text; fix that line.")
+    audio = Path(row["audio"]).expanduser() if row["audio"].strip() and "\x00" not in row["audio"] else None
+    audio = None if audio is None else audio if audio.is_absolute() else base / audio
+    if audio is None or not audio.is_file():
+        raise DataError(f"{where} names audio {row['audio'][:80]!r}, which is not a file; fix the path (relative "
+                        "paths start at the listing's folder).")
+    return {"audio": str(audio), "text": str(text).strip()}
+
+
+def _json_line(line: str, where: str):
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{where} is not valid JSON ({str(exc)[:100]}); fix that line.") from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise DataError(f"{str(path)!r} cannot be read as UTF-8 text ({str(exc)[:100]}); save it as UTF-8 and "
+                        "check the path.") from None
 
 
 # -- the embedded movie-speech set -------------------------------------------------------------------
