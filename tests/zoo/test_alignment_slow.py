@@ -1,5 +1,6 @@
-"""The audio-alignment role on the real prepared Whisper-base: its top 8 cross-attention heads share at least 4 with
-the 8 ``alignment_heads`` of the model's generation config (chance: 8 x 8 / 48 = 1.3), where the first-token
+"""The audio-alignment role on the real prepared Whisper-base: its top 8 cross-attention heads share at least 5 with
+the 8 ``alignment_heads`` of the model's generation config (chance: 8 x 8 / 48 = 1.3; the benchmark's 6, less one for
+another CPU's rounding of near-equal peaks), where the first-token
 role's top 8 share fewer. Skips, naming the command, when Whisper-base or espeak-ng is missing."""
 import shutil
 
@@ -24,4 +25,4 @@ def test_the_alignment_role_finds_whispers_listed_alignment_heads():
     report = compute_roles(loaded, roles=["alignment", "first_token"], seed=0)       # the benchmark's probe
     found = compare_listed(report.scores["alignment"]["cross"], listed)
     sink = compare_listed(report.scores["first_token"]["cross"], listed)
-    assert len(found["hits"]) >= 4 and len(sink["hits"]) < len(found["hits"]), (found, sink)
+    assert len(found["hits"]) >= 5 and len(sink["hits"]) < len(found["hits"]), (found, sink)

@@ -4,8 +4,9 @@
 On the ``text`` probe a speech model hears a sentence spoken by espeak-ng and reads its transcript teacher-forced.
 The transcript is laid over the voiced frames monotonically, each token a stretch proportional to its characters
 (espeak-ng speaks at an even rate); the query that predicts token ``j`` (decoder position ``prompt + j - 1``)
-should look at token ``j``'s stretch, widened by ``TOLERANCE`` of the speech on each side. Score: per head, the
-attention mass inside those stretches, averaged over the transcript's tokens and the sentences.
+should peak on token ``j``'s stretch. Score: per head, the share of the transcript's tokens whose query puts its
+largest attention weight on a frame of that token's stretch, averaged over the sentences (a head that follows the
+speech scores near 1; one parked on a frame, or spread evenly, near 0).
 :func:`listed_alignment_heads` reads the model's own list to compare with (``generation_config.alignment_heads``).
 """
 from __future__ import annotations
@@ -14,22 +15,18 @@ import numpy as np
 
 from pruning_core.analysis.roles.base import MeanOverSequences, ProbeSequence, Role, register_role
 
-TOLERANCE = 0.1          # each token's stretch widened by this share of the voiced frames on each side
-
-
 def bands(marks: dict, keys: int) -> np.ndarray:
     """``[tokens, keys]`` True on the frames the monotonic, character-proportional alignment gives each
-    transcript token (widened by :data:`TOLERANCE`)."""
+    transcript token."""
     first, end = marks["speech"]
     chars = np.asarray(marks["chars"], dtype=float)
     edges = first + (end - first) * np.concatenate([[0.0], np.cumsum(chars)]) / chars.sum()     # [tokens + 1]
-    slack = TOLERANCE * (end - first)
     frame = np.arange(keys)[None, :]
-    return (frame >= np.floor(edges[:-1, None] - slack)) & (frame < np.ceil(edges[1:, None] + slack))
+    return (frame >= np.floor(edges[:-1, None])) & (frame < np.ceil(edges[1:, None]))
 
 
 def alignment(seq: ProbeSequence, a: np.ndarray) -> np.ndarray | None:
-    """Per head, the mean over transcript tokens of the attention mass on the token's stretch of frames.
+    """Per head, the share of transcript tokens whose predicting query peaks on the token's stretch of frames.
 
     ``a``: ``[heads, T_q, T_k]`` cross-attention (queries: decoder positions, keys: encoder frames)."""
     marks = seq.marks
@@ -40,7 +37,8 @@ def alignment(seq: ProbeSequence, a: np.ndarray) -> np.ndarray | None:
     if not keep.any():
         return None
     band = bands(marks, a.shape[2])[keep]                                  # [tokens, T_k]
-    return (a[:, rows[keep]] * band[None]).sum(axis=2).mean(axis=1)
+    peaks = a[:, rows[keep]].argmax(axis=2)                                # [heads, tokens]
+    return np.take_along_axis(band[None].repeat(a.shape[0], 0), peaks[..., None], axis=2)[..., 0].mean(axis=1)
 
 
 def listed_alignment_heads(loaded) -> list[tuple[int, int]] | None:
@@ -67,7 +65,7 @@ def compare_listed(scores: np.ndarray, listed: list[tuple[int, int]]) -> dict:
 
 
 register_role(Role("alignment", "audio alignment (follows the speech in time)", "text", 0.3,
-                   "mean over transcript tokens of the cross-attention mass on the frames a monotonic alignment "
-                   "puts under the token (voiced frames split by the tokens' characters, each stretch widened by "
-                   f"{TOLERANCE:.0%} of the speech), at the query that predicts it; speech models only",
+                   "share of transcript tokens whose predicting query puts its largest cross-attention weight on "
+                   "the frames a monotonic alignment puts under the token (voiced frames split by the tokens' "
+                   "characters); speech models only",
                    ("cross",), lambda: MeanOverSequences(alignment), task_types=("asr",)))
