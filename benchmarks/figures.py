@@ -105,6 +105,24 @@ def table(rows: list[str], columns: tuple[str, ...] = COLUMNS) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows, ""]
 
 
+def _summarise(kind: str, summarise: Callable[[dict[str, dict]], list[Row]], files: dict[str, dict]) -> list[Row]:
+    """The kind's rows; a file its summariser cannot read is named, with what it lacked."""
+    try:
+        return summarise(files)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        bad = [n for n in files if not _reads(summarise, {n: files[n]})] or sorted(files)
+        raise RuntimeError(f"the {kind!r} summariser cannot read {', '.join(bad)} ({e!r}): teach it (in "
+                           "benchmarks/figure_rows/) the shape of this result") from e
+
+
+def _reads(summarise: Callable[[dict[str, dict]], list[Row]], files: dict[str, dict]) -> bool:
+    try:
+        summarise(files)
+        return True
+    except (KeyError, IndexError, TypeError, ValueError):
+        return False
+
+
 def render(docs: dict[str, dict] | None = None) -> str:
     """The whole of docs/FIGURES.md for these results (by default, those in benchmarks/results/)."""
     docs = load_results() if docs is None else docs
@@ -115,7 +133,7 @@ def render(docs: dict[str, dict] | None = None) -> str:
     archive: list[str] = []
     last: dict[str, Row | None] = {}
     for kind, (section, summarise) in SUMMARISERS.items():
-        for row in summarise(by_kind.get(kind, {})):
+        for row in _summarise(kind, summarise, by_kind.get(kind, {})):
             reason = stale_reason(row, docs)
             where = "Archive" if reason else section
             text = line(row, last.get(where), *([reason] if reason else []))

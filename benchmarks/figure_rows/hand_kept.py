@@ -10,6 +10,6 @@ def rows(docs: dict[str, dict]) -> list[Row]:
     out = []
     for name, doc in docs.items():
         for r in doc["rows"]:
-            out.append(Row(r["what"], r["figure"], f"{r['date']}, {r['machine']}, {r['load']}", r["command"], (name,),
-                           stale=r.get("stale")))
+            where = ", ".join(p for p in (r["date"], r["machine"], r["load"]) if p)
+            out.append(Row(r["what"], r["figure"], where, r["command"], (name,), stale=r.get("stale")))
     return out

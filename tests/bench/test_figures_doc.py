@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import figures  # noqa: E402
@@ -37,3 +39,9 @@ def test_a_stale_result_goes_to_the_archive_and_an_unknown_kind_is_listed():
     assert "| W | F 1.5 s |" in current and "OLD" not in current
     assert "| OLD |" in archive and archive.split("## Results")[0].rstrip().endswith("| superseded |")
     assert "| `new_bench.json` | new_bench | 2026-01-02 03:04 |" in page
+
+
+def test_a_result_its_summariser_cannot_read_is_named():
+    docs = {"dashboard_timings-new.json": {"format": "headprune.bench/1", "kind": "dashboard_timings", "runs": [{}]}}
+    with pytest.raises(RuntimeError, match="'dashboard_timings' summariser cannot read dashboard_timings-new.json"):
+        figures.render(docs)
