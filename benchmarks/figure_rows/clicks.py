@@ -1,0 +1,104 @@
+"""Rows for a click in the library (no browser): the layer cache on a language model, on translation and speech,
+draft-checked greedy decoding, and the decoding bound against the references."""
+from __future__ import annotations
+
+from . import Row, fixed, machine, num, pct, sec, times
+
+
+def live_clicks(docs: dict[str, dict]) -> list[Row]:
+    rows = []
+    for name, doc in docs.items():
+        layers = ", ".join(map(str, doc["layers"]))
+        by_layer = ", ".join(f"{fixed(doc['by_layer'][str(layer)]['median_seconds'], 3)}" for layer in doc["layers"])
+        equal = "every figure equal to the pass without the cache" if doc["all_equal"] else "figures differ"
+        repeats = 1 + max(c["repeat"] for c in doc["clicks"])
+        rows.append(Row(
+            f"a one-head click with the layer cache, {doc['model']}, {doc['n_examples']} {doc['task']} "
+            f"{doc['unit']}s, {doc['kind']} heads in layers {layers}",
+            f"median {sec(doc['median_seconds'], 3)} ({by_layer} s) against {sec(doc['median_plain_seconds'], 3)} "
+            f"without the cache in the same run; all heads {sec(doc['full_seconds'])}; {equal}",
+            machine(doc, [doc["load_before"], doc["load_end"]]),
+            f"python benchmarks/live_clicks.py --model {doc['model']} --repeats {repeats}", (name,)))
+    return rows
+
+
+def seq2seq_live(docs: dict[str, dict]) -> list[Row]:
+    rows = []
+    for name, doc in docs.items():
+        kinds = ", ".join(f"{kind} {fixed(k['loss_seconds']['median'])} / {fixed(k['metric_seconds']['median'])} s"
+                          for kind, k in doc["by_kind"].items())
+        equal = "every figure equal to the evaluation without the cache" if doc["all_equal_uncached"] else \
+            "figures differ from the evaluation without the cache"
+        rows.append(Row(
+            f"a one-head click with the layer cache, {doc['model']}, {doc['n_examples']} {doc['task']} examples",
+            f"loss {sec(doc['loss_seconds']['median'])}, {doc['metric']} {sec(doc['metric_seconds']['median'])}, "
+            f"median of {len(doc['clicks'])} clicks in a seeded order (loss / {doc['metric']}: {kinds}); all heads "
+            f"{sec(doc['all_heads']['seconds'])}; {equal}",
+            machine(doc, [doc["load_before"], doc["load_after"], *(c["load_1min"] for c in doc["clicks"])]),
+            f"python benchmarks/seq2seq_live.py --model {doc['model']} --clicks {len(doc['clicks'])}", (name,)))
+    return rows
+
+
+def mt_live(docs: dict[str, dict]) -> list[Row]:
+    rows = []
+    for name, doc in docs.items():
+        live = doc["live"]
+        one, seq = live["single"], live["sequence"]
+        kinds = ", ".join(f"{k} {sec(v['median_bleu_seconds'])}" for k, v in one["by_kind"].items())
+        loads = [live["load_before"][0], live["load_after"][0]]
+        loads += [c["load_1min"] for c in one["clicks"] + seq["clicks"]]
+        rows.append(Row(
+            f"translation live loop, {doc['model']}, {doc['n_examples']} {doc['task']} examples",
+            f"a click's new BLEU {sec(one['median_bleu_seconds'])} median wall over {one['n_clicks']} heads removed "
+            f"alone ({kinds}), {sec(seq['median_bleu_seconds'])} over {seq['n_clicks']} removed one after another; "
+            f"the loss alone {sec(one['median_loss_seconds'])}",
+            machine(doc, loads), "python benchmarks/mt_live.py", (name,)))
+    return rows
+
+
+def draft_decoding(docs: dict[str, dict]) -> list[Row]:
+    """Per model of each run: draft-checked against plain greedy decoding, CPU seconds per click, exactness, and
+    how much of the drafts was kept."""
+    rows = []
+    for name, doc in docs.items():
+        models = list(doc["models"])
+        sweep = "" if any("sweep" in m for m in doc["models"].values()) else " --no-sweep"
+        command = f"python benchmarks/draft_decoding.py --models {' '.join(models)}{sweep}"
+        for model, entry in doc["models"].items():
+            c, t = entry["clicks"], entry["clicks"]["draft_totals"]
+            passes = f", {t['passes']} re-aligned passes in all" if "passes" in t else ", one pass"
+            steps = [k["draft"]["steps"] for k in c["clicks"]]
+            same = "predictions equal" if c["all_same"] else "predictions DIFFER"
+            rows.append(Row(
+                f"draft-checked vs plain greedy decoding, {model}, {entry['examples']} examples, {c['n_clicks']} "
+                f"one-head clicks ({', '.join(entry['kinds'])}){passes}",
+                f"CPU s median plain {fixed(c['median_plain_cpu_seconds'])}, draft-checked "
+                f"{fixed(c['median_draft_cpu_seconds'])}: {times(c['ratio_cpu_seconds'])} (wall "
+                f"{fixed(c['median_plain_seconds'], 1)} / {fixed(c['median_draft_seconds'], 1)} s); {same}; near-ties "
+                f"{c['near_ties']}; {num(t['accepted'], 0)} of {num(t['drafted'], 0)} drafted tokens kept; "
+                f"{t['resumed']} of {num(t['rows'], 0)} rows resumed, {t['steps']} greedy steps ({min(steps)} to "
+                f"{max(steps)} a click)",
+                machine(doc, [k["load_1min"] for k in c["clicks"]], f"commit {doc['commit'][:7]}"), command, (name,)))
+    return rows
+
+
+def decode_bounds(docs: dict[str, dict]) -> list[Row]:
+    """Per model: references over greedy decoding's bound per split, and the all-heads outputs against it."""
+    rows = []
+    for name, doc in docs.items():
+        for model, entry in doc["models"].items():
+            splits = entry["splits"]
+            held = [s for s in ("validation", "test") if s in splits]
+            over, most = sum(splits[s]["over"] for s in held), max(splits[s]["most"] for s in held)
+            figure = (f"{' and '.join(held)}: {over} of {' + '.join(num(splits[s]['examples'], 0) for s in held)} "
+                      f"references over the bound (the longest at {pct(most, 0)} of it)")
+            if "train" in splits:
+                tr = splits["train"]
+                figure += f"; train: {tr['over']} of {num(tr['examples'], 0)} (up to {times(tr['most'], 1)})"
+            dec = entry["decoded"]
+            figure += (f"; the first {dec['examples']} all-heads outputs: {dec['reached']} reach it (the longest "
+                       f"{pct(dec['most'], 0)})")
+            rows.append(Row(f"greedy decoding's bound against the references, {model} ({entry['task']}; bound: "
+                            f"{dec['decoding']['bound']})", figure, machine(doc, None),
+                            f"python benchmarks/decode_bounds.py --decode {dec['examples']}", (name,)))
+    return rows

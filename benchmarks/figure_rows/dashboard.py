@@ -1,0 +1,103 @@
+"""Rows for a click on the dashboard in Chromium (``dashboard_timings.py``): one session's clicks, a class clicking
+at once against a lone session in the same run, clicks at random moments; and the Head map's scoring memory."""
+from __future__ import annotations
+
+from . import Row, fixed, machine, median_range, num, sec, times
+
+
+def _loads(doc: dict) -> list[float]:
+    """Every 1-minute load average a dashboard run recorded: before it, beside its pass, at each click and class."""
+    out = []
+    for run in doc.get("runs") or []:
+        out += [run.get("load_average_1min_before"), run.get("one_forward_pass", {}).get("load_average_1min")]
+        out += [t.get("load_average_1min") for t in run.get("toggles") or []]
+    for group in [*(doc.get("class") or []), doc.get("class_random_moments") or {}]:
+        out += list((group.get("load_average_1min") or {}).values())
+    return out
+
+
+def _subject(doc: dict) -> str:
+    return f"{doc['model']}, {doc['provenance']['settings']['limit']} examples"
+
+
+def _window(doc: dict) -> str:
+    return "Chromium " + doc["provenance"]["settings"]["window"].split(" ")[0]
+
+
+def _session(run: dict) -> str:
+    """One session clicking: click -> metric (and loss, where it comes first), by attention kind, the latency's
+    estimate and measurement, and the server's CPU against one forward pass over the same examples."""
+    metric, loss, kinds = run["click_to_metric_s"], run.get("click_to_loss_s"), run.get("by_kind") or {}
+    if not loss or loss == metric:
+        text = f"click -> metric {median_range(metric)}"
+    else:
+        text = f"click -> loss {median_range(loss)}, metric {median_range(metric)}"
+    if len(kinds) > 1:
+        text += " (loss / metric: " + ", ".join(
+            f"{k} {fixed(v['click_to_loss_s']['median'])} / {fixed(v['click_to_metric_s']['median'])}"
+            for k, v in kinds.items()) + ")"
+    text += f"; latency drawn {sec(run['click_to_latency_s']['median'])}"
+    if "click_to_latency_measured_s" in run:
+        text += f", measured {sec(run['click_to_latency_measured_s']['median'], 1)}"
+    one, sent = run["one_forward_pass"]["wall_s"]["median"], run["server_cpu_to_metric_sent_s"]["median"]
+    share = times(run["cpu_to_metric_sent_over_one_forward_pass"])
+    return text + f"; server CPU to the metric {sec(sent)}, {share} a forward pass ({sec(one)} wall)"
+
+
+def _class(doc: dict, over: dict) -> str:
+    """A class against a lone session of the same run: medians, the ratio, correctness, CPU and memory."""
+    n, nice = over["sessions"], over["browsers_niceness"]
+    pooled = {(p["sessions"], p.get("browsers_niceness")): p for p in doc["class_pooled"]}
+    group, lone = pooled[(n, nice)], pooled[(1, nice)]
+    rounds = [c for c in doc["class"] if c["sessions"] == n and c.get("browsers_niceness") == nice]
+    alone = [c for c in doc["class"] if c["sessions"] == 1 and c.get("browsers_niceness") == nice]
+    server = sum(c["cpu_s_to_last_metric"]["server"] for c in rounds) / (n * len(rounds))
+    lone_cpu = sum(c["cpu_s_to_last_metric"]["server"] for c in alone) / len(alone)
+    browsers = sum(c["cpu_s_to_last_metric"]["browsers"] for c in rounds) / len(rounds)
+    medians = "" if len(rounds) == 1 else " (rounds " + ", ".join(map(fixed, group["round_medians_s"])) + ")"
+    lost = f", {group['clicks_lost']} lost" if "clicks_lost" in group else ""
+    return (f"median {median_range(group['to_metric_s'])} over {group['to_metric_s']['n']}{medians}, lone "
+            f"{median_range(lone['to_metric_s'], 3)}: **{times(over['ratio'])}**; "
+            f"{'all correct' if group['all_correct'] else 'metrics WRONG'}{lost}; server {sec(server)} CPU a "
+            f"click (alone {fixed(lone_cpu)}), browsers {sec(browsers, 1)} a round; peak "
+            f"{num(group['server_peak_mib'], 0)} MiB")
+
+
+def dashboard_timings(docs: dict[str, dict]) -> list[Row]:
+    rows = []
+    for name, doc in docs.items():
+        where = machine(doc, _loads(doc), _window(doc))
+        command = doc["command"]
+        for run in doc.get("runs") or []:
+            clicks = "layer-0 heads" if "layer 0" in doc["provenance"]["settings"].get("clicks", "") else \
+                "one head a layer" + (" and kind" if len(run.get("by_kind") or {}) > 1 else "")
+            condition = "" if run["condition"].startswith("as found") else f", {run['condition']}"
+            rows.append(Row(f"dashboard, one session's clicks, {_subject(doc)}, {clicks}{condition}",
+                            _session(run), where, command, (name,)))
+        for over in doc.get("class_over_single") or []:
+            rows.append(Row(f"dashboard, a class of {over['sessions']} at once vs one session, {_subject(doc)}, "
+                            f"browsers nice {over['browsers_niceness']}",
+                            _class(doc, over), where, command, (name,)))
+        moments = doc.get("class_random_moments")
+        if moments:
+            wrong = moments["heads_wrongly_removed"]
+            rows.append(Row(
+                f"dashboard, {moments['sessions']} sessions clicking {moments['clicks_per_session']} heads each at "
+                f"random moments over {sec(moments['span_s'], 0)}, {_subject(doc)}",
+                f"{moments['clicks_lost']} of {moments['clicks']} clicks lost, {wrong} heads wrongly removed, "
+                f"{'every final metric correct' if moments['all_correct'] else 'final metrics WRONG'}",
+                where, command, (name,)))
+    return rows
+
+
+def headmap_memory(docs: dict[str, dict]) -> list[Row]:
+    rows = []
+    for name, doc in docs.items():
+        rows.append(Row(
+            f"Head map scoring started by its button, {doc['model']} on {doc['task']}",
+            f"{sec(doc['scoring_seconds'], 1)} from the click to the coloured map (the button: \"{doc['button']}\"); "
+            f"server peak {num(doc['vm_hwm_mib'], 0)} MiB (VmHWM) within the dashboard's "
+            f"{num(doc['memory_budget_mib'], 0)} MiB budget",
+            machine(doc, list(doc["load_average_1min"].values())),
+            doc["command"].strip(), (name,)))
+    return rows

@@ -1,0 +1,47 @@
+"""docs/FIGURES.md is what ``benchmarks/figures.py`` makes of ``benchmarks/results/*.json``: a figure edited by hand,
+or a result added or changed without regenerating the page, fails here."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import figures  # noqa: E402
+
+
+def test_the_committed_figures_page_is_the_scripts_output():
+    diff = figures.difference(figures.DOC.read_text(encoding="utf-8"), figures.render())
+    assert not diff, "docs/FIGURES.md differs from its results: run python benchmarks/figures.py\n" + diff[:4000]
+
+
+def test_the_check_fails_on_a_figure_edited_by_hand(tmp_path, monkeypatch, capsys):
+    page = figures.render()
+    edited = tmp_path / "FIGURES.md"
+    edited.write_text(page.replace("**45.33x**", "**40.00x**"), encoding="utf-8")
+    monkeypatch.setattr(figures, "DOC", edited)
+    assert figures.main(["--check"]) == 1
+    assert "-| dashboard, a class of 30" in capsys.readouterr().out
+    edited.write_text(page, encoding="utf-8")
+    assert figures.main(["--check"]) == 0
+
+
+def test_a_stale_result_goes_to_the_archive_and_an_unknown_kind_is_listed():
+    row = {"what": "W", "figure": "F 1.5 s", "machine": "2 cores", "load": "load 1.0", "command": "c",
+           "date": "2026-01-01"}
+    docs = {"hand_kept.json": {"format": "headprune.hand_kept_figures/1",
+                               "rows": [row, {**row, "what": "OLD", "stale": "superseded"}]},
+            "new_bench.json": {"format": "headprune.new_bench/1", "created": "2026-01-02T03:04:05+0000"}}
+    page = figures.render(docs)
+    current, archive = page.split("## Archive")
+    assert "| W | F 1.5 s |" in current and "OLD" not in current
+    assert "| OLD |" in archive and archive.split("## Results")[0].rstrip().endswith("| superseded |")
+    assert "| `new_bench.json` | new_bench | 2026-01-02 03:04 |" in page
+
+
+def test_a_result_its_summariser_cannot_read_is_named():
+    docs = {"dashboard_timings-new.json": {"format": "headprune.bench/1", "kind": "dashboard_timings", "runs": [{}]}}
+    with pytest.raises(RuntimeError, match="'dashboard_timings' summariser cannot read dashboard_timings-new.json"):
+        figures.render(docs)
