@@ -16,6 +16,7 @@ STAGES: dict[str, tuple[str, str | None]] = {
     "score": ("Scoring heads by {}", "batch"),
     "evaluate": ("Evaluating", "batch"),
     "evaluate-examples": ("Evaluating", "example"),       # an evaluation one example at a time
+    "decode": ("Decoding", "token"),                      # greedy decoding, token by token (at most the bound)
     "encode": ("Reading the data", None),
     "ablation": ("Removing one head at a time", "head"),
     "one-per-layer": ("Keeping one head per layer", "evaluation"),

@@ -223,6 +223,7 @@ class Task:
                     if self.loss_first:
                         later.append((batch, self.prediction_inputs(outputs, last=i == total - 1)))
                     else:
+                        state.extra["on_step"] = _decoding(progress, i, total)
                         self.predict_batch(loaded, data, batch, outputs, state)
                     mine += index
                     report(progress, "evaluate", i + 1, steps, self.name)
@@ -231,11 +232,13 @@ class Task:
                     report(progress, "evaluate", total, steps, self.name,
                            partial=loss / weight if part is None and weight else None)
                 for k, (batch, kept) in enumerate(later):
+                    state.extra["on_step"] = _decoding(progress, k, len(later))
                     self.predict_batch(loaded, data, batch, kept, state)
                     report(progress, "evaluate", total + k + 1, steps, self.name)
             if part is not None:
                 self._gather(state, mine, batch_losses)
         state.loss, state.loss_weight = _summed(batch_losses)
+        state.extra.pop("on_step", None)
         tokens = state.extra.pop("tokens", None)
         state.extra.pop("drafts", None)
         if key is not None and tokens is not None and len(tokens) == n:
@@ -307,6 +310,8 @@ class Task:
         own); where :meth:`evaluate` was given drafts, checked against the nearest mask's output
         (:func:`~pruning_core.modeling.inference.drafts.draft_greedy_decode`, counted in ``state.extra["draft"]``) and kept."""
         tokens, drafts = state.extra.get("tokens"), state.extra.get("drafts")
+        if state.extra.get("on_step") is not None:
+            kwargs.setdefault("on_step", state.extra["on_step"])
         index = batch.index.tolist()
         if drafts is None:
             out = greedy_decode(loaded.model, *args, **kwargs)
@@ -361,3 +366,12 @@ def register_task_type(cls: type[Task]) -> type[Task]:
     TASK_TYPES.add(cls.task_type, cls, description=(cls.__doc__ or "").strip().split("\n")[0],
                    default_metric=cls.default_metric)
     return cls
+
+
+def _decoding(progress: ProgressCallback | None, batch: int, batches: int):
+    """Greedy decoding's per-token progress for batch ``batch`` of ``batches`` (None without a callback): the
+    stage ``decode`` counts tokens against the most a row may have, so a long decode's bar moves."""
+    if progress is None:
+        return None
+    note = f"batch {batch + 1} of {batches}" if batches > 1 else ""
+    return lambda done, bound: report(progress, "decode", done, bound, note)

@@ -39,3 +39,9 @@ def test_stage_names_read_as_phrases():
         "**E** · Evaluating: batch 1 of 4\\, task\\_\\[x\\]"
     assert describe(ProgressEvent("evaluate-examples", 3, 5), "Evaluating this policy")[1] == \
         "Evaluating this policy: example 3 of 5"                    # the label says it: the phrase once
+
+
+def test_a_click_that_decodes_shows_its_tokens():
+    """A translation or speech click's bar moves while it decodes: "Decoding: token 12 of 40, batch 1 of 2"."""
+    fraction, text = describe(ProgressEvent("decode", 12, 40, "batch 1 of 2"), "Evaluating the mask")
+    assert fraction == 0.3 and text.replace("\\", "") == "Evaluating the mask · Decoding: token 12 of 40, batch 1 of 2"

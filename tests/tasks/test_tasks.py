@@ -362,5 +362,31 @@ def test_translation_reports_its_loss_before_decoding(tmp_path, mt_file, monkeyp
     assert len(partials) == 1 and seen.count("decode") >= 2
     assert partials[0] < seen.index("decode")
     assert seen[partials[0]].partial == res.loss
-    steps = [e for e in seen if e != "decode"]
+    steps = [e for e in seen if e != "decode" and e.stage == "evaluate"]
     assert [e.done for e in steps] == sorted(e.done for e in steps) and steps[-1].done == steps[-1].total
+
+
+def test_greedy_decoding_reports_each_token_and_decodes_the_same(tmp_path, mt_file):
+    """A long decode's bar moves: stage ``decode`` counts the tokens of each batch against the most a row may have
+    (rising by one, never past it), between the batch's loss and its end; the tokens are those decoded without a
+    callback, with drafts too."""
+    from pruning_core.modeling.inference.drafts import DraftStore
+
+    loaded = loaded_for("marian-ssru", tmp_path)
+    task = get_task(f"file:{mt_file}")
+    data = task.encode(loaded, "test")
+    plain = task.evaluate(loaded, data, batch_size=4)
+    seen: list = []
+    res = task.evaluate(loaded, data, batch_size=4, progress=seen.append)
+    assert res.predictions == plain.predictions and res.metric == plain.metric
+    decode = [e for e in seen if e.stage == "decode"]
+    assert decode and all(1 <= e.done <= e.total for e in decode)
+    runs = [[e.done for e in decode if e.message == m] for m in dict.fromkeys(e.message for e in decode)]
+    assert len(runs) == -(-data.n_examples // 4) and all(r == list(range(1, len(r) + 1)) for r in runs), runs
+    first = next(i for i, e in enumerate(seen) if e.stage == "decode")
+    assert seen[first - 1].partial is not None                      # after the loss, before the metric
+    store, again = DraftStore(), []
+    task.evaluate(loaded, data, batch_size=4, drafts=store)
+    drafted = task.evaluate(loaded, data, batch_size=4, drafts=store, progress=again.append)
+    assert drafted.predictions == plain.predictions
+    assert all(1 <= e.done <= e.total for e in again if e.stage == "decode")

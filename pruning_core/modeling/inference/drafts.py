@@ -21,7 +21,7 @@ from torch import Tensor
 from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.modeling.inference.greedy import (AllowedIds, CachedSteps, Choice, Resume, Rules, _cache_of, _pairs,
-                                                    run_steps, translation_rules)
+                                                    OnStep, run_steps, translation_rules)
 
 
 def draft_key(loaded, data, options: dict) -> tuple:
@@ -105,7 +105,7 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
                         drafts: list[list[int] | None], max_new_tokens: int | Tensor,
                         encoder_hidden: Tensor | None = None, allowed: AllowedIds | None = None,
                         rules: Rules | None = None, cross=None, tolerance: float = NEAR_TIE,
-                        rounds: int = 1) -> tuple[list[list[int]], DraftStats]:
+                        rounds: int = 1, on_step: OnStep | None = None) -> tuple[list[list[int]], DraftStats]:
     """:func:`greedy_decode`'s tokens, checked against a draft per row (an output already known: the previous mask's)
     in a few teacher-forced passes, decoded step by step only where the drafts run out.
 
@@ -198,7 +198,7 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
     for index, r, token, filled, q in resumes:
         groups.setdefault((index, id(filled)), []).append((r, token, filled, q))
     ran = run_steps(choice, rules, out, [_resume(model, encoder_hidden, attention_mask, index, members, limits, p)
-                                         for (index, _), members in groups.items()])
+                                         for (index, _), members in groups.items()], on_step)
     return out, DraftStats(rows=n, drafted=drafted, accepted=accepted, near_ties=ties, passes=passes,
                            resumed=len(resumes), steps=ran)
 

@@ -11,6 +11,7 @@ of allowed ids: an approximation (Marian's and Bergamot's deployed one); without
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -111,7 +112,7 @@ def translation_rules(model) -> Rules:
 
 def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None, *, max_new_tokens: int | Tensor,
                   encoder_hidden: Tensor | None = None, allowed: "AllowedIds | None" = None,
-                  rules: Rules | None = None, cross=None) -> list[list[int]]:
+                  rules: Rules | None = None, cross=None, on_step: "OnStep | None" = None) -> list[list[int]]:
     """Greedy tokens of every row, each ending with ``</s>`` unless its ``max_new_tokens`` ran out first.
 
     Args:
@@ -127,6 +128,7 @@ def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None
         cross: the cross-attention keys and values of ``encoder_hidden`` already projected (a transformers cache of
             every decoder layer, as the teacher-forced pass left them), for the model's own decoder; None: projected
             here, once.
+        on_step: called after each step with the tokens decoded so far and the most any row may have (progress).
     Returns:
         per row, its tokens after the prompt.
     """
@@ -142,7 +144,7 @@ def greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None
     steps = decoder_steps(model, encoder_hidden, attention_mask, prompt_length=prompt.shape[1], cross=cross)
     choice = Choice(model, rules, allowed, encoder_hidden)
     token = prompt[:, 0] if prompt.shape[1] == 1 else prompt
-    run_steps(choice, rules, out, [Resume(0, steps, token, torch.arange(n), limits)])
+    run_steps(choice, rules, out, [Resume(0, steps, token, torch.arange(n), limits)], on_step)
     return out
 
 
@@ -159,11 +161,16 @@ class Resume:
     limits: Tensor
 
 
-def run_steps(choice: "Choice", rules: Rules, out: list[list[int]], groups: list[Resume]) -> int:
+OnStep = Callable[[int, int], None]      # (tokens decoded so far, the most any row may have)
+
+
+def run_steps(choice: "Choice", rules: Rules, out: list[list[int]], groups: list[Resume],
+              on_step: OnStep | None = None) -> int:
     """Greedy steps for every group, appending to ``out``; a group joins the running batch when that batch reaches
     its ``index`` (both then hold the same number of tokens, so their states stack). Returns the steps run."""
     groups = sorted(groups, key=lambda g: g.index)
     run, ran = None, 0
+    bound = max((int(g.limits.max()) for g in groups if g.limits.numel()), default=0)
     while run is not None or groups:
         while groups and (run is None or groups[0].index == run.index):
             g = groups.pop(0)
@@ -182,6 +189,8 @@ def run_steps(choice: "Choice", rules: Rules, out: list[list[int]], groups: list
             out[r].append(t)
         ran += 1
         run.index += 1
+        if on_step is not None:
+            on_step(run.index, bound)
         live = (nxt != rules.eos) & ~last.to(nxt.device)
         if not bool(live.any()):
             run = None
