@@ -16,16 +16,13 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from pruning_core.core.errors import DataError
-
-if TYPE_CHECKING:
-    from pruning_core.tasks.base import Task
 
 IGNORE = -100                   # label id ignored by the loss (padding of translation targets)
 CACHE_SIZE = 8                  # EncodedData kept in memory (least recently used dropped)
@@ -79,6 +76,17 @@ class EncodedBatch:
     index: Tensor
 
 
+class BatchingTask(Protocol):
+    """What an :class:`EncodedData` needs of the task that made it (a :class:`pruning_core.tasks.Task`), declared
+    here so that this module imports no task: its name, the most of a batch's cells that may be padding, and
+    how a batch of its examples is collated."""
+
+    name: str
+    max_padding: float | None
+
+    def _collate(self, data: EncodedData, idx: Sequence[int], device) -> EncodedBatch: ...
+
+
 @dataclass
 class EncodedData:
     """A tokenised split, cached and shared: treat it as read-only.
@@ -87,7 +95,7 @@ class EncodedData:
     and ``labels`` for translation); ``lengths[i]`` is the sort key of the length buckets.
     """
 
-    task: "Task"
+    task: BatchingTask
     split: str
     n_examples: int
     fingerprint: str                        # sha256 of the examples, the tokenizer and max_length
