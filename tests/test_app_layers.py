@@ -25,12 +25,14 @@ FLOORS = [
 ]
 FLOOR_OF = {name: i for i, names in enumerate(FLOORS) for name in names}
 FEATURES = FLOORS[3]
-SIZING = "app.model.workload"              # the time estimates: only the model floor's jobs and the features use it
+SIZING = "app.model.workload"              # the click-sizing policy: the model floor, the features and the sidebar
+JOB_SIZING = ("app.model.jobs", "app.curves.jobs")    # each job's estimate and label, beside its factory
+SIZED = re.compile(r"_seconds$|_label$|_for_click$|_evaluations$")   # the names of those sizing functions
 
 PURE = ["app", "app.core.colouring", "app.share.analysis", "app.share.links", "app.share.report", "app.curves.figures",
         "app.headmap.figures", "app.headmap.kv_figures", "app.speed.figures", "app.attention.figures", "app.curves.dynamics",
         "app.core.webassets", "app.core.text", "app.core.access", "app.core.uncertainty", "app.tour.steps",
-        "app.core.session.mask_history", "app.roles.probe", "app.curves.words", "app.headmap.examples",
+        "app.roles.probe", "app.curves.words", "app.headmap.examples",
         "pruning_core.analysis.attention_maps", "pruning_core.core.io.share_link"]
 
 
@@ -116,30 +118,58 @@ def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
 # A Head-map click's way to ``Task.evaluate``, as (importer, imported) hops between app modules; docs/DESIGN.md
 # lists these modules and counts them.
 CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/session/state"),
-              ("headmap/clicks", "core/session/mask"), ("core/session/mask", "core/session/mask_history"),
-              ("headmap/panel", "model/jobs"), ("model/jobs", "model/workload"), ("model/jobs", "model/cache"),
-              ("model/jobs", "runtime/work"), ("runtime/work", "runtime/board")]
+              ("headmap/clicks", "core/session/mask"), ("headmap/panel", "model/jobs"), ("model/jobs", "model/cache"),
+              ("model/jobs", "runtime/work"), ("runtime/work", "runtime/board"), ("model/cache", "runtime/board")]
 
 
 def modules_imported_by(module: str) -> set[str]:
-    """The app modules (``folder/name``) that ``app/<module>.py`` imports."""
-    source = (ROOT / "app" / f"{module}.py").read_text(encoding="utf-8")
+    """The app modules (``folder/name``) that ``app/<module>.py`` imports (none when it does not exist)."""
+    path = ROOT / "app" / f"{module}.py"
+    if not path.is_file():
+        return set()
+    source = path.read_text(encoding="utf-8")
     names = {"/".join(n.split(".")[1:]) for n, _ in imported_names(source, ["app", *module.split("/")[:-1]])
              if n.startswith("app.")}
     return {m for m in names if (ROOT / "app" / f"{m}.py").is_file()}
 
 
-def test_design_counts_the_modules_a_click_crosses():
-    text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
-    start = text.index("**A head-map click** crosses")
-    para = text[start:text.index("\n\n", text.index("\n1. ", start))]
+def click_path_problems(design: str, hops: list[tuple[str, str]]) -> list[str]:
+    """What is wrong between DESIGN's walk of a click (``design``: the document's text) and ``hops``: a count
+    that is not the number of modules listed or on the hops, a module listed that no hop reaches (or the other
+    way), a module the hops do not reach from the first one listed, a hop that is not an import of its module."""
+    start = design.index("**A head-map click** crosses")
+    para = design[start:design.index("\n\n", design.index("\n1. ", start))]
     count = int(re.search(r"crosses (\d+) app modules", para).group(1))
     listed = re.findall(r"^\d+\. `app/([a-z_]+(?:/[a-z_]+)+)\.py`", para, flags=re.M)
-    on_path = {m for hop in CLICK_HOPS for m in hop}
-    assert count == len(listed) == len(on_path) and set(listed) == on_path, (count, listed, sorted(on_path))
-    missing = [hop for hop in CLICK_HOPS if hop[1] not in modules_imported_by(hop[0])]
-    assert not missing, missing
+    on_path = {m for hop in hops for m in hop}
+    problems = [] if count == len(listed) == len(on_path) else [f"count {count}, {len(listed)} listed, "
+                                                                f"{len(on_path)} on the hops"]
+    problems += [f"listed, on no hop: {m}" for m in listed if m not in on_path]
+    problems += [f"on a hop, not listed: {m}" for m in sorted(on_path - set(listed))]
+    reached, todo = set(), listed[:1]
+    while todo:
+        m = todo.pop()
+        if m not in reached:
+            reached.add(m)
+            todo += [b for a, b in hops if a == m]
+    problems += [f"not reached from {listed[0]}: {m}" for m in sorted(on_path - reached)]
+    return problems + [f"not an import: {a} -> {b}" for a, b in hops if b not in modules_imported_by(a)]
+
+
+def test_design_counts_the_modules_a_click_crosses():
+    assert click_path_problems((ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8"), CLICK_HOPS) == []
     assert "task(sel.task).evaluate(" in (ROOT / "app" / "model" / "cache.py").read_text(encoding="utf-8")
+
+
+def test_the_click_path_check_sees_a_lost_hop_and_a_wrong_count():
+    design = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    gone = [*CLICK_HOPS[:-1], ("model/cache", "core/session/mask_history")]     # a module that is no more
+    assert "not an import: model/cache -> core/session/mask_history" in click_path_problems(design, gone)
+    assert click_path_problems(design, CLICK_HOPS[1:]) == [                     # the panel's hop forgotten
+        f"not reached from headmap/panel: {m}" for m in ("core/session/mask", "core/session/state", "headmap/clicks")]
+    n = len({m for hop in CLICK_HOPS for m in hop})
+    wrong = design.replace(f"crosses {n} app modules", f"crosses {n - 1} app modules")
+    assert click_path_problems(wrong, CLICK_HOPS) == [f"count {n - 1}, {n} listed, {n} on the hops"]
 
 
 def _importers(target) -> list[str]:
@@ -166,11 +196,51 @@ def test_the_sidebar_is_imported_by_pages_the_tour_and_dashboard_only():
     assert [f for f in found if not f.startswith(("app_pages/", "app/tour/", "app/sidebar/", "dashboard.py"))] == []
 
 
+def _sizing_names() -> set[str]:
+    """``module.name`` of every sizing function of :data:`JOB_SIZING` (what a job's factory says it costs)."""
+    found = set()
+    for module in JOB_SIZING:
+        tree = ast.parse((ROOT / f"{module.replace('.', '/')}.py").read_text(encoding="utf-8"))
+        found |= {f"{module}.{n.name}" for n in tree.body if isinstance(n, ast.FunctionDef) and SIZED.search(n.name)}
+    return found
+
+
+def sizing_asked(source: str, package: list[str], sizing: set[str]) -> list[str]:
+    """The names of ``sizing`` that ``source`` imports or reads off their module (``jobs.eval_seconds``)."""
+    tree = ast.parse(source)
+    aliases = {}                                       # a local name -> the dotted name it was imported as
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            aliases |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname: a.name for a in node.names if a.asname}
+    named = [n for n, _ in imported_names(source, package) if n in sizing]
+    read = [f"{aliases[n.value.id]}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and f"{aliases.get(n.value.id)}.{n.attr}" in sizing]
+    return sorted(set(named + read))
+
+
 def test_pages_and_the_head_map_panel_ask_no_sizing():
-    """A job carries its label and time estimate (its factory asks :mod:`app.model.workload`): no page, neither
-    the Head-map panel nor ``dashboard.py`` sizes work itself."""
+    """A job carries its label and time estimate (its factory sizes it): no page, neither the Head-map panel nor
+    ``dashboard.py`` imports the sizing policy (:mod:`app.model.workload`) or asks a job's estimate itself."""
     found = _importers(lambda n: n == SIZING or n.startswith(SIZING + "."))
     assert [f for f in found if f.startswith("app_pages/") or f in ("app/headmap/panel.py", "dashboard.py")] == []
+    sizing = _sizing_names()
+    assert {"app.model.jobs.eval_seconds", "app.curves.jobs.curve_seconds"} <= sizing, sorted(sizing)
+    asked = {}
+    for path in [*ROOT.joinpath("app_pages").glob("*.py"), ROOT / "app" / "headmap" / "panel.py", ROOT / "dashboard.py"]:
+        rel = path.relative_to(ROOT)
+        if here := sizing_asked(path.read_text(encoding="utf-8"), list(rel.parent.parts), sizing):
+            asked[rel.as_posix()] = here
+    assert not asked, asked
+
+
+def test_the_sizing_check_sees_an_estimate_asked_of_a_factory_module():
+    sizing = {"app.model.jobs.eval_seconds", "app.curves.jobs.curve_seconds"}
+    probe = ("from app.model import jobs as j\nfrom app.curves.jobs import curve_seconds\n"
+             "def f(sel):\n    return j.eval_seconds(sel) + j.evaluation(sel).estimate_s\n")
+    assert sizing_asked(probe, ["app_pages"], sizing) == sorted(sizing)
+    assert sizing_asked("from app.model import jobs\njobs.evaluation(sel)\n", ["app_pages"], sizing) == []
 
 
 def _calls_to(tree: ast.AST, names: set[str]) -> int:

@@ -13,7 +13,7 @@ CODE = ("pruning_core", "app", "app_pages")
 BOUNDS = {
     "longest file (lines)": 450,
     "longest module docstring (lines)": 12,
-    "largest package folder (entries)": 14,    # tasks/ (14) and modeling/architectures/ (13); the aim is 12
+    "largest package folder (entries)": 13,    # cli/ (13); every other folder 12 at most, the aim for all
     "test modules importing a test module": 0,
 }
 

@@ -18,7 +18,7 @@ from pruning_core.evaluation import stats
 from pruning_core.evaluation.metrics import Metric, get_metric, with_places
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.evaluation.significance import Comparison, too_few
-from pruning_core.tasks.unigram import UnigramBaseline
+from pruning_core.tasks.language_model import UnigramBaseline
 
 from app.core.text import md_code
 

@@ -8,7 +8,7 @@ import streamlit as st
 from app.core import ui
 from app.core.session import state
 from app.core.session.selection import Selection
-from app.model import cache, workload
+from app.model import cache
 from app.core.progress_text import count_text
 from app.core.text import md_code, md_escape
 from app.curves import figures, tables, words
@@ -32,7 +32,7 @@ def show(sel: Selection, arch) -> None:
                 "Choose a translation or speech model (Model & data) to see which kind a task needs most.")
         return
     scorer = state.scorer_name()
-    runs = workload.kinds_evaluations(len(present), len(FRACTIONS), SEEDS)
+    runs = jobs.kinds_evaluations(len(present), len(FRACTIONS), SEEDS)
     examples = count_text(sel.eval_size, cache.example_unit(sel.model, sel.task))
     st.caption(f"Remove {', '.join(f'{100 * f:g}' for f in FRACTIONS)} % of ONE kind's heads, the least important "
                f"first by {md_code(scorer)} and in {SEEDS} random orders, the other kinds untouched (Michel et al. "

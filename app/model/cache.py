@@ -38,8 +38,8 @@ from pruning_core.core.progress import ProgressCallback
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.evaluation.results import EvalResult, ScoreResult
 from pruning_core.evaluation.significance import Comparison, compare
-from pruning_core.tasks import unigram
-from pruning_core.tasks.unigram import UnigramBaseline
+from pruning_core.tasks import language_model
+from pruning_core.tasks.language_model import UnigramBaseline
 from pruning_core.analysis.roles import RoleReport, compute_roles, get_role, role_names
 from pruning_core.analysis.roles.base import kinds_for
 from pruning_core.scoring import ScoreConfig, get_scorer, scorer_info, scorer_names as _registered_scorers
@@ -289,7 +289,7 @@ def unigram_baseline(sel: Selection) -> UnigramBaseline | None:
     found = task(sel.task)
     if found.task_type != "language_model":
         return None
-    return unigram.unigram_baseline(load(sel.model), found, data(sel))
+    return language_model.unigram_baseline(load(sel.model), found, data(sel))
 
 
 def example_outputs(sel: Selection, mask: HeadMask | None, predictions: bool = False,

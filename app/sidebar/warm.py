@@ -4,7 +4,7 @@ computed before anyone opens the Head map and kept on disk for every session (``
 ``python -m app.sidebar.warm [MODEL ...]`` computes them now (``make run`` and ``make test`` do, right after
 preparing); the dashboard's first run starts the same in the background (:func:`start_once`) for the model
 a new session opens on, when prepare ran without it. Only scoring that would start by itself on opening a
-page (:func:`app.model.workload.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
+page (:func:`app.model.jobs.waits_for_click` False: a short one) is done ahead: a long one keeps its button.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ if __name__ == "__main__":          # before the app's modules make their cached
 from app.core.session.selection import Selection  # noqa: E402
 from app.core.session.state import DEFAULT_SCORER  # noqa: E402
 from app.core.progress_text import about  # noqa: E402
-from app.model import cache, workload  # noqa: E402
+from app.model import cache, jobs, workload  # noqa: E402
 from pruning_core.modeling.sources import catalog  # noqa: E402
 from pruning_core.core.errors import HeadpruneError  # noqa: E402
 from pruning_core.zoo.bergamot import SACREMOSES_HINT  # noqa: E402
@@ -68,8 +68,8 @@ def why_not(sel: Selection, scorer: str = DEFAULT_SCORER) -> str:
     req, heads = workload.score_request(sel, scorer), cache.load(sel.model).layout.total_heads
     if cache.scores_kept(req):
         return "kept already"
-    if workload.waits_for_click(req, heads):
-        return f"{about(workload.scoring_seconds(req, heads))} of scoring: the Head map starts it on a click"
+    if jobs.waits_for_click(req, heads):
+        return f"{about(jobs.scoring_seconds(req, heads))} of scoring: the Head map starts it on a click"
     return ""
 
 

@@ -4,7 +4,7 @@ Every command prints a human summary on the terminal and, with ``--out FILE``, w
 result as a headprune JSON file. User errors (HeadpruneError) print their message and exit 2.
 
 One module per group of commands: :mod:`.cli_analysis` (evaluate, score, mask, ablate, one-per-layer,
-curve), :mod:`.cli_model` (info, prune, bench), :mod:`.cli_compress` (compress), :mod:`.cli_export` (export),
+curve), :mod:`.cli_model` (info, prune, bench, export), :mod:`.cli_compress` (compress),
 :mod:`.cli_roles` (roles; --protect and --roles-file), :mod:`.long_context` (kv-policy, causal-test),
 :mod:`.cli_setup` (prepare, app), with what they share in :mod:`.cli_common`; ``smp`` and ``dynamics`` live beside their libraries (:mod:`.smp.cli`,
 :mod:`.dynamics_cli`). This module builds the parser and runs a command (alone, or on every rank under
@@ -18,7 +18,6 @@ import sys
 from pruning_core.cli import (
     analysis as cli_analysis,
     compress as cli_compress,
-    export as cli_export,
     long_context as cli_long_context,
     model as cli_model,
     roles as cli_roles,
@@ -41,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_long_context.add_commands(sub)         # kv-policy, kv-policy-export, kv-policy-import, causal-test
     cli_model.add_prune_and_bench(sub)
     cli_compress.add_compress(sub)
-    cli_export.add_export(sub)
+    cli_model.add_export(sub)
     cli_setup.add_app(sub)
 
     from pruning_core.cli.smp import add_smp_commands

@@ -1,7 +1,7 @@
 """Tasks: where the examples come from, how they are tokenised, scored and evaluated.
 
-- :mod:`.batching`: :class:`EncodedData` / :class:`EncodedBatch`, padding, length buckets;
-- :mod:`.cache`: the in-memory cache of encoded splits;
+- :mod:`.batching`: :class:`EncodedData` / :class:`EncodedBatch`, padding, length buckets, the in-memory cache
+  of encoded splits;
 - :mod:`.base`: the :class:`Task` base class with the one evaluation loop, the task-type registry, and
   :func:`default_score_split` (the one policy for which split heads are scored on);
 - :mod:`.classification`, :mod:`.translation`, :mod:`.language_model`, :mod:`.speech`: the task types;
@@ -20,14 +20,15 @@ from pruning_core.tasks.base import (
     register_task_type,
 )
 from pruning_core.tasks.batching import (
+    CACHE_SIZE,
     IGNORE,
     EncodedBatch,
     EncodedData,
     accepts_argument,
+    clear_cache,
     collate_classification,
     tokenize_classification,
 )
-from pruning_core.tasks.cache import CACHE_SIZE, clear_cache
 from pruning_core.tasks.classification import ClassificationTask
 from pruning_core.tasks.language_model import LanguageModelTask
 from pruning_core.tasks.registry import FILE_PREFIX, TASKS, get_task, register_task, task_names

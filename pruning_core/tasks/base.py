@@ -31,8 +31,7 @@ from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.core.registry import Registry
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.evaluation.significance import evidence
-from pruning_core.tasks import cache
-from pruning_core.tasks.batching import EncodedBatch, EncodedData
+from pruning_core.tasks.batching import EncodedBatch, EncodedData, lookup_split, store_split, tokenizer_key
 
 Loader = Callable[[str, "int | None"], list[dict]]
 
@@ -144,9 +143,9 @@ class Task:
         self.check_split(split)
         self.check_model(loaded)
         max_length = self._max_length(loaded, max_length)
-        key = (self.name, self._cache_token(split), split, limit, cache.tokenizer_key(loaded.tokenizer), max_length,
+        key = (self.name, self._cache_token(split), split, limit, tokenizer_key(loaded.tokenizer), max_length,
                tuple(sorted(self._specials(loaded).items())))
-        hit = cache.lookup(key)
+        hit = lookup_split(key)
         if hit is not None:
             return hit
         report(progress, "encode", 0, 1, f"{self.name} {split}")
@@ -156,7 +155,7 @@ class Task:
         h.update(repr(key[4:]).encode())
         data.fingerprint = h.hexdigest()
         report(progress, "encode", 1, 1, f"{data.n_examples} examples")
-        cache.store(key, data)
+        store_split(key, data)
         return data
 
     @staticmethod

@@ -1,15 +1,22 @@
-"""Encoded data and batching: tokenised splits, length buckets, padding.
+"""Encoded data and batching: tokenised splits, their in-memory cache, length buckets, padding.
 
 An :class:`EncodedData` is a tokenised split; its :meth:`~EncodedData.batches` are sorted by
 length so a batch holds examples of similar length and little padding. The task that made it
 collates each batch (``task._collate``), since what a batch holds depends on the task type.
+:meth:`pruning_core.tasks.Task.encode` keeps each split it encodes in memory (:func:`lookup_split`,
+:func:`store_split`; the least recently used dropped beyond :data:`CACHE_SIZE`), keyed by tokenizer identity.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
-from collections.abc import Iterator, Sequence
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -17,10 +24,8 @@ from torch import Tensor
 
 from pruning_core.core.errors import DataError
 
-if TYPE_CHECKING:
-    from pruning_core.tasks.base import Task
-
 IGNORE = -100                   # label id ignored by the loss (padding of translation targets)
+CACHE_SIZE = 8                  # EncodedData kept in memory (least recently used dropped)
 
 
 def label_losses(logits: Tensor, labels: Tensor) -> Tensor:
@@ -71,6 +76,17 @@ class EncodedBatch:
     index: Tensor
 
 
+class BatchingTask(Protocol):
+    """What an :class:`EncodedData` needs of the task that made it (a :class:`pruning_core.tasks.Task`), declared
+    here so that this module imports no task: its name, the most of a batch's cells that may be padding, and
+    how a batch of its examples is collated."""
+
+    name: str
+    max_padding: float | None
+
+    def _collate(self, data: EncodedData, idx: Sequence[int], device) -> EncodedBatch: ...
+
+
 @dataclass
 class EncodedData:
     """A tokenised split, cached and shared: treat it as read-only.
@@ -79,7 +95,7 @@ class EncodedData:
     and ``labels`` for translation); ``lengths[i]`` is the sort key of the length buckets.
     """
 
-    task: "Task"
+    task: BatchingTask
     split: str
     n_examples: int
     fingerprint: str                        # sha256 of the examples, the tokenizer and max_length
@@ -188,3 +204,48 @@ def collate_classification(features: Sequence[dict[str, list[int]]], pad_id: int
     if "token_type_ids" in features[0]:
         out["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0)
     return out
+
+
+# -- the in-memory cache of encoded splits -----------------------------------------------------------
+_CACHE: OrderedDict[Hashable, EncodedData] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_VOCAB_HASH: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def tokenizer_key(tokenizer) -> tuple:
+    """Identify a tokenizer by name, size and a hash of its vocabulary (memoised per object)."""
+    try:
+        digest = _VOCAB_HASH.get(tokenizer)
+    except TypeError:
+        digest = None
+    if digest is None:
+        vocab = sorted(tokenizer.get_vocab().items())
+        digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()[:16]
+        try:
+            _VOCAB_HASH[tokenizer] = digest
+        except TypeError:
+            pass
+    return type(tokenizer).__name__, getattr(tokenizer, "name_or_path", ""), len(tokenizer), digest
+
+
+def lookup_split(key: Hashable) -> EncodedData | None:
+    """The cached data for ``key`` (now the most recently used), or None."""
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+        return hit
+
+
+def store_split(key: Hashable, data: EncodedData) -> None:
+    """Cache ``data`` under ``key``, dropping the least recently used beyond ``CACHE_SIZE``."""
+    with _CACHE_LOCK:
+        _CACHE[key] = data
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def clear_cache() -> None:
+    """Forget every cached EncodedData."""
+    with _CACHE_LOCK:
+        _CACHE.clear()

@@ -7,7 +7,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.core.session.selection import ScoreRequest, Selection
-from app.model import workload
+from app.model import jobs
 from browser_helpers import ROOT, app_env, ok
 from pruning_core.scoring import store as score_store
 from pruning_core.scoring import gradient as gradient_scoring
@@ -43,7 +43,7 @@ def test_scores_are_kept_and_a_new_session_needs_no_run(tiny_bert, tmp_path, mon
 
     # a server restart (nothing in memory) whose scoring would be long: the kept file is read, nothing scored
     st.cache_data.clear()
-    monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 900.0)
+    monkeypatch.setattr(jobs, "scoring_seconds", lambda *a, **k: 900.0)
 
     def no_scoring(*args, **kwargs):
         raise AssertionError("the kept scores should have been read, not computed again")
@@ -56,7 +56,7 @@ def test_scores_are_kept_and_a_new_session_needs_no_run(tiny_bert, tmp_path, mon
 
 def test_disabled_presets_say_why_and_what_enables_them(tiny_bert, tmp_path, monkeypatch):
     st.cache_data.clear()
-    monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 900.0)   # a long scoring waits for Run
+    monkeypatch.setattr(jobs, "scoring_seconds", lambda *a, **k: 900.0)   # a long scoring waits for Run
     at = open_head_map(tiny_bert, tmp_path / "home", monkeypatch)
     assert run_buttons(at) and "15 min" in run_buttons(at)[0]
     for b in presets(at):
@@ -67,14 +67,14 @@ def test_a_prepared_models_short_scoring_starts_by_itself(monkeypatch):
     from app.model import cache
     monkeypatch.setattr(cache, "scores_kept", lambda *a, **k: False)
     monkeypatch.setattr(cache, "load", lambda spec: type("Loaded", (), {"task_type": "classification"})())
-    monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 15.0)     # the default's gradient scoring
+    monkeypatch.setattr(jobs, "scoring_seconds", lambda *a, **k: 15.0)     # the default's gradient scoring
     def request(spec: str) -> ScoreRequest:
         return ScoreRequest(Selection(spec, "movie-sentiment"), "gradient", 512)
 
-    assert not workload.waits_for_click(request("default"), 72)
-    assert workload.waits_for_click(request("/some/folder"), 72)
-    monkeypatch.setattr(workload, "scoring_seconds", lambda *a, **k: 300.0)
-    assert workload.waits_for_click(request("default"), 72)
+    assert not jobs.waits_for_click(request("default"), 72)
+    assert jobs.waits_for_click(request("/some/folder"), 72)
+    monkeypatch.setattr(jobs, "scoring_seconds", lambda *a, **k: 300.0)
+    assert jobs.waits_for_click(request("default"), 72)
 
 
 def test_the_landing_page_says_what_the_tool_is_for_and_offers_the_tour_and_the_head_map(tiny_bert, tmp_path,

@@ -148,7 +148,7 @@ def test_a_translation_costs_its_source_in_the_encoder_and_its_target_in_the_dec
 def test_a_long_evaluation_says_its_count_and_estimate(monkeypatch):
     """A Whisper click (about 23 s) names its utterances and the time; a quick click on the default stays short."""
     from app.core.session.selection import Selection
-    from app.model import workload as wl
+    from app.model import jobs as wl
 
     sel = Selection("whisper-base", "movie-speech", 8)
     monkeypatch.setattr(wl.cache, "example_unit", lambda spec, task: "utterance")

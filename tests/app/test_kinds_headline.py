@@ -45,7 +45,7 @@ def test_points_without_intervals_claim_nothing_about_noise():
 
 
 def test_the_button_counts_what_the_progress_counts():
-    from app.model.workload import kinds_evaluations
+    from app.curves.jobs import kinds_evaluations
 
     assert kinds_evaluations(2, 2, 2) == 2 * 2 * (1 + 2) + 1 == 13    # tests/evaluation/test_kinds.py: progress to 13
     assert kinds_evaluations(2, 3, 3) == 25                            # bergamot-en-pt on the Curves page

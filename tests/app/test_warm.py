@@ -41,8 +41,8 @@ def test_the_dashboard_starts_it_once_per_server(prepared, monkeypatch):
 
 def test_a_long_scoring_keeps_its_button(prepared, monkeypatch):
     spec, task = prepared
-    monkeypatch.setattr(warm.workload, "waits_for_click", lambda *a: True)
-    monkeypatch.setattr(warm.workload, "scoring_seconds", lambda *a: 58.0)
+    monkeypatch.setattr(warm.jobs, "waits_for_click", lambda *a: True)
+    monkeypatch.setattr(warm.jobs, "scoring_seconds", lambda *a: 58.0)
     assert "the Head map starts it on a click" in warm.why_not(workload.default_selection(spec, task))
     assert warm.start(spec, task) is None
 

@@ -176,7 +176,7 @@ def test_movie_text_is_registered_and_needs_prepare(headprune_home):
 # -- the unigram baseline (a perplexity needs a reference) ----------------------------
 
 def test_unigram_perplexity_by_hand():
-    from pruning_core.tasks.unigram import unigram_perplexity
+    from pruning_core.tasks.language_model import unigram_perplexity
     # counts {2: 2, 3: 1}, N = 3, V = 4: p(2) = 3/7, p(3) = 2/7; on [2, 3]: exp(-(ln 3/7 + ln 2/7) / 2) = sqrt(49/6)
     assert unigram_perplexity([2, 2, 3], [2, 3], 4) == pytest.approx(math.sqrt(49 / 6), rel=1e-12)
     # an unseen token gets count 1: p(0) = 1/7
@@ -189,7 +189,7 @@ def test_unigram_baseline_counts_the_train_split_on_the_evaluated_targets(tmp_pa
     from collections import Counter
 
     from pruning_core.tasks.language_model import LanguageModelTask, text_loader
-    from pruning_core.tasks.unigram import unigram_baseline
+    from pruning_core.tasks.language_model import unigram_baseline
 
     lm = tiny_loaded("llama", tmp_path)
     splits = {"train": DOCS[:6], "test": ["the movie was great", "a dull plot"]}

@@ -1,6 +1,6 @@
 """This session's mask (``HeadMask``, 1 = keep) and its undo/redo history, for the current model.
 
-The history (:class:`app.core.session.mask_history.MaskHistory`) is held under
+The history (:class:`MaskHistory`, the masks in the order they were applied) is held under
 :data:`app.core.session.state.HISTORY`. A mask from a link (:data:`app.core.session.state.PENDING_MASK`, put
 there by the URL reader or ``state.restore``) is decoded when the model's head layout is first known; one that
 does not fit is dropped with a notice.
@@ -8,14 +8,54 @@ Choosing another model starts its history afresh (``state.set_model_spec``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import streamlit as st
 
 from app.core.session import notices, state
-from app.core.session.mask_history import HistoryEntry, MaskHistory
 from app.core.text import md_escape
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
 from pruning_core.core.io.share_link import decode_mask
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    mask: HeadMask
+    label: str                       # what the change was, e.g. "toggle encoder_self L3 H5"
+
+
+@dataclass
+class MaskHistory:
+    """Masks in the order they were applied; ``index`` points at the current one.
+
+    A new change after some undos drops the undone tail (as in any editor). ``edits`` counts every
+    change of the current mask (push, undo, redo, jump) and never repeats: the map names each figure
+    it draws by it, so a click on a figure already replaced is still told apart from a click on the new one.
+    """
+
+    model: str                       # the model spec the masks belong to
+    entries: list[HistoryEntry] = field(default_factory=list)
+    index: int = 0
+    edits: int = 0
+
+    @property
+    def current(self) -> HeadMask:
+        return self.entries[self.index].mask
+
+    def push(self, mask: HeadMask, label: str) -> None:
+        if mask == self.current:
+            return
+        del self.entries[self.index + 1:]
+        self.entries.append(HistoryEntry(mask, label))
+        self.index = len(self.entries) - 1
+        self.edits += 1
+
+    def move(self, index: int) -> None:
+        """Make entry ``index`` current (undo, redo, a point of the history); later entries stay."""
+        if 0 <= index < len(self.entries) and index != self.index:
+            self.index = index
+            self.edits += 1
 
 
 def _history(layout: HeadLayout) -> MaskHistory:
@@ -109,5 +149,5 @@ def history_index() -> int:
     return hist.index if hist is not None else 0
 
 
-__all__ = ["current_mask", "set_mask", "toggle_head", "reset_mask", "can_undo", "can_redo", "undo", "redo",
-           "jump_to", "history", "edits", "history_index"]
+__all__ = ["HistoryEntry", "MaskHistory", "current_mask", "set_mask", "toggle_head", "reset_mask", "can_undo",
+           "can_redo", "undo", "redo", "jump_to", "history", "edits", "history_index"]

@@ -1,11 +1,11 @@
 """Architecture adapters: everything headprune knows about each model family, one module per family.
 
-- :mod:`.base`: the :class:`ArchitectureAdapter` contract, :class:`AttentionSite`, the FLOP
-  dimensions (:class:`FlopDims`), slicing helpers and :class:`EmptyAttention`.
-- :mod:`.registry`: ``config.model_type`` -> adapter; :func:`adapter_for` raises
-  :class:`~pruning_core.core.errors.UnsupportedArchitectureError` with "did you mean".
+- :mod:`.base`: the :class:`ArchitectureAdapter` contract, the FLOP dimensions (:class:`FlopDims`) and the
+  registry, ``config.model_type`` -> adapter (:func:`adapter_for` raises
+  :class:`~pruning_core.core.errors.UnsupportedArchitectureError` with "did you mean");
+  :mod:`.slicing`: :class:`AttentionSite`, slicing helpers and :class:`EmptyAttention`.
 - one module per family (``bert``, ``distilbert``, ``seq2seq``, ``gpt2``, ...). Every module of
-  this package other than ``base`` and ``registry`` is imported here and registers its adapter,
+  this package other than ``base``, ``derived`` and ``slicing`` is imported here and registers its adapter,
   so adding a family is adding one file.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from torch import nn
 
 from pruning_core.core.heads import HeadLayout
 from pruning_core.modeling.architectures.base import (
+    ARCHITECTURES,
     ArchitectureAdapter,
     AttentionSite,
     EncoderStack,
@@ -25,6 +26,9 @@ from pruning_core.modeling.architectures.base import (
     LayerStack,
     StackDims,
     StockShape,
+    adapter_for,
+    register,
+    supported_model_types,
 )
 from pruning_core.modeling.architectures.slicing import (
     EmptyAttention,
@@ -37,15 +41,9 @@ from pruning_core.modeling.architectures.slicing import (
     kv_plan,
     layout_of,
 )
-from pruning_core.modeling.architectures.registry import (
-    ARCHITECTURES,
-    adapter_for,
-    register,
-    supported_model_types,
-)
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    if _module not in ("base", "derived", "registry", "slicing"):
+    if _module not in ("base", "derived", "slicing"):
         importlib.import_module(f"{__name__}.{_module}")
 
 

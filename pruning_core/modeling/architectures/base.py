@@ -7,7 +7,8 @@ columns. An adapter owns everything that depends on the family: where the sites 
 which attributes hold the head count, the dimensions the FLOP ceiling needs, the task type and Auto class.
 Nothing else in the library looks at ``config.model_type`` or at module attribute names. A family writes
 the three abstract methods; the rest is derived (:mod:`.derived`, :mod:`.slicing`, which also defines
-:class:`AttentionSite`, so no module of this folder imports ``base`` back) or an optional hook.
+:class:`AttentionSite`, so no module of this folder imports ``base`` back) or an optional hook. A family's module
+registers its adapter (:func:`register`) in :data:`ARCHITECTURES`, ``config.model_type`` -> adapter.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from pruning_core.core.errors import UnsupportedArchitectureError, did_you_mean
+from pruning_core.core.registry import Registry
 from pruning_core.modeling.architectures.derived import DerivedMethods
 from pruning_core.modeling.architectures.slicing import AttentionSite
 
@@ -228,3 +231,44 @@ class ArchitectureAdapter(DerivedMethods, ABC):
         """The LayerNorm applied right after ``site``'s residual sum (post-LN families), or None (pre-LN, or not
         said): ``target="normed"`` repair weighs each layer's error by its Jacobian (:mod:`pruning_core.compress`)."""
         return None
+
+
+# -- the registry: ``config.model_type`` -> adapter instance (one per family) ---------------------------
+ARCHITECTURES: Registry[ArchitectureAdapter] = Registry(
+    "architecture", UnsupportedArchitectureError, "Use a model of one of these types.")
+
+
+def register(adapter: ArchitectureAdapter) -> ArchitectureAdapter:
+    """Register ``adapter`` under each of its ``model_types`` (a name registered twice raises)."""
+    for model_type in adapter.model_types:
+        ARCHITECTURES.add(model_type, adapter, description=f"{adapter.name} ({adapter.task_type})",
+                          family=adapter.name, task_type=adapter.task_type)
+    return adapter
+
+
+def _model_type(model_or_config) -> str:
+    if isinstance(model_or_config, str):
+        return model_or_config
+    config = getattr(model_or_config, "config", model_or_config)     # model or LoadedModel -> config
+    return str(getattr(config, "model_type", type(config).__name__))
+
+
+def adapter_for(model_or_config) -> ArchitectureAdapter:
+    """The adapter for a ``config.model_type`` string, a config, a model or a LoadedModel.
+
+    Raises:
+        UnsupportedArchitectureError: no adapter handles that model type (the message lists those that do).
+    """
+    model_type = _model_type(model_or_config)
+    if model_type not in ARCHITECTURES:
+        names = ARCHITECTURES.names()
+        raise UnsupportedArchitectureError(
+            f"Architecture {model_type!r} is not supported.{did_you_mean(model_type, names)} "
+            f"Supported model types: {', '.join(names)}. Use a model of one of these types.")
+    return ARCHITECTURES.get(model_type)
+
+
+def supported_model_types(task_type: str | None = None) -> list[str]:
+    """Registered model types, optionally only those of one task type ("classification", ...)."""
+    return [n for n in ARCHITECTURES.names()
+            if task_type is None or ARCHITECTURES.entry(n).meta["task_type"] == task_type]

@@ -15,9 +15,9 @@ from pruning_core.modeling.architectures.base import (
     FlopDims,
     LayerStack,
     StackDims,
+    register,
 )
 from pruning_core.modeling.architectures.slicing import heads_of
-from pruning_core.modeling.architectures.registry import register
 
 
 def encoder_classifier_dims(config, ffn_dim: int) -> FlopDims:

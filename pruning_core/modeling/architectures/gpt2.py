@@ -18,9 +18,9 @@ from pruning_core.modeling.architectures.base import (
     FlopDims,
     LayerStack,
     StackDims,
+    register,
 )
 from pruning_core.modeling.architectures.slicing import head_index, heads_of, keep_outputs
-from pruning_core.modeling.architectures.registry import register
 
 
 class GPT2Adapter(ArchitectureAdapter):

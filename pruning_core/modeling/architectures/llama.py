@@ -20,9 +20,9 @@ from pruning_core.modeling.architectures.base import (
     LayerStack,
     StackDims,
     StockShape,
+    register,
 )
 from pruning_core.modeling.architectures.slicing import SharedKVLinear, heads_of
-from pruning_core.modeling.architectures.registry import register
 
 
 # the causal LMs whose forward is ``lm_head(norm(layers(embeddings)))`` and nothing after (no logit soft-capping)

@@ -14,8 +14,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
-from pruning_core.modeling.architectures.base import AttentionSite, FlopDims
-from pruning_core.modeling.architectures.registry import register
+from pruning_core.modeling.architectures.base import AttentionSite, FlopDims, register
 from pruning_core.modeling.architectures.seq2seq import Seq2SeqAdapter, _site
 
 MODEL_TYPE = "marian-ssru"

@@ -20,10 +20,10 @@ from pruning_core.modeling.architectures.base import (
     FeedForward,
     FlopDims,
     LayerStack,
+    register,
 )
 from pruning_core.modeling.architectures.slicing import heads_of
 from pruning_core.modeling.architectures.bert import encoder_classifier_dims
-from pruning_core.modeling.architectures.registry import register
 
 
 def _self_attention_class() -> type:

@@ -13,9 +13,9 @@ from pruning_core.modeling.architectures.base import (
     EncoderStack,
     FlopDims,
     StackDims,
+    register,
 )
 from pruning_core.modeling.architectures.slicing import heads_of
-from pruning_core.modeling.architectures.registry import register
 
 
 # model classes whose forward runs the encoder, then the decoder on its output (Whisper's own adapter: not these)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pruning_core.modeling.architectures.base import AttentionSite, EncoderStack
+from pruning_core.modeling.architectures.base import AttentionSite, EncoderStack, register
 from pruning_core.modeling.architectures.slicing import EmptyAttention
-from pruning_core.modeling.architectures.registry import register
 from pruning_core.modeling.architectures.seq2seq import Seq2SeqAdapter
 
 
