@@ -6,7 +6,7 @@ from app.attention import jobs as attention_jobs, logit_attribution
 from app.model import jobs
 from app.sidebar import pickers
 from app.core import ui
-from app.core.session import mask as mask_state, state
+from app.core.session import state
 from app.roles import ui as role_ui
 from app.core.access import task_label
 from app.core.session.selection import Selection
@@ -19,7 +19,7 @@ with intro:
     ui.page_intro("Attention", attention_ui.intro(arch.task_type if arch is not None else None))
 if arch is None:
     st.stop()
-mask = mask_state.current_mask(arch.layout)
+mask = state.current_mask(arch.layout)
 
 source = st.radio("Input", ["Type a sentence", "An example from the data"], horizontal=True,
                   key=state.widget_key("attention", "source"))

@@ -7,7 +7,7 @@ from app.sidebar import pickers
 from app.curves import figures, kinds, tables
 from app.core import ui, uncertainty
 from app.core.progress_text import about
-from app.core.session import mask as mask_state, state
+from app.core.session import state
 from app.core.text import md_code, md_escape
 from app.runtime.work import start_button
 from pruning_core.evaluation.metrics import get_metric
@@ -52,7 +52,7 @@ for call in calls:
     result = call.show() if call.started() or call.cached() else None
     if result is not None:
         curves[call.job.removeprefix("curve_")] = result
-mask = mask_state.current_mask(arch.layout)
+mask = state.current_mask(arch.layout)
 ui.show_notices()
 current = model_jobs.evaluation(sel, mask).show()
 dense = model_jobs.dense_evaluation(sel).show()

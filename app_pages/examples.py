@@ -5,7 +5,7 @@ from app.model import cache, jobs
 from app.sidebar import pickers
 from app.attention import cache as cache_attention
 from app.core import ui
-from app.core.session import mask as mask_state, state
+from app.core.session import state
 from app.headmap import examples
 
 ui.page_intro("Per example", """
@@ -19,7 +19,7 @@ arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
 sel = pickers.eval_size_picker("examples", narrow=True)
-mask = mask_state.current_mask(arch.layout)
+mask = state.current_mask(arch.layout)
 ui.show_notices()
 if mask.is_full():
     st.info("All heads are kept, so every answer is the full model's: remove heads on the Head map first.")

@@ -6,7 +6,7 @@ from app.model import jobs
 from app.sidebar import pickers
 from app.headmap import kv_mode, panel
 from app.core import ui
-from app.core.session import mask, state
+from app.core.session import state
 
 HEADS_INTRO = """
 Each square is one attention head (rows are layers, 0 at the top; columns are heads): **click a head**
@@ -30,7 +30,7 @@ with c1:
     scorer = pickers.scorer_picker("headmap")
 with c2:
     sel = pickers.eval_size_picker("headmap")
-mask.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
+state.current_mask(arch.layout)       # decodes a link's mask: a notice if it does not fit this model ...
 ui.show_notices()                     # ... shown here
 
 result = jobs.scores(sel, scorer, arch.layout.total_heads).show()   # slow ones wait for a click

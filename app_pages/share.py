@@ -4,7 +4,7 @@ import streamlit as st
 from app.model import cache
 from app.sidebar import pickers
 from app.core import ui, uncertainty
-from app.core.session import mask as mask_state, state
+from app.core.session import state
 from app.share import report, links, ui as share_ui
 from app.share.analysis import read_shared_file
 from app.core.access import task_label
@@ -54,7 +54,7 @@ except Exception as exc:  # noqa: BLE001 - a message, never a traceback
         ui.show_error(exc, f"Nothing to share for model {md_code(spec)} on task {md_code(task_label(task_name))}")
         st.caption("Choose a model and a task that go together on the **Model & data** page.")
     st.stop()
-mask = mask_state.current_mask(arch.layout)
+mask = state.current_mask(arch.layout)
 with share_tab:
     o1, o2, o3 = st.columns([2, 1, 1])
     computed = sorted(share_ui.computed_curves(cache.load(spec), task_name))

@@ -5,7 +5,7 @@ from app.speed import cache, figures
 from app.sidebar import pickers
 from app.core import ui
 from app.core.text import measured_text
-from app.core.session import mask as mask_state, session_results, state
+from app.core.session import session_results, state
 from app.runtime.work import Work
 from pruning_core.bench import MASKED_TEXT
 
@@ -22,7 +22,7 @@ spec = state.model_spec()
 arch = pickers.load_architecture(spec)
 if arch is None:
     st.stop()
-mask = mask_state.current_mask(arch.layout)
+mask = state.current_mask(arch.layout)
 st.markdown(f"Current mask: **{mask.n_kept} of {mask.n_total} heads kept** (change it on the Head map).")
 
 c = st.columns([3, 1, 1, 1])

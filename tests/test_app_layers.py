@@ -118,7 +118,7 @@ def test_the_floor_checker_sees_an_upward_import_and_a_folder_cycle():
 # A Head-map click's way to ``Task.evaluate``, as (importer, imported) hops between app modules; docs/DESIGN.md
 # lists these modules and counts them.
 CLICK_HOPS = [("headmap/panel", "headmap/clicks"), ("headmap/clicks", "core/session/state"),
-              ("headmap/clicks", "core/session/mask"), ("headmap/panel", "model/jobs"), ("model/jobs", "model/cache"),
+              ("headmap/panel", "model/jobs"), ("model/jobs", "model/cache"),
               ("model/jobs", "runtime/work"), ("runtime/work", "runtime/board"), ("model/cache", "runtime/board")]
 
 
@@ -166,7 +166,7 @@ def test_the_click_path_check_sees_a_lost_hop_and_a_wrong_count():
     gone = [*CLICK_HOPS[:-1], ("model/cache", "core/session/mask_history")]     # a module that is no more
     assert "not an import: model/cache -> core/session/mask_history" in click_path_problems(design, gone)
     assert click_path_problems(design, CLICK_HOPS[1:]) == [                     # the panel's hop forgotten
-        f"not reached from headmap/panel: {m}" for m in ("core/session/mask", "core/session/state", "headmap/clicks")]
+        f"not reached from headmap/panel: {m}" for m in ("core/session/state", "headmap/clicks")]
     n = len({m for hop in CLICK_HOPS for m in hop})
     wrong = design.replace(f"crosses {n} app modules", f"crosses {n - 1} app modules")
     assert click_path_problems(wrong, CLICK_HOPS) == [f"count {n - 1}, {n} listed, {n} on the hops"]
@@ -293,15 +293,15 @@ def test_only_app_state_names_session_keys_and_touches_the_url():
     assert not found, found
 
 
-def test_app_state_holds_keys_and_url_only():
-    """The feature logic that once lived in ``app/core/session/state.py`` (mask history, jobs, notices, kept
-    results) stays in its feature's module: state imports no other app module but the Markdown escaping of
-    :mod:`app.core.text`."""
+def test_app_state_holds_keys_url_and_mask_only():
+    """``app/core/session/state.py`` holds the session's keys, the URL and the mask with its undo history (what
+    every page reads); the feature logic that once lived there (jobs, notices, kept results) stays in its
+    feature's module: state imports no other app module but the Markdown escaping of :mod:`app.core.text`."""
     tree = ast.parse((ROOT / "app" / "core" / "session" / "state.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in imported if m == "app" or m.startswith("app.")} <= {"app.core.text"}, imported
-    assert not [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+    assert [n.name for n in tree.body if isinstance(n, ast.ClassDef)] == ["HistoryEntry", "MaskHistory"]
 
 
 def test_app_core_is_a_short_list_of_concepts():

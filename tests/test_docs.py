@@ -22,6 +22,7 @@ PATH = re.compile(rf"`{{1,2}}({TOP}/[\w./-]*)`{{1,2}}")                  # `app/
 # any other backticked file path (`scoring/gradient.py`): it must resolve from the root or its document's folder
 FILE = re.compile(r"`{1,2}([\w.-]+(?:/[\w.-]+)+\.(?:py|md|json|toml|txt|js|css|html|cfg|sh|yml|yaml))`{1,2}")
 DOTTED = re.compile(r"`{1,2}:?\w*:?`?((?:pruning_core|app)(?:\.\w+)+)")  # `pruning_core.bench.budget`, :mod:`app.x`
+RELATIVE = re.compile(r":\w+:`~?(\.+\w[\w.]*)`")                          # :mod:`.common`, :func:`..kv.x` in a module
 ISSUE = re.compile(r"\bissues?\s+#?\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
 DATE = re.compile(r"\b20\d\d-[01]\d(?:-[0-3]\d)?\b")
 # a measured time: a decimal one ("0.67 s", "1.5 ms"), or any time on a line that says it was measured
@@ -93,8 +94,18 @@ def missing_module(dotted: str) -> bool:
     return False
 
 
-def stale_references(text: str, here: Path = ROOT) -> list[str]:
-    return missing_path(text, here) + [d for d in DOTTED.findall(text) if missing_module(d)]
+def absolute(relative: str, here: Path) -> str:
+    """``.common`` (or ``..kv.x``) written in a module of the folder ``here``, as an absolute dotted name."""
+    dots = len(relative) - len(relative.lstrip("."))
+    package = here.relative_to(ROOT).parts[: len(here.relative_to(ROOT).parts) - (dots - 1)]
+    return ".".join((*package, relative.lstrip(".")))
+
+
+def stale_references(text: str, here: Path = ROOT, module: bool = False) -> list[str]:
+    """Paths and dotted names in ``text`` (written in ``here``; ``module``: a docstring, so relative names count)
+    that name nothing."""
+    dotted = DOTTED.findall(text) + ([absolute(r, here) for r in RELATIVE.findall(text)] if module else [])
+    return missing_path(text, here) + [d for d in dotted if missing_module(d)]
 
 
 def all_docstrings(path: Path) -> list[str]:
@@ -114,7 +125,7 @@ def test_every_backticked_path_in_every_markdown_file_exists():
 def test_every_backticked_path_in_every_docstring_exists():
     paths = [*python_files(*DOCSTRING_FOLDERS), ROOT / "dashboard.py"]
     bad = [f"{path.relative_to(ROOT)}: {ref}" for path in paths for doc in all_docstrings(path)
-           for ref in stale_references(doc, path.parent)]
+           for ref in stale_references(doc, path.parent, module=True)]
     assert not bad, "these paths or modules do not exist:\n" + "\n".join(bad)
 
 
@@ -145,6 +156,9 @@ def test_the_checks_see_what_they_look_for():
     assert missing_path("`results/x.json`", ROOT / "benchmarks") == ["results/x.json"]
     assert missing_module("pruning_core.core.no_such") and not missing_module("pruning_core.core.heads.HeadMask")
     assert not missing_module("pruning_core.load_model") and missing_module("pruning_core.no_such_name")
+    cli = ROOT / "pruning_core" / "cli"
+    assert stale_references(":mod:`.cli_analysis` and :mod:`.analysis`, :func:`..kv.nothing`", cli, True) == [
+        "pruning_core.cli.cli_analysis", "pruning_core.kv.nothing"]
     prose = prose_of('"""Fixed in issue 38."""\nx = 1  # 0.67 s on 2 cores (2026-12-04), see #12\n'
                      'def f():\n    """Reads 30 s of audio; shows \'2.3 s per step\'."""\n'
                      'y = 2  # Measured on SmolLM2: 55 s\n')

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app.core.session import mask, state
+from app.core.session import state
 from pruning_core.core.heads import HeadLayout
 
 KEY = state.widget_key("headmap", "clicks")
@@ -175,7 +175,7 @@ def _on_clicks(layout: HeadLayout) -> None:
             elif action is not None:
                 action()
         elif len(entry) == 3 and _fits(layout, *entry):
-            mask.toggle_head(layout, entry[0], int(entry[1]), int(entry[2]))
+            state.toggle_head(layout, entry[0], int(entry[1]), int(entry[2]))
     st.session_state[state.MAP_LOG] = {"page": page, "applied": max(applied, len(clicks))}
 
 

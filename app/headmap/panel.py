@@ -22,7 +22,7 @@ import streamlit as st
 from app.model import cache, jobs
 from app.headmap import cache as cache_headmap, figures, ui as headmap_ui, latency, clicks
 from app.core import reruns, ui, uncertainty
-from app.core.session import mask as mask_state, session_results, state
+from app.core.session import session_results, state
 from app.headmap import roles as role_ui
 from app.headmap import examples
 from app.core.access import task_label
@@ -77,7 +77,7 @@ def show(sel: Selection, arch, ranking, score_name: str) -> None:
 def _live(sel: Selection, arch, ranking, score_name: str) -> None:
     state.push_query_params()           # a fragment rerun skips the shell's: keep the link current
     layout = arch.layout
-    mask = mask_state.current_mask(layout)
+    mask = state.current_mask(layout)
     wait = not reruns.fragment_rerun()  # a full run cannot rerun the fragment alone: it waits for the work
     pending: list[Work] = []            # work still running at the end of this run (only when not ``wait``)
     latency.drop_stale_timing(sel.model, mask)            # a timing of the previous mask would hold the CPU queue
@@ -284,9 +284,9 @@ def _map_and_presets(arch, mask: HeadMask, ranking, score_name: str, roles):
         b = st.columns(4)
         clicks.edit_button(b[0], "invert", "Invert", preset("invert", layout), width="stretch")
         clicks.edit_button(b[1], "reset", "Reset", preset("reset", layout), width="stretch")
-        clicks.edit_button(b[2], "undo", "Undo", mask_state.undo, disabled=not mask_state.can_undo(),
+        clicks.edit_button(b[2], "undo", "Undo", state.undo, disabled=not state.can_undo(),
                                icon=":material/undo:", width="stretch")
-        clicks.edit_button(b[3], "redo", "Redo", mask_state.redo, disabled=not mask_state.can_redo(),
+        clicks.edit_button(b[3], "redo", "Redo", state.redo, disabled=not state.can_redo(),
                                icon=":material/redo:", width="stretch")
     return roles_slot, colour != figures.IMPORTANCE or bool(keep_roles)
 

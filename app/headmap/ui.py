@@ -1,7 +1,7 @@
 """The clickable head map, and the glue between the mask presets and the session's mask.
 
 The figure is :func:`app.headmap.figures.figure`; clicking a head toggles it through
-:func:`app.core.session.mask.toggle_head` in the chart's selection callback.
+:func:`app.core.session.state.toggle_head` in the chart's selection callback.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import functools
 import streamlit as st
 
 from app.headmap import clicks
-from app.core.session import mask as mask_state, session_results, state
+from app.core.session import session_results, state
 from app.core.colouring import IMPORTANCE
 from app.headmap.figures import figure, history_figure
 from app.core.text import md_escape
@@ -33,7 +33,7 @@ def presets_wait_note(no_scores: bool, roles_pending: bool) -> str | None:
 
 
 def chart_key(kind: str, edits: int | None = None) -> str:
-    """The key of ``kind``'s grid drawn after the mask's ``edits``-th change (:func:`app.core.session.mask.edits`);
+    """The key of ``kind``'s grid drawn after the mask's ``edits``-th change (:func:`app.core.session.state.edits`);
     without ``edits``, the prefix shared by all of them."""
     prefix = f"{GRID_KEYS}_{kind}"
     return prefix if edits is None else f"{prefix}_{edits}"
@@ -64,7 +64,7 @@ def _on_select(kind: str, layout: HeadLayout, key: str) -> None:
     for point in points:
         layer, head = point.get("customdata") or (point.get("y"), point.get("x"))
         if layer is not None and head is not None:
-            mask_state.toggle_head(layout, kind, int(layer), int(head))
+            state.toggle_head(layout, kind, int(layer), int(head))
 
 
 def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str, roles=None,
@@ -72,7 +72,7 @@ def show_grid(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: 
     """Draw one kind's grid; a click on a head toggles it (the live panel's fragment reruns with the new mask):
     through the page's click log (:mod:`app.headmap.clicks`) once it reports, else as the chart's selection.
     ``roles`` (a ``RoleReport``) and ``colour``: see :func:`app.headmap.figures.figure`."""
-    key = chart_key(kind, mask_state.edits())
+    key = chart_key(kind, state.edits())
     selecting = {} if clicks.active() else dict(
         on_select=functools.partial(_on_select, kind, mask.layout, key), selection_mode="points")
     st.plotly_chart(figure(kind, mask, scores, score_name, roles, colour), key=key, width="content", **selecting,
@@ -128,18 +128,18 @@ def apply_preset(name: str, layout: HeadLayout, scores: HeadScores | None = None
     "one_per_layer" (keep the best head of every layer), "invert", "reset". The two ranked presets never
     remove a ``protected`` head (``(kind, layer, head)``: the heads of ``protected_roles``).
     """
-    current = mask_state.current_mask(layout)
+    current = state.current_mask(layout)
     keeping = f", keeping {', '.join(protected_roles)} heads" if protected_roles else ""
     if name == "reset":
-        mask_state.reset_mask(layout)
+        state.reset_mask(layout)
     elif name == "invert":
-        mask_state.set_mask(current.inverted(), "invert")
+        state.set_mask(current.inverted(), "invert")
     elif name == "remove_least":
         mask = presets.remove_least_important(scores, fraction, per_layer=per_layer, seed=seed, protected=protected)
         scope = "per layer" if per_layer else "globally"
-        mask_state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}{keeping}")
+        state.set_mask(mask, f"remove {round(100 * fraction)} % least important {scope}{keeping}")
     elif name == "one_per_layer":
-        mask_state.set_mask(presets.keep_top_per_layer(scores, 1, protected=protected),
+        state.set_mask(presets.keep_top_per_layer(scores, 1, protected=protected),
                             f"keep the best head per layer{keeping}")
     else:
         raise ValueError(f"unknown preset {name!r}")
@@ -151,7 +151,7 @@ def _on_history_select() -> None:
     for point in (selection.get("selection") or {}).get("points", []):
         step = (point.get("customdata") or [point.get("x")])[0]
         if step is not None:
-            mask_state.jump_to(int(step))
+            state.jump_to(int(step))
 
 
 HISTORY_METRICS = "history_metrics"     # session_results name: {mask text: (metric, interval)} of this session
@@ -169,15 +169,15 @@ def show_history(metric_name: str) -> None:
     """The metric after every change of the mask, as the panel showed it (a step skipped by quick clicks
     has no point until it is current again: the chart evaluates nothing); clicking a point makes that
     step current."""
-    entries = mask_state.history()
+    entries = state.history()
     known = session_results.get_result(HISTORY_METRICS) or {}
     found = [known.get(encode_mask(e.mask)) for e in entries]
     fig = history_figure([f[0] if f else None for f in found], [e.label for e in entries],
-                                mask_state.history_index(), metric_name, [f[1] if f else None for f in found])
+                                state.history_index(), metric_name, [f[1] if f else None for f in found])
     st.plotly_chart(fig, key=state.widget_key("headmap", "history"), on_select=_on_history_select,
                     selection_mode="points", config={"displayModeBar": False},
                     alt="Metric after each change of the mask")
-    current = mask_state.history_index()
+    current = state.history_index()
     st.caption(f"Step {current} of {len(entries) - 1}: "
                f"{md_escape(entries[current].label.rstrip('.'))}."     # a label may hold a file name
                + skipped_note([f is not None for f in found], current))

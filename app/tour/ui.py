@@ -26,7 +26,7 @@ from app.curves import figures as charts, kinds as kinds_tab, tables, words
 from app.roles import cache as cache_roles
 from app.headmap import cache as cache_headmap, latency
 from app.core import ui
-from app.core.session import mask as mask_state, state
+from app.core.session import state
 from app.core.session.selection import Selection
 from app.tour import steps as tour
 from app.runtime.work import Work
@@ -84,7 +84,7 @@ def show_step(step: tour.TourStep, model: tour.TourModel, models: tuple[tour.Tou
         st.info(f"This step needs a language model. {step.not_on}", icon=":material/info:")
         runs_here = False
     if not runs_here:
-        mask_state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
+        state.current_mask(arch.layout)         # a link's mask still becomes the session's, as on the other steps
         return
     ctx = Ctx(model, pickers.selection(), arch)       # the model picker made the tour model the session's
     drawn = VIEWS[step.name](ctx)
@@ -115,8 +115,8 @@ def navigation(step: tour.TourStep) -> None:
 
 # -- each step: compute (cached), make its mask the session's, draw -------------------------------
 def _prepare(mask: HeadMask, label: str) -> HeadMask:
-    if mask_state.current_mask(mask.layout) != mask:
-        mask_state.set_mask(mask, f"tour: {label}")
+    if state.current_mask(mask.layout) != mask:
+        state.set_mask(mask, f"tour: {label}")
     return mask
 
 

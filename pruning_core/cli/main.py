@@ -3,11 +3,11 @@
 Every command prints a human summary on the terminal and, with ``--out FILE``, writes the
 result as a headprune JSON file. User errors (HeadpruneError) print their message and exit 2.
 
-One module per group of commands: :mod:`.cli_analysis` (evaluate, score, mask, ablate, one-per-layer,
-curve), :mod:`.cli_model` (info, prune, bench, export), :mod:`.cli_compress` (compress),
-:mod:`.cli_roles` (roles; --protect and --roles-file), :mod:`.long_context` (kv-policy, causal-test),
-:mod:`.cli_setup` (prepare, app), with what they share in :mod:`.cli_common`; ``smp`` and ``dynamics`` live beside their libraries (:mod:`.smp.cli`,
-:mod:`.dynamics_cli`). This module builds the parser and runs a command (alone, or on every rank under
+One module per group of commands: :mod:`.analysis` (evaluate, score, mask, ablate, one-per-layer, curve),
+:mod:`.model` (info, prune, bench, export), :mod:`.compress` (compress), :mod:`.roles` (roles; --protect and
+--roles-file), :mod:`.long_context` (kv-policy, causal-test), :mod:`.setup` (prepare, app), :mod:`.smp` (smp)
+and :mod:`.dynamics` (dynamics), with what they share in :mod:`.common`, :mod:`.args` and
+:mod:`.scoring_options`. This module builds the parser and runs a command (alone, or on every rank under
 torchrun).
 """
 from __future__ import annotations

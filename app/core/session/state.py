@@ -1,4 +1,4 @@
-"""The dashboard's session state: every key, its default, and the URL's query parameters.
+"""The dashboard's session state: every key, its default, the URL's query parameters, and the mask.
 
 Pages never touch ``st.session_state`` or ``st.query_params`` directly: this module names every key (its
 type and meaning beside it) and reads and writes the URL; the modules that own a key's logic read it through
@@ -6,18 +6,23 @@ these names. One browser tab is one session; the model cached by :mod:`app.model
 session, while everything here (the mask especially) is per session. :func:`init` runs first in each run of
 ``dashboard.py``: it fills the defaults (``HEADPRUNE_APP_MODEL``, ``HEADPRUNE_APP_TASK`` and
 ``HEADPRUNE_APP_EVAL_LIMIT`` when set) and reads the URL once. docs/DASHBOARD.md lists the public functions.
+
+The mask (``HeadMask``, 1 = keep) of the current model lives in its undo/redo history (:class:`MaskHistory`,
+under :data:`HISTORY`). A link's mask (:data:`PENDING_MASK`) is decoded when the model's head layout is first
+known; one that does not fit is dropped with a notice. Choosing another model starts its history afresh.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import streamlit as st
 
-from app.core.text import md_code
+from app.core.text import md_code, md_escape
 from pruning_core.core.errors import HeadpruneError
-from pruning_core.core.heads import HeadMask
-from pruning_core.core.io.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, encode_mask
+from pruning_core.core.heads import KIND_LABELS, HeadLayout, HeadMask
+from pruning_core.core.io.share_link import QP_LIMIT, QP_MASK, QP_MODEL, QP_SCORER, QP_TASK, decode_mask, encode_mask
 
 # -- keys ----------------------------------------------------------------------------------------
 # each key: its type and meaning (the URL query parameter it is mirrored to, if any)
@@ -25,7 +30,7 @@ MODEL = "hp_model"            # str: "default", a local folder or a hub id (mode
 TASK = "hp_task"              # str: "movie-sentiment", a GLUE/WMT name, "file:PATH" (task)
 SCORER = "hp_scorer"          # str: a key of pruning_core.scoring.SCORERS (scorer)
 EVAL_SIZE = "hp_eval_size"    # int | None: examples evaluated, the user's choice; None: the model's own (n)
-HISTORY = "hp_history"        # MaskHistory: every mask applied and the undo/redo position (mask; app.core.session.mask)
+HISTORY = "hp_history"        # MaskHistory: every mask applied and the undo/redo position (mask; below)
 PENDING_MASK = "hp_pending_mask"              # str | None: a mask from the URL, decoded once the layout is known
 PENDING_SOURCE = "hp_pending_mask_source"     # what the history calls the pending mask
 QP_READ = "hp_qp_read"        # bool: the URL's query parameters were read into this session
@@ -117,9 +122,7 @@ def _read_query_params() -> None:
         try:
             set_eval_size(int(qp[QP_LIMIT]))
         except (ValueError, HeadpruneError):
-            # app.core.session.notices shows it; the URL reader queues it under the key it owns (notices imports state)
-            st.session_state[NOTICES].append(
-                ("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number."))
+            _notice("warning", f"Ignored the link's evaluation size {md_code(qp[QP_LIMIT])}: not a positive number.")
     if qp.get(QP_MASK):
         st.session_state[PENDING_MASK] = qp[QP_MASK]
     if qp.get(QP_STEP):
@@ -252,8 +255,147 @@ def set_model_typed(typed: tuple[str, str] | None) -> None:
     st.session_state[MODEL_TYPED] = typed
 
 
+# -- the mask and its history --------------------------------------------------------------------
+@dataclass(frozen=True)
+class HistoryEntry:
+    mask: HeadMask
+    label: str                       # what the change was, e.g. "toggle encoder_self L3 H5"
+
+
+@dataclass
+class MaskHistory:
+    """Masks in the order they were applied; ``index`` points at the current one.
+
+    A new change after some undos drops the undone tail (as in any editor). ``edits`` counts every
+    change of the current mask (push, undo, redo, jump) and never repeats: the map names each figure
+    it draws by it, so a click on a figure already replaced is still told apart from a click on the new one.
+    """
+
+    model: str                       # the model spec the masks belong to
+    entries: list[HistoryEntry] = field(default_factory=list)
+    index: int = 0
+    edits: int = 0
+
+    @property
+    def current(self) -> HeadMask:
+        return self.entries[self.index].mask
+
+    def push(self, mask: HeadMask, label: str) -> None:
+        if mask == self.current:
+            return
+        del self.entries[self.index + 1:]
+        self.entries.append(HistoryEntry(mask, label))
+        self.index = len(self.entries) - 1
+        self.edits += 1
+
+    def move(self, index: int) -> None:
+        """Make entry ``index`` current (undo, redo, a point of the history); later entries stay."""
+        if 0 <= index < len(self.entries) and index != self.index:
+            self.index = index
+            self.edits += 1
+
+
+def _history(layout: HeadLayout) -> MaskHistory:
+    """This session's history for the current model, started afresh when it does not fit ``layout``."""
+    hist: MaskHistory | None = st.session_state.get(HISTORY)
+    if hist is not None and hist.model == model_spec() and hist.current.layout == layout:
+        return hist
+    start, label = HeadMask.full(layout), "all heads kept"
+    pending = st.session_state.get(PENDING_MASK)
+    if pending:
+        st.session_state[PENDING_MASK] = None
+        source, st.session_state[PENDING_SOURCE] = st.session_state.get(PENDING_SOURCE), None
+        try:
+            start, label = decode_mask(pending, layout), source or "mask from the link"
+        except HeadpruneError as exc:
+            _notice("error", f"{md_escape(exc)} Starting with all heads kept instead.")
+    hist = MaskHistory(model_spec(), [HistoryEntry(HeadMask.full(layout), "all heads kept")])
+    if start != hist.current:
+        hist.push(start, label)
+    st.session_state[HISTORY] = hist
+    return hist
+
+
+def _held() -> MaskHistory | None:
+    return st.session_state.get(HISTORY)
+
+
+def current_mask(layout: HeadLayout) -> HeadMask:
+    """The mask in use (1 = keep) for the current model, whose head layout is ``layout``."""
+    return _history(layout).current
+
+
+def set_mask(mask: HeadMask, label: str) -> None:
+    """Make ``mask`` current, recording ``label`` in the history (undoable)."""
+    _history(mask.layout).push(mask, label)
+
+
+def toggle_head(layout: HeadLayout, kind: str, layer: int, head: int) -> HeadMask:
+    """Flip one head between kept and removed; returns the new mask."""
+    hist = _history(layout)
+    new = hist.current.toggled(kind, layer, head)
+    now = "kept" if new.kinds[kind][layer][head] else "removed"
+    hist.push(new, f"{KIND_LABELS[kind]} L{layer} H{head} {now}")
+    return new
+
+
+def reset_mask(layout: HeadLayout) -> None:
+    set_mask(HeadMask.full(layout), "reset: all heads kept")
+
+
+def can_undo() -> bool:
+    hist = _held()
+    return hist is not None and hist.index > 0
+
+
+def can_redo() -> bool:
+    hist = _held()
+    return hist is not None and hist.index < len(hist.entries) - 1
+
+
+def undo() -> None:
+    if can_undo():
+        _held().move(_held().index - 1)
+
+
+def redo() -> None:
+    if can_redo():
+        _held().move(_held().index + 1)
+
+
+def jump_to(index: int) -> None:
+    """Make history entry ``index`` current (later entries stay, for redo)."""
+    hist = _held()
+    if hist is not None:
+        hist.move(index)
+
+
+def history() -> list[HistoryEntry]:
+    hist = _held()
+    return list(hist.entries) if hist is not None else []
+
+
+def edits() -> int:
+    """How many times this session's current mask has changed (never repeats; 0 without a history)."""
+    hist = _held()
+    return hist.edits if hist is not None else 0
+
+
+def history_index() -> int:
+    hist = _held()
+    return hist.index if hist is not None else 0
+
+
+def _notice(level: str, text: str) -> None:
+    """Queue a one-shot message (:mod:`app.core.session.notices` shows them; it imports this module, so not
+    the other way)."""
+    st.session_state.setdefault(NOTICES, []).append((level, text))
+
+
 __all__ = [
     "widget_key", "init", "share_params", "push_query_params", "model_spec", "set_model_spec", "task_spec",
     "set_task_spec", "scorer_name", "set_scorer", "eval_size", "set_eval_size", "restore", "defaults",
     "tour_step", "set_tour_step", "take_link_model", "model_typed", "set_model_typed", "QP_STEP", "TOUR_PAGE",
+    "HistoryEntry", "MaskHistory", "current_mask", "set_mask", "toggle_head", "reset_mask", "can_undo", "can_redo",
+    "undo", "redo", "jump_to", "history", "edits", "history_index",
 ]

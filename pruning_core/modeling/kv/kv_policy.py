@@ -1,7 +1,7 @@
 """KV-cache head policies: per key/value head of a decoder, keep the whole cache (*full*) or only the first
 ``sink`` and the last ``window`` tokens (*streaming*; DuoAttention, Xiao et al. ICLR 2025).
 
-A streaming head's queries (:func:`~.architectures.slicing.kv_groups`) at position ``t`` attend only to
+A streaming head's queries (:func:`~pruning_core.modeling.architectures.slicing.kv_groups`) at position ``t`` attend only to
 ``[0, sink) ∪ (t - window, t]``. :func:`applied` (forward passes): a scoped, per-call pre-hook has each attention
 compute its streaming heads over those keys only (:mod:`.kv_banded`), or, for attention weights, adds a
 per-query-head mask; an all-full policy is the plain model bit for bit. Per-head windows: budgets (:mod:`.kv_budgets`).
@@ -183,7 +183,7 @@ def _policy(kv_heads: Sequence[int], chosen: set[tuple[int, int]], sink: int, wi
 def from_scores(scores: HeadScores, groups, fraction: float, *, sink: int = 128, window: int = 256,
                 source: dict | None = None) -> KVPolicy:
     """Stream the ``fraction`` of key/value heads whose query heads score lowest, summed per group, over all
-    layers (ties broken by position). ``groups``: :func:`~.architectures.slicing.kv_groups_of` of the model."""
+    layers (ties broken by position). ``groups``: :func:`~pruning_core.modeling.architectures.slicing.kv_groups_of` of the model."""
     per_group = group_scores(scores, {KIND: groups[KIND]}).kinds[KIND]        # [layers][kv heads]
     heads = [(l, j) for l, row in enumerate(per_group) for j in range(len(row))]
     heads.sort(key=lambda h: per_group[h[0]][h[1]])

@@ -1,4 +1,4 @@
-"""Loading models: a prepared model by name (the embedded default, see :mod:`.zoo`), a local folder,
+"""Loading models: a prepared model by name (the embedded default, see :mod:`pruning_core.zoo`), a local folder,
 or a Hugging Face hub id.
 
 Always ``trust_remote_code=False``. Pickle weights (``pytorch_model.bin``) are refused unless
@@ -269,7 +269,7 @@ def _mismatch(auto_cls, config, folder: Path) -> str | None:
 
 
 def _check_prepared(name: str, folder: Path) -> None:
-    """A prepared model must match the manifest `headprune prepare` wrote last (see :mod:`.zoo`)."""
+    """A prepared model must match the manifest `headprune prepare` wrote last (see :mod:`pruning_core.zoo`)."""
     import json
 
     what = "the embedded default" if name == DEFAULT_ID else f"the prepared model {name!r}"
