@@ -31,7 +31,7 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     """Dense vs physically pruned latency of the current mask (``pruning_core.bench``), one small probe,
     measured now: the two variants the panel shows, interleaved in the same call, several rounds,
     the pruned copy from :func:`pruned_model`. Queued behind any evaluation a session waits for, and
-    between its rounds it lets through evaluations that arrived meanwhile (:data:`app.runtime.board.GATE`).
+    before each timed call it lets through evaluations that arrived meanwhile (:data:`app.runtime.board.GATE`).
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
     loaded = load(spec)
@@ -40,7 +40,7 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=seq_len,
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                                min_seconds=0.5, measure_memory=False,
-                               progress=board.yielding(_progress, "latency"),   # clicks go first, between rounds
+                               progress=_progress, pause=board.pausing(_progress, "latency"),   # clicks go first
                                variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
 
 
@@ -56,11 +56,12 @@ def probe_shape(loaded) -> tuple[int, int]:
 def latency_model(spec: str, _progress: ProgressCallback | None = None) -> LatencyModel:
     """``spec``'s latency estimate on this server (:mod:`pruning_core.bench.latency_model`): the probe timed once,
     dense and without each kind's heads, shared by every session (the panel says when it was timed). Background
-    work: clicks go first, also between its rounds."""
+    work: clicks go first, before each of its timed calls."""
     loaded = load(spec)
     batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
-        return calibrate(loaded, batch_size=batch, seq_len=seq_len, progress=board.yielding(_progress, "latency"))
+        return calibrate(loaded, batch_size=batch, seq_len=seq_len, progress=_progress,
+                         pause=board.pausing(_progress, "latency"))
 
 
 @st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)

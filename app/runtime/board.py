@@ -235,13 +235,13 @@ class Gate:
                 self._busy = False
                 self._cond.notify_all()
 
-    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "") -> None:
+    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "") -> bool:
         """Inside ``hold(urgent=False)``: when urgent holders wait, let them all run, then take the gate
-        back. Long background work (a repair, layer by layer) calls it between its steps, so a click
-        waits for one step, not for the whole work."""
+        back; True when some ran. Long background work (a repair, layer by layer) calls it between its
+        steps, so a click waits for one step, not for the whole work."""
         with self._cond:
             if not self._urgent_waiting:
-                return
+                return False
             self._busy = False
             self._cond.notify_all()
             self.waiting += 1
@@ -252,9 +252,16 @@ class Gate:
             finally:
                 self.waiting -= 1
             self._busy = True
+            return True
 
 
 GATE = Gate()
+
+
+def pausing(progress: ProgressCallback | None, what: str) -> Callable[[], bool]:
+    """A timing's ``pause`` (``pruning_core.bench.benchmark``): before each timed call, waiting urgent work goes
+    through :data:`GATE` first; True when some did (the timing then redoes its round)."""
+    return lambda: GATE.yield_to_urgent(progress, what)
 
 
 def yielding(progress: ProgressCallback | None, what: str) -> ProgressCallback:

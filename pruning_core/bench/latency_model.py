@@ -12,7 +12,7 @@ query head of its group), shown as one until a measurement of the mask itself re
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pruning_core.core.heads import HeadMask
@@ -57,9 +57,10 @@ class LatencyModel:
 
 
 def calibrate(loaded, *, batch_size: int, seq_len: int, warmup: int = 1, repeats: int = 5, min_seconds: float = 0.3,
-              progress: ProgressCallback | None = None) -> LatencyModel:
+              progress: ProgressCallback | None = None, pause: Callable[[], bool] | None = None) -> LatencyModel:
     """Time ``loaded`` dense against pruned of every head of each kind in turn (one :func:`benchmark` per kind,
-    the same probe the dashboard times), and return the :class:`LatencyModel` of those timings."""
+    the same probe the dashboard times), and return the :class:`LatencyModel` of those timings. ``pause``: as in
+    :func:`benchmark`, before every timed call."""
     from pruning_core.bench.run import benchmark
     from pruning_core.bench.timing import load_average
 
@@ -72,7 +73,7 @@ def calibrate(loaded, *, batch_size: int, seq_len: int, warmup: int = 1, repeats
         mask = HeadMask({k: tuple((0 if k == kind else 1,) * n for n in r) for k, r in layout.kinds.items()})
         result = benchmark(loaded, mask, batch_sizes=(batch_size,), seq_len=seq_len, warmup=warmup, repeats=repeats,
                            min_seconds=min_seconds, measure_memory=False, progress=progress,
-                           variants=("dense", "pruned"))
+                           variants=("dense", "pruned"), pause=pause)
         d, p = result.row("dense", batch_size).latency.median, result.row("pruned", batch_size).latency.median
         dense.append(d)
         saving[kind] = max(d - p, 0.0)

@@ -13,7 +13,7 @@ import copy
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -94,7 +94,7 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
               seq_len: int = 128, decoder_len: int | None = None, device: str | None = None,
               warmup: int = 3, repeats: int = 10, min_seconds: float = 2.0, measure_memory: bool = True,
               seed: int = 0, progress: ProgressCallback | None = None, variants: Sequence[str] = VARIANTS,
-              pruned=None) -> BenchResult:
+              pruned=None, pause: Callable[[], bool] | None = None) -> BenchResult:
     """Time dense, masked and pruned variants of ``loaded`` side by side, and count the FLOP ceiling.
 
     Args:
@@ -118,6 +118,8 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         pruned: ``prune_heads(loaded.model, mask)`` made earlier (e.g. cached per mask and shared),
             on the timing device; None: pruned here. Only read, never modified.
         progress: ``report`` callback, stage ``"bench"``; raise ``Cancelled`` from it to stop.
+        pause: called before every timed call and before the pruning; True when it let other work run, and
+            the round is then timed again (:func:`interleaved_latencies`).
 
     Returns:
         a :class:`BenchResult`. Timing runs under ``torch.inference_mode()``, one forward pass per
@@ -158,6 +160,8 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         base = base.derive(dense, base.model_id)
     if pruned is None or next(pruned.parameters()).device != dev:
         report(progress, "bench", 0, len(batch_sizes), "pruning a copy")
+        if pause is not None:
+            pause()
         pruned = prune_heads(dense, mask).eval()
     ceiling = flop_ceiling(config, mask, seq_len, decoder_len=dec_len)
     attn_impl = str(getattr(config, "_attn_implementation", None) or "unknown")
@@ -182,7 +186,8 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
             inputs = synthetic_inputs(config, bs, seq_len, dec_len, dev, seed=seed + i)
             timed = interleaved_latencies({name: (lambda f=f: f(inputs)) for name, (f, _, _) in variants.items()},
                                           warmup=warmup, repeats=repeats, min_seconds=min_seconds, device=dev,
-                                          progress=progress, stage="bench", done=i, total=len(batch_sizes))
+                                          progress=progress, stage="bench", done=i, total=len(batch_sizes),
+                                          pause=pause)
             times = timed.seconds
             for name, (f, model, heads) in variants.items():
                 report(progress, "bench", i, len(batch_sizes), f"batch {bs}: memory of {name}")

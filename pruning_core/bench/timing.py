@@ -64,13 +64,16 @@ class Timings:
 def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: int = 3, repeats: int = 10,
                           min_seconds: float = 2.0, device: torch.device | str = "cpu",
                           progress: ProgressCallback | None = None, stage: str = "bench",
-                          done: int = 0, total: int | None = None) -> Timings:
+                          done: int = 0, total: int | None = None,
+                          pause: Callable[[], bool] | None = None) -> Timings:
     """Time several callables side by side: one call of each per round, order rotating per round.
 
     Runs ``warmup`` untimed rounds, then timed rounds until at least ``repeats`` rounds *and*
     ``min_seconds`` of timed calls (all callables together) are done. Garbage collection is off
     while timing; CUDA is synchronised before and after every call. Machine noise that lasts
     longer than a round hits every callable of that round, so per-round ratios cancel it.
+    ``pause`` runs before every call and returns True when it let other work run meanwhile: that round is
+    then timed again from its start, so no round pairs calls made on either side of someone else's work.
     """
     names = list(runs)
     cuda = torch.device(device).type == "cuda"
@@ -79,9 +82,13 @@ def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: i
         if cuda:
             torch.cuda.synchronize(device)
 
+    def paused() -> bool:
+        return pause is not None and bool(pause())
+
     for i in range(warmup):
         report(progress, stage, done, total, f"warm-up {i + 1}/{warmup}")
         for name in names:
+            paused()
             runs[name]()
     sync()
     times: dict[str, list[float]] = {n: [] for n in names}
@@ -94,12 +101,18 @@ def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: i
         while rounds < repeats or spent < min_seconds:
             report(progress, stage, done, total, f"round {rounds + 1}")
             k = rounds % len(names)
+            this_round: dict[str, float] = {}
             for name in names[k:] + names[:k]:         # rotate who goes first: no order bias
+                if paused() and this_round:
+                    break                              # other work ran between this round's calls: redo it
                 sync()
                 start = time.perf_counter()
                 runs[name]()
                 sync()
-                elapsed = time.perf_counter() - start
+                this_round[name] = time.perf_counter() - start
+            if len(this_round) < len(names):
+                continue
+            for name, elapsed in this_round.items():
                 times[name].append(elapsed)
                 spent += elapsed
             rounds += 1

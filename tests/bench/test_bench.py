@@ -224,3 +224,17 @@ def test_benchmark_times_only_the_variants_asked_for_and_uses_a_given_pruned_cop
     assert benchmark(loaded, mask, batch_sizes=(1,), measure_memory=False, **FAST).variants == VARIANTS  # the default
     with pytest.raises(HeadpruneError, match="must include 'dense' and 'pruned'"):
         benchmark(loaded, mask, batch_sizes=(1,), variants=("masked", "pruned"), **FAST)
+
+
+def test_a_pause_between_calls_has_its_round_timed_again():
+    """``pause`` runs before every call; when it let other work run, the round it broke is redone from its start,
+    so every kept round pairs calls made back to back."""
+    from pruning_core.bench.timing import interleaved_latencies
+
+    calls, pauses = [], iter([False] * 5 + [True] + [False] * 100)     # the 6th call: round 2's second call
+    runs = {name: (lambda name=name: calls.append(name)) for name in ("dense", "pruned")}
+    timed = interleaved_latencies(runs, warmup=1, repeats=3, min_seconds=0.0, pause=lambda: next(pauses))
+    assert timed.rounds == 3 and all(len(v) == 3 for v in timed.seconds.values())
+    # warm-up: dense, pruned; round 1: dense, pruned; round 2: pruned (its 2nd call paused: redone), pruned, dense;
+    # round 3 (rotated back): dense, pruned
+    assert calls == ["dense", "pruned", "dense", "pruned", "pruned", "pruned", "dense", "dense", "pruned"]
