@@ -166,6 +166,7 @@ def main() -> None:
     parser.add_argument("--sweep-examples", type=int, default=None, help="examples of the sweep (default: all)")
     parser.add_argument("--random-masks", type=int, default=50)
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--no-clicks", action="store_true", help="the exactness sweep only (no timing: any load)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "draft_decoding.json"))
     args = parser.parse_args()
@@ -178,12 +179,13 @@ def main() -> None:
         lm = load_model(name)
         task = get_task(task_name)
         data = task.encode(lm, task.default_split, n)
-        entry = {"task": task_name, "split": task.default_split, "examples": data.n_examples, "kinds": list(kinds),
-                 "clicks": clicks(task, lm, data, kinds, args.per_layer, args.seed)}
-        c = entry["clicks"]
-        print(f"{name}: {c['n_clicks']} clicks, click -> {task.metric.name} median plain {c['median_plain_seconds']} s, "
-              f"draft-checked {c['median_draft_seconds']} s (x{c['ratio_seconds']} wall, x{c['ratio_cpu_seconds']} "
-              f"CPU), same results {c['all_same']}, near-ties {c['near_ties']}, load {_load()}", flush=True)
+        entry = {"task": task_name, "split": task.default_split, "examples": data.n_examples, "kinds": list(kinds)}
+        if not args.no_clicks:
+            c = entry["clicks"] = clicks(task, lm, data, kinds, args.per_layer, args.seed)
+            print(f"{name}: {c['n_clicks']} clicks, click -> {task.metric.name} median plain "
+                  f"{c['median_plain_seconds']} s, draft-checked {c['median_draft_seconds']} s (x{c['ratio_seconds']} "
+                  f"wall, x{c['ratio_cpu_seconds']} CPU), same results {c['all_same']}, near-ties {c['near_ties']}, "
+                  f"load {_load()}", flush=True)
         if not args.no_sweep:
             small = task.encode(lm, task.default_split, args.sweep_examples or n)
             entry["sweep"] = sweep(task, lm, small, args.random_masks, args.seed)

@@ -7,13 +7,12 @@ as the dashboard does: :func:`pruning_core.bench.latency_model.calibrate` once (
 dashboard does it once per model and server), then for each of ``--masks`` seeded random masks (one head; 25 %,
 50 %, 75 % of the heads) the estimate and the measured pruned latency (:func:`pruning_core.bench.benchmark` with the
 live panel's rounds). Writes ``benchmarks/results/latency_estimate-MODEL.json`` with each mask's relative error,
-their median, and the load average before and after. A description of one run, never a test threshold.
+their median, the longest stretch between the calibration's pauses (what a click can wait for it), and the load.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import sys
@@ -28,6 +27,7 @@ from pruning_core.bench.latency_model import calibrate  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
+from live_common import machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = "headprune.latency_estimate/1"
@@ -57,8 +57,15 @@ def main() -> None:
     batch, seq_len = probe_shape(lm)
     load_before = _load()
     started = time.perf_counter()
-    model = calibrate(lm, batch_size=batch, seq_len=seq_len)
+    pauses = [started]                           # when the calibration offered the CPU to a waiting click
+
+    def pause() -> bool:
+        pauses.append(time.perf_counter())
+        return False                             # no click came: the round goes on
+
+    model = calibrate(lm, batch_size=batch, seq_len=seq_len, pause=pause)
     calibration_s = time.perf_counter() - started
+    gaps = sorted(b - a for a, b in zip(pauses, [*pauses[1:], started + calibration_s]))
     rng = random.Random(args.seed)
     rows = []
     for share in SHARES:
@@ -77,13 +84,15 @@ def main() -> None:
                   f"measured {1e3 * measured:8.1f} ms ({100 * (estimate / measured - 1):+.1f} %)", flush=True)
     errors = [abs(r["relative_error"]) for r in rows]
     out = {"format": FORMAT, "model": args.model, "batch_size": batch, "seq_len": model.seq_len,
-           "calibration_s": calibration_s, "dense_s": model.dense_s, "saving_s": dict(model.saving_s),
+           "calibration_s": calibration_s, "pauses": len(pauses) - 1, "longest_between_pauses_s": gaps[-1],
+           "median_between_pauses_s": statistics.median(gaps), "dense_s": model.dense_s,
+           "saving_s": dict(model.saving_s),
            "masks": rows, "median_abs_relative_error": statistics.median(errors), "max_abs_relative_error": max(errors),
-           "load_before": load_before, "load_after": _load(), "machine": platform.processor() or platform.machine(),
+           "load_before": load_before, "load_after": _load(), "machine": machine(),
            "cpus": os.cpu_count(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     path = args.out or RESULTS / f"latency_estimate-{args.model}.json"
     write_json(path, out)
-    print(f"calibration {calibration_s:.1f} s; median |error| {100 * out['median_abs_relative_error']:.1f} %, "
+    print(f"calibration {calibration_s:.1f} s, a click waits at most {gaps[-1]:.3f} s for it; median |error| {100 * out['median_abs_relative_error']:.1f} %, "
           f"max {100 * out['max_abs_relative_error']:.1f} % -> {path}")
 
 

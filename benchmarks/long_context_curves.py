@@ -4,7 +4,8 @@ hundreds of test examples (issue 47, goal 1; DuoAttention, RazorAttention, kvpre
     .venv/bin/python benchmarks/long_context_curves.py --models smollm2 --tasks niah-single --lengths 2048 \
         --fractions 0.5 --limit 100                   # one slice; ~2 s an example at 2k (sdpa) on 2 quiet CPU cores
 
-Policies full, retrieval, razor (retrieval and induction heads kept full), random-S and streaming (every head); each
+Policies full, retrieval, razor (retrieval and induction heads kept full), budgets (per-head token budgets at the
+retrieval policy's memory), random-S and streaming (every head); each
 row: accuracy, Wilson interval, McNemar p vs full, KV MiB, kvpress's compression ratio, PruLong's footprint. The
 JSON is written after every row and a rerun skips the rows it has. In full: benchmarks/README.md.
 """
@@ -29,16 +30,17 @@ from pruning_core.core.heads import HeadScores  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.evaluation.results import provenance, read_json  # noqa: E402
 from pruning_core.evaluation.stats import paired_correctness, wilson_interval  # noqa: E402
-from pruning_core.modeling.kv import kv_accounting, kv_policy as kvp  # noqa: E402
+from pruning_core.modeling.kv import kv_accounting, kv_budgets, kv_policy as kvp  # noqa: E402
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 from pruning_core.tasks.data import ruler  # noqa: E402
+from live_common import machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FORMAT = LONG_CONTEXT_CURVES_FORMAT
 MODELS = ("smollm2", "qwen2.5-0.5b")
 TASKS = (*ruler.RULER_KINDS, "icl-repetition")
-POLICIES = ("full", "retrieval", "razor", "streaming", "random")
+POLICIES = ("full", "retrieval", "razor", "budgets", "streaming", "random")
 KEEPS = 0.95                     # DuoAttention's claim: 50 % streaming keeps >= 95 % of the full cache's accuracy
 
 
@@ -57,8 +59,10 @@ def razor_scores(retrieval: HeadScores, induction: HeadScores) -> HeadScores:
     return HeadScores.from_lists({kvp.KIND: both.tolist()})
 
 
-def conditions(loaded, report, fractions, seeds, sink, window) -> dict[tuple, kvp.KVPolicy | None]:
-    """``(policy, fraction, seed) -> KVPolicy`` (None: the full cache) for every condition of one model."""
+def conditions(loaded, report, fractions, seeds, sink, window, length) -> dict[tuple, kvp.KVPolicy | None]:
+    """``(policy, fraction, seed) -> KVPolicy`` (None: the full cache) for every condition of one model at ``length``
+    tokens. "budgets" (HeadKV's split) keeps as many entries as "retrieval" at the same fraction: every head the
+    streaming sink and window, the rest given out in proportion to the heads' retrieval scores."""
     kv_heads, groups = kvp.kv_heads_of(loaded), kvp.groups_of(loaded)
     retrieval, induction = report.head_scores("retrieval"), report.head_scores("induction")
     out: dict[tuple, kvp.KVPolicy | None] = {("full", 0.0, None): None}
@@ -67,6 +71,10 @@ def conditions(loaded, report, fractions, seeds, sink, window) -> dict[tuple, kv
                                                       source={"score_method": "role:retrieval"})
         out[("razor", f, None)] = kvp.from_scores(razor_scores(retrieval, induction), groups, f, sink=sink,
                                                   window=window, source={"score_method": "razor"})
+        total = kv_budgets.total_of(out[("retrieval", f, None)], length)
+        out[("budgets", f, None)] = kv_budgets.from_scores(retrieval, groups, total, context=length,
+                                                           floor=sink + window, sink=sink,
+                                                           source={"score_method": "role:retrieval"})
         for s in seeds:
             out[("random", f, s)] = kvp.random_policy(kv_heads, f, s, sink=sink, window=window)
     out[("streaming", 1.0, None)] = kvp.KVPolicy.all_streaming(kv_heads, sink, window)
@@ -136,7 +144,7 @@ def main() -> None:
     doc = read_json(out) if out.is_file() else {"format": FORMAT, "rows": {}, "models": {}}
     if doc.get("format") != FORMAT:
         raise SystemExit(f"{out} is not a {FORMAT} file; give another --out")
-    doc.update(torch_threads=torch.get_num_threads(), cpus=os.cpu_count())
+    doc.update(torch_threads=torch.get_num_threads(), cpus=os.cpu_count(), machine=machine())
     for model in args.models:
         t = time.perf_counter()
         report = compute_roles(load_model(model, attn_implementation="eager"), roles=["retrieval", "induction"], seed=0)
@@ -144,11 +152,11 @@ def main() -> None:
         doc["models"][model] = {"roles_seconds": round(time.perf_counter() - t, 1),
                                 "provenance": provenance(loaded, method="long-context curves",
                                                          settings={k: v for k, v in vars(args).items()})}
-        grid = {c: p for c, p in conditions(loaded, report, args.fractions, range(args.seeds), args.sink,
-                                           args.window).items() if c[0] in args.policies or c[0] == "full"}
         for task_name in args.tasks:
             task = get_task(task_name)
             for length in args.lengths:
+                grid = {c: p for c, p in conditions(loaded, report, args.fractions, range(args.seeds), args.sink,
+                                                   args.window, length).items() if c[0] in args.policies + ["full"]}
                 data = task.encode(loaded, "test", args.limit, max_length=length)
                 full_key = key(model, task_name, length, "full", 0.0, None)
                 for (policy, fraction, seed), value in grid.items():

@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--sinks", nargs="+", type=int, default=[0, 1, 4, 128])
     ap.add_argument("--window", type=int, default=1000)
     ap.add_argument("--context", type=int, default=2048)
+    ap.add_argument("--attention", default="sdpa", choices=("sdpa", "eager"),
+                    help="attention implementation (the policy is exact under both; sdpa is faster)")
     ap.add_argument("--out", default=str(RESULTS / "sink_ablation.json"))
     args = ap.parse_args()
     out = Path(args.out)
@@ -52,12 +54,13 @@ def main() -> None:
                torch_threads=torch.get_num_threads(), cpus=os.cpu_count())
     task = get_task(TASK)
     for model in args.models:
-        loaded = load_model(model, attn_implementation="eager")
+        loaded = load_model(model, attn_implementation=args.attention)
         data = task.encode(loaded, "test", max_length=args.context)
         run = doc["runs"].setdefault(model, {"rows": {}})
         run.update(windows=data.n_examples, provenance=provenance(
             loaded, task=TASK, split="test", n_examples=data.n_examples, method="sink ablation",
-            settings={"window": args.window, "context": args.context, "stride": data.specials["stride"]}))
+            settings={"window": args.window, "context": args.context, "stride": data.specials["stride"],
+                      "attention": args.attention}))
         kv_heads = kvp.kv_heads_of(loaded)
         conditions = {"full": None}
         for sink in args.sinks:

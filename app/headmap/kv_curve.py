@@ -2,8 +2,8 @@
 read from what ``benchmarks/long_context_curves.py`` wrote (pure: no Streamlit).
 
 Rows of ``headprune.long_context_curves/1`` are keyed ``model|task|length|policy|fraction|seed``; the points of
-one model, task and length: the full cache at share 0, retrieval-chosen and RazorAttention-style policies at each
-share, random policies (mean over seeds, bars from the lowest to the highest seed) and every head streaming at 1.
+one model, task and length: the full cache at share 0, retrieval-chosen, RazorAttention-style and per-head-budget
+policies at each share (a budget policy at the retrieval policy's memory), random policies (mean over seeds, bars from the lowest to the highest seed) and every head streaming at 1.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pruning_core.core.io.codec import LONG_CONTEXT_CURVES_FORMAT
 CURVES_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "long_context_curves.json"
 FORMAT = LONG_CONTEXT_CURVES_FORMAT
 TITLES = {"full": "full cache", "retrieval": "retrieval heads kept full", "razor": "retrieval + induction kept full",
-          "random": "random heads stream", "streaming": "every head streams"}
+          "budgets": "per-head budgets by retrieval score", "random": "random heads stream",
+          "streaming": "every head streams"}
 
 
 @dataclass(frozen=True)

@@ -116,8 +116,8 @@ def memory_text(report: dict) -> tuple[str, str]:
         f"Keys and values only, not the weights; {_counted(report)}.")
 
 
-CURVE_COLORS = {"full": FULL_COLOR, "retrieval": "#1b9e77", "razor": "#7570b3", "random": "#999999",
-                "streaming": STREAMING_COLOR}
+CURVE_COLORS = {"full": FULL_COLOR, "retrieval": "#1b9e77", "razor": "#7570b3", "budgets": "#e6ab02",
+                "random": "#999999", "streaming": STREAMING_COLOR}
 
 
 def curve_figure(points: dict, titles: dict, fraction: float, current: float | None = None, width: int = 460,

@@ -57,29 +57,44 @@ def mt_live(docs: dict[str, dict]) -> list[Row]:
 
 
 def draft_decoding(docs: dict[str, dict]) -> list[Row]:
-    """Per model of each run: draft-checked against plain greedy decoding, CPU seconds per click, exactness, and
-    how much of the drafts was kept."""
+    """Per model of each run: draft-checked against plain greedy decoding, CPU seconds per click, how much of the
+    drafts was kept, and the exactness sweep (every single-head removal and random masks) where it ran."""
     rows = []
     for name, doc in docs.items():
         models = list(doc["models"])
         sweep = "" if any("sweep" in m for m in doc["models"].values()) else " --no-sweep"
-        command = f"python benchmarks/draft_decoding.py --models {' '.join(models)}{sweep}"
+        timed = "" if any("clicks" in m for m in doc["models"].values()) else " --no-clicks"
+        command = f"python benchmarks/draft_decoding.py --models {' '.join(models)}{sweep}{timed}"
         for model, entry in doc["models"].items():
-            c, t = entry["clicks"], entry["clicks"]["draft_totals"]
-            passes = f", {t['passes']} re-aligned passes in all" if "passes" in t else ", one pass"
-            steps = [k["draft"]["steps"] for k in c["clicks"]]
-            same = "predictions equal" if c["all_same"] else "predictions DIFFER"
-            rows.append(Row(
-                f"draft-checked vs plain greedy decoding, {model}, {entry['examples']} examples, {c['n_clicks']} "
-                f"one-head clicks ({', '.join(entry['kinds'])}){passes}",
-                f"CPU s median plain {fixed(c['median_plain_cpu_seconds'])}, draft-checked "
-                f"{fixed(c['median_draft_cpu_seconds'])}: {times(c['ratio_cpu_seconds'])} (wall "
-                f"{fixed(c['median_plain_seconds'], 1)} / {fixed(c['median_draft_seconds'], 1)} s); {same}; near-ties "
-                f"{c['near_ties']}; {num(t['accepted'], 0)} of {num(t['drafted'], 0)} drafted tokens kept; "
-                f"{t['resumed']} of {num(t['rows'], 0)} rows resumed, {t['steps']} greedy steps ({min(steps)} to "
-                f"{max(steps)} a click)",
-                machine(doc, [k["load_1min"] for k in c["clicks"]], f"commit {doc['commit'][:7]}"), command, (name,)))
+            if "clicks" in entry:
+                rows.append(_draft_clicks(name, doc, model, entry, command))
+            if "sweep" in entry:
+                s = entry["sweep"]
+                rows.append(Row(
+                    f"draft-checked decoding's exactness, {model}: every single-head removal ({s['single_head']}) and "
+                    f"{s['random']} random masks (1 to half the heads), {s['examples']} examples each",
+                    f"**{s['equal']} of {s['masks']} masks** give plain greedy's tokens on every example; near-ties "
+                    f"(two best logits within {doc['near_tie_tolerance']}, decided as plain greedy) {s['near_ties']}; "
+                    f"{sec(s['seconds'], 0)}",
+                    machine(doc, None, f"commit {doc['commit'][:7]}"), command, (name,)))
     return rows
+
+
+def _draft_clicks(name: str, doc: dict, model: str, entry: dict, command: str) -> Row:
+    c, t = entry["clicks"], entry["clicks"]["draft_totals"]
+    passes = f", {t['passes']} re-aligned passes in all" if "passes" in t else ", one pass"
+    steps = [k["draft"]["steps"] for k in c["clicks"]]
+    same = "predictions equal" if c["all_same"] else "predictions DIFFER"
+    return Row(
+        f"draft-checked vs plain greedy decoding, {model}, {entry['examples']} examples, {c['n_clicks']} "
+        f"one-head clicks ({', '.join(entry['kinds'])}){passes}",
+        f"CPU s median plain {fixed(c['median_plain_cpu_seconds'])}, draft-checked "
+        f"{fixed(c['median_draft_cpu_seconds'])}: {times(c['ratio_cpu_seconds'])} (wall "
+        f"{fixed(c['median_plain_seconds'], 1)} / {fixed(c['median_draft_seconds'], 1)} s); {same}; near-ties "
+        f"{c['near_ties']}; {num(t['accepted'], 0)} of {num(t['drafted'], 0)} drafted tokens kept; "
+        f"{t['resumed']} of {num(t['rows'], 0)} rows resumed, {t['steps']} greedy steps ({min(steps)} to "
+        f"{max(steps)} a click)",
+        machine(doc, [k["load_1min"] for k in c["clicks"]], f"commit {doc['commit'][:7]}"), command, (name,))
 
 
 def decode_bounds(docs: dict[str, dict]) -> list[Row]:

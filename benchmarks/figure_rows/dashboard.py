@@ -2,7 +2,7 @@
 at once against a lone session in the same run, clicks at random moments; and the Head map's scoring memory."""
 from __future__ import annotations
 
-from . import Row, fixed, machine, median_range, num, sec, times
+from . import Row, fixed, machine, median_range, num, pct, sec, times
 
 
 def _loads(doc: dict) -> list[float]:
@@ -100,4 +100,23 @@ def headmap_memory(docs: dict[str, dict]) -> list[Row]:
             f"{num(doc['memory_budget_mib'], 0)} MiB budget",
             machine(doc, list(doc["load_average_1min"].values())),
             doc["command"].strip(), (name,)))
+    return rows
+
+
+def latency_estimate(docs: dict[str, dict]) -> list[Row]:
+    """Per model: how far the Head map's latency estimate falls from the measurement, and the longest a click can
+    wait for the calibration (the stretch between two of its pauses)."""
+    rows = []
+    for name, doc in docs.items():
+        masks = doc["masks"]
+        loads = [doc["load_before"][0], doc["load_after"][0], *[m["load"][0] for m in masks]]
+        rows.append(Row(
+            f"the Head map's latency estimate against the measurement, {doc['model']}: {len(masks)} masks (one head; "
+            f"25, 50, 75 % of the heads), batch {doc['batch_size']} x {doc['seq_len']} tokens",
+            f"median |error| **{pct(doc['median_abs_relative_error'])}**, largest {pct(doc['max_abs_relative_error'])}; "
+            f"calibration {sec(doc['calibration_s'], 1)}, a click waits at most "
+            f"{sec(doc['longest_between_pauses_s'], 3)} for it (median {sec(doc['median_between_pauses_s'], 3)} "
+            f"between its {doc['pauses']} pauses)",
+            machine(doc, loads),
+            f"python benchmarks/latency_estimate.py --model {doc['model']}", (name,)))
     return rows

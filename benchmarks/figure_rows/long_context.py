@@ -1,8 +1,55 @@
-"""Rows for long context and head roles: a streaming policy's prefill time, StreamingLLM's sink ablation, and the
-audio-alignment role against Whisper's listed alignment heads."""
+"""Rows for long context and head roles: accuracy against the share of heads streaming, a streaming policy's prefill
+time, StreamingLLM's sink ablation, and the audio-alignment role against Whisper's listed alignment heads."""
 from __future__ import annotations
 
 from . import Row, fixed, machine, num, sec, times
+
+
+CURVE_POLICIES = ("retrieval", "razor", "budgets", "random")
+
+
+def _accuracy(row: dict) -> str:
+    """'98/100 (0.93-0.99)', with McNemar's p against the full cache where there is one."""
+    lo, hi = row["wilson_95"]
+    p = row.get("vs_full", {}).get("mcnemar_p")
+    return f"{row['correct']}/{row['examples']} ({fixed(lo)}-{fixed(hi)}{'' if p is None else f', p {fixed(p, 3)}'})"
+
+
+def long_context_curves(docs: dict[str, dict]) -> list[Row]:
+    """One row per model, task, length and share streaming: every policy's accuracy beside the full cache's, the
+    memory they all keep, and whether the retrieval-chosen half keeps 95 % of the full cache's accuracy."""
+    out = []
+    for name, doc in docs.items():
+        groups: dict[tuple, dict] = {}
+        for key, row in doc["rows"].items():
+            model, task, length, policy, fraction, seed = key.split("|")
+            groups.setdefault((model, task, int(length)), {})[(policy, fraction, seed)] = row
+        for (model, task, length), rows in groups.items():
+            full = rows.get(("full", "0", ""))
+            every = rows.get(("streaming", "1", ""))
+            for fraction in sorted({f for p, f, _ in rows if p in CURVE_POLICIES}, key=float):
+                parts = [f"full {_accuracy(full)}"] if full else []
+                for policy in CURVE_POLICIES:
+                    found = [(seed, r) for (p, f, seed), r in sorted(rows.items()) if p == policy and f == fraction]
+                    parts += [f"{policy}{f' seed {seed}' if seed else ''} {_accuracy(r)}" for seed, r in found]
+                if every:
+                    parts.append(f"every head streaming {_accuracy(every)}")
+                some = next(r for (p, f, _), r in rows.items() if f == fraction and p in CURVE_POLICIES)
+                kept = rows.get(("retrieval", fraction, ""), {}).get("vs_full", {}).get("share_of_full")
+                verdict = "" if kept is None else (f"; retrieval keeps {fixed(100 * kept, 1)} % of full "
+                                                  f"({'≥' if kept >= 0.95 else '<'} 95 %)")
+                settings = doc["models"][model]["provenance"]["settings"]
+                out.append(Row(
+                    f"{task} at {num(length, 0)} tokens, {model}: {fixed(100 * float(fraction), 0)} % of key/value heads "
+                    f"streaming (sink {some['sink']}, window {some['window']}), exact-match accuracy, 95 % Wilson "
+                    f"interval, McNemar p against full",
+                    "; ".join(parts) + f"; KV {fixed(some['kv_mib'], 1)} of {fixed(some['full_kv_mib'], 1)} MiB, "
+                    f"compression {fixed(some['compression_ratio'])}, footprint {fixed(some['footprint_ratio'])}{verdict}",
+                    machine({**doc, "created": doc["models"][model]["provenance"]["created"]}, None,
+                            settings.get("attention", "eager")),
+                    f"python benchmarks/long_context_curves.py --models {model} --tasks {task} --lengths {length} "
+                    f"--fractions {fraction} --limit {settings['limit']}", (name,)))
+    return out
 
 
 def kv_prefill(docs: dict[str, dict]) -> list[Row]:
@@ -16,7 +63,9 @@ def kv_prefill(docs: dict[str, dict]) -> list[Row]:
             f"prefill at {num(doc['context'], 0)} tokens, {pol['streaming_kv_heads']} of {pol['kv_heads']} key/value "
             f"heads streaming (S {pol['sink']}, W {pol['window']}), {doc['model']}, {doc['attn_implementation']}",
             f"median {sec(med['full'], 1)} full, {sec(med['banded'], 1)} streaming: "
-            f"**{times(doc['ratio_banded_to_full'], 3)}** (rounds {rounds}); cache "
+            f"**{times(doc['ratio_banded_to_full'], 3)}** (rounds {rounds})"
+            + (f"; every head streaming {sec(med['every'], 1)}, {times(doc['ratio_every_to_full'], 3)} (the floor)"
+               if "every" in med else "") + "; cache "
             f"{fixed(doc['full_kv_bytes'] / 2**20)} MiB full, {fixed(doc['kv_bytes'] / 2**20)} MiB streaming",
             machine({**doc, "cpus": prov["cpus"], "created": prov["started"]}, loads),
             prov["command"], (name,)))
@@ -39,7 +88,8 @@ def sink_ablation(docs: dict[str, dict]) -> list[Row]:
                 (f"full cache {fixed(full['perplexity'], 2)}; " if full else "") + "sinks "
                 + " / ".join(str(c["sink"]) for c in sinks) + ": "
                 + " / ".join(f"{fixed(c['perplexity'], 2)}" for c in sinks) + " (intervals in the JSON)",
-                machine({**doc, "created": prov["created"]}, [c["load_after"][0] for c in conds.values()]),
+                machine({**doc, "created": prov["created"]}, [c["load_after"][0] for c in conds.values()],
+                        prov["settings"].get("attention", "eager")),
                 f"python benchmarks/sink_ablation.py --models {model}", (name,)))
     return rows
 
