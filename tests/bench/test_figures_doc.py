@@ -45,3 +45,24 @@ def test_a_result_its_summariser_cannot_read_is_named():
     docs = {"dashboard_timings-new.json": {"format": "headprune.bench/1", "kind": "dashboard_timings", "runs": [{}]}}
     with pytest.raises(RuntimeError, match="'dashboard_timings' summariser cannot read dashboard_timings-new.json"):
         figures.render(docs)
+
+
+def test_the_committed_curves_figure_is_the_scripts_output():
+    import json
+
+    import curves_figure
+
+    doc = json.loads(curves_figure.SOURCE.read_text(encoding="utf-8"))
+    assert curves_figure.OUT.read_text(encoding="utf-8") == curves_figure.svg(doc), \
+        "docs/images/long_context_curves.svg differs from its results: run python benchmarks/curves_figure.py"
+
+
+def test_the_curves_figure_draws_every_row_of_a_share():
+    import curves_figure
+
+    row = {"accuracy": 0.9, "wilson_95": [0.8, 0.95], "correct": 90, "examples": 100}
+    doc = {"rows": {"m|t|2048|full|0|": row, "m|t|2048|retrieval|0.5|": row, "m|t|2048|random|0.5|0": row,
+                    "m|t|2048|random|0.5|1": row, "m|t|2048|streaming|1|": row, "m|u|2048|full|0|": row}}
+    panel = curves_figure.panels(doc)[("m", 2048, "0.5")]
+    assert sorted(p for p, _ in panel["t"]) == ["full", "random", "random", "retrieval", "streaming"]
+    assert curves_figure.svg(doc).count("<circle") == 6 + len(curves_figure.POLICIES)     # 6 rows, the legend
