@@ -73,11 +73,22 @@ def draft_decoding(docs: dict[str, dict]) -> list[Row]:
                 rows.append(Row(
                     f"draft-checked decoding's exactness, {model}: every single-head removal ({s['single_head']}) and "
                     f"{s['random']} random masks (1 to half the heads), {s['examples']} examples each",
-                    f"**{s['equal']} of {s['masks']} masks** give plain greedy's tokens on every example; near-ties "
-                    f"(two best logits within {doc['near_tie_tolerance']}, decided as plain greedy) {s['near_ties']}; "
-                    f"{sec(s['seconds'], 0)}",
+                    f"**{s['equal']} of {s['masks']} masks** give plain greedy's tokens on every example"
+                    f"{_differences(s)}; near-ties (two best logits within {doc['near_tie_tolerance']}, decided as "
+                    f"plain greedy) {s['near_ties']}; {sec(s['seconds'], 0)}",
                     machine(doc, None, f"commit {doc['commit'][:7]}"), command, (name,)))
     return rows
+
+
+def _differences(sweep: dict) -> str:
+    """What the sweep says of the rows that differ, where it explained them."""
+    rows = sweep.get("differences")
+    if not rows:
+        return ""
+    alone = sum(d["alone_is_draft"] for d in rows)
+    return (f"; the others differ in {len(rows)} example(s), first at a position whose two best logits are at most "
+            f"{max(d['gap'] for d in rows):.1e} apart, and plain greedy decoding each alone gives the draft-checked "
+            f"tokens in {alone} of {len(rows)} (plain greedy is not batch-invariant at such a tie)")
 
 
 def _draft_clicks(name: str, doc: dict, model: str, entry: dict, command: str) -> Row:
