@@ -86,9 +86,9 @@ def _differences(sweep: dict) -> str:
     if not rows:
         return ""
     alone = sum(d["alone_is_draft"] for d in rows)
-    return (f"; the others differ in {len(rows)} example(s), first at a position whose two best logits are at most "
-            f"{max(d['gap'] for d in rows):.1e} apart, and plain greedy decoding each alone gives the draft-checked "
-            f"tokens in {alone} of {len(rows)} (plain greedy is not batch-invariant at such a tie)")
+    return (f"; the masks that differ do so in {len(rows)} example(s), first at a position whose two best logits are "
+            f"at most {max(d['gap'] for d in rows):.1e} apart, and plain greedy decoding each alone gives the "
+            f"draft-checked tokens in {alone} of {len(rows)} (plain greedy is not batch-invariant at such a tie)")
 
 
 def _draft_clicks(name: str, doc: dict, model: str, entry: dict, command: str) -> Row:
