@@ -210,6 +210,7 @@ class Gate:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._busy = False
+        self._owner: int | None = None   # the thread holding the gate (one that let urgent work through holds none)
         self._urgent_waiting = 0
         self.waiting = 0                 # holders waiting now (what a queued job reports)
 
@@ -227,22 +228,24 @@ class Gate:
             finally:
                 self.waiting -= 1
                 self._urgent_waiting -= urgent
-            self._busy = True
+            self._busy, self._owner = True, threading.get_ident()
         try:
             yield
         finally:
             with self._cond:
-                self._busy = False
+                if self._owner == threading.get_ident():   # not when cancelled while letting urgent work run
+                    self._busy, self._owner = False, None
                 self._cond.notify_all()
 
     def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "") -> bool:
         """Inside ``hold(urgent=False)``: when urgent holders wait, let them all run, then take the gate
         back; True when some ran. Long background work (a repair, layer by layer) calls it between its
-        steps, so a click waits for one step, not for the whole work."""
+        steps, so a click waits for one step, not for the whole work. Outside the gate it does nothing; cancelled
+        while it waits (``progress`` raises), it leaves the gate to whoever holds it then."""
         with self._cond:
-            if not self._urgent_waiting:
+            if not self._urgent_waiting or self._owner != threading.get_ident():
                 return False
-            self._busy = False
+            self._busy, self._owner = False, None
             self._cond.notify_all()
             self.waiting += 1
             try:
@@ -251,7 +254,7 @@ class Gate:
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1
-            self._busy = True
+            self._busy, self._owner = True, threading.get_ident()
             return True
 
 

@@ -221,6 +221,91 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
         pass
 
 
+def test_the_latency_probe_keeps_a_call_small_on_large_models(tiny_bert_24):
+    """Eight sequences of 64 tokens for small models, fewer for large ones (at most :data:`PROBE_FLOP` a call), one
+    utterance for speech."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from app.headmap.cache import LATENCY_SEQ_LEN, PROBE_FLOP, probe_shape
+    from app.model import cache
+
+    assert probe_shape(cache.load(str(tiny_bert_24.model))) == (8, LATENCY_SEQ_LEN)
+
+    def sized(parameters: int):
+        model = torch.nn.Linear(1, 1)
+        model.config = SimpleNamespace(max_position_embeddings=4096)
+        model.weight = torch.nn.Parameter(torch.empty(parameters - 1, device="meta"))   # counted, never allocated
+        return SimpleNamespace(model=model)
+
+    for parameters, batch in ((22_700_000, 8), (134_500_000, 2), (494_000_000, 1), (7_000_000_000, 1)):
+        assert probe_shape(sized(parameters)) == (batch, LATENCY_SEQ_LEN), parameters
+        assert batch == 1 or 2 * parameters * LATENCY_SEQ_LEN * batch <= PROBE_FLOP
+
+
+def test_work_cancelled_while_it_lets_a_click_through_leaves_the_gate_to_the_click():
+    import threading
+
+    from app.runtime.board import Gate
+    from pruning_core.core.errors import Cancelled
+
+    gate, clicked, holding, release, entered = Gate(), threading.Event(), threading.Event(), threading.Event(), []
+    cancelled = threading.Event()
+
+    def cancel_when_told(event):
+        if cancelled.is_set():
+            raise Cancelled("the user clicked Cancel")
+
+    def click() -> None:
+        with gate.hold(urgent=True):
+            holding.set()
+            release.wait(10)
+
+    def timing() -> None:
+        with gate.hold(urgent=False):
+            clicked.wait(10)
+            with pytest.raises(Cancelled):
+                while True:                    # a timing's pause: the click goes first, then the cancel comes
+                    gate.yield_to_urgent(cancel_when_told)
+
+    def other() -> None:
+        with gate.hold(urgent=False):
+            entered.append(holding.is_set() and not release.is_set())
+
+    background = threading.Thread(target=timing)
+    background.start()
+    _wait_until(lambda: gate._busy)
+    first = threading.Thread(target=click)
+    first.start()
+    _wait_until(lambda: gate.waiting == 1)
+    clicked.set()
+    _wait_until(holding.is_set)               # the timing let the click through ...
+    cancelled.set()                           # ... and is cancelled while it waits to go on
+    background.join(10)
+    assert not background.is_alive()
+    late = threading.Thread(target=other)
+    late.start()
+    late.join(0.5)
+    assert late.is_alive() and not entered    # the click still holds the gate: nobody else is let in
+    release.set()
+    for t in (first, late):
+        t.join(10)
+    assert entered == [False] and not gate._busy and gate.waiting == 0
+
+
+def test_letting_urgent_work_through_outside_the_gate_changes_nothing():
+    from app.runtime.board import Gate
+
+    gate = Gate()
+    gate._urgent_waiting = 1                  # as if a click waited
+    assert gate.yield_to_urgent() is False    # not this thread's gate to give
+    gate._urgent_waiting = 0
+    with gate.hold(urgent=False):
+        assert gate._busy
+    assert not gate._busy
+
+
 def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tiny_bert_24, monkeypatch):
     from app.headmap import cache as cache_headmap
     from app.model import cache
