@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/latency_estimate.py --model smollm2      # about a minute on 2 quiet cores
 
-Times the live panel's probe (``app.headmap.cache.probe_shape``: batch 8 x 64 tokens, one utterance for speech)
+Times the live panel's probe (``app.headmap.cache.probe_shape``: up to 8 x 64 tokens, one utterance for speech)
 as the dashboard does: :func:`pruning_core.bench.latency_model.calibrate` once (how long it took is recorded: the
 dashboard does it once per model and server), then for each of ``--masks`` seeded random masks (one head; 25 %,
 50 %, 75 % of the heads) the estimate and the measured pruned latency (:func:`pruning_core.bench.benchmark` with the
@@ -45,7 +45,7 @@ def _mask(layout, share: float | None, rng: random.Random) -> HeadMask:
 
 
 def main() -> None:
-    from app.headmap.cache import LATENCY_ROUNDS, LATENCY_WARMUP, probe_shape
+    from app.headmap.cache import LATENCY_BUDGET_S, LATENCY_ROUNDS, LATENCY_WARMUP, probe_shape
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="default")
@@ -63,7 +63,7 @@ def main() -> None:
         pauses.append(time.perf_counter())
         return False                             # no click came: the round goes on
 
-    model = calibrate(lm, batch_size=batch, seq_len=seq_len, pause=pause)
+    model = calibrate(lm, batch_size=batch, seq_len=seq_len, max_seconds=LATENCY_BUDGET_S, pause=pause)
     calibration_s = time.perf_counter() - started
     gaps = sorted(b - a for a, b in zip(pauses, [*pauses[1:], started + calibration_s]))
     rng = random.Random(args.seed)
@@ -72,8 +72,8 @@ def main() -> None:
         for _ in range(args.masks):
             mask = _mask(lm.layout, share, rng)
             result = benchmark(lm, mask, batch_sizes=(batch,), seq_len=seq_len, warmup=LATENCY_WARMUP,
-                               repeats=LATENCY_ROUNDS, min_seconds=0.5, measure_memory=False,
-                               variants=("dense", "pruned"))
+                               repeats=LATENCY_ROUNDS, min_seconds=0.5, max_seconds=LATENCY_BUDGET_S,
+                               measure_memory=False, variants=("dense", "pruned"))
             measured = result.row("pruned", batch).latency.median
             dense = result.row("dense", batch).latency.median
             estimate = model.estimate(mask)

@@ -19,10 +19,12 @@ from pruning_core.evaluation.results import EvalResult
 from pruning_core.modeling import pruning
 from pruning_core.modeling.kv import kv_policy
 
-LATENCY_BATCH = 8        # the live panel's latency probe: 8 sequences ...
+LATENCY_BATCH = 8        # the live panel's latency probe: up to 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
-LATENCY_WARMUP = 2
-LATENCY_ROUNDS = 7       # interleaved rounds at least (more until the timing harness's minimum time)
+PROBE_FLOP = 40e9        # ... as many sequences as keep one call within about this many FLOP (2 x parameters x tokens)
+LATENCY_WARMUP = 1
+LATENCY_ROUNDS = 7       # interleaved rounds at least (more until the timing harness's minimum time) ...
+LATENCY_BUDGET_S = 2.5   # ... or fewer (three at least) once this much time is timed: a slow model's figure in seconds
 PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
 
@@ -40,16 +42,20 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=seq_len,
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                                min_seconds=0.5, measure_memory=False,
-                               progress=_progress, pause=board.pausing(_progress, "latency"),   # clicks go first
+                               max_seconds=LATENCY_BUDGET_S, progress=_progress,
+                               pause=board.pausing(_progress, "latency"),   # clicks go first
                                variants=("dense", "pruned"), pruned=pruned_model(spec, mask))
 
 
 def probe_shape(loaded) -> tuple[int, int]:
-    """The latency probe's (batch, tokens): a speech model reads all its audio frames (Whisper: 30 s), so one
-    utterance is the probe."""
-    max_pos = bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN
-    batch = 1 if bench.audio_frames(loaded.model.config) else LATENCY_BATCH
-    return batch, min(LATENCY_SEQ_LEN, max_pos)
+    """The latency probe's (batch, tokens): 64 tokens, in as many sequences (8 at most) as keep a call within
+    :data:`PROBE_FLOP` (the default and Bergamot 8, SmolLM2 2, Qwen2.5-0.5B 1); a speech model reads all its audio
+    frames (Whisper: 30 s), so one utterance is the probe."""
+    seq_len = min(LATENCY_SEQ_LEN, bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN)
+    if bench.audio_frames(loaded.model.config):
+        return 1, seq_len
+    flop = 2 * pruning.parameter_count(loaded.model) * seq_len
+    return max(1, min(LATENCY_BATCH, int(PROBE_FLOP // flop))), seq_len
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -60,7 +66,7 @@ def latency_model(spec: str, _progress: ProgressCallback | None = None) -> Laten
     loaded = load(spec)
     batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
-        return calibrate(loaded, batch_size=batch, seq_len=seq_len, progress=_progress,
+        return calibrate(loaded, batch_size=batch, seq_len=seq_len, max_seconds=LATENCY_BUDGET_S, progress=_progress,
                          pause=board.pausing(_progress, "latency"))
 
 

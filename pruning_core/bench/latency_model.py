@@ -57,10 +57,11 @@ class LatencyModel:
 
 
 def calibrate(loaded, *, batch_size: int, seq_len: int, warmup: int = 1, repeats: int = 5, min_seconds: float = 0.3,
-              progress: ProgressCallback | None = None, pause: Callable[[], bool] | None = None) -> LatencyModel:
+              max_seconds: float | None = None, progress: ProgressCallback | None = None,
+              pause: Callable[[], bool] | None = None) -> LatencyModel:
     """Time ``loaded`` dense against pruned of every head of each kind in turn (one :func:`benchmark` per kind,
-    the same probe the dashboard times), and return the :class:`LatencyModel` of those timings. ``pause``: as in
-    :func:`benchmark`, before every timed call."""
+    the same probe the dashboard times), and return the :class:`LatencyModel` of those timings. ``pause`` and
+    ``max_seconds`` (per kind): as in :func:`benchmark`."""
     from pruning_core.bench.run import benchmark
     from pruning_core.bench.timing import load_average
 
@@ -72,7 +73,7 @@ def calibrate(loaded, *, batch_size: int, seq_len: int, warmup: int = 1, repeats
     for kind, rows in layout.kinds.items():
         mask = HeadMask({k: tuple((0 if k == kind else 1,) * n for n in r) for k, r in layout.kinds.items()})
         result = benchmark(loaded, mask, batch_sizes=(batch_size,), seq_len=seq_len, warmup=warmup, repeats=repeats,
-                           min_seconds=min_seconds, measure_memory=False, progress=progress,
+                           min_seconds=min_seconds, max_seconds=max_seconds, measure_memory=False, progress=progress,
                            variants=("dense", "pruned"), pause=pause)
         d, p = result.row("dense", batch_size).latency.median, result.row("pruned", batch_size).latency.median
         dense.append(d)

@@ -94,7 +94,7 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
               seq_len: int = 128, decoder_len: int | None = None, device: str | None = None,
               warmup: int = 3, repeats: int = 10, min_seconds: float = 2.0, measure_memory: bool = True,
               seed: int = 0, progress: ProgressCallback | None = None, variants: Sequence[str] = VARIANTS,
-              pruned=None, pause: Callable[[], bool] | None = None) -> BenchResult:
+              pruned=None, pause: Callable[[], bool] | None = None, max_seconds: float | None = None) -> BenchResult:
     """Time dense, masked and pruned variants of ``loaded`` side by side, and count the FLOP ceiling.
 
     Args:
@@ -110,7 +110,8 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         device: 'cpu' or 'cuda' (checked by ``models.resolve_device``); None: the model's own device.
         warmup: untimed rounds per batch size.
         repeats, min_seconds: timed rounds per batch size: at least ``repeats`` rounds and at least
-            ``min_seconds`` of timed forward passes (all variants together).
+            ``min_seconds`` of timed forward passes (all variants together); with ``max_seconds``, fewer rounds
+            (three at least) once that much is spent (:func:`interleaved_latencies`).
         measure_memory: one extra forward pass per variant and batch size for the peak memory.
         variants: which of "dense", "masked", "pruned" to time (default all three; "dense" and
             "pruned" are always timed: the speed-up is theirs). Without "masked" its row is absent
@@ -187,7 +188,7 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
             timed = interleaved_latencies({name: (lambda f=f: f(inputs)) for name, (f, _, _) in variants.items()},
                                           warmup=warmup, repeats=repeats, min_seconds=min_seconds, device=dev,
                                           progress=progress, stage="bench", done=i, total=len(batch_sizes),
-                                          pause=pause)
+                                          pause=pause, max_seconds=max_seconds)
             times = timed.seconds
             for name, (f, model, heads) in variants.items():
                 report(progress, "bench", i, len(batch_sizes), f"batch {bs}: memory of {name}")

@@ -61,15 +61,20 @@ class Timings:
         return self.cpu_seconds / (self.wall_seconds * threads) if self.wall_seconds > 0 and threads else 0.0
 
 
+MIN_ROUNDS = 3         # timed rounds at least, whatever ``max_seconds`` says: a median needs three
+
+
 def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: int = 3, repeats: int = 10,
                           min_seconds: float = 2.0, device: torch.device | str = "cpu",
                           progress: ProgressCallback | None = None, stage: str = "bench",
                           done: int = 0, total: int | None = None,
-                          pause: Callable[[], bool] | None = None) -> Timings:
+                          pause: Callable[[], bool] | None = None, max_seconds: float | None = None) -> Timings:
     """Time several callables side by side: one call of each per round, order rotating per round.
 
     Runs ``warmup`` untimed rounds, then timed rounds until at least ``repeats`` rounds *and*
-    ``min_seconds`` of timed calls (all callables together) are done. Garbage collection is off
+    ``min_seconds`` of timed calls (all callables together) are done; with ``max_seconds``, timing stops sooner
+    once that much is spent and at least :data:`MIN_ROUNDS` rounds are done (a slow model's probe gives its
+    figure in seconds, from fewer rounds). Garbage collection is off
     while timing; CUDA is synchronised before and after every call. Machine noise that lasts
     longer than a round hits every callable of that round, so per-round ratios cancel it.
     ``pause`` runs before every call and returns True when it let other work run meanwhile: that round is
@@ -99,6 +104,8 @@ def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: i
     wall0, cpu0 = time.perf_counter(), time.process_time()
     try:
         while rounds < repeats or spent < min_seconds:
+            if max_seconds is not None and rounds >= MIN_ROUNDS and spent >= max_seconds:
+                break
             report(progress, stage, done, total, f"round {rounds + 1}")
             k = rounds % len(names)
             this_round: dict[str, float] = {}

@@ -226,6 +226,20 @@ def test_benchmark_times_only_the_variants_asked_for_and_uses_a_given_pruned_cop
         benchmark(loaded, mask, batch_sizes=(1,), variants=("masked", "pruned"), **FAST)
 
 
+def test_a_time_budget_stops_timing_after_three_rounds_but_never_sooner():
+    """``max_seconds``: a slow probe stops once that much is timed, with the three rounds a median needs."""
+    import time as time_
+
+    from pruning_core.bench.timing import MIN_ROUNDS, interleaved_latencies
+
+    runs = {name: (lambda: time_.sleep(0.02)) for name in ("dense", "pruned")}
+    budgeted = interleaved_latencies(runs, warmup=0, repeats=7, min_seconds=0.0, max_seconds=0.01)
+    assert MIN_ROUNDS == 3 and budgeted.rounds == 3      # spent 0.04 s after round 1: still three rounds
+    assert interleaved_latencies(runs, warmup=0, repeats=7, min_seconds=0.0).rounds == 7
+    generous = interleaved_latencies(runs, warmup=0, repeats=4, min_seconds=0.0, max_seconds=60.0)
+    assert generous.rounds == 4                          # a budget never adds rounds
+
+
 def test_a_pause_between_calls_has_its_round_timed_again():
     """``pause`` runs before every call; when it let other work run, the round it broke is redone from its start,
     so every kept round pairs calls made back to back."""
