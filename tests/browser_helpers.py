@@ -17,6 +17,7 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -127,6 +128,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# ``streamlit`` as its command runs it, with every thread's stack written to its log on SIGUSR1 (thread_dump)
+STARTER = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+           "from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; sys.exit(main())")
+DUMP_WAIT_S = 10.0
+
+
 class DashboardServer:
     """``streamlit run dashboard.py`` on 127.0.0.1:<free port>, stopped on exit (its own process only)."""
 
@@ -141,7 +148,7 @@ class DashboardServer:
     def __enter__(self) -> "DashboardServer":
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard.py"), "--server.port", str(self.port),
+            [sys.executable, "-c", STARTER, "run", str(ROOT / "dashboard.py"), "--server.port", str(self.port),
              "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
@@ -155,6 +162,25 @@ class DashboardServer:
             except OSError:
                 time.sleep(0.3)
         raise RuntimeError(f"streamlit did not become healthy within 60 s; see {self.log_path}")
+
+    def thread_dump(self) -> str:
+        """Every thread's Python stack in the server now (a failed test's evidence of what the server was doing),
+        or why there is none."""
+        if self.proc is None or self.proc.poll() is not None:
+            return f"the server is not running (exit code {None if self.proc is None else self.proc.returncode})"
+        self.log.flush()
+        start = self.log_path.stat().st_size
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        deadline, text = time.time() + DUMP_WAIT_S, ""
+        while time.time() < deadline:
+            time.sleep(0.2)
+            with open(self.log_path, errors="replace") as f:
+                f.seek(start)
+                now = f.read()
+            if now and now == text:          # written, and nothing more for a moment
+                return now
+            text = now
+        return text or f"the server wrote no stacks within {DUMP_WAIT_S:.0f} s"
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -28,3 +28,16 @@ def server(request, dashboard_env):
     log = ARTIFACTS.parent / f"streamlit-{request.module.__name__.rsplit('.', 1)[-1]}-{model}.log"
     with DashboardServer(dashboard_env, log) as srv:
         yield srv
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test reports what its dashboard server's threads were doing at that moment (a wait that
+    never ends leaves no other trace: no error, no CPU)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, DashboardServer):
+            report.sections.append((f"dashboard server threads at the failure ({name})", value.thread_dump()))
