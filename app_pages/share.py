@@ -6,7 +6,7 @@ from app.sidebar import pickers
 from app.core import ui, uncertainty
 from app.core.session import state
 from app.share import report, links, ui as share_ui
-from app.share.analysis import read_shared_file
+from app.share.analysis import link_params, read_shared_file
 from app.core.access import task_label
 from app.core.text import md_code, md_escape
 
@@ -64,37 +64,41 @@ with share_tab:
                                         "settings); others are computed now (step 10 %, no re-scoring).")
     with_ablation = o2.toggle("Single-head ablation", key=state.widget_key("share", "ablation"))
     with_one = o3.toggle("One head per layer", key=state.widget_key("share", "one"))
-    analysis = share_ui.gather_analysis(sel, scorer, mask, curve_scorers=curve_scorers,
-                                     with_ablation=with_ablation, with_one_per_layer=with_one)
-    stem = links.pruned_folder_name(spec, mask).replace("-pruned-", "-")
-    d1, d2, d3 = st.columns(3)
-    d1.download_button("JSON bundle", analysis.to_bytes(), f"{stem}-analysis.json", "application/json",
-                       on_click="ignore", icon=":material/data_object:", key=state.widget_key("share", "json"))
-    link = links.share_link(links.link_base(st.context.url), analysis.link_params())
-    d2.download_button("HTML report", lambda: report.build_report(analysis, link=link).encode(), f"{stem}-report.html",
-                       "text/html", on_click="ignore", icon=":material/description:",
-                       key=state.widget_key("share", "html"))
-    loaded = cache.load(spec)
-    if mask.is_full():                    # nothing removed: the pruned model would be the model itself
-        d3.caption("No pruned model to download: all heads are kept. Remove heads on the Head map first.")
-    else:
-        d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
-                           lambda: links.pruned_model_zip(loaded, mask, task_name), f"{links.pruned_folder_name(spec, mask)}.zip",
-                           "application/zip", on_click="ignore", icon=":material/folder_zip:",
-                           key=state.widget_key("share", "zip"))
-    included = [k for k, v in analysis.to_json().items()
-                if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
-    st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
-               + ("" if mask.is_full() else " Unzip the model and load it with "
-                  "`pruning_core.modeling.sources.loading.load_model(folder)`, or measure it with "
-                  f"`{links.evaluate_command(links.pruned_folder_name(spec, mask), task_name)}`."))
+    downloads = st.container()         # filled below: the analysis may score and time first, the link needs neither
+    link = links.share_link(links.link_base(st.context.url),
+                            link_params(spec, task_name, scorer, sel.eval_size, mask))
     st.markdown("**Link** · opens the Head map with this model, task, score, evaluation size and mask")
     st.code(link, language=None, wrap_lines=True)
     st.markdown("**Command** · measures the link's mask on its model, task and examples")
     st.code(links.link_command(link), language="bash", wrap_lines=True)
+    printed = st.empty()
+    with downloads:
+        analysis = share_ui.gather_analysis(sel, scorer, mask, curve_scorers=curve_scorers,
+                                         with_ablation=with_ablation, with_one_per_layer=with_one)
+        stem = links.pruned_folder_name(spec, mask).replace("-pruned-", "-")
+        d1, d2, d3 = st.columns(3)
+        d1.download_button("JSON bundle", analysis.to_bytes(), f"{stem}-analysis.json", "application/json",
+                           on_click="ignore", icon=":material/data_object:", key=state.widget_key("share", "json"))
+        d2.download_button("HTML report", lambda: report.build_report(analysis, link=link).encode(),
+                           f"{stem}-report.html", "text/html", on_click="ignore", icon=":material/description:",
+                           key=state.widget_key("share", "html"))
+        loaded = cache.load(spec)
+        if mask.is_full():                # nothing removed: the pruned model would be the model itself
+            d3.caption("No pruned model to download: all heads are kept. Remove heads on the Head map first.")
+        else:
+            d3.download_button(f"Pruned model ({mask.n_kept}/{mask.n_total} heads, zip)",
+                               lambda: links.pruned_model_zip(loaded, mask, task_name),
+                               f"{links.pruned_folder_name(spec, mask)}.zip", "application/zip", on_click="ignore",
+                               icon=":material/folder_zip:", key=state.widget_key("share", "zip"))
+        included = [k for k, v in analysis.to_json().items()
+                    if v and k in ("scores", "curves", "eval", "ablation", "one_per_layer", "bench")]
+        st.caption(f"The bundle has the mask{''.join(', ' + k for k in included)}."
+                   + ("" if mask.is_full() else " Unzip the model and load it with "
+                      "`pruning_core.modeling.sources.loading.load_model(folder)`, or measure it with "
+                      f"`{links.evaluate_command(links.pruned_folder_name(spec, mask), task_name)}`."))
     if analysis.evaluation is not None:
         seen = uncertainty.shown(analysis.evaluation)
-        st.caption("It prints, as the dashboard shows it: " + md_escape(
+        printed.caption("It prints, as the dashboard shows it: " + md_escape(
             f"{uncertainty.labelled(analysis.evaluation.metric_name, f'{seen.value} ({seen.interval})')}, "
             f"loss {analysis.evaluation.loss:.4f}") + ".")
     if task_name.startswith("file:"):

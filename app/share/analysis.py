@@ -63,9 +63,7 @@ class Analysis:
     # -- writing ------------------------------------------------------------------------------
     def link_params(self) -> dict[str, str]:
         """The query parameters of a link to this analysis (see :func:`app.share.links.share_link`)."""
-        return SharedLink(model=self.model_id, task=self.task or None, scorer=self.scorer or None,
-                          eval_limit=self.eval_size or None,
-                          mask=None if self.mask.is_full() else encode_mask(self.mask)).params()
+        return link_params(self.model_id, self.task, self.scorer, self.eval_size, self.mask)
 
     def to_json(self) -> dict:
         """The ``headprune.analysis/1`` bundle; each result keeps its own format and provenance."""
@@ -172,6 +170,14 @@ class Analysis:
                     f"{str(self.weights_sha256)[:12]}… vs {loaded.weights_sha256[:12]}…), e.g. because the default "
                     "model was prepared again. The mask applies; re-measure before comparing numbers."]
         return []
+
+
+def link_params(model_id: str, task: str | None, scorer: str | None, eval_size: int | None,
+                mask: HeadMask) -> dict[str, str]:
+    """The query parameters of a link to ``mask`` on this model, task, scorer and evaluation size (known before any
+    analysis is gathered: the Share page shows its link at once)."""
+    return SharedLink(model=model_id, task=task or None, scorer=scorer or None, eval_limit=eval_size or None,
+                      mask=None if mask.is_full() else encode_mask(mask)).params()
 
 
 def analysis_provenance(loaded, task: str | None, settings: Mapping | None = None, *, split: str | None = None,
