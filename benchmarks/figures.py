@@ -37,6 +37,7 @@ SUMMARISERS: dict[str, tuple[str, Callable[[dict[str, dict]], list[Row]]]] = {
     "seq2seq_live": (LIBRARY, clicks.seq2seq_live),
     "mt_live": (LIBRARY, clicks.mt_live),
     "draft_decoding": (LIBRARY, clicks.draft_decoding),
+    "encoder_click_floor": (LIBRARY, clicks.encoder_click_floor),
     "decode_bounds": (LIBRARY, clicks.decode_bounds),
     "dashboard_timings": (DASHBOARD, dashboard.dashboard_timings),
     "headmap_memory": (DASHBOARD, dashboard.headmap_memory),

@@ -108,6 +108,22 @@ def _draft_clicks(name: str, doc: dict, model: str, entry: dict, command: str) -
         machine(doc, [k["load_1min"] for k in c["clicks"]], f"commit {doc['commit'][:7]}"), command, (name,))
 
 
+def encoder_click_floor(docs: dict[str, dict]) -> list[Row]:
+    """Whisper encoder clicks as the server runs them beside the work they cannot avoid, in the same run."""
+    rows = []
+    for name, doc in docs.items():
+        m, clicks_ = doc["median"], doc["clicks"]
+        rows.append(Row(
+            f"{doc['model']} encoder-head clicks ({len(clicks_)}, every layer), {doc['examples']} utterances: the "
+            "click as the server runs it against the work it cannot avoid (the encoder from the clicked layer up, "
+            "one teacher-forced decoder pass over the previous transcripts)",
+            f"click median {sec(m['click_seconds'])}, unavoidable work {sec(m['floor_seconds'])}: "
+            f"**{times(m['ratio'])}** (aim {times(doc['aim_ratio'], 1)}; per click {times(min(r['ratio'] for r in clicks_))} "
+            f"to {times(max(r['ratio'] for r in clicks_))})",
+            machine(doc, [r["load_1min"] for r in clicks_], f"commit {doc['commit'][:7]}"), doc["command"], (name,)))
+    return rows
+
+
 def decode_bounds(docs: dict[str, dict]) -> list[Row]:
     """Per model: references over greedy decoding's bound per split, and the all-heads outputs against it."""
     rows = []
