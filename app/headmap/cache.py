@@ -24,7 +24,7 @@ LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 PROBE_FLOP = 40e9        # ... as many sequences as keep one call within about this many FLOP (2 x parameters x tokens)
 LATENCY_WARMUP = 1
 LATENCY_ROUNDS = 7       # interleaved rounds at least (more until the timing harness's minimum time) ...
-LATENCY_BUDGET_S = 2.5   # ... or fewer (three at least) once this much time is timed: a slow model's figure in seconds
+LATENCY_BUDGET_S = 2.0   # ... or fewer (three at least) once this much time is timed: a slow model's figure in seconds
 PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)
 REPAIR_CALIBRATION = 128 # score-split examples the live panel's repair toggle tunes on
 
