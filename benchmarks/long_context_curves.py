@@ -90,8 +90,7 @@ def key(model: str, task: str, length: int, policy: str, fraction: float, seed) 
 def measure(loaded, task, data, policy, full_row: dict | None, length: int) -> dict:
     """One condition's row (see the module docstring)."""
     t = time.perf_counter()
-    # per-head windows (budgets) take the mask path: the banded one builds a layout per window size, many per layer
-    with kvp.applied(loaded, policy, banded=policy is None or policy.windows is None):
+    with kvp.applied(loaded, policy):        # budgets' many window sizes take the mask path (kv_policy.applied)
         res = task.evaluate(loaded, data, batch_size=1)
     seconds = time.perf_counter() - t
     correct = [int(x) for x in res.per_example]

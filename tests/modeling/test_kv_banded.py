@@ -154,3 +154,20 @@ def test_banded_equals_the_mask_at_smollm2_shape_over_4k_tokens():
     # queries after a cache: the last 1,000 of 4,096 positions
     tail = kv_banded.streaming_attention(q[:, :, -1000:], k, v, 128, 256, scale)
     torch.testing.assert_close(tail, reference[:, :, -1000:], atol=1e-5, rtol=1e-5)
+
+
+def test_a_policy_with_more_window_sizes_than_the_layouts_kept_takes_the_mask(tmp_path, calls, monkeypatch):
+    """Budgets give each key/value head its own window: past :data:`kv_banded.LAYOUTS` sizes every layer would build
+    its layouts again, so the policy runs the mask over all keys (the same logits)."""
+    lm = tiny_loaded("llama", tmp_path)
+    policy = kvp.KVPolicy(((True, True), (True, True)), 2, 3, windows=((3, 4), (5, 6)))
+    assert kvp.window_sizes(policy) == {3, 4, 5, 6}
+    ids = _ids(40)
+    masked = _logits(lm, policy, ids, banded=False)
+    banded = _logits(lm, policy, ids, banded=True)
+    assert len(calls) == 4                                # four sizes: banded, one call per size and layer
+    torch.testing.assert_close(banded, masked, atol=1e-5, rtol=1e-4)
+    monkeypatch.setattr(kv_banded, "LAYOUTS", 3)
+    calls.clear()
+    assert torch.equal(_logits(lm, policy, ids, banded=True), masked)       # the mask, exactly
+    assert not calls and installed_hook_count(lm.model) == 0

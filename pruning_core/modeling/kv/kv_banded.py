@@ -24,6 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 NAME = "headprune_banded"
 BLOCK = 64                      # queries per block: a block attends to sink + BLOCK + window - 1 keys
+LAYOUTS = 8                     # block layouts kept (one per window size and shape): more window sizes take the mask
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def _heads(kv: tuple[int, ...], g: int, device) -> torch.Tensor:
     return torch.tensor([j * g + i for j in kv for i in range(g)], dtype=torch.long, device=device)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=LAYOUTS)
 def band_layout(queries: int, keys: int, sink: int, window: int, block: int, device: str = "cpu") -> tuple:
     """Where each block looks: ``(rows [n, block], cols [n, C], allowed [n, block, C])`` with ``C = sink + block +
     window - 1``. ``rows``: query index (clamped), ``cols``: key index (clamped) of each gathered key; ``allowed``
@@ -80,7 +81,7 @@ def band_layout(queries: int, keys: int, sink: int, window: int, block: int, dev
     return row.clamp(max=queries - 1), cols.clamp(0, keys - 1).flatten(), allowed
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=LAYOUTS)
 def _bias(queries: int, keys: int, sink: int, window: int, block: int, device: str, groups: int,
           dtype: torch.dtype) -> torch.Tensor:
     """The layout's additive mask for ``groups`` query heads a block: ``[1, n, groups * block, C]``, 0 or -inf."""

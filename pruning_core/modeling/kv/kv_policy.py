@@ -349,12 +349,18 @@ class _Pointed:
         kv_banded._BASE.pop(id(self.module), None)
 
 
+def window_sizes(policy: KVPolicy) -> set[int]:
+    """The distinct windows of ``policy``'s streaming heads."""
+    return {policy.window_of(l, j) for l, row in enumerate(policy.streaming) for j, s in enumerate(row) if s}
+
+
 @contextlib.contextmanager
 def applied(loaded, policy: KVPolicy | None, *, banded: bool = True) -> Iterator[None]:
     """Run ``loaded.model`` under ``policy`` inside the block, for this thread only (None: a no-op).
 
     banded: streaming heads attend over their sink and window keys only (:mod:`.kv_banded`; equal to the mask
-    within float rounding, and faster); False, or a pass that asks for attention weights: a mask over all keys.
+    within float rounding, and faster); False, a pass that asks for attention weights, or a policy with more window
+    sizes than :data:`.kv_banded.LAYOUTS` (budgets: every layer would build its layouts again): a mask over all keys.
     The model's weights are not modified; hooks (and the attention modules' pointer to the banded function) are
     removed when the block ends, also when it raised. Generation also needs :func:`.kv_cache.new_cache`, so that
     streaming heads keep only sink + window entries.
@@ -364,6 +370,7 @@ def applied(loaded, policy: KVPolicy | None, *, banded: bool = True) -> Iterator
         return
     policy.check_fits(loaded)
     sites = [s for s in loaded.sites if s.kind == KIND]
+    banded = banded and len(window_sizes(policy)) <= kv_banded.LAYOUTS
     entries = {id(s.container): (_query_windows(s, policy, l), policy.sink, _band(s, policy, l) if banded else None)
                for l, (s, row) in enumerate(zip(sites, policy.streaming)) if any(row)}
     token, value = _ACTIVE.set({**(_ACTIVE.get() or {}), **entries}), _POLICY.set(policy)
