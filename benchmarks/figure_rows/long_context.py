@@ -12,7 +12,8 @@ def _accuracy(row: dict) -> str:
     """'98/100 (0.93-0.99)', with McNemar's p against the full cache where there is one."""
     lo, hi = row["wilson_95"]
     p = row.get("vs_full", {}).get("mcnemar_p")
-    return f"{row['correct']}/{row['examples']} ({fixed(lo)}-{fixed(hi)}{'' if p is None else f', p {fixed(p, 3)}'})"
+    shown = "" if p is None else ", p < 0.001" if p < 0.001 else f", p {fixed(p, 3)}"
+    return f"{row['correct']}/{row['examples']} ({fixed(lo)}-{fixed(hi)}{shown})"
 
 
 def long_context_curves(docs: dict[str, dict]) -> list[Row]:
