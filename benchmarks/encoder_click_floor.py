@@ -41,16 +41,18 @@ def _output(value):
     return value[0] if isinstance(value, tuple) else value
 
 
-def upper_input(lm, features: torch.Tensor, layer: int) -> torch.Tensor:
-    """The all-heads input of encoder layer ``layer`` (what the layer-input cache holds for a click there)."""
-    seen = []
-    handle = lm.model.get_encoder().layers[layer].register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+def layer_inputs(lm, features: torch.Tensor) -> list[torch.Tensor]:
+    """The all-heads input of each encoder layer (what the layer-input cache holds for a click there), one pass."""
+    seen: list[torch.Tensor] = []
+    layers = lm.model.get_encoder().layers
+    handles = [layer.register_forward_pre_hook(lambda m, args: seen.append(args[0])) for layer in layers]
     try:
         with torch.inference_mode():
             lm.model.get_encoder()(features)
     finally:
-        handle.remove()
-    return seen[0]
+        for handle in handles:
+            handle.remove()
+    return seen
 
 
 def floor_once(lm, mask: HeadMask, layer: int, hidden: torch.Tensor, drafts: torch.Tensor) -> float:
@@ -96,8 +98,9 @@ def main() -> None:
     dense = _timed(task, lm, data, None, cache, store)           # a session's arrival: every cache filled
     rng = random.Random(args.seed)
     rows = []
+    inputs = layer_inputs(lm, features)
     for layer, n in enumerate(lm.layout.kinds[KIND]):
-        hidden = upper_input(lm, features, layer)
+        hidden = inputs[layer]
         for head in rng.sample(range(n), min(args.per_layer, n)):
             mask = HeadMask.from_removed(lm.layout, [(KIND, layer, head)])
             click = _timed(task, lm, data, mask, cache, store)
