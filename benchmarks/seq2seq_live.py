@@ -31,18 +31,19 @@ BATCH = 64                               # the dashboard's EVAL_BATCH
 
 
 def timed_evaluation(task, lm, data, mask: HeadMask | None, cache: LayerInputCache | None) -> dict:
-    """One evaluation as the Head map runs it: its result, the seconds to its loss (progress's ``partial``) and to
-    its metric, and CPU seconds (``time.process_time``, less sensitive to others' load)."""
+    """One evaluation as the Head map runs it: its result, the seconds to its metric (progress's ``partial``: a
+    decoding task reports it before the loss's output layer, ``Task.metric_first``) and to its loss (the result),
+    and CPU seconds (``time.process_time``, less sensitive to others' load)."""
     start, cpu = time.perf_counter(), time.process_time()
     seen: dict[str, float] = {}
 
     def progress(event) -> None:
-        if getattr(event, "partial", None) is not None and "loss" not in seen:
-            seen["loss"] = time.perf_counter() - start
+        if getattr(event, "partial", None) is not None and "metric" not in seen:
+            seen["metric"] = time.perf_counter() - start
 
     result = task.evaluate(lm, data, mask, batch_size=BATCH, layer_cache=cache, progress=progress)
     seconds = time.perf_counter() - start
-    return {"result": result, "metric_seconds": round(seconds, 3), "loss_seconds": round(seen.get("loss", seconds), 3),
+    return {"result": result, "metric_seconds": round(seen.get("metric", seconds), 3), "loss_seconds": round(seconds, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3)}
 
 

@@ -55,17 +55,19 @@ STYLE = f"""<style>
 
 
 def strip_text(mask: HeadMask, metric: str | None = None, loss: str | None = None) -> str:
-    """The strip's one line: heads kept of the new mask at once, metric and loss once known."""
+    """The strip's one line: heads kept of the new mask at once, metric and loss once known (a decoded metric
+    comes first: the loss is then "computing…")."""
     kept = f"Heads kept **{mask.n_kept} / {mask.n_total}**"
     if metric is None:
         return (f"{kept} · :material/hourglass_top: metric and loss: updating for {mask.n_kept} / {mask.n_total} "
                 "heads…")
-    return f"{kept} · {metric} · loss **{loss}**"
+    return f"{kept} · {metric} · " + (f"loss **{loss}**" if loss is not None else
+                                      "loss: :material/hourglass_top: computing…")
 
 
 def _strip_done(mask: HeadMask, ev) -> str:
-    label, value = ui.metric_label(ev.metric_name), uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
-    return strip_text(mask, f"{md_escape(label)} **{md_escape(value)}**", uncertainty.loss_text(ev.loss))
+    label, value = _metric_text(ev)
+    return strip_text(mask, f"{label} **{value}**", uncertainty.loss_text(ev.loss))
 
 
 def show(sel: Selection, arch, ranking, score_name: str) -> None:
@@ -105,8 +107,8 @@ def _live(sel: Selection, arch, ranking, score_name: str) -> None:
         early = None
         if ev is not PENDING:
             note.empty()
-        else:                           # a translation's loss comes before its metric: drawn here once known
-            early = EarlyLoss(sel, mask, _evaluation(sel, mask), note, strip)
+        else:                           # a translation's BLEU comes before its loss: drawn here once known
+            early = EarlyMetric(sel, mask, _evaluation(sel, mask), note, strip)
             early.draw()
     if ev is None:
         strip.markdown(f"Heads kept **{mask.n_kept} / {mask.n_total}** · metric: see the panel below")
@@ -138,11 +140,11 @@ def latency_key(mask: HeadMask) -> str:
     return f"hp-latency-{mask.n_kept}"
 
 
-def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:
+def _poll(pending: list[Work], early: "EarlyMetric | None" = None) -> None:
     """With work still running, wait for it drawing nothing, and run the fragment again once a piece of it
     is done (or its progress changed, at most every :data:`REDRAW_S`). A click meanwhile ends the wait at
     once and its own rerun comes next: a session waiting for the CPU costs the CPU nothing. The evaluation's
-    early loss is drawn in place, without a rerun (which would redraw the map while the metric is computed)."""
+    early metric is drawn in place, without a rerun (which would redraw the map while the loss is computed)."""
     while pending and wait_for_change(pending, REDRAW_S, reruns.user_waiting):
         if early is None or not early.draw():
             if early is not None:
@@ -151,32 +153,31 @@ def _poll(pending: list[Work], early: "EarlyLoss | None" = None) -> None:
 
 
 @dataclass
-class EarlyLoss:
-    """Where the figures of ``mask`` are drawn in place while the fragment waits: its loss while its metric is
-    still computed (``Task.loss_first``: a translation decodes after its loss pass; the evaluation reports the
-    loss as its job's ``partial``), then its metric and loss the moment the evaluation ends, before the rerun that
-    redraws the map and the panel. One line of text in the panel and the strip: metric widgets there would cost
-    the decoding the browser's layout (benchmarks/dashboard_timings.py)."""
+class EarlyMetric:
+    """Where the figures of ``mask`` are drawn in place while the fragment waits: its metric while its loss is still
+    computed (``Task.metric_first``: a translation's BLEU comes before the output layer's pass over the references;
+    the evaluation reports it as its job's ``partial``), then its metric and loss the moment the evaluation ends,
+    before the rerun that redraws the map and the panel. One line of text in the panel and the strip: metric widgets
+    there would cost the decoding the browser's layout (benchmarks/dashboard_timings.py)."""
 
     sel: Selection
     mask: HeadMask
     work: Work                  # the evaluation of ``mask``
     note: object                # the panel's "updating…" line (an st.empty)
     strip: object               # the strip above the map (narrow windows)
-    shown: float | None = None
+    shown: object = None        # the partial result drawn
 
     def draw(self) -> bool:
-        """Draw the evaluation's loss if it is new and the metric still to come; returns whether it drew."""
-        loss = self.work.partial()
-        if loss is None or loss == self.shown or not self.work.running():
+        """Draw the evaluation's metric if it is new and the loss still to come; returns whether it drew."""
+        early = self.work.partial()
+        if early is None or early is self.shown or not self.work.running():
             return False
-        self.shown = loss
-        label = ui.metric_label(_task_metric(self.sel))
-        self.note.markdown(f"loss **{uncertainty.loss_text(loss)}** for {self.mask.n_kept} / {self.mask.n_total} "
-                           "heads · "
-                           f"{md_escape(label)}: :material/hourglass_top: decoding…")
-        self.strip.markdown(strip_text(self.mask, f"{md_escape(label)}: :material/hourglass_top: updating (decoding)…",
-                                       uncertainty.loss_text(loss)))
+        self.shown = early
+        label, value = _metric_text(early)
+        self.note.markdown(f"{label} **{value}** for {self.mask.n_kept} / {self.mask.n_total} heads · loss: "
+                           ":material/hourglass_top: computing…")
+        self.strip.markdown(strip_text(self.mask, f"{label} **{value}**"))
+        _note_metric_sent(self.mask)
         return True
 
     def draw_done(self) -> None:
@@ -186,11 +187,16 @@ class EarlyLoss:
         if ev is None:
             return
         self.strip.markdown(_strip_done(self.mask, ev))
-        label = ui.metric_label(ev.metric_name)
-        value = uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)
-        self.note.markdown(f"{md_escape(label)} **{md_escape(value)}** · loss **{uncertainty.loss_text(ev.loss)}** for "
+        label, value = _metric_text(ev)
+        self.note.markdown(f"{label} **{value}** · loss **{uncertainty.loss_text(ev.loss)}** for "
                            f"{self.mask.n_kept} / {self.mask.n_total} heads")
         _note_metric_sent(self.mask)
+
+
+def _metric_text(ev) -> tuple[str, str]:
+    """The label and shown value of ``ev``'s metric, escaped for markdown ("BLEU", "31.5")."""
+    return (md_escape(ui.metric_label(ev.metric_name)),
+            md_escape(uncertainty.unitless(ev.metric_name, uncertainty.shown(ev).value)))
 
 
 def _task_metric(sel: Selection) -> str:

@@ -260,7 +260,21 @@ def _evaluate(sel: Selection, mask: HeadMask | None, batch_size: int,
               _progress: ProgressCallback | None = None) -> EvalResult:
     with board.GATE.hold(urgent=True, progress=_progress, what="evaluation"):   # sessions queue, not thrash
         return task(sel.task).evaluate(load(sel.model), data(sel), mask, batch_size=batch_size,
-                                       progress=_progress, layer_cache=layer_inputs(), drafts=draft_store())
+                                       progress=_metrics_first(_progress), layer_cache=layer_inputs(),
+                                       drafts=draft_store())
+
+
+def _metrics_first(progress: ProgressCallback | None) -> ProgressCallback:
+    """``progress`` that, once the evaluation has reported its metric (``Task.metric_first``: its loss still to
+    come, from hidden states already computed), lets the clicks waiting for the CPU through first: in a class, each
+    session's BLEU comes before any session's loss. The mask is this thread's alone (``apply_mask``), so the others'
+    evaluations run unchanged meanwhile."""
+    def callback(event) -> None:
+        if progress is not None:
+            progress(event)
+        if event.partial is not None:
+            board.GATE.yield_to_urgent(progress, "loss", urgent=True)
+    return callback
 
 
 @st.cache_resource(show_spinner=False)

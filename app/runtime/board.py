@@ -68,7 +68,7 @@ class Job:
     label: str                         # what the user sees, e.g. "Pruning curve (gradient)"
     cancel: threading.Event = field(default_factory=threading.Event)
     latest: ProgressEvent | None = None
-    partial: Any = None                # the latest ``partial`` the work reported (an evaluation's loss before its metric)
+    partial: Any = None                # the latest ``partial`` the work reported (an evaluation's metric before its loss)
     result: Any = None
     error: BaseException | None = None
     started: float = field(default_factory=time.time)
@@ -212,6 +212,7 @@ class Gate:
         self._busy = False
         self._owner: int | None = None   # the thread holding the gate (one that let urgent work through holds none)
         self._urgent_waiting = 0
+        self._returning = 0              # urgent holders that let others through, waiting to take the gate back
         self.waiting = 0                 # holders waiting now (what a queued job reports)
 
     @contextlib.contextmanager
@@ -222,7 +223,7 @@ class Gate:
             self.waiting += 1
             self._urgent_waiting += urgent
             try:
-                while self._busy or (not urgent and self._urgent_waiting):
+                while self._busy or (not urgent and (self._urgent_waiting or self._returning)):
                     report(progress, QUEUED, 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
                     self._cond.wait(POLL_S)
             finally:
@@ -237,23 +238,27 @@ class Gate:
                     self._busy, self._owner = False, None
                 self._cond.notify_all()
 
-    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "") -> bool:
-        """Inside ``hold(urgent=False)``: when urgent holders wait, let them all run, then take the gate
-        back; True when some ran. Long background work (a repair, layer by layer) calls it between its
-        steps, so a click waits for one step, not for the whole work. Outside the gate it does nothing; cancelled
-        while it waits (``progress`` raises), it leaves the gate to whoever holds it then."""
+    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "", *, urgent: bool = False) -> bool:
+        """Inside ``hold``: when urgent holders wait, let them all run, then take the gate back; True when some
+        ran. Long background work (a repair, layer by layer) calls it between its steps, so a click waits for one
+        step, not for the whole work. ``urgent``: the caller is itself urgent (an evaluation that has shown its metric
+        lets the next clicks' evaluations through before its loss); no background work takes the gate before it is
+        back. Outside the gate it does nothing; cancelled while it waits (``progress`` raises), it leaves the gate to
+        whoever holds it then."""
         with self._cond:
             if not self._urgent_waiting or self._owner != threading.get_ident():
                 return False
             self._busy, self._owner = False, None
             self._cond.notify_all()
             self.waiting += 1
+            self._returning += urgent
             try:
-                while self._busy or self._urgent_waiting:
+                while self._busy or self._urgent_waiting or (not urgent and self._returning):
                     report(progress, QUEUED, 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1
+                self._returning -= urgent
             self._busy, self._owner = True, threading.get_ident()
             return True
 

@@ -102,8 +102,8 @@ class Work:
         return found.result if found is not None and not found.running and found.error is None else None
 
     def partial(self) -> Any | None:
-        """What this call's job reported before its result (its progress's last ``partial``: an evaluation's loss
-        while it decodes); None when there is none or no such job."""
+        """What this call's job reported before its result (its progress's last ``partial``: a decoding evaluation's
+        metric while its loss is computed); None when there is none or no such job."""
         found = self._found()
         return found.partial if found is not None else None
 

@@ -18,7 +18,7 @@ class ProgressEvent:
     done: int             # units finished so far
     total: int | None     # units in all, None when unknown
     message: str = ""     # a short human-readable note
-    partial: Any = None   # a result known before the work ends (an evaluation's mean loss before its decoding)
+    partial: Any = None   # a result known before the work ends (a decoding evaluation's metric before its loss)
 
     @property
     def fraction(self) -> float | None:

@@ -77,8 +77,9 @@ class Task:
     default_metric: str = ""
     max_padding: float | None = None  # batching: the most of a batch's cells that may be padding (None: count only)
     beam_search: bool = False         # whether evaluate decodes text, so that beams > 1 means something
-    loss_first: bool = False          # evaluate: every batch's loss first (reported as progress's ``partial``), then
-    #                                   the predictions: a page shows the loss while a slow decoding runs
+    metric_first: bool = False        # evaluate: every batch's predictions, then their metric (reported as progress's
+    #                                   ``partial``), then the loss: a page shows a decoded metric before the output
+    #                                   layer's pass over the references (a metric read from the loss: no partial)
 
     def __init__(self, name: str, loader: Loader, *, splits: Sequence[str], default_split: str,
                  metric_name: str | None = None, label_names: Sequence[str] | None = None,
@@ -209,31 +210,9 @@ class Task:
         with distributed.guard(f"evaluate {self.name}"):
             with torch.inference_mode(), apply_mask(loaded, mask), \
                     forward_for(loaded, data, mask, batch_size, layer_cache if part is None else None) as forward:
-                later: list = []           # loss_first: (batch, what its prediction reads), once every loss is known
-                steps = total * (2 if self.loss_first else 1)
-                for i, batch in enumerate(batches):
-                    outputs, rows = self.forward_losses(loaded, batch, lambda: forward(i, batch))
-                    rows = rows.float()                                                   # [B]
-                    weights = self.example_weights(batch).tolist()                        # [B]
-                    index = batch.index.tolist()
-                    for j, loss, weight in zip(index, rows.tolist(), weights):
-                        state.losses[j], state.weights[j] = loss, int(weight)
-                    batch_losses[rank + i * size] = (float(rows.sum()), int(sum(weights)))
-                    if self.loss_first:
-                        later.append((batch, self.prediction_inputs(outputs, last=i == total - 1)))
-                    else:
-                        state.extra["on_step"] = _decoding(progress, i, total)
-                        self.predict_batch(loaded, data, batch, outputs, state)
-                    mine += index
-                    report(progress, "evaluate", i + 1, steps, self.name)
-                if later:
-                    loss, weight = _summed(batch_losses)
-                    report(progress, "evaluate", total, steps, self.name,
-                           partial=loss / weight if part is None and weight else None)
-                for k, (batch, kept) in enumerate(later):
-                    state.extra["on_step"] = _decoding(progress, k, len(later))
-                    self.predict_batch(loaded, data, batch, kept, state)
-                    report(progress, "evaluate", total + k + 1, steps, self.name)
+                run = self._metric_first if self.metric_first else self._in_turn
+                early = run(loaded, data, batches, total, forward, state, batch_losses, mine, (rank, size), progress,
+                            report_early=part is None and self.metric.inputs != "loss", start=start)
             if part is not None:
                 self._gather(state, mine, batch_losses)
         state.loss, state.loss_weight = _summed(batch_losses)
@@ -242,7 +221,60 @@ class Task:
         state.extra.pop("drafts", None)
         if key is not None and tokens is not None and len(tokens) == n:
             drafts.put(key, mask, [tokens[j] for j in range(n)])
+        if early is not None:             # the metric and its evidence read no loss: computed once, before it
+            return replace(early, loss=state.mean_loss, seconds=time.perf_counter() - start,
+                           example_losses=tuple(state.losses))
         return self._finish(data, state, start)
+
+    def _in_turn(self, loaded, data, batches, total, forward, state, batch_losses, mine, place, progress,
+                 **_) -> None:
+        """Each batch's loss and predictions in turn."""
+        for i, batch in enumerate(batches):
+            outputs, rows = self.forward_losses(loaded, batch, lambda: forward(i, batch))
+            self._keep_losses(state, batch_losses, place, i, batch, rows)
+            state.extra["on_step"] = _decoding(progress, i, total)
+            self.predict_batch(loaded, data, batch, outputs, state)
+            mine += batch.index.tolist()
+            report(progress, "evaluate", i + 1, total, self.name)
+        return None
+
+    def _metric_first(self, loaded, data, batches, total, forward, state, batch_losses, mine, place, progress, *,
+                      report_early: bool, start: float) -> EvalResult | None:
+        """Every batch's forward pass (its losses left for later, :meth:`forward_deferred`), then the predictions,
+        then the metric as progress's ``partial`` (when ``report_early``; returned), then the losses."""
+        later: list = []                   # (batch, its losses to compute, what its prediction reads)
+        steps = 3 * total
+        for i, batch in enumerate(batches):
+            outputs, losses = self.forward_deferred(loaded, batch, lambda: forward(i, batch))
+            later.append((batch, losses, self.prediction_inputs(outputs, last=i == total - 1)))
+            del outputs
+            for j, weight in zip(batch.index.tolist(), self.example_weights(batch).tolist()):
+                state.weights[j] = int(weight)
+            mine += batch.index.tolist()
+            report(progress, "evaluate", i + 1, steps, self.name)
+        for k, (batch, _, kept) in enumerate(later):
+            state.extra["on_step"] = _decoding(progress, k, total)
+            self.predict_batch(loaded, data, batch, kept, state)
+            later[k] = later[k][:2]
+            report(progress, "evaluate", total + k + 1, steps, self.name)
+        early = None
+        if report_early:
+            state.loss, state.loss_weight = float("nan"), sum(state.weights)
+            early = self._finish(data, state, start)
+            report(progress, "evaluate", 2 * total, steps, self.name, partial=early)
+        for i, (batch, losses) in enumerate(later):
+            self._keep_losses(state, batch_losses, place, i, batch, losses())
+            report(progress, "evaluate", 2 * total + i + 1, steps, self.name)
+        return early
+
+    def _keep_losses(self, state, batch_losses, place, i, batch, rows) -> None:
+        """Store ``batch``'s (the ``i``-th of this rank, ``place``: (rank, size)) per-example losses ``rows`` [B]."""
+        rank, size = place
+        rows = rows.float()
+        weights = self.example_weights(batch).tolist()                        # [B]
+        for j, loss, weight in zip(batch.index.tolist(), rows.tolist(), weights):
+            state.losses[j], state.weights[j] = loss, int(weight)
+        batch_losses[rank + i * size] = (float(rows.sum()), int(sum(weights)))
 
     def _gather(self, state: EvalState, mine: list[int], batch_losses: dict[int, tuple[float, int]]) -> None:
         """Fill ``state`` and ``batch_losses`` with every rank's examples and batches (data-parallel runs)."""
@@ -283,9 +315,16 @@ class Task:
     def forward_losses(self, loaded, batch: EncodedBatch, run: Callable[[], Any]) -> tuple[Any, Tensor]:
         """The model's outputs on ``batch`` (``run()``: the forward pass :meth:`evaluate` chose) and ``[B]`` each
         example's loss (:meth:`example_losses`); a task whose loss reads less than the whole logits narrows
-        the output head here."""
+        the output head here (or in :meth:`forward_deferred`)."""
+        outputs, losses = self.forward_deferred(loaded, batch, run)
+        return outputs, losses()
+
+    def forward_deferred(self, loaded, batch: EncodedBatch, run: Callable[[], Any]) -> tuple[Any, Callable[[], Tensor]]:
+        """:meth:`forward_losses` with the losses as a function: a task may leave work for it (its output layer's
+        pass over the targets) that :meth:`evaluate` does after the metric (``metric_first``)."""
         outputs = run()
-        return outputs, self.example_losses(loaded, batch, outputs)
+        rows = self.example_losses(loaded, batch, outputs)
+        return outputs, lambda: rows
 
     def example_weights(self, batch: EncodedBatch) -> Tensor:
         """``[B]``: what each of :meth:`example_losses` sums over (1 per example by default)."""

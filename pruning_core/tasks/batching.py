@@ -50,6 +50,30 @@ def row_sums(values: Tensor, keep: Tensor) -> Tensor:
     return values.new_zeros(keep.shape[0]).index_add_(0, rows, values)
 
 
+def target_forward(task, loaded, batch: "EncodedBatch", run) -> tuple[Any, Any]:
+    """``(outputs, losses)`` of a teacher-forced pass (``run()``) whose loss reads the positions where ``batch.labels``
+    is not -100, ``losses()`` giving ``[B]`` (:meth:`pruning_core.tasks.base.Task.forward_deferred`). The output head
+    scores those positions alone: for a model whose output layer is known
+    (:func:`pruning_core.modeling.inference.packed_logits.output_layer`) their hidden states are kept and projected a
+    chunk at a time when ``losses()`` is called, most of the pass's work; else as packed ``[N, V]`` logits at once
+    (``task.example_losses`` reads them)."""
+    from pruning_core.modeling.inference import packed_logits
+
+    keep = batch.labels != IGNORE
+    layer = packed_logits.output_layer(loaded.model)
+    if layer is not None:
+        with packed_logits.hidden_at(loaded.model, keep) as kept:
+            outputs = run()
+        if kept is not None and kept.hidden is not None:
+            hidden, targets = kept.hidden, batch.labels[keep]
+            return outputs, lambda: row_sums(packed_logits.target_losses(*layer, hidden, targets), keep)
+    else:
+        with packed_logits.only_at(loaded.model, keep):
+            outputs = run()
+    rows = task.example_losses(loaded, batch, outputs)        # the head never saw this batch whole, or packed logits
+    return outputs, lambda: rows
+
+
 def label_counts(labels: Tensor) -> Tensor:
     """``[B]``: how many positions of ``labels`` ``[B, T]`` are targets (not -100)."""
     return (labels != IGNORE).sum(-1)

@@ -5,8 +5,8 @@ are Whisper's log-mel spectrogram sized from the model's config (:func:`feature_
 teacher-forced loss reads the prompt (``<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`` for a
 multilingual Whisper) then the reference; ``decoder_input_ids`` come from real ids, so no -100 reaches the
 embedding; loss per label token. Decoding is greedy step by step from the loss pass's encoder output
-(:func:`greedy_rules`), at most :data:`BOUND` tokens an utterance; beam search with ``generate``. The loss
-comes first (``loss_first``). WER compares normalised texts
+(:func:`greedy_rules`), at most :data:`BOUND` tokens an utterance; beam search with ``generate``. The metric
+comes before the loss's output layer (``metric_first``). WER compares normalised texts
 (:func:`~pruning_core.tasks.data.speech.normalize_transcript`); the BLEU of the same pair is in ``extra``.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pruning_core.evaluation.metrics import BLEU, WER
 from pruning_core.evaluation.results import EvalResult
 from pruning_core.modeling.inference.greedy import LengthBound, Rules, eos_of
 from pruning_core.tasks.base import EvalState, Task, draft_record, register_task_type
-from pruning_core.tasks.batching import IGNORE, EncodedBatch, EncodedData, label_counts, label_losses, pad
+from pruning_core.tasks.batching import (IGNORE, EncodedBatch, EncodedData, label_counts, label_losses,
+                                         packed_label_losses, pad, target_forward)
 
 LANGUAGE = "en"
 HOP = 160                         # Whisper's STFT hop (10 ms at 16 kHz); frames = 2 x encoder positions
@@ -100,7 +101,7 @@ class SpeechRecognitionTask(Task):
     task_type = "asr"
     default_metric = WER.name
     beam_search = True
-    loss_first = True
+    metric_first = True
     language = LANGUAGE
 
     def _specials(self, loaded) -> dict:
@@ -188,8 +189,16 @@ class SpeechRecognitionTask(Task):
 
     def example_losses(self, loaded, batch, outputs) -> Tensor:
         """``[B]``: the cross-entropy of ``outputs.logits`` [B, T_dec, V] over each row's transcript tokens
-        (and end-of-text), summed."""
+        (and end-of-text), summed (``[N, V]``: the target positions alone, as
+        :func:`pruning_core.modeling.inference.packed_logits.only_at` gives them)."""
+        if outputs.logits.dim() == 2:
+            return packed_label_losses(outputs.logits, batch.labels)
         return label_losses(outputs.logits, batch.labels)
+
+    def forward_deferred(self, loaded, batch, run):
+        """The output head scores the transcript positions alone, and for Whisper only once the losses are asked for
+        (:func:`pruning_core.tasks.batching.target_forward`)."""
+        return target_forward(self, loaded, batch, run)
 
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)

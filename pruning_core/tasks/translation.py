@@ -9,7 +9,6 @@ from torch import Tensor
 from pruning_core.core.errors import DataError
 from pruning_core.evaluation.metrics import BLEU, CHRF
 from pruning_core.evaluation.results import EvalResult
-from pruning_core.modeling.inference import packed_logits
 from pruning_core.modeling.inference.greedy import LengthBound, as_generate_output, supports_greedy
 from pruning_core.tasks.base import EvalState, Task, draft_record, register_task_type
 from pruning_core.tasks.batching import (
@@ -21,7 +20,7 @@ from pruning_core.tasks.batching import (
     label_losses,
     packed_label_losses,
     pad,
-    row_sums,
+    target_forward,
 )
 
 
@@ -37,7 +36,7 @@ class TranslationTask(Task):
     task_type = "translation"
     default_metric = BLEU.name
     beam_search = True
-    loss_first = True
+    metric_first = True
 
     def _specials(self, loaded) -> dict:
         cfg = loaded.model.config
@@ -90,21 +89,12 @@ class TranslationTask(Task):
             return packed_label_losses(outputs.logits, batch.labels)
         return label_losses(outputs.logits, batch.labels)
 
-    def forward_losses(self, loaded, batch, run):
+    def forward_deferred(self, loaded, batch, run):
         """The output head scores the target positions alone, the loss reads nothing else: a chunk of positions at
-        a time for a model whose output layer is known (:func:`pruning_core.modeling.inference.packed_logits.output_layer`),
-        else as packed ``[N, V]`` logits."""
-        keep = batch.labels != IGNORE
-        layer = packed_logits.output_layer(loaded.model)
-        if layer is not None:
-            with packed_logits.hidden_at(loaded.model, keep) as kept:
-                outputs = run()
-            if kept is not None and kept.hidden is not None:
-                return outputs, row_sums(packed_logits.target_losses(*layer, kept.hidden, batch.labels[keep]), keep)
-            return outputs, self.example_losses(loaded, batch, outputs)     # the head never saw this batch whole
-        with packed_logits.only_at(loaded.model, keep):
-            outputs = run()
-        return outputs, self.example_losses(loaded, batch, outputs)
+        a time for a model whose output layer is known (:func:`pruning_core.modeling.inference.packed_logits.output_layer`;
+        that projection, most of a teacher-forced pass, waits until the losses are asked for), else as packed
+        ``[N, V]`` logits."""
+        return target_forward(self, loaded, batch, run)
 
     def example_weights(self, batch) -> Tensor:
         return label_counts(batch.labels)

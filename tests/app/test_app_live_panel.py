@@ -471,3 +471,50 @@ def test_an_estimate_says_when_and_how_its_timings_were_made():
     text = estimate_source(model, now=1_000_000.0 + 180)
     assert text == ("this model timed on this server at 13:46:40 UTC (3 min ago), dense and without each kind's heads "
                     "(batch 1 x 64 tokens)")
+
+
+def test_in_a_class_each_metric_comes_before_any_loss_and_background_work_waits_for_the_losses():
+    """An evaluation that has shown its metric lets the waiting clicks through before its loss
+    (``yield_to_urgent(urgent=True)``): the clicks run in turn, each letting the next through, then the losses; a
+    timing waiting all along gets the gate only after every loss, and no two holders ever run at once."""
+    import threading
+
+    from app.runtime.board import Gate
+
+    gate, order, lock, inside = Gate(), [], threading.Lock(), [0]
+    started = {name: threading.Event() for name in "ABC"}
+
+    def step(what: str) -> None:
+        with lock:
+            inside[0] += 1
+            order.append(what)
+            assert inside[0] == 1, order              # one holder at a time
+        with lock:
+            inside[0] -= 1
+
+    def click(name: str) -> None:
+        with gate.hold(urgent=True):
+            started[name].set()
+            if name == "A":
+                _wait_until(lambda: gate.waiting == 3)     # B, C and the timing queue while A computes its metric
+            step(f"{name} metric")
+            gate.yield_to_urgent(urgent=True)
+            step(f"{name} loss")
+
+    def timing() -> None:
+        with gate.hold(urgent=False):
+            step("timing")
+
+    threads = [threading.Thread(target=click, args=("A",))]
+    threads[0].start()
+    _wait_until(started["A"].is_set)
+    for waiting, (fn, args) in enumerate([(timing, ()), (click, ("B",)), (click, ("C",))], start=1):
+        threads.append(threading.Thread(target=fn, args=args))
+        threads[-1].start()
+        _wait_until(lambda: gate.waiting == waiting)
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), order
+    assert order[0] == "A metric" and sorted(order[:3]) == ["A metric", "B metric", "C metric"], order
+    assert sorted(order[3:6]) == ["A loss", "B loss", "C loss"] and order[6:] == ["timing"], order
+    assert not gate._busy and gate.waiting == 0 and gate._returning == 0 and gate._urgent_waiting == 0

@@ -31,7 +31,7 @@ class Case:
     task: str
     limit: int              # the dashboard's evaluation size for this model: long enough to click into
     layout: HeadLayout      # the model's heads; the tests click heads of the first grid's first layers
-    loss_first: bool = False  # the loss is drawn while the metric is still computed (translation, speech: they decode)
+    metric_first: bool = False  # the metric is drawn while the loss is still computed (translation, speech: they decode)
 
     @property
     def kind(self) -> str:
@@ -46,21 +46,21 @@ CASES = [
     Case("default", "movie-sentiment", 128, HeadLayout({"encoder_self": (12,) * 6})),
     Case("smollm2", "movie-text", 16, HeadLayout({"decoder_self": (9,) * 30})),
     Case("whisper-base", "movie-speech", 8,
-         HeadLayout({"encoder_self": (8,) * 6, "decoder_self": (8,) * 6, "cross": (8,) * 6}), loss_first=True),
+         HeadLayout({"encoder_self": (8,) * 6, "decoder_self": (8,) * 6, "cross": (8,) * 6}), metric_first=True),
     Case("bergamot-en-pt", "bible-en-pt", 128, HeadLayout({"encoder_self": (8,) * 6, "cross": (8,) * 2}),
-         loss_first=True),
+         metric_first=True),
 ]
 SETTLED_S = 240         # a lost click leaves the count short for good: fail after this
 # Each test clicks its own heads (HEADS): a mask another test evaluated would be a cache hit, drawn before a
 # second click could land.
 HEADS = {"two": (1, 2), "latency": (3, 4), "five": (5, 6, 7, 8, 9), "preset": (10,), "undo": (11, 12),
          "drawing": (13, 14), "redrawn": (15, 16), "early": (17,)}
-# Whether the strip ever showed the new count with a loss while its metric was still updating.
+# Whether the strip ever showed the new count with its metric while its loss was still computed.
 EARLY_WATCH = """([sel, kept]) => {
   window.__hpEarly = null;
   const observer = new MutationObserver(() => {
     const s = document.querySelector(sel);
-    if (s && s.textContent.includes(kept) && s.textContent.includes('updating') && /loss \\d/.test(s.textContent)) {
+    if (s && s.textContent.includes(kept) && s.textContent.includes('computing') && !/loss \\d/.test(s.textContent)) {
       window.__hpEarly = s.textContent; observer.disconnect(); }
   });
   observer.observe(document.body, {subtree: true, childList: true, characterData: true});
@@ -292,23 +292,23 @@ def test_a_click_on_a_grid_still_being_drawn(case, page, tmp_path):
     assert_settled_on(page, case, tmp_path, without(case, HEADS["drawing"][0]))
 
 
-def test_the_loss_shows_before_the_metric_only_where_decoding_follows_it(case, page, holds, tmp_path):
-    """The student's and Whisper's clicks show the new loss while their BLEU or WER is still decoding
-    (``Task.loss_first``; the server holds the decoding until the page shows it); the other models' metric and
+def test_the_metric_shows_before_the_loss_only_where_decoding_gives_it(case, page, holds, tmp_path):
+    """The student's and Whisper's clicks show the new BLEU or WER while their loss is still computed
+    (``Task.metric_first``; the server holds the loss until the page shows the metric); the other models' metric and
     loss come from one pass and show together. Both settle on what the command line computes."""
     (box,) = boxes(page, case, HEADS["early"])
     mask = without(case, *HEADS["early"])
     page.evaluate(EARLY_WATCH, [LIVE_STRIP, one_fewer(case)])
-    holds.arm("decoding", mask)
+    holds.arm("loss", mask)
     click(page, box)
-    if case.loss_first:
-        holds.wait_held("decoding", SETTLED_S)
+    if case.metric_first:
+        holds.wait_held("loss", SETTLED_S)
         page.wait_for_function("() => window.__hpEarly !== null", timeout=SETTLED_S * 1000, polling=POLL_MS)
-        holds.release("decoding")
+        holds.release("loss")
     assert_settled_on(page, case, tmp_path, mask)
     early = page.evaluate("() => window.__hpEarly")
-    if case.loss_first:
-        assert "decoding" in early, early
+    if case.metric_first:
+        assert "computing" in early and "updating" not in early, early
     else:
-        assert early is None, f"a loss shown before its metric: {early!r}"
-        assert not (holds.folder / "decoding.held").exists(), "an evaluation reported its loss before its metric"
+        assert early is None, f"a metric shown before its loss: {early!r}"
+        assert not (holds.folder / "loss.held").exists(), "an evaluation reported its metric before its loss"

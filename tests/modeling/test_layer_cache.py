@@ -406,7 +406,7 @@ def cross_projections(loaded: LoadedModel) -> list[torch.nn.Module]:
 @contextmanager
 def loss_pass_calls(loaded: LoadedModel, task, data, cache: LayerInputCache, modules: list, batch_size: int):
     """Yields ``run(mask) -> (calls of each of modules during the loss passes, result)`` for one evaluation with
-    ``cache`` (decoding, after every loss is known, is not counted); the hooks go on exit."""
+    ``cache`` (decoding, after every batch's teacher-forced pass, is not counted); the hooks go on exit."""
     counting, calls = [True], [0] * len(modules)
 
     def count(i):
@@ -415,13 +415,13 @@ def loss_pass_calls(loaded: LoadedModel, task, data, cache: LayerInputCache, mod
         return hook
     handles = [m.register_forward_pre_hook(count(i)) for i, m in enumerate(modules)]
 
-    def loss_known(event) -> None:
-        if getattr(event, "partial", None) is not None:
+    def passes_done(event) -> None:       # Task.metric_first: every batch's pass is reported before any decoding
+        if event.stage == "evaluate" and event.done >= data.n_batches(batch_size):
             counting[0] = False
 
     def run(mask: HeadMask | None):
         counting[0], calls[:] = True, [0] * len(modules)
-        result = task.evaluate(loaded, data, mask, batch_size=batch_size, layer_cache=cache, progress=loss_known)
+        result = task.evaluate(loaded, data, mask, batch_size=batch_size, layer_cache=cache, progress=passes_done)
         return list(calls), result
     try:
         yield run

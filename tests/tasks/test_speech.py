@@ -140,6 +140,24 @@ def test_evaluate_gives_wer_with_interval_and_bleu(asr):
 
 
 @pytest.mark.heavy
+def test_the_loss_reads_the_transcript_positions_through_proj_out_once_asked(asr):
+    """Whisper's loss keeps the hidden states of the transcript positions and projects them by ``proj_out`` when the
+    losses are asked for (after the metric, ``Task.metric_first``): each utterance's loss is the whole
+    ``[B, T, V]`` logits' (float32 sums in another order)."""
+    from pruning_core.modeling.inference import packed_logits
+    from pruning_core.tasks.batching import label_losses
+
+    lm, task, data = asr
+    assert packed_logits.output_layer(lm.model)[0] is lm.model.proj_out.weight
+    result = task.evaluate(lm, data, batch_size=2)
+    whole = {}
+    with torch.no_grad():
+        for b in data.batches(2):
+            whole.update(zip(b.index.tolist(), label_losses(lm.model(**b.inputs).logits, b.labels).tolist()))
+    assert list(result.example_losses) == pytest.approx([whole[j] for j in range(data.n_examples)], rel=1e-5)
+
+
+@pytest.mark.heavy
 def test_beams_are_accepted_for_speech(asr):
     lm, task, data = asr
     assert task.evaluate(lm, data, beams=2).extra["beams"] == 2

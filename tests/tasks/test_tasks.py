@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from pruning_core import tasks
 from pruning_core.core.errors import CacheError, DataError, HeadpruneError
+from pruning_core.core.progress import ProgressEvent
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.masking import installed_hook_count
 from pruning_core.tasks import get_task
@@ -345,25 +346,34 @@ def test_task_types_and_names_are_registries():
         tasks.TASK_TYPES.get("regression")
 
 
-def test_translation_reports_its_loss_before_decoding(tmp_path, mt_file, monkeypatch):
-    """loss_first: every batch's loss, then the decoding; the mean loss goes out as progress's partial before the
-    first batch is decoded, equal to the result's loss (the same sums in the same order)."""
+def test_translation_reports_its_metric_before_the_losses_output_layer(tmp_path, mt_file, monkeypatch):
+    """metric_first: every batch's forward pass, then the decoding, then the metric goes out as progress's partial,
+    and only then does the output layer score the references (``target_losses``). The partial is the result but for
+    the loss; the figures equal those of each batch's loss and decoding in turn (the same sums in the same order)."""
+    from pruning_core.modeling.inference import packed_logits
     from pruning_core.tasks.translation import TranslationTask
 
     loaded = loaded_for("marian-ssru", tmp_path)
     task = get_task(f"file:{mt_file}")
     data = task.encode(loaded, "test")
     seen: list = []
-    decode = TranslationTask.predict_batch
+    decode, project = TranslationTask.predict_batch, packed_logits.target_losses
     monkeypatch.setattr(TranslationTask, "predict_batch",
                         lambda self, *a: (seen.append("decode"), decode(self, *a))[1])
+    monkeypatch.setattr(packed_logits, "target_losses", lambda *a, **k: (seen.append("project"), project(*a, **k))[1])
     res = task.evaluate(loaded, data, batch_size=4, progress=lambda e: seen.append(e))
-    partials = [i for i, e in enumerate(seen) if e != "decode" and e.partial is not None]
-    assert len(partials) == 1 and seen.count("decode") >= 2
-    assert partials[0] < seen.index("decode")
-    assert seen[partials[0]].partial == res.loss
-    steps = [e for e in seen if e != "decode" and e.stage == "evaluate"]
+    partials = [i for i, e in enumerate(seen) if isinstance(e, ProgressEvent) and e.partial is not None]
+    assert len(partials) == 1 and seen.count("decode") >= 2 and seen.count("project") == seen.count("decode")
+    assert max(i for i, e in enumerate(seen) if e == "decode") < partials[0] < seen.index("project")
+    early = seen[partials[0]].partial
+    assert early.loss != early.loss and res.loss == res.loss                     # NaN before, known after
+    assert (early.metric, early.predictions, early.interval) == (res.metric, res.predictions, res.interval)
+    steps = [e for e in seen if isinstance(e, ProgressEvent) and e.stage == "evaluate"]
     assert [e.done for e in steps] == sorted(e.done for e in steps) and steps[-1].done == steps[-1].total
+    monkeypatch.setattr(TranslationTask, "metric_first", False)
+    in_turn = task.evaluate(loaded, data, batch_size=4)
+    assert (in_turn.metric, in_turn.loss, in_turn.example_losses, in_turn.example_weights, in_turn.predictions) == \
+        (res.metric, res.loss, res.example_losses, res.example_weights, res.predictions)
 
 
 def test_greedy_decoding_reports_each_token_and_decodes_the_same(tmp_path, mt_file):
@@ -384,7 +394,6 @@ def test_greedy_decoding_reports_each_token_and_decodes_the_same(tmp_path, mt_fi
     runs = [[e.done for e in decode if e.message == m] for m in dict.fromkeys(e.message for e in decode)]
     assert len(runs) == -(-data.n_examples // 4) and all(r == list(range(1, len(r) + 1)) for r in runs), runs
     first = next(i for i, e in enumerate(seen) if e.stage == "decode")
-    assert seen[first - 1].partial is not None                      # after the loss, before the metric
     store, again = DraftStore(), []
     task.evaluate(loaded, data, batch_size=4, drafts=store)
     drafted = task.evaluate(loaded, data, batch_size=4, drafts=store, progress=again.append)

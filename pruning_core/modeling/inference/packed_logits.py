@@ -77,8 +77,11 @@ def _packing(model: nn.Module, keep: Tensor, change: Callable[[Tensor], Tensor])
 
 def output_layer(model: nn.Module) -> tuple[Tensor, Tensor] | None:
     """``(weight [V, d], bias [V] float32)`` of a model whose logits are ``lm_head(h) + final_logits_bias`` (Bart,
-    Marian, Marian-SSRU); None for any other."""
+    Marian, Marian-SSRU) or ``proj_out(h)`` (Whisper); None for any other."""
     head, extra = getattr(model, "lm_head", None), getattr(model, "final_logits_bias", None)
+    if getattr(getattr(model, "config", None), "model_type", None) == "whisper":
+        head = getattr(model, "proj_out", None)
+        extra = None if not isinstance(head, nn.Linear) else head.weight.new_zeros(head.weight.shape[0])
     if not isinstance(head, nn.Linear) or not isinstance(extra, Tensor):
         return None
     bias = extra.reshape(-1).float()

@@ -41,8 +41,8 @@ def _held(what: str, mask, progress, inside=None) -> None:
 
 
 def _evaluation(fn):
-    """``app.model.cache.evaluate``: held before it starts ("evaluation"), or after it reported its loss and
-    before its metric is decoded ("decoding")."""
+    """``app.model.cache.evaluate``: held before it starts ("evaluation"), or after it reported its metric and
+    before its loss is computed ("loss")."""
     @functools.wraps(fn)
     def evaluate(sel, mask, _progress=None):
         _held("evaluation", mask, _progress)
@@ -51,7 +51,7 @@ def _evaluation(fn):
             if _progress is not None:
                 _progress(event)
             if event.partial is not None:
-                _held("decoding", mask, _progress)
+                _held("loss", mask, _progress)
         return fn(sel, mask, progress if _progress is not None else None)
     return evaluate
 
@@ -70,7 +70,7 @@ def _latency(fn):
 
 
 PATCHES = {"app.model.cache": ("evaluate", _evaluation), "app.headmap.cache": ("latency", _latency)}
-HOLDS = ("evaluation", "decoding", "latency")
+HOLDS = ("evaluation", "loss", "latency")
 
 
 class _Patcher(importlib.abc.MetaPathFinder, importlib.abc.Loader):
