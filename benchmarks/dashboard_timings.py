@@ -93,13 +93,13 @@ def watch(page, kept_after: int) -> None:
 
 
 def wait_watched(page, what: str, timeout_s: float = 900, polling_ms: int = POLL_MS) -> None:
-    """Wait until the watched click's ``what`` ("metric" or "latency") has been drawn."""
+    """Wait until the watched click's ``what`` ("loss", "metric", "latency" or "measured") has been drawn."""
     page.wait_for_function("what => window.__hp_click[what] !== null", arg=what, timeout=timeout_s * 1000,
                            polling=polling_ms)
 
 
 def watched(page) -> dict[str, float | None]:
-    """Seconds from the watched click to the loss drawn (before the metric when a translation decodes), to the
+    """Seconds from the watched click to the loss drawn (after the metric when a translation decodes), to the
     metric drawn and to the latency drawn (None: not seen)."""
     w = page.evaluate("() => window.__hp_click")
     return {k: None if w is None or w["click"] is None or w[k] is None else round((w[k] - w["click"]) / 1000, 3)
@@ -365,6 +365,8 @@ def class_scenario(browser, srv, ref: Reference, targets: list[tuple[int, int]],
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     for page in pages:                      # each page timed its own click; waiting here only ends the scenario
         wait_watched(page, "metric", polling_ms=4 * POLL_MS)
+    for page in pages:                      # a translation's loss follows its BLEU: both are checked
+        wait_watched(page, "loss", polling_ms=4 * POLL_MS)
     cpu = {"server": round(process_cpu_s(srv.proc.pid) - cpu0[0], 2), "browsers": round(browsers_cpu_s() - cpu0[1], 2)}
     waits = {i: watched(page)["metric"] for i, page in enumerate(pages)}
     load_after, memory_after = _load(), _server_memory(srv.proc.pid)

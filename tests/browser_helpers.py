@@ -335,16 +335,17 @@ POLL_MS = 100      # how often a wait checks the page: Playwright's default ("ra
 
 def wait_live(page, kept: str, timeout_s: float = 120) -> str:
     """Wait until the Head map's live loop shows ``kept`` heads (e.g. "7 / 8") with its metric and loss
-    drawn (no "updating…"); returns the strip's text. The strip is written in one piece, so it never shows
-    a new count beside an old metric (its text is read also when CSS hides it on wide windows). It is
-    written after the panel's metric and loss, except when the mask's figures were already known: then
-    the run draws the strip first and the panel a moment later."""
+    drawn (no "updating…", and no "computing…": a translation's BLEU comes before its loss); returns the strip's
+    text. The strip is written in one piece, so it never shows a new count beside an old metric (its text is read
+    also when CSS hides it on wide windows). It is written after the panel's metric and loss, except when the mask's
+    figures were already known: then the run draws the strip first and the panel a moment later."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
         page.wait_for_function(
             "([sel, kept]) => { const s = document.querySelector(sel);"
-            " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating'); }",
+            " return !!s && s.textContent.includes(kept) && !s.textContent.includes('updating')"
+            " && !s.textContent.includes('computing'); }",
             arg=[LIVE_STRIP, kept], timeout=timeout_s * 1000, polling=POLL_MS)
     except PlaywrightTimeout:
         raise AssertionError(f"the live strip never showed {kept!r} settled in {timeout_s} s: "
