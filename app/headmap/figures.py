@@ -136,13 +136,13 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
     size = max(10, min(28, int(pitch * 0.8)))
     all_scores = [v for r in (scores.kinds[kind] if scores is not None else []) for v in r]
     lo, hi = (min(all_scores), max(all_scores)) if all_scores else (0.0, 1.0)
-    fig = go.Figure()
+    traces = []
     # legend-only entries: a neutral kept square (the real trace's legend swatch would take the
     # colour of whichever head comes first) and the removed symbol
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="kept", hoverinfo="skip",
+    traces.append(go.Scatter(x=[None], y=[None], mode="markers", name="kept", hoverinfo="skip",
                              marker=dict(symbol="square", size=12, color="#7f7c75",
                                          line=dict(width=1, color="#333333"))))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="removed", hoverinfo="skip",
+    traces.append(go.Scatter(x=[None], y=[None], mode="markers", name="removed", hoverinfo="skip",
                              marker=dict(symbol="square-x-open", size=12, color=REMOVED_COLOR, line=dict(width=2))))
     marker = dict(symbol="square", size=size, color=kept["c"], colorscale=COLORSCALE, cmin=lo,
                   cmax=hi if hi > lo else lo + 1e-9, showscale=scores is not None,
@@ -150,11 +150,11 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
                   line=dict(width=1, color="#333333"))
     if colour != IMPORTANCE:
         marker.update(_role_marker(roles, kind, colour, list(zip(kept["y"], kept["x"]))))
-    fig.add_trace(go.Scatter(
+    traces.append(go.Scatter(
         x=kept["x"], y=kept["y"], mode="markers", name="kept", showlegend=False,
         customdata=list(zip(kept["y"], kept["x"])),
         hovertext=kept["t"], hoverinfo="text", marker=marker))
-    fig.add_trace(go.Scatter(
+    traces.append(go.Scatter(
         x=removed["x"], y=removed["y"], mode="markers", name="removed", showlegend=False,
         customdata=list(zip(removed["y"], removed["x"])), hovertext=removed["t"], hoverinfo="text",
         marker=dict(symbol="square-x-open", size=size, color=REMOVED_COLOR, line=dict(width=2))))
@@ -163,12 +163,14 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
         named = [r for r in roles.roles if roles.heads(r)] + [None]
         plot_px = max(plot_px, ROLE_LEGEND_ROW_PX * (len(named) + 1))          # the legend and its title fit
         for role in named:
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip", legend="legend2",
+            traces.append(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip", legend="legend2",
                                      name=get_role(role).title if role else "no role",
                                      marker=dict(symbol="square", size=12, line=dict(width=1, color="#333333"),
                                                  color=role_colour(role, roles.roles) if role else NO_ROLE_COLOR)))
     height = 60 + top + plot_px
-    fig.update_layout(
+    # the layout given whole to the constructor: ``update_layout`` on a built figure costs a click's rerun
+    # several times as much (plotly's relayout machinery), time the evaluation beside it waits for
+    return go.Figure(data=traces, layout=dict(
         height=height, width=width,
         margin=dict(l=50, r=10, t=top, b=40),
         # anchored at its middle: plotly centres a title of several lines on its anchor, so a "top" anchor
@@ -185,8 +187,8 @@ def figure(kind: str, mask: HeadMask, scores: HeadScores | None, score_name: str
                    showgrid=False, zeroline=False, fixedrange=True),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layers)),
                    range=[n_layers - 0.4, -0.6], showgrid=False, zeroline=False, fixedrange=True),
-    )
-    return fig
+    ))
+
 
 def history_figure(metrics: Sequence[float | None], labels: Sequence[str], current: int,
                    metric_name: str, intervals: Sequence[tuple[float, float] | None] | None = None) -> go.Figure:
@@ -204,16 +206,14 @@ def history_figure(metrics: Sequence[float | None], labels: Sequence[str], curre
         bars = dict(type="data", symmetric=False, thickness=1, width=3,
                     array=[k * (hi - m) for (_, hi), m in zip(intervals, metrics)],
                     arrayminus=[k * (m - lo) for (lo, _), m in zip(intervals, metrics)])
-    fig = go.Figure(go.Scatter(
+    traces = [go.Scatter(
         x=steps, y=ys, error_y=bars, mode="lines+markers", customdata=[[s] for s in steps], name="history",
         hovertext=[f"step {s}: {lab}" for s, lab in zip(steps, labels)], hoverinfo="text+y",
-        line=dict(color=PALETTE[0], width=2), marker=dict(size=9, color=PALETTE[0])))
+        line=dict(color=PALETTE[0], width=2), marker=dict(size=9, color=PALETTE[0]))]
     if 0 <= current < len(ys) and ys[current] is not None:
-        fig.add_trace(go.Scatter(x=[current], y=[ys[current]], mode="markers", name="current",
-                                 hoverinfo="skip",
+        traces.append(go.Scatter(x=[current], y=[ys[current]], mode="markers", name="current", hoverinfo="skip",
                                  marker=dict(size=18, symbol="circle-open", color=PALETTE[5], line=dict(width=3))))
-    fig.update_layout(height=220, margin=dict(l=50, r=10, t=10, b=40), showlegend=False, dragmode=False,
-                      clickmode="event+select", xaxis=dict(title="change", dtick=1 if len(steps) < 15 else None,
-                                                           fixedrange=True),
-                      yaxis=metric_axis(metric_name, fixedrange=True))
-    return fig
+    return go.Figure(data=traces, layout=dict(           # whole, as :func:`figure`: drawn at every click
+        height=220, margin=dict(l=50, r=10, t=10, b=40), showlegend=False, dragmode=False, clickmode="event+select",
+        xaxis=dict(title="change", dtick=1 if len(steps) < 15 else None, fixedrange=True),
+        yaxis=metric_axis(metric_name, fixedrange=True)))
