@@ -205,7 +205,8 @@ def stop_running(timeout_s: float = EXIT_WAIT_S) -> int:
 
 # -- the server's CPU queue -------------------------------------------------------------------------
 class Gate:
-    """A lock that lets urgent holders in first: a non-urgent holder waits while any urgent one waits."""
+    """A lock that lets urgent holders in first: a non-urgent holder waits while any urgent one waits (or one that let
+    others through waits to take the gate back)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
