@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pruning_core.core.errors import DataError
+from pruning_core.modeling.inference import packed_logits
 
 IGNORE = -100                   # label id ignored by the loss (padding of translation targets)
 CACHE_SIZE = 8                  # EncodedData kept in memory (least recently used dropped)
@@ -57,8 +58,6 @@ def target_forward(task, loaded, batch: "EncodedBatch", run) -> tuple[Any, Any]:
     (:func:`pruning_core.modeling.inference.packed_logits.output_layer`) their hidden states are kept and projected a
     chunk at a time when ``losses()`` is called, most of the pass's work; else as packed ``[N, V]`` logits at once
     (``task.example_losses`` reads them)."""
-    from pruning_core.modeling.inference import packed_logits
-
     keep = batch.labels != IGNORE
     layer = packed_logits.output_layer(loaded.model)
     if layer is not None:
