@@ -108,6 +108,26 @@ def _draft_clicks(name: str, doc: dict, model: str, entry: dict, command: str) -
         machine(doc, [k["load_1min"] for k in c["clicks"]], f"commit {doc['commit'][:7]}"), command, (name,))
 
 
+def lookahead_clicks(docs: dict[str, dict]) -> list[Row]:
+    """Per run: the page's clicks with lookahead steps on and off, in one process, time to the metric."""
+    rows = []
+    for name, doc in docs.items():
+        clicks_ = doc["clicks"]
+        on = [c["on"] for c in clicks_]
+        same = "every metric equal" if doc["all_same_metric"] else "metrics DIFFER"
+        rows.append(Row(
+            f"lookahead steps (guessed tokens checked several a call, batches of at most {doc['most_rows']} rows) on "
+            f"and off, {doc['model']}, {doc['examples']} examples, {len(clicks_)} cumulative page clicks",
+            f"click → {'WER' if 'whisper' in doc['model'] else 'BLEU'} median {sec(doc['median_off_s'])} off, "
+            f"{sec(doc['median_on_s'])} on; all clicks {sec(doc['total_off_s'], 1)} off, {sec(doc['total_on_s'], 1)} "
+            f"on; {sum(c['lookahead_calls'] or 0 for c in on)} calls kept {sum(c['guessed_kept'] or 0 for c in on)} "
+            f"guessed tokens; {same}",
+            machine(doc, [doc["load_before"], doc["load_after"], *(c["load_1min"] for c in clicks_)],
+                    f"commit {doc['commit'][:7]}"),
+            f"python benchmarks/lookahead_clicks.py --model {doc['model']} --toggles {len(clicks_)}", (name,)))
+    return rows
+
+
 def encoder_click_floor(docs: dict[str, dict]) -> list[Row]:
     """Whisper encoder clicks as the server runs them beside the work they cannot avoid, in the same run."""
     rows = []

@@ -114,7 +114,7 @@ def test_whisper_transcripts_from_any_draft_equal_plain_greedy(tmp_path):
 def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_is_mended_by_the_next_pass(tmp_path):
     """Where no position is a near-tie the right draft is taken whole in the one pass (no greedy step); a row whose
     draft is wrong only in its first token gets it right in the next pass (its draft re-aligned after the right
-    token), or, with one pass only, goes on by greedy steps from its second token."""
+    token), or, with one pass only and no lookahead, goes on by greedy steps from its second token."""
     lm = tiny_loaded("marian-ssru", tmp_path)
     inputs = tiny_inputs("marian-ssru", batch=4, length=9)
     args = (inputs["input_ids"], inputs["attention_mask"])
@@ -131,7 +131,7 @@ def test_a_draft_that_is_right_is_accepted_whole_and_a_wrong_first_token_is_mend
         mended, twice = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0,
                                             rounds=4)
         stepped, once = draft_greedy_decode(lm.model, *args, drafts=wrong, max_new_tokens=NEW, tolerance=0.0,
-                                            rounds=1)
+                                            rounds=1, lookahead=False)
     assert mended == stepped == truth
     assert twice.passes >= 2 and twice.accepted > once.accepted
     assert (once.passes, once.resumed, once.steps) == (1, 1, len(truth[r]) - 1)

@@ -142,6 +142,40 @@ class SSRUDecoderSteps:
             x = layer.final_layer_norm(x + layer.fc2(layer.activation_fn(layer.fc1(x))))
         return x
 
+    def step_many(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[b, t]`` each row's next ``t`` inputs -> ``[b, t, d]`` the decoder's output at each (the operations of
+        :meth:`step`, over ``t`` positions at once); :meth:`back` can then forget the last few."""
+        dec, (b, t) = self.decoder, tokens.shape
+        x = dec.embed_tokens(tokens) * dec.embed_scale + dec.embed_positions.weight[self.position:self.position + t]
+        self.position += t
+        self._fed = (t, list(self.states), [])                  # states before, per layer every state after
+        for i, layer in enumerate(dec.layers):
+            ssru = layer.self_attn
+            forget = torch.sigmoid(ssru.forget_proj(x))                                                   # [b, t, d]
+            update = (1 - forget) * ssru.input_proj(x)
+            states, state = [], self.states[i]
+            for j in range(t):
+                state = forget[:, j] * state + update[:, j]
+                states.append(state)
+            self.states[i] = state
+            self._fed[2].append(torch.stack(states, dim=1))
+            x = layer.self_attn_layer_norm(x + torch.relu(self._fed[2][-1]))
+            attn = layer.encoder_attn
+            query = attn.q_proj(x).view(b, t, -1, attn.head_dim).transpose(1, 2)                        # [b, H, t, hd]
+            weights = torch.softmax(torch.matmul(query, self.keys_t[i]) * attn.scaling + self.mask_bias, dim=-1)
+            heads = torch.matmul(weights, self.values[i]).transpose(1, 2).reshape(b, t, -1)              # [b, t, H*hd]
+            x = layer.encoder_attn_layer_norm(x + attn.out_proj(heads))
+            x = layer.final_layer_norm(x + layer.fc2(layer.activation_fn(layer.fc1(x))))
+        return x
+
+    def back(self, inputs: int) -> None:
+        """Forget the last ``inputs`` of those :meth:`step_many` fed."""
+        if inputs <= 0:
+            return
+        t, before, after = self._fed
+        self.states = list(before) if inputs >= t else [c[:, t - 1 - inputs] for c in after]
+        self.position -= min(inputs, t)
+
     def keep(self, rows: torch.Tensor) -> None:
         """Only the live rows ``rows`` go on."""
         self.keys_t = [k[rows] for k in self.keys_t]

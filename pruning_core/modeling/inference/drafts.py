@@ -22,6 +22,7 @@ from pruning_core.core.heads import HeadId, HeadMask
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.modeling.inference.greedy import (AllowedIds, CachedSteps, Choice, Resume, Rules, _cache_of, _pairs,
                                                     OnStep, run_steps, translation_rules)
+from pruning_core.modeling.inference.lookahead import Lookahead
 
 
 def draft_key(loaded, data, options: dict) -> tuple:
@@ -84,7 +85,8 @@ class DraftStats:
     """What checking drafts cost and saved: ``rows``; ``drafted``/``accepted`` tokens (accepted: the draft's tokens
     kept); ``near_ties``: positions whose two best logits were within :data:`NEAR_TIE`, decided by a greedy step;
     ``passes``: teacher-forced checks (one per round); ``resumed``: rows decoded on by greedy steps after the last
-    round; ``steps``: those greedy steps (plain greedy runs about the longest output's length)."""
+    round; ``steps``: the decoder calls they took (plain greedy takes about the longest output's length), of which
+    ``lookahead`` fed guessed tokens (:mod:`pruning_core.modeling.inference.lookahead`), keeping ``guessed`` of them."""
 
     rows: int = 0
     drafted: int = 0
@@ -93,19 +95,23 @@ class DraftStats:
     passes: int = 0
     resumed: int = 0
     steps: int = 0
+    lookahead: int = 0
+    guessed: int = 0
 
     def __add__(self, other: "DraftStats") -> "DraftStats":
         return DraftStats(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
 
     def as_tuple(self) -> tuple[int, ...]:
-        return (self.rows, self.drafted, self.accepted, self.near_ties, self.passes, self.resumed, self.steps)
+        return (self.rows, self.drafted, self.accepted, self.near_ties, self.passes, self.resumed, self.steps,
+                self.lookahead, self.guessed)
 
 
 def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor | None, *,
                         drafts: list[list[int] | None], max_new_tokens: int | Tensor,
                         encoder_hidden: Tensor | None = None, allowed: AllowedIds | None = None,
                         rules: Rules | None = None, cross=None, tolerance: float = NEAR_TIE,
-                        rounds: int = 1, on_step: OnStep | None = None) -> tuple[list[list[int]], DraftStats]:
+                        rounds: int = 1, on_step: OnStep | None = None,
+                        lookahead: bool = True) -> tuple[list[list[int]], DraftStats]:
     """:func:`greedy_decode`'s tokens, checked against a draft per row (an output already known: the previous mask's)
     in a few teacher-forced passes, decoded step by step only where the drafts run out.
 
@@ -123,6 +129,8 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
         drafts: per row its draft tokens after the prompt (None or [] for none: the row decodes greedily).
         tolerance: the near-tie margin, in logits.
         rounds: at most this many passes (1: check the draft once, then greedy steps).
+        lookahead: let the steps after the last pass check guessed tokens, several in one call (from the row's draft
+            and its own output: :mod:`pruning_core.modeling.inference.lookahead`); False: one token a step.
     Returns:
         per row its tokens after the prompt (those of :func:`greedy_decode`), and the :class:`DraftStats`.
     """
@@ -161,46 +169,45 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
         passes += 1
         # new token i of a row is predicted at input P - 1 + i, from its first unknown token up to its draft's end
         spans = [(start[r], min(len(spec[r]), bounds[r] - 1) + 1) for r in live]
-        at_row = torch.repeat_interleave(torch.arange(len(live)), torch.tensor([e - b for b, e in spans]))
-        at = torch.cat([torch.arange(b, e) for b, e in spans])
-        best, gap = _best_two(choice, hidden, at_row, sub[at_row], at, p)
-        if rules.forced_eos is not None:
-            forced = at == limits[sub[at_row]] - 1
-            best[forced], gap[forced] = rules.forced_eos, float("inf")
-        best, gap, offset, going = best.tolist(), gap.tolist(), 0, []
-        for q, r in enumerate(live):
-            d, (b, e) = spec[r], spans[q]
-            for i, t, g in zip(range(b, e), best[offset:offset + e - b], gap[offset:offset + e - b]):
-                if g < tolerance:                            # decided by a greedy step from input P - 1 + i
-                    ties += 1
-                    out[r] = d[:i]
-                    resumes.append((i, r, d[i - 1] if i else prompt[-1], filled, q))
-                    break
-                if i < len(d) and t == d[i]:
-                    accepted += 1
-                    if t == rules.eos or i == bounds[r] - 1:
-                        out[r] = d[:i + 1]
-                        break
-                    continue
-                out[r] = d[:i] + [t]
+        going: list[int] = []
+
+        def ends(q: int, r: int, i: int, t: int, g: float) -> bool:
+            """Whether row ``r``'s check ends at its new token ``i`` (best ``t``, gap ``g``), settling the row."""
+            nonlocal accepted, ties
+            d = spec[r]
+            if g < tolerance:                                # decided by a greedy step from input P - 1 + i
+                ties += 1
+                out[r] = d[:i]
+                resumes.append((i, r, d[i - 1] if i else prompt[-1], filled, q))
+                return True
+            if i < len(d) and t == d[i]:
+                accepted += 1
                 if t == rules.eos or i == bounds[r] - 1:
-                    break
-                rest = _realigned(d, i, t)
-                if round_ == rounds - 1 or not rest:
-                    resumes.append((i + 1, r, t, filled, q))
-                else:
-                    spec[r], start[r] = _cut(out[r] + rest, rules.eos, bounds[r]), i + 1
-                    going.append(r)
-                break
-            offset += e - b
-        live = going
+                    out[r] = d[:i + 1]
+                    return True
+                return False
+            out[r] = d[:i] + [t]
+            if t == rules.eos or i == bounds[r] - 1:
+                return True
+            rest = _realigned(d, i, t)
+            if round_ == rounds - 1 or not rest:
+                resumes.append((i + 1, r, t, filled, q))
+            else:
+                spec[r], start[r] = _cut(out[r] + rest, rules.eos, bounds[r]), i + 1
+                going.append(r)
+            return True
+
+        _check(choice, hidden, sub, spans, p, limits, rules.forced_eos, lambda q, i, t, g: ends(q, live[q], i, t, g))
+        live = sorted(going)
     groups: dict[tuple[int, int], list] = {}
-    for index, r, token, filled, q in resumes:
+    for index, r, token, filled, q in sorted(resumes, key=lambda m: m[1]):     # in row order, as the rows were fed
         groups.setdefault((index, id(filled)), []).append((r, token, filled, q))
+    ahead = Lookahead({r: spec[r] for _, r, *_ in resumes}, rules.eos, tolerance) if lookahead else None
     ran = run_steps(choice, rules, out, [_resume(model, encoder_hidden, attention_mask, index, members, limits, p)
-                                         for (index, _), members in groups.items()], on_step)
+                                         for (index, _), members in groups.items()], on_step, ahead)
     return out, DraftStats(rows=n, drafted=drafted, accepted=accepted, near_ties=ties, passes=passes,
-                           resumed=len(resumes), steps=ran)
+                           resumed=len(resumes), steps=ran, lookahead=ahead.calls if ahead else 0,
+                           guessed=ahead.kept if ahead else 0)
 
 
 def _realigned(draft: list[int], i: int, token: int, window: int = 3) -> list[int]:
@@ -229,6 +236,36 @@ def _cross_rows(model, cross, rows: Tensor):
     if cross is None:
         return None
     return _cache_of(model, [None if kv is None else (kv[0][rows], kv[1][rows]) for kv in _pairs(cross)])
+
+
+FIRST_WINDOW = 8      # positions per row scored at first; the window doubles for the rows still matching
+
+
+def _check(choice: Choice, hidden: Tensor, rows: Tensor, spans: list[tuple[int, int]], p: int, limits: Tensor,
+           forced_eos: int | None, ends) -> None:
+    """Score each batch row ``q``'s new tokens ``spans[q]`` (from, to) in order, a window of positions at a time, and
+    call ``ends(q, i, best, gap)`` for each until it returns True: positions after a row's first difference are never
+    put through the output layer (most rows of a click differ early). ``rows``: the batch rows' indices in the
+    output, for the shortlist; the forced ``</s>`` at a row's bound has an infinite gap."""
+    at_pos = [b for b, _ in spans]
+    active, size = [q for q, (b, e) in enumerate(spans) if e > b], FIRST_WINDOW
+    while active:
+        counts = [min(size, spans[q][1] - at_pos[q]) for q in active]
+        at_row = torch.repeat_interleave(torch.tensor(active), torch.tensor(counts))
+        at = torch.cat([torch.arange(at_pos[q], at_pos[q] + c) for q, c in zip(active, counts)])
+        best, gap = _best_two(choice, hidden, at_row, rows[at_row], at, p)
+        if forced_eos is not None:
+            forced = at == limits[rows[at_row]] - 1
+            best[forced], gap[forced] = forced_eos, float("inf")
+        best, gap, offset, still = best.tolist(), gap.tolist(), 0, []
+        for q, c in zip(active, counts):
+            if not any(ends(q, i, t, g) for i, t, g in zip(range(at_pos[q], at_pos[q] + c), best[offset:offset + c],
+                                                            gap[offset:offset + c])):
+                at_pos[q] += c
+                if at_pos[q] < spans[q][1]:
+                    still.append(q)
+            offset += c
+        active, size = still, 2 * size
 
 
 def _best_two(choice: Choice, hidden: Tensor, at_row: Tensor, rows: Tensor, at: Tensor, p: int,

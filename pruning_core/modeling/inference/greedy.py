@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.modeling.inference.packed_logits import output_layer, projection
+
+if TYPE_CHECKING:
+    from pruning_core.modeling.inference.lookahead import Lookahead
 
 # generation settings that change greedy tokens beyond </s> and the forced </s> at the last step: a model whose
 # generation config sets one of them decodes with ``generate`` (see :func:`supports_greedy`)
@@ -165,9 +169,11 @@ OnStep = Callable[[int, int], None]      # (tokens decoded so far, the most any 
 
 
 def run_steps(choice: "Choice", rules: Rules, out: list[list[int]], groups: list[Resume],
-              on_step: OnStep | None = None) -> int:
+              on_step: OnStep | None = None, ahead: "Lookahead | None" = None) -> int:
     """Greedy steps for every group, appending to ``out``; a group joins the running batch when that batch reaches
-    its ``index`` (both then hold the same number of tokens, so their states stack). Returns the steps run."""
+    its ``index`` (both then hold the same number of tokens, so their states stack). ``ahead``: where it finds a call
+    worth making, it decodes several tokens in one (:mod:`pruning_core.modeling.inference.lookahead`). Returns the
+    decoder calls made."""
     groups = sorted(groups, key=lambda g: g.index)
     run, ran = None, 0
     bound = max((int(g.limits.max()) for g in groups if g.limits.numel()), default=0)
@@ -180,15 +186,19 @@ def run_steps(choice: "Choice", rules: Rules, out: list[list[int]], groups: list
                 run.steps.join(g.steps)
                 run.token, run.rows = torch.cat([run.token, g.token]), torch.cat([run.rows, g.rows])
                 run.limits = torch.cat([run.limits, g.limits])
-        hidden = run.steps.step(run.token)                                                   # [b, d]
-        nxt = choice.tokens(choice.logits(hidden, run.rows, first=run.index == 0).argmax(-1))
-        last = run.limits == run.index + 1                                                   # [b]
-        if rules.forced_eos is not None and bool(last.any()):
-            nxt = torch.where(last.to(nxt.device), torch.full_like(nxt, rules.forced_eos), nxt)
-        for r, t in zip(run.rows.tolist(), nxt.tolist()):
-            out[r].append(t)
+        nxt = None if ahead is None else ahead.step(run, choice, out, groups[0].index - run.index if groups else None)
+        if nxt is None:
+            hidden = run.steps.step(run.token)                                               # [b, d]
+            nxt = choice.best(hidden, run.rows, first=run.index == 0)
+            last = run.limits == run.index + 1                                               # [b]
+            if rules.forced_eos is not None and bool(last.any()):
+                nxt = torch.where(last.to(nxt.device), torch.full_like(nxt, rules.forced_eos), nxt)
+            for r, t in zip(run.rows.tolist(), nxt.tolist()):
+                out[r].append(t)
+            run.index += 1
+        else:
+            last = run.limits == run.index           # a row at its bound ends (never after a call: it leaves a step)
         ran += 1
-        run.index += 1
         if on_step is not None:
             on_step(run.index, bound)
         live = (nxt != rules.eos) & ~last.to(nxt.device)
@@ -226,6 +236,26 @@ class Choice:
             elif first:
                 logits.masked_fill_(self.first, float("-inf"))
         return logits
+
+    def best(self, hidden: Tensor, rows: Tensor, first: bool) -> Tensor:
+        """``[n]`` the ids :meth:`logits` puts first (the lowest column among equals), found without building each
+        row's shortlist mask where the best of the batch's ids is already one the row may produce: the same id,
+        since that row's allowed ids are among the batch's."""
+        if self.blocked is None:
+            return self.tokens(self.logits(hidden, rows, first).argmax(-1))
+        blocked, self.blocked = self.blocked, None
+        try:
+            logits = self.logits(hidden, rows, first)
+        finally:
+            self.blocked = blocked
+        columns = logits.argmax(-1)
+        on = rows.to(blocked.device)
+        wrong = blocked[on, columns.to(blocked.device)]                                    # [n]
+        if bool(wrong.any()):
+            at = wrong.nonzero().squeeze(1)
+            columns[at.to(logits.device)] = logits[at.to(logits.device)].masked_fill_(
+                blocked[on[at]].to(logits.device), float("-inf")).argmax(-1)
+        return self.tokens(columns)
 
     def tokens(self, columns: Tensor) -> Tensor:
         """Vocabulary ids of logit columns ``columns``."""
@@ -268,6 +298,19 @@ class CachedSteps:
         masked = {} if self.enc_mask is None else {"encoder_attention_mask": self.enc_mask}
         return self.decoder(input_ids=token if token.dim() == 2 else token.unsqueeze(1), encoder_hidden_states=self.enc,
                             past_key_values=self.cache, use_cache=True, **masked).last_hidden_state[:, -1]
+
+    def step_many(self, tokens: Tensor) -> Tensor:
+        """``[b, t]`` the next ``t`` inputs of each row -> ``[b, t, d]`` the decoder's hidden state at each."""
+        masked = {} if self.enc_mask is None else {"encoder_attention_mask": self.enc_mask}
+        return self.decoder(input_ids=tokens, encoder_hidden_states=self.enc, past_key_values=self.cache,
+                            use_cache=True, **masked).last_hidden_state
+
+    def back(self, inputs: int) -> None:
+        """Forget the last ``inputs`` decoder inputs (fed by :meth:`step_many`)."""
+        if inputs > 0:
+            for layer in self.cache.self_attention_cache.layers:
+                if layer.is_initialized:
+                    layer.crop(-inputs)
 
     def keep(self, rows: Tensor) -> None:
         """Only the live rows ``rows`` (indices into the current batch) go on."""
