@@ -43,6 +43,7 @@ SUMMARISERS: dict[str, tuple[str, Callable[[dict[str, dict]], list[Row]]]] = {
     "dashboard_timings": (DASHBOARD, dashboard.dashboard_timings),
     "headmap_memory": (DASHBOARD, dashboard.headmap_memory),
     "latency_estimate": (DASHBOARD, dashboard.latency_estimate),
+    "first_call": (DASHBOARD, dashboard.first_call),
     "gpu_suite": (GPU, gpu.gpu_suite),
     "long_context_curves": (LONG, long_context.long_context_curves),
     "bench_kv_prefill": (LONG, long_context.kv_prefill),

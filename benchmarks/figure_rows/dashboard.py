@@ -120,3 +120,19 @@ def latency_estimate(docs: dict[str, dict]) -> list[Row]:
             machine(doc, loads),
             f"python benchmarks/latency_estimate.py --model {doc['model']}", (name,)))
     return rows
+
+
+def first_call(docs: dict[str, dict]) -> list[Row]:
+    """Per model: a pruned copy's first call at the latency probe's shape against its next ones (why the latency
+    timing has no warm-up round)."""
+    rows = []
+    for name, doc in docs.items():
+        for model, m in doc["models"].items():
+            batch, seq_len = m["probe"]
+            rows.append(Row(
+                f"a pruned copy's first call against its next three, {model}, the latency probe "
+                f"({batch} x {seq_len} tokens), {len(m['copies'])} copies of 3 random heads removed",
+                f"first / median of the next: median {fixed(m['median_ratio'], 3)}, at most {fixed(m['max_ratio'], 3)}",
+                machine(doc, [doc["load_before"], doc["load_after"], m["load_1min"]], f"commit {doc['commit'][:7]}"),
+                f"python benchmarks/first_call.py --copies {len(m['copies'])}", (name,)))
+    return rows
