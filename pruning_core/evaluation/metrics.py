@@ -49,7 +49,7 @@ class Metric:
     unbounded: True when values have no upper limit and span orders of magnitude as heads go
         (perplexity: 20 with all heads, 10^5 with half), so plots draw it on a log axis.
     statistics, of_statistics: for a corpus metric that is a function of per-example counts summed over
-        the corpus (BLEU, chrF): ``statistics(hypotheses, references)`` -> int array ``[n, k]`` and
+        the corpus (BLEU, chrF, WER): ``statistics(hypotheses, references)`` -> int array ``[n, k]`` and
         ``of_statistics(summed [k])`` -> the metric, equal to ``compute`` on those examples; a bootstrap
         then sums resampled rows instead of re-tokenising every resample's texts. None: resample ``compute``.
     """
@@ -272,6 +272,22 @@ def word_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> flo
                            hypothesis_transform=_words()))
 
 
+def word_edit_counts(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    """``[n, 2]`` int64: each example's word edits (substitutions, deletions, insertions) and reference words, what
+    :func:`word_error_rate` sums over the corpus (jiwer aligns each pair on its own)."""
+    import jiwer
+
+    rows = []
+    for hypothesis, reference in zip(hypotheses, references):
+        out = jiwer.process_words(reference, hypothesis, reference_transform=_words(), hypothesis_transform=_words())
+        rows.append((out.substitutions + out.deletions + out.insertions, out.hits + out.substitutions + out.deletions))
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), 2)
+
+
+def _wer_of_counts(summed: np.ndarray) -> float:
+    return float(summed[0]) / float(summed[1])
+
+
 def perplexity(loss_sum: float, n_tokens: int) -> float:
     """exp(mean cross-entropy per token); ``loss_sum`` in nats summed over ``n_tokens`` tokens."""
     return math.exp(loss_sum / max(1, n_tokens))
@@ -289,7 +305,8 @@ CHRF = register_metric(Metric("chrf", "chrF", True, corpus_chrf, inputs="text", 
                               delta_fmt="{:+.1f} chrF", plain_fmt="{:.2f}", resamples=200,
                               statistics=_sentence_statistics("chrf"), of_statistics=_of_statistics("chrf")),
                        "corpus chrF (sacrebleu)")
-WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200), "word error rate")
+WER = register_metric(Metric("wer", "WER", False, word_error_rate, inputs="text", resamples=200,
+                             statistics=word_edit_counts, of_statistics=_wer_of_counts), "word error rate")
 PERPLEXITY = register_metric(Metric("perplexity", "perplexity", False, perplexity, inputs="loss", scale=1.0,
                                     fmt="{:.2f}", delta_fmt="{:+.2f}", plain_fmt="{:.3f}", unbounded=True),
                              "exp of the mean cross-entropy per token")

@@ -121,9 +121,10 @@ def test_one_head_per_layer_search_keeps_the_lowest_perplexity(tmp_path):
         assert row.kept_head == min(range(4), key=lambda h: values[h]) and row.metric == min(values)
 
 
-@pytest.mark.parametrize("name", ["bleu", "chrf"])
+@pytest.mark.parametrize("name", ["bleu", "chrf", "wer"])
 def test_summed_sentence_counts_give_the_corpus_score_of_any_resample(name):
-    """BLEU and chrF from summed per-example counts (what a bootstrap resamples) equal sacrebleu on the texts."""
+    """BLEU, chrF and WER from summed per-example counts (what a bootstrap resamples) equal sacrebleu's and jiwer's
+    scores of the texts, empty hypotheses and odd whitespace included."""
     import random
 
     import numpy as np
@@ -133,6 +134,7 @@ def test_summed_sentence_counts_give_the_corpus_score_of_any_resample(name):
     words = "the cat sat on a mat dog ran far away under blue sky".split()
     refs = [" ".join(rng.choices(words, k=rng.randint(3, 12))) for _ in range(40)]
     hyps = [" ".join(rng.choices(words, k=rng.randint(1, 12))) if i % 7 else "" for i in range(40)]
+    hyps[3] = "  the\tcat \n sat  "
     counts = metric.statistics(hyps, refs)
     assert counts.shape[0] == 40
     for _ in range(5):
