@@ -38,7 +38,7 @@ SUMMARISERS: dict[str, tuple[str, Callable[[dict[str, dict]], list[Row]]]] = {
     "mt_live": (LIBRARY, clicks.mt_live),
     "draft_decoding": (LIBRARY, clicks.draft_decoding),
     "encoder_click_floor": (LIBRARY, clicks.encoder_click_floor),
-    "lookahead_clicks": (LIBRARY, clicks.lookahead_clicks),
+    "decoding_switch": (LIBRARY, clicks.decoding_switch),
     "decode_bounds": (LIBRARY, clicks.decode_bounds),
     "dashboard_timings": (DASHBOARD, dashboard.dashboard_timings),
     "headmap_memory": (DASHBOARD, dashboard.headmap_memory),

@@ -108,23 +108,29 @@ def _draft_clicks(name: str, doc: dict, model: str, entry: dict, command: str) -
         machine(doc, [k["load_1min"] for k in c["clicks"]], f"commit {doc['commit'][:7]}"), command, (name,))
 
 
-def lookahead_clicks(docs: dict[str, dict]) -> list[Row]:
-    """Per run: the page's clicks with lookahead steps on and off, in one process, time to the metric."""
+SWITCHED = {"lookahead": "lookahead steps (guessed tokens checked several a call, in a batch of at most {on} rows)",
+            "window": "the draft check scored a window at a time ({on}, then doubling) against all positions at once"}
+
+
+def decoding_switch(docs: dict[str, dict]) -> list[Row]:
+    """Per run: one of the decoding's savings on and off on the page's clicks, in one process, time to the metric."""
     rows = []
     for name, doc in docs.items():
         clicks_ = doc["clicks"]
         on = [c["on"] for c in clicks_]
         same = "every metric equal" if doc["all_same_metric"] else "metrics DIFFER"
+        guessed = (f"; {sum(c['lookahead_calls'] or 0 for c in on)} lookahead calls kept "
+                   f"{sum(c['guessed_kept'] or 0 for c in on)} guessed tokens" if doc["switch"] == "lookahead" else "")
         rows.append(Row(
-            f"lookahead steps (guessed tokens checked several a call, batches of at most {doc['most_rows']} rows) on "
-            f"and off, {doc['model']}, {doc['examples']} examples, {len(clicks_)} cumulative page clicks",
+            f"{SWITCHED[doc['switch']].format(on=doc['on'])}, on and off, {doc['model']}, {doc['examples']} examples, "
+            f"{len(clicks_)} cumulative page clicks",
             f"click → {'WER' if 'whisper' in doc['model'] else 'BLEU'} median {sec(doc['median_off_s'])} off, "
-            f"{sec(doc['median_on_s'])} on; all clicks {sec(doc['total_off_s'], 1)} off, {sec(doc['total_on_s'], 1)} "
-            f"on; {sum(c['lookahead_calls'] or 0 for c in on)} calls kept {sum(c['guessed_kept'] or 0 for c in on)} "
-            f"guessed tokens; {same}",
+            f"**{sec(doc['median_on_s'])} on**; all clicks {sec(doc['total_off_s'], 1)} off, "
+            f"{sec(doc['total_on_s'], 1)} on{guessed}; {same}",
             machine(doc, [doc["load_before"], doc["load_after"], *(c["load_1min"] for c in clicks_)],
                     f"commit {doc['commit'][:7]}"),
-            f"python benchmarks/lookahead_clicks.py --model {doc['model']} --toggles {len(clicks_)}", (name,)))
+            f"python benchmarks/decoding_switch.py --switch {doc['switch']} --model {doc['model']} "
+            f"--toggles {len(clicks_)}", (name,)))
     return rows
 
 

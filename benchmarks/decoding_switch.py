@@ -1,13 +1,14 @@
-"""Lookahead steps (pruning_core.modeling.inference.lookahead) on and off: a click's time to BLEU/WER both ways in one
-run, on the page's clicks (``dashboard_timings.kind_targets``: each click adds a head of the next attention kind to
-the last mask, from the last layer up).
+"""One of the decoding's savings switched on and off: a click's time to BLEU/WER both ways in one run, on the page's
+clicks (``dashboard_timings.kind_targets``: each click adds a head of the next attention kind to the last mask, from
+the last layer up).
 
-    .venv/bin/python benchmarks/lookahead_clicks.py --model whisper-base --toggles 9
-    .venv/bin/python benchmarks/lookahead_clicks.py --model bergamot-pt-en --toggles 6
+    .venv/bin/python benchmarks/decoding_switch.py --switch lookahead --model whisper-base --toggles 9
+    .venv/bin/python benchmarks/decoding_switch.py --switch window --model bergamot-pt-en --toggles 6
 
-Each arm has its own layer-input cache and draft store, both filled by the all-heads evaluation first; every mask is
-evaluated by both arms, the order alternating. Time: from the call to the metric's partial result (what the page
-draws first). Writes ``benchmarks/results/lookahead_clicks-MODEL.json``.
+Switches: ``lookahead`` (guessed tokens checked several in one decoder call; off: one token a step) and ``window`` (a
+draft's positions scored a window at a time up to the row's first difference; off: all at once). Each arm has its own
+layer-input cache and draft store, filled by the all-heads evaluation; both evaluate every mask, the order alternating.
+Time: to the metric's partial result. Writes ``benchmarks/results/decoding_switch-SWITCH-MODEL.json``.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # as dashboard.py sets 
 
 import torch  # noqa: E402
 
+import pruning_core.modeling.inference.drafts as drafts  # noqa: E402
 import pruning_core.modeling.inference.lookahead as lookahead  # noqa: E402
 from dashboard_timings import FIRST, kind_targets  # noqa: E402
 from draft_decoding import _commit, _cpu_model, _load  # noqa: E402
@@ -36,7 +38,9 @@ from pruning_core.modeling.inference.layer_cache import LayerInputCache  # noqa:
 from pruning_core.modeling.sources.loading import load_model  # noqa: E402
 from pruning_core.tasks import get_task  # noqa: E402
 
-FORMAT = "headprune.lookahead_clicks/1"
+FORMAT = "headprune.decoding_switch/1"
+# switch -> (module, setting, its value when off)
+SWITCHES = {"lookahead": (lookahead, "MOST_ROWS", 0), "window": (drafts, "FIRST_WINDOW", 10 ** 9)}
 TASKS = {"bergamot-en-pt": ("bible-en-pt", 128), "bergamot-pt-en": ("bible-pt-en", 128),
          "whisper-base": ("movie-speech", 8)}
 BATCH = 64
@@ -58,6 +62,7 @@ def _evaluate(task, lm, data, mask, cache, store) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--switch", choices=sorted(SWITCHES), default="lookahead")
     parser.add_argument("--model", choices=sorted(TASKS), default="whisper-base")
     parser.add_argument("--toggles", type=int, default=9)
     parser.add_argument("--out", type=Path, default=None)
@@ -65,13 +70,14 @@ def main() -> None:
     task_name, n = TASKS[args.model]
     lm, task = load_model(args.model), get_task(task_name)
     data = task.encode(lm, task.default_split, n)
-    most_rows = lookahead.MOST_ROWS
-    arms = {"off": (0, LayerInputCache(layer_cache_budget() // 2), DraftStore()),
-            "on": (most_rows, LayerInputCache(layer_cache_budget() // 2), DraftStore())}
+    module, setting, off = SWITCHES[args.switch]
+    on = getattr(module, setting)
+    arms = {"off": (off, LayerInputCache(layer_cache_budget() // 2), DraftStore()),
+            "on": (on, LayerInputCache(layer_cache_budget() // 2), DraftStore())}
     load_before = _load()
     with torch.inference_mode():
-        for rows, cache, store in arms.values():
-            lookahead.MOST_ROWS = rows
+        for value, cache, store in arms.values():
+            setattr(module, setting, value)
             task.evaluate(lm, data, None, batch_size=BATCH, layer_cache=cache, drafts=store)
         kinds = list(lm.layout.kinds)
         removed, clicks = [], []
@@ -81,23 +87,24 @@ def main() -> None:
             mask = HeadMask.from_removed(lm.layout, removed)
             click = {"kind": kinds[kind], "layer": layer, "head": head, "load_1min": _load()}
             for arm in (("off", "on") if i % 2 == 0 else ("on", "off")):
-                rows, cache, store = arms[arm]
-                lookahead.MOST_ROWS = rows
+                value, cache, store = arms[arm]
+                setattr(module, setting, value)
                 click[arm] = _evaluate(task, lm, data, mask, cache, store)
             click["same_metric"] = click["on"]["metric"] == click["off"]["metric"]
             clicks.append(click)
             print(kinds[kind], layer, head, {a: click[a]["to_metric_s"] for a in ("off", "on")}, flush=True)
-    lookahead.MOST_ROWS = most_rows
+    setattr(module, setting, on)
     median = {arm: statistics.median(c[arm]["to_metric_s"] for c in clicks) for arm in ("off", "on")}
     total = {arm: round(sum(c[arm]["to_metric_s"] for c in clicks), 3) for arm in ("off", "on")}
-    doc = {"format": FORMAT, "model": args.model, "task": task_name, "examples": n, "most_rows": most_rows,
+    doc = {"format": FORMAT, "switch": args.switch, "setting": f"{module.__name__}.{setting}", "on": on, "off": off,
+           "model": args.model, "task": task_name, "examples": n,
            "clicks": clicks, "median_off_s": round(median["off"], 3), "median_on_s": round(median["on"], 3),
            "total_off_s": total["off"], "total_on_s": total["on"],
            "all_same_metric": all(c["same_metric"] for c in clicks),
            "cpu": {"name": _cpu_model(), "cores": os.cpu_count()}, "torch_threads": torch.get_num_threads(),
            "load_before": load_before, "load_after": _load(), "commit": _commit(),
            "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}
-    out = args.out or ROOT / "benchmarks" / "results" / f"lookahead_clicks-{args.model}.json"
+    out = args.out or ROOT / "benchmarks" / "results" / f"decoding_switch-{args.switch}-{args.model}.json"
     write_json(out, doc)
     print(f"median off {median['off']:.3f} s, on {median['on']:.3f} s; total {total}; wrote {out}")
 
