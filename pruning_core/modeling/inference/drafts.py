@@ -85,8 +85,9 @@ class DraftStats:
     """What checking drafts cost and saved: ``rows``; ``drafted``/``accepted`` tokens (accepted: the draft's tokens
     kept); ``near_ties``: positions whose two best logits were within :data:`NEAR_TIE`, decided by a greedy step;
     ``passes``: teacher-forced checks (one per round); ``resumed``: rows decoded on by greedy steps after the last
-    round; ``steps``: the decoder calls they took (plain greedy takes about the longest output's length), of which
-    ``lookahead`` fed guessed tokens (:mod:`pruning_core.modeling.inference.lookahead`), keeping ``guessed`` of them."""
+    round; ``steps``: the steps they took, one or more tokens each (plain greedy takes about the longest output's
+    length); ``lookahead``: decoder calls that fed guessed tokens (:mod:`pruning_core.modeling.inference.lookahead`;
+    one that kept none is followed by a plain step), ``guessed``: the guessed tokens they kept."""
 
     rows: int = 0
     drafted: int = 0
