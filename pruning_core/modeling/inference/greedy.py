@@ -173,7 +173,7 @@ def run_steps(choice: "Choice", rules: Rules, out: list[list[int]], groups: list
     """Greedy steps for every group, appending to ``out``; a group joins the running batch when that batch reaches
     its ``index`` (both then hold the same number of tokens, so their states stack). ``ahead``: where it finds a call
     worth making, it decodes several tokens in one (:mod:`pruning_core.modeling.inference.lookahead`). Returns the
-    decoder calls made."""
+    steps taken (one or more tokens each)."""
     groups = sorted(groups, key=lambda g: g.index)
     run, ran = None, 0
     bound = max((int(g.limits.max()) for g in groups if g.limits.numel()), default=0)
@@ -295,9 +295,7 @@ class CachedSteps:
     def step(self, token: Tensor) -> Tensor:
         """``[b]`` each live row's last token (or ``[b, t]`` its first tokens) -> ``[b, d]`` the decoder's last
         hidden state."""
-        masked = {} if self.enc_mask is None else {"encoder_attention_mask": self.enc_mask}
-        return self.decoder(input_ids=token if token.dim() == 2 else token.unsqueeze(1), encoder_hidden_states=self.enc,
-                            past_key_values=self.cache, use_cache=True, **masked).last_hidden_state[:, -1]
+        return self.step_many(token if token.dim() == 2 else token.unsqueeze(1))[:, -1]
 
     def step_many(self, tokens: Tensor) -> Tensor:
         """``[b, t]`` the next ``t`` inputs of each row -> ``[b, t, d]`` the decoder's hidden state at each."""
