@@ -172,9 +172,10 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
         spans = [(start[r], min(len(spec[r]), bounds[r] - 1) + 1) for r in live]
         going: list[int] = []
 
-        def ends(q: int, r: int, i: int, t: int, g: float) -> bool:
-            """Whether row ``r``'s check ends at its new token ``i`` (best ``t``, gap ``g``), settling the row."""
+        def ends(q: int, i: int, t: int, g: float) -> bool:
+            """Whether batch row ``q``'s check ends at its new token ``i`` (best ``t``, gap ``g``), settling it."""
             nonlocal accepted, ties
+            r = live[q]
             d = spec[r]
             if g < tolerance:                                # decided by a greedy step from input P - 1 + i
                 ties += 1
@@ -198,7 +199,7 @@ def draft_greedy_decode(model, input_ids: Tensor | None, attention_mask: Tensor 
                 going.append(r)
             return True
 
-        _check(choice, hidden, sub, spans, p, limits, rules.forced_eos, lambda q, i, t, g: ends(q, live[q], i, t, g))
+        _check(choice, hidden, sub, spans, p, limits, rules.forced_eos, ends)
         live = sorted(going)
     groups: dict[tuple[int, int], list] = {}
     for index, r, token, filled, q in sorted(resumes, key=lambda m: m[1]):     # in row order, as the rows were fed
@@ -276,14 +277,10 @@ def _best_two(choice: Choice, hidden: Tensor, at_row: Tensor, rows: Tensor, at: 
     best, gap = [], []
     for s in range(0, at_row.shape[0], chunk):
         index = at[s:s + chunk]
-        logits = choice.logits(hidden[at_row[s:s + chunk].to(hidden.device), (p - 1 + index).to(hidden.device)],
-                               rows[s:s + chunk], first=index == 0)                          # [c, V']
-        best.append(choice.tokens(logits.argmax(-1)).cpu())
-        if logits.shape[-1] < 2:
-            gap.append(torch.full((index.shape[0],), float("inf")))
-            continue
-        top = logits.topk(2, dim=-1).values.float().cpu()
-        gap.append(torch.where(top[:, 1] == float("-inf"), float("inf"), top[:, 0] - top[:, 1]))
+        b, g = choice.best_two(hidden[at_row[s:s + chunk].to(hidden.device), (p - 1 + index).to(hidden.device)],
+                               rows[s:s + chunk], first=index == 0)
+        best.append(b)
+        gap.append(g)
     return torch.cat(best), torch.cat(gap)
 
 

@@ -257,6 +257,16 @@ class Choice:
                 blocked[on[at]].to(logits.device), float("-inf")).argmax(-1)
         return self.tokens(columns)
 
+    def best_two(self, hidden: Tensor, rows: Tensor, first: bool | Tensor) -> tuple[Tensor, Tensor]:
+        """``[n]`` the ids :meth:`logits` puts first and ``[n]`` the gap to the second-best logit (float32, inf where
+        one id is possible), both on the CPU: what a check of guessed tokens decides near-ties by."""
+        logits = self.logits(hidden, rows, first)
+        best = self.tokens(logits.argmax(-1)).cpu()
+        if logits.shape[-1] < 2:
+            return best, torch.full((logits.shape[0],), float("inf"))
+        top = logits.topk(2, dim=-1).values.float().cpu()
+        return best, torch.where(top[:, 1] == float("-inf"), float("inf"), top[:, 0] - top[:, 1])
+
     def tokens(self, columns: Tensor) -> Tensor:
         """Vocabulary ids of logit columns ``columns``."""
         return self.ids[columns] if self.ids is not None else columns

@@ -68,14 +68,9 @@ class Lookahead:
         best, start, size = [], 0, 1
         while start < t:
             end = min(t, start + size)
-            logits = choice.logits(hidden[:, start:end].reshape(b * (end - start), -1),
-                                   rows.repeat_interleave(end - start), first=False)
-            tokens = choice.tokens(logits.argmax(-1)).view(b, -1).cpu()
-            if logits.shape[-1] > 1:
-                top = logits.topk(2, dim=-1).values.float().view(b, -1, 2).cpu()
-                sure = (top[..., 0] - top[..., 1] >= self.tolerance) | (top[..., 1] == float("-inf"))
-            else:
-                sure = torch.ones(tokens.shape, dtype=torch.bool)
+            tokens, gap = choice.best_two(hidden[:, start:end].reshape(b * (end - start), -1),
+                                          rows.repeat_interleave(end - start), first=False)
+            tokens, sure = tokens.view(b, -1), (gap >= self.tolerance).view(b, -1)
             for j in range(end - start):
                 if not bool(sure[:, j].all()):
                     return start + j, torch.cat(best + [tokens[:, :j]], dim=1)
