@@ -16,6 +16,7 @@ import dataclasses
 import inspect
 import string
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -80,6 +81,10 @@ def _out_weight(out: nn.Module) -> torch.Tensor:
     return out.weight.T if type(out).__name__ == "Conv1D" else out.weight
 
 
+# the attributions being recorded in this thread
+_ASKING: ContextVar[frozenset] = ContextVar("headprune_logit_attribution", default=frozenset())
+
+
 @contextlib.contextmanager
 def _captured(loaded, site, position: int):
     """Record the input and output of ``site.out`` and the final norm's input at ``position`` during the block."""
@@ -89,18 +94,23 @@ def _captured(loaded, site, position: int):
                                            "which norm precedes its logits; direct logit attribution needs a causal LM "
                                            "of the llama, qwen2, mistral, gemma or gpt2 families.")
     seen: dict[str, torch.Tensor] = {}
+    token = object()                  # the hooks record this thread's pass only (others may run the shared model)
 
     def on_out(module, args, output):
-        seen["z"] = args[0][0, position].detach()                  # [heads * head_dim]
-        seen["attn_out"] = output[0, position].detach()            # [hidden]
+        if token in _ASKING.get():
+            seen["z"] = args[0][0, position].detach()                  # [heads * head_dim]
+            seen["attn_out"] = output[0, position].detach()            # [hidden]
 
     def on_norm(module, args):
-        seen["residual"] = args[0][0, position].detach()           # [hidden]
+        if token in _ASKING.get():
+            seen["residual"] = args[0][0, position].detach()           # [hidden]
 
     handles = [site.out.register_forward_hook(on_out), norm.register_forward_pre_hook(on_norm)]
+    reset = _ASKING.set(_ASKING.get() | {token})
     try:
         yield seen, norm
     finally:
+        _ASKING.reset(reset)
         for h in handles:
             h.remove()
 

@@ -104,6 +104,25 @@ def test_hooks_are_removed_after_an_error_and_bad_heads_are_refused(tmp_path):
         dla.attribute_head(lm, _ids(), 0, 4)
 
 
+def test_another_threads_pass_is_not_recorded(tmp_path):
+    """The dashboard's model is shared: a pass another thread runs while a head is attributed (a session's click)
+    leaves the attribution's recorded values alone, and they are the ones the attribution's own input gives."""
+    import threading
+
+    lm = tiny_loaded("qwen2", tmp_path)
+    site = dla._site(lm, 1, 0)
+    with dla._captured(lm, site, 3) as (seen, norm), torch.no_grad():
+        other = threading.Thread(target=lambda: lm.model(input_ids=_ids(length=7, seed=5)))
+        other.start()
+        other.join()
+        assert seen == {}                                   # the other thread's pass was not recorded
+        lm.model(input_ids=_ids())
+        assert set(seen) == {"z", "attn_out", "residual"}
+    expected = dla.head_contributions(lm, _ids(), 1, 3)
+    torch.testing.assert_close(seen["attn_out"], expected["attn_out"], atol=ATOL, rtol=0)
+    torch.testing.assert_close(seen["residual"], expected["residual"], atol=ATOL, rtol=0)
+
+
 def _greedy(lm, ids: torch.Tensor, steps: int) -> list[int]:
     """The greedy continuation of ``ids`` by whole forward passes (no cache)."""
     out = ids

@@ -127,6 +127,21 @@ def test_recomputed_attention_maps_equal_eager_attentions(tmp_path):
     assert installed_hook_count(loaded.model) == hooks
 
 
+def test_capture_reads_its_own_threads_passes_only(tmp_path):
+    """The dashboard's model is shared: another thread's pass during a capture (a session's click) fills no map."""
+    import threading
+
+    loaded = tiny_loaded("bert", tmp_path)
+    inputs = tiny_inputs("bert")
+    with torch.no_grad(), capture_attention(loaded, inputs["attention_mask"]) as maps:
+        other = threading.Thread(target=lambda: loaded.model(**inputs))
+        other.start()
+        other.join()
+        assert maps == [None, None]
+        loaded.model(**inputs)
+        assert [m.shape for m in maps] == [(3, 4, 7, 7)] * 2
+
+
 def test_attention_maps_of_pruned_and_sdpa_models(tmp_path):
     model = tiny_model("bert")
     inputs = tiny_inputs("bert")

@@ -276,6 +276,32 @@ def test_translation_loss_reads_the_target_positions_alone(tmp_path, mt_file, ar
         assert kept is None
 
 
+def test_packed_output_layer_acts_for_its_own_thread_only(tmp_path, mt_file):
+    """A shared model evaluated by two sessions at once: while one thread packs the output layer's positions
+    (only_at, hidden_at), another thread's pass of the same shape gets its whole [B, T, V] logits, and the value it
+    would get alone; the shared hook leaves with the last thread."""
+    import threading
+
+    from pruning_core.modeling.inference import packed_logits
+
+    loaded = loaded_for("marian-ssru", tmp_path)
+    data = get_task(f"file:{mt_file}").encode(loaded, "test")
+    b = next(iter(data.batches(8)))
+    keep = b.labels != -100
+    head = loaded.model.get_output_embeddings()
+    with torch.no_grad():
+        alone = loaded.model(**b.inputs).logits
+        for scope in (packed_logits.only_at, packed_logits.hidden_at):
+            seen = []
+            with scope(loaded.model, keep):
+                other = threading.Thread(target=lambda: seen.append(loaded.model(**b.inputs).logits))
+                other.start()
+                other.join()
+                assert loaded.model(**b.inputs).logits.shape[:2] != alone.shape[:2]     # this thread's is packed
+            assert seen[0].shape == alone.shape and torch.allclose(seen[0], alone, rtol=1e-5, atol=1e-6)
+            assert not head._forward_pre_hooks
+
+
 def test_generation_runs_under_the_mask(tmp_path, mt_file, monkeypatch):
     """The mask acts inside decoding: with every cross head off, the cross out-projections see zeros."""
     from pruning_core.tasks import base

@@ -5,7 +5,8 @@ is most of a teacher-forced pass. :func:`only_at`: a pre-hook on the output embe
 hidden states of the kept positions alone, so ``outputs.logits`` is ``[N, V]`` instead of ``[B, T, V]``.
 :func:`hidden_at` with :func:`target_losses` (logits ``lm_head(h) + final_logits_bias``, :func:`output_layer`):
 the head gets no position; the kept hidden states' losses are computed a chunk of positions at a time, so no
-``[N, V]`` tensor is ever made (docs/MODELS.md gives the memory it saves). The hooks are removed on leaving.
+``[N, V]`` tensor is ever made (docs/MODELS.md gives the memory it saves). The hooks act for the calling thread
+only (a shared model's other passes are left whole) and are removed on leaving.
 """
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from pruning_core.modeling.masking import shared_hooks
 
 CHUNK = 256     # positions per chunk: [256, V] float32 is 32.8 MB for a 32,001-word vocabulary, within the
 #                 allocator's heap (glibc serves blocks up to 32 MiB there once it has adapted)
@@ -53,26 +57,40 @@ def hidden_at(model: nn.Module, keep: Tensor) -> Iterator[Kept | None]:
         yield found if packing else None
 
 
+# per thread: id(output head) -> (keep, change) of the calling thread's _packing (a shared model's other threads
+# run through the same hook and see their own, or none)
+_PACKING: ContextVar[dict[int, tuple[Tensor, Callable[[Tensor], Tensor]]] | None] = ContextVar(
+    "headprune_packing", default=None)
+
+
+def _packing_hook(module: nn.Module, args: tuple) -> tuple | None:
+    entry = (_PACKING.get() or {}).get(id(module))
+    if entry is None:
+        return None
+    keep, change = entry
+    hidden = args[0]
+    if hidden.dim() != 3 or tuple(hidden.shape[:2]) != tuple(keep.shape):
+        return None
+    return (change(hidden),) + tuple(args[1:])
+
+
 @contextlib.contextmanager
 def _packing(model: nn.Module, keep: Tensor, change: Callable[[Tensor], Tensor]) -> Iterator[bool]:
-    """Inside, a ``[B, T, d]`` call of ``model``'s output head (``keep`` ``[B, T]``) gets ``change(hidden)`` instead;
-    yields False (and changes nothing) for a model without output embeddings."""
+    """Inside, a ``[B, T, d]`` call of ``model``'s output head (``keep`` ``[B, T]``) from this thread gets
+    ``change(hidden)`` instead; yields False (and changes nothing) for a model without output embeddings. The hook
+    is shared (:func:`pruning_core.modeling.masking.shared_hooks`): other threads' passes are left alone."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if not isinstance(head, nn.Module):
         yield False
         return
-
-    def hook(_module, args):
-        hidden = args[0]
-        if hidden.dim() != 3 or tuple(hidden.shape[:2]) != tuple(keep.shape):
-            return None
-        return (change(hidden),) + tuple(args[1:])
-
-    handle = head.register_forward_pre_hook(hook)
+    mine = dict(_PACKING.get() or {})
+    mine[id(head)] = (keep, change)
+    token = _PACKING.set(mine)
     try:
-        yield True
+        with shared_hooks(model, "packing", lambda: [head.register_forward_pre_hook(_packing_hook)]):
+            yield True
     finally:
-        handle.remove()
+        _PACKING.reset(token)
 
 
 def output_layer(model: nn.Module) -> tuple[Tensor, Tensor] | None:

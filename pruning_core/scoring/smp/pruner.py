@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,25 +113,35 @@ def check_family(loaded) -> None:
             "queries and keys and supports only absolute position embeddings.")
 
 
+# the attention captures open in this thread
+_READING: ContextVar[frozenset] = ContextVar("headprune_smp_capture", default=frozenset())
+
+
 @contextlib.contextmanager
 def capture_attention(loaded, attention_mask: torch.Tensor | None) -> Iterator[list[torch.Tensor | None]]:
     """Inside the block, a forward pass of ``loaded.model`` fills the yielded list, one entry per site.
 
     Entry ``i`` is ``[B, H_i, T, T]``: the attention probabilities of site ``i`` (rows = queries,
     padding keys get 0), or ``None`` for a site with no heads. ``attention_mask`` is the ``[B, T]``
-    mask of that forward pass (1 = real token). The hooks are removed on exit, also after an error.
+    mask of that forward pass (1 = real token). The hooks read this thread's passes only and are removed on exit,
+    also after an error.
     """
     sites = loaded.sites
     maps: list[torch.Tensor | None] = [None] * len(sites)
     queries: dict[int, torch.Tensor] = {}
 
+    token = object()                  # the hooks read this thread's passes only (others may run the shared model)
+
     def q_hook(i):
         def hook(module, args, output):
-            queries[i] = output                                  # [B, T, H * d]
+            if token in _READING.get():
+                queries[i] = output                              # [B, T, H * d]
         return hook
 
     def k_hook(i):
         def hook(module, args, output):
+            if token not in _READING.get():
+                return
             q, d = queries.pop(i, None), sites[i].head_dim
             if q is None or output.shape[-1] == 0 or d == 0:
                 return
@@ -145,12 +156,14 @@ def capture_attention(loaded, attention_mask: torch.Tensor | None) -> Iterator[l
         return hook
 
     handles = []
+    reset = _READING.set(_READING.get() | {token})
     try:
         for i, s in enumerate(sites):
             handles.append(s.q.register_forward_hook(q_hook(i)))
             handles.append(s.k.register_forward_hook(k_hook(i)))
         yield maps
     finally:
+        _READING.reset(reset)
         for h in handles:
             h.remove()
 
