@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/first_call.py                      # every prepared model of MODELS
     .venv/bin/python benchmarks/first_call.py --models whisper-base --copies 8
 
-Per model, at the dashboard's latency probe shape (``app.headmap.cache.probe_shape``), after the dense model's own
-calls: ``--copies`` pruned copies of three random heads removed, each called four times in a row; the first call
-against the median of the next three. Writes ``benchmarks/results/first_call.json``.
+Per model, on the copy the dashboard times (sdpa attention) at its latency probe shape
+(``app.headmap.cache.probe_shape``), after the dense model's own calls: ``--copies`` pruned copies of three random
+heads removed, each called four times in a row; the first call against the median of the next three. Writes ``benchmarks/results/first_call.json``.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from app.headmap.cache import probe_shape  # noqa: E402
 from draft_decoding import _commit, _cpu_model, _load  # noqa: E402
-from pruning_core.bench.run import audio_frames, synthetic_inputs  # noqa: E402
+from pruning_core.bench.run import audio_frames, synthetic_inputs, timing_model  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
 from pruning_core.modeling.pruning import prune_heads  # noqa: E402
@@ -38,7 +38,7 @@ MODELS = ("default", "smollm2", "bergamot-en-pt", "bergamot-pt-en", "whisper-bas
 
 
 def measure(name: str, copies: int, seed: int) -> dict:
-    lm = load_model(name)
+    lm = timing_model(load_model(name))             # what the Head map times: sdpa attention (app.model.cache.timing)
     config = lm.model.config
     batch, seq_len = probe_shape(lm)
     decoder = seq_len if getattr(config, "is_encoder_decoder", False) else None

@@ -9,7 +9,7 @@ import dataclasses
 import streamlit as st
 
 from app.core.session.selection import Selection
-from app.model.cache import EVAL_BATCH, context_data, data, load, score_split_of, task
+from app.model.cache import EVAL_BATCH, context_data, data, load, score_split_of, task, timing
 from app.runtime import board
 from pruning_core import bench
 from pruning_core.bench.latency_model import LatencyModel, calibrate
@@ -37,7 +37,7 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     before each timed call it lets through evaluations that arrived meanwhile (:data:`app.runtime.board.GATE`).
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
-    loaded = load(spec)
+    loaded = timing(spec)
     batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=seq_len,
@@ -64,7 +64,7 @@ def latency_model(spec: str, _progress: ProgressCallback | None = None) -> Laten
     """``spec``'s latency estimate on this server (:mod:`pruning_core.bench.latency_model`): the probe timed once,
     dense and without each kind's heads, shared by every session (the panel says when it was timed). Background
     work: clicks go first, before each of its timed calls."""
-    loaded = load(spec)
+    loaded = timing(spec)
     batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
         return calibrate(loaded, batch_size=batch, seq_len=seq_len, max_seconds=LATENCY_BUDGET_S, progress=_progress,
@@ -73,10 +73,10 @@ def latency_model(spec: str, _progress: ProgressCallback | None = None) -> Laten
 
 @st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)
 def pruned_model(spec: str, mask: HeadMask):
-    """The physically pruned copy of ``spec``'s model under ``mask`` (``pruning.prune_heads``: a new
-    model, the shared one untouched), made once per mask and shared read-only by every session's
+    """The physically pruned copy of ``spec``'s timing model under ``mask`` (``pruning.prune_heads`` of
+    :func:`app.model.cache.timing`: a new model, the shared one untouched), made once per mask and shared read-only by every session's
     timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
-    return pruning.prune_heads(load(spec).model, mask).eval()
+    return pruning.prune_heads(timing(spec).model, mask).eval()
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

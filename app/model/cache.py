@@ -97,6 +97,19 @@ def _load(spec: str, device: str | None) -> LoadedModel:
         raise
 
 
+def timing(spec: str) -> LoadedModel:
+    """``spec``'s model as latencies are timed (:func:`pruning_core.bench.timing_model`: sdpa attention, as the CLI's
+    ``bench`` and a deployed model run it), a copy made once per server beside the shared eager one; every timing
+    (the Head map's latency and estimate, the pruned copies they time, the Speed page) reads it, never modifies it."""
+    data_access().check_model(spec)
+    return _timing(spec, app_device())
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _timing(spec: str, device: str | None) -> LoadedModel:
+    return bench.timing_model(_load(spec, device))
+
+
 def not_prepared(spec: str) -> bool:
     """Whether ``spec`` names a prepared model (:mod:`pruning_core.modeling.sources.catalog`) that is not built on this machine."""
     return spec in catalog.names() and not catalog.get(spec).is_prepared()

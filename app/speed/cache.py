@@ -2,7 +2,7 @@
 (never cached: a timing belongs to its moment and machine load). The rules of :mod:`app.model.cache` hold."""
 from __future__ import annotations
 
-from app.model.cache import load
+from app.model.cache import timing
 from pruning_core import bench
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
@@ -24,11 +24,12 @@ def devices() -> list[str]:
 
 def speed_sweep(spec: str, mask: HeadMask, batch_sizes: tuple[int, ...], seq_len: int, device: str,
                 _progress: ProgressCallback | None = None):
-    """``pruning_core.bench.benchmark``: dense vs masked vs pruned at each batch size, with the ceiling.
+    """``pruning_core.bench.benchmark`` of the timing model (:func:`app.model.cache.timing`: sdpa attention, as
+    ``headprune bench``): dense vs masked vs pruned at each batch size, with the ceiling.
 
     Measured now on every call, never cached: a timing belongs to its moment and machine load (the
     Speed page keeps the result in the session and shows when and under what load it was made)."""
-    loaded = load(spec)
+    loaded = timing(spec)
     max_pos = bench.text_positions(loaded.model.config)
     if max_pos is not None and seq_len > max_pos:
         raise HeadpruneError(f"{seq_len} tokens is more than this model's {max_pos} positions; choose a shorter "

@@ -3,7 +3,7 @@
 - :mod:`.ceiling`: :func:`flop_ceiling`, the best speed-up removing the masked heads can buy,
   counted from the architecture adapter's FLOP dimensions.
 - :mod:`.timing`: the interleaved timing harness, latency statistics, load average, memory peaks.
-- :mod:`.run`: :func:`benchmark` (dense vs masked vs pruned) and its synthetic inputs.
+- :mod:`.run`: :func:`benchmark` (dense vs masked vs pruned), inputs, :func:`timing_model` (sdpa attention).
 - :mod:`.results`: the result dataclasses and the ``headprune.bench/1`` JSON format
   (:mod:`.codec` writes and reads them generically).
 - :mod:`.verdict`: :func:`speed_verdict`, what a measured speed-up may be called (gain, within
@@ -26,7 +26,8 @@ from pruning_core.bench.results import (
     BenchRow,
 )
 from pruning_core.modeling.presets import half_mask
-from pruning_core.bench.run import audio_frames, benchmark, synthetic_inputs, text_positions
+from pruning_core.bench.run import (TIMING_ATTENTION, audio_frames, benchmark, synthetic_inputs, text_positions,
+                                    timing_model)
 from pruning_core.bench.timing import (
     LatencyStats,
     Timings,
@@ -49,5 +50,6 @@ __all__ = ["BENCH_FORMAT", "CPU_MEMORY_MEASURE", "CUDA_MEMORY_MEASURE", "MASKING
            "BenchComparison", "BenchResult", "BenchRow", "CeilingLayer", "CeilingReport", "FULL_MASK_TEXT",
            "LatencyStats", "MASKED_TEXT", "SpeedVerdict", "Timings", "VERDICTS", "judge_speedup", "speed_verdict",
            "speedup_spread",
-           "audio_frames", "benchmark", "flop_ceiling", "format_bench", "half_mask", "interleaved_latencies", "load_average",
-           "peak_forward_bytes", "synthetic_inputs", "text_positions", "weights_bytes"]
+           "TIMING_ATTENTION", "audio_frames", "benchmark", "flop_ceiling", "format_bench", "half_mask",
+           "interleaved_latencies", "load_average", "peak_forward_bytes", "synthetic_inputs", "text_positions",
+           "timing_model", "weights_bytes"]

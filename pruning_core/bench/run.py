@@ -90,6 +90,19 @@ def text_positions(config) -> int | None:
     return getattr(config, "max_position_embeddings", None)
 
 
+TIMING_ATTENTION = "sdpa"     # what a deployed model runs (the CLI's bench loads it); eager is for attention maps
+
+
+def timing_model(loaded):
+    """``loaded`` as timings measure it: with :data:`TIMING_ATTENTION` where its family has it (a copy, the same
+    weights: :meth:`~pruning_core.modeling.sources.loading.LoadedModel.with_attention`), else ``loaded`` itself. The
+    dashboard's shared model runs eager attention for its maps, which a 30-s Whisper encoder pays twice for."""
+    from pruning_core.modeling.architectures import adapter_for
+    if TIMING_ATTENTION not in adapter_for(loaded.model).attn_implementations:
+        return loaded
+    return loaded.with_attention(TIMING_ATTENTION)
+
+
 def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int] = (1, 8, 32),
               seq_len: int = 128, decoder_len: int | None = None, device: str | None = None,
               warmup: int = 3, repeats: int = 10, min_seconds: float = 2.0, measure_memory: bool = True,

@@ -324,6 +324,9 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     assert made == [mask]                                         # one copy for both timings
     assert first.variants == second.variants == ("dense", "pruned")   # the two variants the panel shows
     assert weights_hash_of_module(shared.model) == before          # the shared model untouched
+    # timed as `headprune bench` and a deployed model run it; the shared model keeps eager attention for its maps
+    assert first.attn_implementation == "sdpa" and shared.model.config._attn_implementation == "eager"
+    assert weights_hash_of_module(cache.timing(spec).model) == before and cache.timing(spec).model is not shared.model
     cache_headmap.pruned_model.clear()
 
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import transformers as tf
 
 from pruning_core.bench import (BENCH_FORMAT, MASKING_NOTE, VARIANTS, BenchResult, benchmark, flop_ceiling,
@@ -252,3 +253,31 @@ def test_a_pause_between_calls_has_its_round_timed_again():
     # warm-up: dense, pruned; round 1: dense, pruned; round 2: pruned (its 2nd call paused: redone), pruned, dense;
     # round 3 (rotated back): dense, pruned
     assert calls == ["dense", "pruned", "dense", "pruned", "pruned", "pruned", "dense", "dense", "pruned"]
+
+
+@pytest.mark.parametrize("arch", ["bert", "whisper", "qwen2"])
+def test_timings_run_the_deployed_attention_on_a_copy(tmp_path, arch):
+    """timing_model: an sdpa copy of an eager model (what `headprune bench` loads), the same weights and outputs
+    within float32 rounding (the two attentions sum in another order); the eager original untouched, and a model
+    already on sdpa timed as it is."""
+    from pruning_core.bench import timing_model
+    from pruning_core.bench.run import synthetic_inputs
+
+    lm = tiny_loaded(arch, tmp_path)
+    timed = timing_model(lm)
+    assert timed.model is not lm.model and timed.model.config._attn_implementation == "sdpa"
+    assert lm.model.config._attn_implementation == "eager"
+    assert weights_hash_of_module(timed.model) == lm.weights_sha256 and timed.layout == lm.layout
+    assert [s.out for s in timed.sites] != [s.out for s in lm.sites]          # the copy's own modules
+    inputs = synthetic_inputs(lm.model.config, 2, 7, 5 if lm.model.config.is_encoder_decoder else None, lm.device)
+    with torch.inference_mode():
+        a, b = lm.model(**inputs), timed.model(**inputs)
+    torch.testing.assert_close(b[0], a[0], atol=1e-5, rtol=1e-5)
+    assert timing_model(timed) is timed
+
+
+def test_a_family_without_sdpa_is_timed_as_it_is(tmp_path):
+    from pruning_core.bench import timing_model
+
+    lm = tiny_loaded("mpnet", tmp_path)                     # transformers' MPNet has eager attention only
+    assert timing_model(lm) is lm

@@ -10,6 +10,7 @@ its head counts are the pruned ones, so transformers builds them itself, with or
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import os
 import re
@@ -86,6 +87,16 @@ class LoadedModel:
                            source="memory", task_type=self.task_type, arch=self.arch,
                            weights_sha256=weights_hash_of_module(model), sites=sites, layout=layout_of(sites),
                            shortlist=self.shortlist)
+
+    def with_attention(self, implementation: str) -> "LoadedModel":
+        """A copy whose attention runs ``implementation`` (transformers' name: "sdpa", "eager"), the same weights;
+        self where it already does. The original is untouched."""
+        if getattr(self.model.config, "_attn_implementation", None) == implementation:
+            return self
+        model = copy.deepcopy(self.model)
+        model.set_attn_implementation(implementation)
+        sites = find_sites(model)
+        return dataclasses.replace(self, model=model, source="memory", sites=sites, layout=layout_of(sites))
 
     def to(self, device: str | torch.device) -> "LoadedModel":
         """A copy on ``device`` (the original is untouched)."""
