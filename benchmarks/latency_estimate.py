@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/latency_estimate.py --model smollm2      # about a minute on 2 quiet cores
 
 Times the live panel's probe (``app.headmap.cache.probe_shape``: up to 8 x 64 tokens, one utterance for speech)
-as the dashboard does: :func:`pruning_core.bench.latency_model.calibrate` once (how long it took is recorded: the
-dashboard does it once per model and server), then for each of ``--masks`` seeded random masks (one head; 25 %,
+on the copy the dashboard times (sdpa attention) as it does: :func:`pruning_core.bench.latency_model.calibrate`
+once (how long it took is recorded: the dashboard does it once per model and server), then for each of ``--masks`` seeded random masks (one head; 25 %,
 50 %, 75 % of the heads) the estimate and the measured pruned latency (:func:`pruning_core.bench.benchmark` with the
 live panel's rounds). Writes ``benchmarks/results/latency_estimate-MODEL.json`` with each mask's relative error,
 their median, the longest stretch between the calibration's pauses (what a click can wait for it), and the load.
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pruning_core.bench import benchmark  # noqa: E402
+from pruning_core.bench import benchmark, timing_model  # noqa: E402
 from pruning_core.bench.latency_model import calibrate  # noqa: E402
 from pruning_core.core.heads import HeadMask  # noqa: E402
 from pruning_core.core.io.storage import write_json  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    lm = load_model(args.model)
+    lm = timing_model(load_model(args.model))        # what the dashboard times: sdpa attention (app.model.cache.timing)
     batch, seq_len = probe_shape(lm)
     load_before = _load()
     started = time.perf_counter()

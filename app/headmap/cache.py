@@ -22,7 +22,7 @@ from pruning_core.modeling.kv import kv_policy
 LATENCY_BATCH = 8        # the live panel's latency probe: up to 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 PROBE_FLOP = 40e9        # ... as many sequences as keep one call within about this many FLOP (2 x parameters x tokens)
-LATENCY_WARMUP = 0       # no untimed round: a pruned copy's first call costs what its next do (within 22 % at most,
+LATENCY_WARMUP = 0       # no untimed round: a pruned copy's first call costs what its next do (within 7 % at most,
                          # benchmarks/first_call.py), and the median of three rounds or more leaves one such call out
 LATENCY_ROUNDS = 7       # interleaved rounds at least (more until the timing harness's minimum time) ...
 LATENCY_BUDGET_S = 2.0   # ... or fewer (three at least) once this much time is timed: a slow model's figure in seconds

@@ -136,3 +136,20 @@ def first_call(docs: dict[str, dict]) -> list[Row]:
                 machine(doc, [doc["load_before"], doc["load_after"], m["load_1min"]], f"commit {doc['commit'][:7]}"),
                 f"python benchmarks/first_call.py --copies {len(m['copies'])}", (name,)))
     return rows
+
+
+def two_at_once(docs: dict[str, dict]) -> list[Row]:
+    """Two sessions' clicks evaluated at once (a thread and a core each) against one after the other (both cores
+    each): whether the server's queue should run two."""
+    rows = []
+    for name, doc in docs.items():
+        first, second = doc["met_first"], doc["met_second"]
+        rows.append(Row(
+            f"two clicks evaluated at once (a thread each, one core each) vs one after the other (two threads), "
+            f"{doc['model']}, {doc['examples']} examples, {len(doc['pairs'])} pairs of one-head masks",
+            f"a pair: one after the other {sec(doc['serial_median_s'])}, at once {sec(doc['parallel_median_s'])}: "
+            f"**{fixed(doc['serial_over_parallel'], 2)}x**; masks met first {sec(first['serial'])} / "
+            f"{sec(first['parallel'])}, met again {sec(second['serial'])} / {sec(second['parallel'])}; every metric "
+            "equal both ways",
+            machine(doc, list(doc["load_1min"].values())), doc["command"], (name,)))
+    return rows
