@@ -19,6 +19,7 @@ import torch
 
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.heads import HeadMask
+from pruning_core.modeling.architectures import adapter_for
 from pruning_core.modeling.masking import apply_mask
 from pruning_core.core.progress import ProgressCallback, report
 from pruning_core.modeling.presets import half_mask
@@ -97,7 +98,6 @@ def timing_model(loaded):
     """``loaded`` as timings measure it: with :data:`TIMING_ATTENTION` where its family has it (a copy, the same
     weights: :meth:`~pruning_core.modeling.sources.loading.LoadedModel.with_attention`), else ``loaded`` itself. The
     dashboard's shared model runs eager attention for its maps, which a 30-s Whisper encoder pays twice for."""
-    from pruning_core.modeling.architectures import adapter_for
     if TIMING_ATTENTION not in adapter_for(loaded.model).attn_implementations:
         return loaded
     return loaded.with_attention(TIMING_ATTENTION)
