@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from pruning_core.core.errors import HeadpruneError
+from pruning_core.core.errors import HeadpruneError, UnsupportedArchitectureError
 from pruning_core.core.heads import HeadMask
 from pruning_core.modeling.architectures import adapter_for
 from pruning_core.modeling.masking import apply_mask
@@ -100,7 +100,10 @@ def timing_model(loaded):
     dashboard's shared model runs eager attention for its maps, which a 30-s Whisper encoder pays twice for."""
     if TIMING_ATTENTION not in adapter_for(loaded.model).attn_implementations:
         return loaded
-    return loaded.with_attention(TIMING_ATTENTION)
+    try:
+        return loaded.with_attention(TIMING_ATTENTION)
+    except UnsupportedArchitectureError:          # transformers kept the model's own: time that (the result says which)
+        return loaded
 
 
 def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int] = (1, 8, 32),

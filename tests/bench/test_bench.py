@@ -281,3 +281,16 @@ def test_a_family_without_sdpa_is_timed_as_it_is(tmp_path):
 
     lm = tiny_loaded("mpnet", tmp_path)                     # transformers' MPNet has eager attention only
     assert timing_model(lm) is lm
+
+
+def test_a_model_transformers_will_not_switch_is_timed_as_it_is(tmp_path, monkeypatch):
+    """Where set_attn_implementation leaves the model on its own attention (transformers warns and keeps it), the
+    copy is refused with what to do and the timing reads the model itself: no second copy kept for nothing."""
+    from pruning_core.bench import timing_model
+    from pruning_core.core.errors import UnsupportedArchitectureError
+
+    lm = tiny_loaded("bert", tmp_path)
+    monkeypatch.setattr(type(lm.model), "set_attn_implementation", lambda self, name: None)
+    with pytest.raises(UnsupportedArchitectureError, match="load it with that implementation"):
+        lm.with_attention("sdpa")
+    assert timing_model(lm) is lm

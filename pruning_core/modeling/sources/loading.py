@@ -24,7 +24,7 @@ from torch import nn
 
 from pruning_core.core.runtime import hub_probe
 from pruning_core.modeling.architectures import AttentionSite, adapter_for, find_sites, layout_of
-from pruning_core.core.errors import CacheError, ModelLoadError
+from pruning_core.core.errors import CacheError, ModelLoadError, UnsupportedArchitectureError
 from pruning_core.core.heads import HeadLayout
 from pruning_core.modeling.pruning import CONFIG_KEY, STOCK_KEY, restructure_for_loading, stock_shape
 from pruning_core.modeling.inference.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist
@@ -90,11 +90,15 @@ class LoadedModel:
 
     def with_attention(self, implementation: str) -> "LoadedModel":
         """A copy whose attention runs ``implementation`` (transformers' name: "sdpa", "eager"), the same weights;
-        self where it already does. The original is untouched."""
+        self where it already does. The original is untouched; a model that cannot switch raises
+        ``UnsupportedArchitectureError``."""
         if getattr(self.model.config, "_attn_implementation", None) == implementation:
             return self
         model = copy.deepcopy(self.model)
         model.set_attn_implementation(implementation)
+        if getattr(model.config, "_attn_implementation", None) != implementation:
+            raise UnsupportedArchitectureError(f"{type(model).__name__} cannot switch to {implementation!r} attention "
+                                               "(transformers kept its own); load it with that implementation instead.")
         sites = find_sites(model)
         return dataclasses.replace(self, model=model, source="memory", sites=sites, layout=layout_of(sites))
 
