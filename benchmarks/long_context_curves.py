@@ -104,6 +104,7 @@ def measure(loaded, task, data, policy, full_row: dict | None, length: int) -> d
            "sink": policy_or_full.sink, "window": policy_or_full.window,
            "streaming": [[int(x) for x in r] for r in policy_or_full.streaming],
            "seconds": round(seconds, 1), "seconds_per_example": round(seconds / len(correct), 2),
+           "torch_threads": torch.get_num_threads(),
            "load_after": list(load_average())}
     if full_row is not None:
         only_full, only_this, p = paired_correctness(full_row["per_example"], correct)

@@ -94,7 +94,7 @@ def cpu(doc: dict) -> str:
 def threads(doc: dict) -> str:
     info = doc.get("machine") if isinstance(doc.get("machine"), dict) else {}
     n = doc.get("cpu_threads") or doc.get("torch_threads") or doc.get("threads") or info.get("torch_threads")
-    return f"{n} threads" if n else ""
+    return f"{n} thread{'' if str(n) == '1' else 's'}" if n else ""
 
 
 def machine(doc: dict, loads: Iterable[float | None] | None, extra: str = "") -> str:

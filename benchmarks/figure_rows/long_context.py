@@ -40,13 +40,17 @@ def long_context_curves(docs: dict[str, dict]) -> list[Row]:
                 verdict = "" if kept is None else (f"; retrieval keeps {fixed(100 * kept, 1)} % of full "
                                                   f"({'≥' if kept >= 0.95 else '<'} 95 %)")
                 settings = doc["models"][model]["provenance"]["settings"]
+                counts = sorted({r["torch_threads"] for (_, f, _), r in rows.items() if f in (fraction, "0", "1")
+                                 and "torch_threads" in r})
+                threads = {"torch_threads": counts[0] if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"} \
+                    if counts else {}
                 out.append(Row(
                     f"{task} at {num(length, 0)} tokens, {model}: {fixed(100 * float(fraction), 0)} % of key/value heads "
                     f"streaming (sink {some['sink']}, window {some['window']}), exact-match accuracy, 95 % Wilson "
                     f"interval, McNemar p against full",
                     "; ".join(parts) + f"; KV {fixed(some['kv_mib'], 1)} of {fixed(some['full_kv_mib'], 1)} MiB, "
                     f"compression {fixed(some['compression_ratio'])}, footprint {fixed(some['footprint_ratio'])}{verdict}",
-                    machine({**doc, "created": doc["models"][model]["provenance"]["created"]}, None,
+                    machine({**doc, **threads, "created": doc["models"][model]["provenance"]["created"]}, None,
                             settings.get("attention", "eager")),
                     f"python benchmarks/long_context_curves.py --models {model} --tasks {task} --lengths {length} "
                     f"--fractions {fraction} --limit {settings['limit']}", (name,)))
