@@ -74,8 +74,9 @@ def latency_model(spec: str, _progress: ProgressCallback | None = None) -> Laten
 @st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)
 def pruned_model(spec: str, mask: HeadMask):
     """The physically pruned copy of ``spec``'s timing model under ``mask`` (``pruning.prune_heads`` of
-    :func:`app.model.cache.timing`: a new model, the shared one untouched), made once per mask and shared read-only by every session's
-    timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned model)."""
+    :func:`app.model.cache.timing`: a new model, the shared one untouched), made once per mask and shared
+    read-only by every session's timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned
+    model)."""
     return pruning.prune_heads(timing(spec).model, mask).eval()
 
 
