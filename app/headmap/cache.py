@@ -37,9 +37,9 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
     before each timed call it lets through evaluations that arrived meanwhile (:data:`app.runtime.board.GATE`).
     Deliberately not cached: a timing belongs to its moment and machine load, so
     :mod:`app.headmap.latency` keeps it per session and shows when and under what load it was made."""
-    loaded = timing(spec)
-    batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
+        loaded = timing(spec)       # made in the queue: the first timing copies the model once (Qwen: ~2 GB)
+        batch, seq_len = probe_shape(loaded)
         return bench.benchmark(loaded, mask, batch_sizes=(batch,), seq_len=seq_len,
                                device=str(loaded.device), warmup=LATENCY_WARMUP, repeats=LATENCY_ROUNDS,
                                min_seconds=0.5, measure_memory=False,
@@ -64,9 +64,9 @@ def latency_model(spec: str, _progress: ProgressCallback | None = None) -> Laten
     """``spec``'s latency estimate on this server (:mod:`pruning_core.bench.latency_model`): the probe timed once,
     dense and without each kind's heads, shared by every session (the panel says when it was timed). Background
     work: clicks go first, before each of its timed calls."""
-    loaded = timing(spec)
-    batch, seq_len = probe_shape(loaded)
     with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
+        loaded = timing(spec)
+        batch, seq_len = probe_shape(loaded)
         return calibrate(loaded, batch_size=batch, seq_len=seq_len, max_seconds=LATENCY_BUDGET_S, progress=_progress,
                          pause=board.pausing(_progress, "latency"))
 

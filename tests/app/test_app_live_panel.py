@@ -364,6 +364,40 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
     cache_headmap.pruned_model.clear()
 
 
+@pytest.mark.parametrize("job", ["latency", "estimate", "speed sweep"])
+def test_timings_touch_the_model_only_in_the_cpu_queue(tiny_bert_24, monkeypatch, job):
+    """A timing queued behind a click does nothing before its turn: not even the timing copy (on Qwen2.5-0.5B the
+    first copies 2 GB, which beside a click's evaluation would slow it)."""
+    import threading
+
+    from app.headmap import cache as cache_headmap
+    from app.model import cache
+    from app.runtime import board
+    from app.speed import cache as cache_speed
+
+    monkeypatch.setattr(board, "GATE", board.Gate())
+    spec = str(tiny_bert_24.model)
+    mask = half_mask(cache.load(spec).layout, seed=4)
+    asked = []
+    for module in (cache_headmap, cache_speed):
+        monkeypatch.setattr(module, "timing", lambda s, _real=cache.timing: asked.append(s) or _real(s))
+    cache_headmap.latency_model.clear()
+    run = {"latency": lambda: cache_headmap.latency(spec, mask),
+           "estimate": lambda: cache_headmap.latency_model(spec),
+           "speed sweep": lambda: cache_speed.speed_sweep(spec, mask, (1,), 16, "cpu")}[job]
+    done = []
+    worker = threading.Thread(target=lambda: done.append(run()))
+    with board.GATE.hold(urgent=True):                          # a click holds the CPU
+        worker.start()
+        while board.GATE.waiting == 0 and worker.is_alive():    # until the timing is in line behind it
+            worker.join(0.01)
+        assert asked == [] and done == []
+    worker.join(120)
+    assert asked and len(done) == 1
+    cache_headmap.pruned_model.clear()
+    cache_headmap.latency_model.clear()
+
+
 def test_a_click_evaluates_only_the_new_mask_not_the_history(app_for, tiny_bert_24, monkeypatch):
     from app.model import cache
 
