@@ -62,13 +62,14 @@ def probe_shape(loaded) -> tuple[int, int]:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def latency_model(spec: str, _progress: ProgressCallback | None = None) -> LatencyModel:
     """``spec``'s latency estimate on this server (:mod:`pruning_core.bench.latency_model`): the probe timed once,
-    dense and without each kind's heads, shared by every session (the panel says when it was timed). Background
-    work: clicks go first, before each of its timed calls."""
-    with board.GATE.hold(urgent=False, progress=_progress, what="latency"):
+    dense and without each kind's heads, shared by every session (the panel says when it was timed). Idle work:
+    clicks and the masks' own timings go first, before each of its timed calls (it serves later clicks, so the
+    first click's latency never waits for it)."""
+    with board.GATE.hold(urgent=False, idle=True, progress=_progress, what="latency estimate"):
         loaded = timing(spec)
         batch, seq_len = probe_shape(loaded)
         return calibrate(loaded, batch_size=batch, seq_len=seq_len, max_seconds=LATENCY_BUDGET_S, progress=_progress,
-                         pause=board.pausing(_progress, "latency"))
+                         pause=board.pausing(_progress, "latency estimate", idle=True))
 
 
 @st.cache_resource(show_spinner=False, max_entries=PRUNED_COPIES)

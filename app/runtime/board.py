@@ -205,8 +205,9 @@ def stop_running(timeout_s: float = EXIT_WAIT_S) -> int:
 
 # -- the server's CPU queue -------------------------------------------------------------------------
 class Gate:
-    """A lock that lets urgent holders in first: a non-urgent holder waits while any urgent one waits (or one that let
-    others through waits to take the gate back)."""
+    """A lock with three ranks: urgent holders (a click's evaluation) go first, then plain ones (the work a user waits
+    for now: a mask's latency, a repair), then idle ones (work for later: the latency estimate's calibration). A
+    holder waits while one of a higher rank waits (or one that let others through waits to take the gate back)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -214,22 +215,32 @@ class Gate:
         self._owner: int | None = None   # the thread holding the gate (one that let urgent work through holds none)
         self._urgent_waiting = 0
         self._returning = 0              # urgent holders that let others through, waiting to take the gate back
+        self._plain_waiting = 0          # plain holders waiting, new or taking the gate back (idle ones wait for them)
         self.waiting = 0                 # holders waiting now (what a queued job reports)
 
+    def _blocked(self, urgent: bool, idle: bool, returning: bool = False) -> bool:
+        """Whether a waiter of this rank waits on (one ``returning`` lets the urgent holders now waiting go first)."""
+        return bool(self._busy or ((returning or not urgent) and self._urgent_waiting)
+                    or (not urgent and self._returning) or (idle and self._plain_waiting))
+
     @contextlib.contextmanager
-    def hold(self, *, urgent: bool, progress: ProgressCallback | None = None, what: str = "") -> Iterator[None]:
-        """Hold the gate for the block. ``progress`` receives a "queued" event while waiting; an
-        exception it raises (``Cancelled``) leaves the queue without running the block."""
+    def hold(self, *, urgent: bool, idle: bool = False, progress: ProgressCallback | None = None,
+             what: str = "") -> Iterator[None]:
+        """Hold the gate for the block (``idle``: only when no other holder waits). ``progress`` receives a "queued"
+        event while waiting; an exception it raises (``Cancelled``) leaves the queue without running the block."""
+        plain = not urgent and not idle
         with self._cond:
             self.waiting += 1
             self._urgent_waiting += urgent
+            self._plain_waiting += plain
             try:
-                while self._busy or (not urgent and (self._urgent_waiting or self._returning)):
+                while self._blocked(urgent, idle):
                     report(progress, QUEUED, 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1
                 self._urgent_waiting -= urgent
+                self._plain_waiting -= plain
             self._busy, self._owner = True, threading.get_ident()
         try:
             yield
@@ -239,27 +250,31 @@ class Gate:
                     self._busy, self._owner = False, None
                 self._cond.notify_all()
 
-    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "", *, urgent: bool = False) -> bool:
-        """Inside ``hold``: when urgent holders wait, let them all run, then take the gate back; True when some
-        ran. Long background work (a repair, layer by layer) calls it between its steps, so a click waits for one
-        step, not for the whole work. ``urgent``: the caller is itself urgent (an evaluation that has shown its metric
-        lets the next clicks' evaluations through before its loss); no background work takes the gate before it is
-        back. Outside the gate it does nothing; cancelled while it waits (``progress`` raises), it leaves the gate to
-        whoever holds it then."""
+    def yield_to_urgent(self, progress: ProgressCallback | None = None, what: str = "", *, urgent: bool = False,
+                        idle: bool = False) -> bool:
+        """Inside ``hold``: when urgent holders wait (for an ``idle`` caller: any holder), let them all run, then take
+        the gate back; True when some ran. Long background work (a repair, layer by layer) calls it between its
+        steps, so a click waits for one step, not for the whole work. ``urgent``: the caller is itself urgent (an
+        evaluation that has shown its metric lets the next clicks' evaluations through before its loss); no
+        background work takes the gate before it is back. Outside the gate it does nothing; cancelled while it waits
+        (``progress`` raises), it leaves the gate to whoever holds it then."""
+        plain = not urgent and not idle
         with self._cond:
-            if not self._urgent_waiting or self._owner != threading.get_ident():
+            if not (self._urgent_waiting or (idle and self._plain_waiting)) or self._owner != threading.get_ident():
                 return False
             self._busy, self._owner = False, None
             self._cond.notify_all()
             self.waiting += 1
             self._returning += urgent
+            self._plain_waiting += plain
             try:
-                while self._busy or self._urgent_waiting or (not urgent and self._returning):
+                while self._blocked(urgent, idle, returning=True):
                     report(progress, QUEUED, 0, None, f"{self.waiting} in line for the CPU{f' ({what})' if what else ''}")
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1
                 self._returning -= urgent
+                self._plain_waiting -= plain
             self._busy, self._owner = True, threading.get_ident()
             return True
 
@@ -267,10 +282,11 @@ class Gate:
 GATE = Gate()
 
 
-def pausing(progress: ProgressCallback | None, what: str) -> Callable[[], bool]:
-    """A timing's ``pause`` (``pruning_core.bench.benchmark``): before each timed call, waiting urgent work goes
-    through :data:`GATE` first; True when some did (the timing then redoes its round)."""
-    return lambda: GATE.yield_to_urgent(progress, what)
+def pausing(progress: ProgressCallback | None, what: str, *, idle: bool = False) -> Callable[[], bool]:
+    """A timing's ``pause`` (``pruning_core.bench.benchmark``): before each timed call, waiting urgent work (for an
+    ``idle`` timing: any waiting work) goes through :data:`GATE` first; True when some did (the timing then redoes
+    its round)."""
+    return lambda: GATE.yield_to_urgent(progress, what, idle=idle)
 
 
 def yielding(progress: ProgressCallback | None, what: str) -> ProgressCallback:
