@@ -76,9 +76,9 @@ def latency_model(spec: str, _progress: ProgressCallback | None = None) -> Laten
 def pruned_model(spec: str, mask: HeadMask):
     """The physically pruned copy of ``spec``'s timing model under ``mask`` (``pruning.prune_heads`` of
     :func:`app.model.cache.timing`: a new model, the shared one untouched), made once per mask and shared
-    read-only by every session's timing; at most :data:`PRUNED_COPIES` are kept (each as large as the pruned
-    model)."""
-    return pruning.prune_heads(timing(spec).model, mask).eval()
+    read-only by every session's timing; at most :data:`PRUNED_COPIES` are kept, each costing only its sliced
+    attention projections (the rest are the timing model's own tensors: ``share_weights``)."""
+    return pruning.prune_heads(timing(spec).model, mask, share_weights=True).eval()
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

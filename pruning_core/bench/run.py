@@ -179,7 +179,7 @@ def benchmark(loaded, mask: HeadMask | None = None, *, batch_sizes: Sequence[int
         report(progress, "bench", 0, len(batch_sizes), "pruning a copy")
         if pause is not None:
             pause()
-        pruned = prune_heads(dense, mask).eval()
+        pruned = prune_heads(dense, mask, share_weights=True).eval()   # only run: no second model in memory
     ceiling = flop_ceiling(config, mask, seq_len, decoder_len=dec_len)
     attn_impl = str(getattr(config, "_attn_implementation", None) or "unknown")
 

@@ -41,8 +41,11 @@ def latency_probe(loaded, *, batch_size: int = 1, seq_len: int = 128, repeats: i
     """A ``latency_probe`` for :func:`.search.search_mask`: ``probe(mask_of, removable, budget_ms) -> (n, record)``."""
     time_models = _timer(loaded, batch_size, seq_len, repeats, min_seconds)
 
+    def cut(mask):                       # only timed: shares the untouched weights with loaded.model
+        return prune_heads(loaded.model, mask, share_weights=True)
+
     def probe(mask_of, removable: int, budget_ms: float) -> tuple[int, dict]:
-        base = time_models({"dense": loaded.model, "minimal": prune_heads(loaded.model, mask_of(removable))})
+        base = time_models({"dense": loaded.model, "minimal": cut(mask_of(removable))})
         record = {"measures": f"median wall time of one forward pass, batch {batch_size} x {seq_len} synthetic "
                               f"tokens, {loaded.device}, this machine's load", "batch_size": batch_size,
                   "seq_len": seq_len, "dense_ms": base["dense"], "minimal_ms": base["minimal"],
@@ -59,7 +62,7 @@ def latency_probe(loaded, *, batch_size: int = 1, seq_len: int = 128, repeats: i
         n = min(removable, math.ceil(share * removable))
         record["predicted_heads"] = n
         for _ in range(MAX_TRIES):
-            got = time_models({"dense": loaded.model, "pruned": prune_heads(loaded.model, mask_of(n))})
+            got = time_models({"dense": loaded.model, "pruned": cut(mask_of(n))})
             record["tries"].append({"heads_removed": n, "dense_ms": got["dense"], "pruned_ms": got["pruned"]})
             if got["pruned"] <= budget_ms or n == removable:
                 break

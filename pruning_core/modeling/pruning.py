@@ -26,17 +26,21 @@ __all__ = ["CONFIG_KEY", "STOCK_KEY", "EmptyAttention", "HeadSaving", "StockShap
            "parameter_count_after", "prune_heads", "loads_in", "restructure_for_loading", "stock_shape"]
 
 
-def prune_heads(model: nn.Module, mask: HeadMask) -> nn.Module:
+def prune_heads(model: nn.Module, mask: HeadMask, *, share_weights: bool = False) -> nn.Module:
     """A pruned deep copy of ``model`` with every head that ``mask`` removes physically gone.
 
     The copy's outputs equal those of ``model`` run under ``apply_mask(loaded, mask)`` (up to float
-    rounding). ``model`` itself is not modified.
+    rounding). ``model`` itself is not modified. ``share_weights``: the copy's tensors that pruning leaves whole
+    (everything but the sliced projections) are ``model``'s own, not copies, so a copy costs its sliced
+    projections in memory and time; for a copy that is only run (a timing), never trained or changed.
     """
     adapter = adapter_for(model)
     mask.check_fits(layout_of(adapter.sites(model)))
     if getattr(model.config, CONFIG_KEY, None):
         raise FormatError("This model was already pruned; prune the original model with a combined mask instead.")
-    pruned = copy.deepcopy(model)
+    # slicing assigns new parameters (architectures.slicing), so the shared tensors are never written
+    shared = {id(t): t for t in (*model.parameters(), *model.buffers())} if share_weights else {}
+    pruned = copy.deepcopy(model, shared)
     removed: dict[str, dict[str, list[int]]] = {}
     for site in adapter.sites(pruned):
         row = mask.kinds[site.kind][site.layer]

@@ -315,7 +315,8 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     monkeypatch.setattr(cache_headmap, "LATENCY_ROUNDS", 2)
     made = []
     original = pruning.prune_heads
-    monkeypatch.setattr(pruning, "prune_heads", lambda model, mask: made.append(mask) or original(model, mask))
+    monkeypatch.setattr(pruning, "prune_heads",
+                        lambda model, mask, **kw: made.append(mask) or original(model, mask, **kw))
     spec = str(tiny_bert_24.model)
     shared = cache.load(spec)
     before = weights_hash_of_module(shared.model)
@@ -327,6 +328,8 @@ def test_the_live_latency_times_dense_and_pruned_on_one_pruned_copy_per_mask(tin
     # timed as `headprune bench` and a deployed model run it; the shared model keeps eager attention for its maps
     assert first.attn_implementation == "sdpa" and shared.model.config._attn_implementation == "eager"
     assert weights_hash_of_module(cache.timing(spec).model) == before and cache.timing(spec).model is not shared.model
+    copy, timed = cache_headmap.pruned_model(spec, mask), cache.timing(spec).model
+    assert copy.get_input_embeddings().weight is timed.get_input_embeddings().weight    # no second model in memory
     cache_headmap.pruned_model.clear()
 
 

@@ -41,6 +41,24 @@ def test_pruned_equals_masked_and_original_untouched(arch, attn, tmp_path):
     assert installed_hook_count(lm.model) == 0 and installed_hook_count(pruned) == 0
 
 
+@pytest.mark.parametrize("arch", ALL_ARCHS)
+def test_a_copy_sharing_the_weights_computes_the_same_and_writes_nothing_shared(arch, tmp_path):
+    """``share_weights``: the tensors pruning leaves whole are the original's (no second model in memory), the
+    sliced ones its own; the outputs equal a full copy's exactly, and neither model changes the other."""
+    lm = tiny_loaded(arch, tmp_path)
+    x, before, mask = tiny_inputs(arch), weights_hash_of_module(lm.model), mixed_mask(lm.layout)
+    copied, shared = prune_heads(lm.model, mask), prune_heads(lm.model, mask, share_weights=True)
+    assert torch.equal(logits_of(shared, x), logits_of(copied, x))
+    original = {t.data_ptr() for t in (*lm.model.parameters(), *lm.model.buffers())}
+    own = [n for n, t in shared.named_parameters() if t.data_ptr() not in original]
+    assert own and all(any(part in n for part in ("attn", "attention", "q_proj", "k_proj", "v_proj", "query",
+                                                   "key", "value", "out_proj", "o_proj", "c_proj", "dense"))
+                       for n in own), own                  # only attention's projections were copied
+    assert sum(t.numel() for n, t in shared.named_parameters() if n in own) < parameter_count(shared)
+    assert weights_hash_of_module(lm.model) == before
+    assert torch.equal(logits_of(shared, x), logits_of(copied, x))     # still, after running both
+
+
 def _count_masks(layout, seeds=(0, 1, 2, 3)):
     """Masks to count: random ones (each head removed with chance 0.3, 0.6 or 0.9: uneven key/value groups,
     empty layers), every head of one layer or of one kind removed, and every head of the model."""
