@@ -22,8 +22,9 @@ from pruning_core.modeling.kv import kv_policy
 LATENCY_BATCH = 8        # the live panel's latency probe: up to 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 PROBE_FLOP = 40e9        # ... as many sequences as keep one call within about this many FLOP (2 x parameters x tokens)
-LATENCY_WARMUP = 0       # no untimed round: a pruned copy's first call costs what its next do (within 7 % at most,
-                         # benchmarks/first_call.py), and the median of three rounds or more leaves one such call out
+LATENCY_WARMUP = 0       # no untimed round: a pruned copy's first call costs what its next do (a median 0.87 to 1.03
+                         # times, at most 1.18: benchmarks/first_call.py), and a median of three rounds or more leaves
+                         # one such call out
 LATENCY_ROUNDS = 7       # interleaved rounds at least (more until the timing harness's minimum time) ...
 LATENCY_BUDGET_S = 2.0   # ... or fewer (three at least) once this much time is timed: a slow model's figure in seconds
 PRUNED_COPIES = 4        # pruned copies kept for timing (one per mask, shared by the sessions)

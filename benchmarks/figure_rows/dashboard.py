@@ -26,7 +26,8 @@ def _window(doc: dict) -> str:
 
 def _session(run: dict) -> str:
     """One session clicking: click -> metric (and loss, where it comes first), by attention kind, the latency's
-    estimate and measurement, and the server's CPU against one forward pass over the same examples."""
+    estimate and measurement (the first click's apart), and the server's CPU against one forward pass over the same
+    examples."""
     metric, loss, kinds = run["click_to_metric_s"], run.get("click_to_loss_s"), run.get("by_kind") or {}
     if not loss or loss == metric:
         text = f"click -> metric {median_range(metric)}"
@@ -39,6 +40,9 @@ def _session(run: dict) -> str:
     text += f"; latency drawn {sec(run['click_to_latency_s']['median'])}"
     if "click_to_latency_measured_s" in run:
         text += f", measured {sec(run['click_to_latency_measured_s']['median'], 1)}"
+        first = (run.get("toggles") or [{}])[0].get("to_latency_measured_s")
+        if first is not None:                   # the page's first timing of this model: the calibration's turn
+            text += f" (the first click's {sec(first, 1)})"
     one, sent = run["one_forward_pass"]["wall_s"]["median"], run["server_cpu_to_metric_sent_s"]["median"]
     share = times(run["cpu_to_metric_sent_over_one_forward_pass"])
     return text + f"; server CPU to the metric {sec(sent)}, {share} a forward pass ({sec(one)} wall)"
