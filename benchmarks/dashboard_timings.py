@@ -314,7 +314,7 @@ def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | No
         retried = 0
         while True:
             watch(page, kept - 1)
-            cpu0, clicked = process_cpu_s(pid), time.time()
+            cpu0, clicked, browsers0 = process_cpu_s(pid), time.time(), browsers_cpu_s()
             click_point(page, point)
             if clicked_lost(page, kept) and retried < 3:
                 retried += 1                # the map was being redrawn: the click never reached the server
@@ -325,16 +325,20 @@ def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | No
         if targets is not None:
             removed[targets[i][0]].add(targets[i][1:])
         wait_watched(page, "metric", 600)
-        cpu1 = process_cpu_s(pid)
+        cpu1, browsers1 = process_cpu_s(pid), browsers_cpu_s()
         mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get("mask")
         sent = metrics_sent(timing_log, "cpu", after=clicked).get(mask) if timing_log else None
+        sent_at = metrics_sent(timing_log, "sent", after=clicked).get(mask) if timing_log else None
         wait_watched(page, "measured", 600)
         times = watched(page)
         wait_idle(page, 600_000)
         out.append({"kind": targets[i][0] if targets else 0, "clicks_lost_and_repeated": retried, "layer": targets[i][1] if targets else None,
+                    "mask": mask,                    # the page's link form (share_link): benchmarks/click_work.py replays it
                     "to_loss_s": times["loss"], "to_metric_s": times["metric"],
                     "server_cpu_to_metric_s": round(cpu1 - cpu0, 3),
+                    "browser_cpu_to_metric_s": round(browsers1 - browsers0, 3),   # the page's drawing, same cores
                     "server_cpu_to_metric_sent_s": round(sent - cpu0, 3) if sent is not None else None,
+                    "to_metric_sent_s": round(sent_at - clicked, 3) if sent_at is not None else None,
                     "to_latency_s": times["latency"], "to_latency_measured_s": times["measured"],
                     "server_cpu_to_latency_s": round(process_cpu_s(pid) - cpu0, 3), "load_average_1min": _load(),
                     "settled_after_s": waited})

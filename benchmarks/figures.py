@@ -44,6 +44,7 @@ SUMMARISERS: dict[str, tuple[str, Callable[[dict[str, dict]], list[Row]]]] = {
     "headmap_memory": (DASHBOARD, dashboard.headmap_memory),
     "latency_estimate": (DASHBOARD, dashboard.latency_estimate),
     "first_call": (DASHBOARD, dashboard.first_call),
+    "click_work": (DASHBOARD, dashboard.click_work),
     "two_at_once": (DASHBOARD, dashboard.two_at_once),
     "gpu_suite": (GPU, gpu.gpu_suite),
     "long_context_curves": (LONG, long_context.long_context_curves),

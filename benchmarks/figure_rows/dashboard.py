@@ -157,3 +157,23 @@ def two_at_once(docs: dict[str, dict]) -> list[Row]:
             "equal both ways",
             machine(doc, list(doc["load_1min"].values())), doc["command"], (name,)))
     return rows
+
+
+def click_work(docs: dict[str, dict]) -> list[Row]:
+    """Per model: a page run's clicks against the same masks evaluated in the library right after (the model work a
+    click needs), as the server's wall and CPU time to sending the metric and as the page's click -> metric."""
+    rows = []
+    for name, doc in docs.items():
+        wall, cpu_, page = doc["server_over_work"], doc["server_cpu_over_work_cpu"], doc["page_over_work"]
+        kinds = sorted({c["kind"] for c in doc["clicks"]})
+        rows.append(Row(
+            f"a page click against the model work it needs, {doc['model']}, {doc['examples']} examples, the "
+            f"{len(doc['clicks'])} clicks of `{doc['page_file']}` replayed in the library (`app.model.cache.evaluate`)"
+            + (f", {len(kinds)} attention kinds" if len(kinds) > 1 else ""),
+            f"server to the metric sent over the work: median **{times(wall['median'])}** (at most "
+            f"{times(wall['max'])}), in CPU seconds {times(cpu_['median'])} (at most {times(cpu_['max'])}); page "
+            f"click -> metric {sec(doc['page_median_s'])} against the work's {sec(doc['library_median_s'])} "
+            f"({times(page['median'])})",
+            machine(doc, [doc["load_before"], doc["load_after"], *(c["load_1min"] for c in doc["clicks"])]),
+            doc["command"], (name,)))
+    return rows
