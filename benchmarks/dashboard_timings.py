@@ -327,8 +327,8 @@ def clicks(page, pid: int, toggles: int, first: int, grids: list[list[int]] | No
         wait_watched(page, "metric", 600)
         cpu1, browsers1 = process_cpu_s(pid), browsers_cpu_s()
         mask = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get("mask")
-        sent = metrics_sent(timing_log, "cpu", after=clicked).get(mask) if timing_log else None
-        sent_at = metrics_sent(timing_log, "sent", after=clicked).get(mask) if timing_log else None
+        first = (metrics_sent(timing_log, None, after=clicked).get(mask) if timing_log else None) or {}
+        sent, sent_at = first.get("cpu"), first.get("sent")
         wait_watched(page, "measured", 600)
         times = watched(page)
         wait_idle(page, 600_000)
@@ -533,19 +533,19 @@ def browsers_cpu_s() -> float:
     return total
 
 
-def metrics_sent(log: Path, field: str = "sent", after: float = 0.0) -> dict[str, float]:
+def metrics_sent(log: Path, field: str | None = "sent", after: float = 0.0) -> dict:
     """When the server first sent each mask's metric at or after epoch ``after`` (``sent``: epoch seconds;
-    ``cpu``: the server's CPU seconds by then), from the records of ``app.headmap.panel.METRICS_LOG`` that
-    ``benchmarks/observer/sitecustomize.py`` writes to ``log`` (each redraw of the panel sends the metric
-    again: the first send is the one a click waited for)."""
+    ``cpu``: the server's CPU seconds by then; None: the whole record), from the records of
+    ``app.headmap.panel.METRICS_LOG`` that ``benchmarks/observer/sitecustomize.py`` writes to ``log`` (each redraw
+    of the panel sends the metric again: the first send is the one a click waited for)."""
     import json
 
     if not log.is_file():
         return {}
-    first: dict[str, float] = {}
+    first: dict = {}
     for row in map(json.loads, log.read_text().splitlines()):
         if row["sent"] >= after:
-            first.setdefault(row["mask"], row[field])
+            first.setdefault(row["mask"], row if field is None else row[field])
     return first
 
 

@@ -24,37 +24,44 @@ def test_opening_the_page_starts_no_calibration_and_a_click_comes_first(app_for,
     assert evaluation.started <= calibration.started            # queued after the click's evaluation, never before
 
 
-def test_a_click_during_a_timing_waits_for_one_call_not_a_round():
-    """A timing (the calibration, a mask's latency) holds the CPU queue as background work; a click that queues while
-    one of its calls runs goes next, before the round's other call, and that round is timed again."""
+def _timed_while_one_arrives(arrival: str, arrival_rank: dict, *, idle: bool) -> tuple[list[str], int]:
+    """A dense/pruned timing holding a fresh CPU queue (``idle`` or plain work) whose round 1's first call sees
+    ``arrival`` queue with ``arrival_rank`` (``Gate.hold`` keywords); returns the order of calls and the rounds."""
     import threading
 
     from app.runtime import board
     from pruning_core.bench.timing import interleaved_latencies
 
-    gate, order, clicked = board.Gate(), [], threading.Event()
+    gate, order, arrived = board.Gate(), [], threading.Event()
     saved, board.GATE = board.GATE, gate
 
-    def click():
-        with gate.hold(urgent=True):
-            order.append("click")
+    def arrive():
+        with gate.hold(**arrival_rank):
+            order.append(arrival)
 
     def call(name):
         order.append(name)
-        if len(order) == 3 and not clicked.is_set():       # round 1's first call: a click arrives meanwhile
-            clicked.set()
-            threading.Thread(target=click).start()
-            while gate.waiting == 0:                        # until the click is in the queue
+        if len(order) == 3 and not arrived.is_set():       # round 1's first call: the other work queues meanwhile
+            arrived.set()
+            threading.Thread(target=arrive).start()
+            while gate.waiting == 0:                        # until it is in the queue
                 threading.Event().wait(0.005)
 
     try:
-        with gate.hold(urgent=False):
+        with gate.hold(urgent=False, idle=idle):
             timed = interleaved_latencies({n: (lambda n=n: call(n)) for n in ("dense", "pruned")}, warmup=1,
-                                          repeats=2, min_seconds=0.0, pause=board.pausing(None, "latency"))
+                                          repeats=2, min_seconds=0.0, pause=board.pausing(None, "latency", idle=idle))
     finally:
         board.GATE = saved
+    return order, timed.rounds
+
+
+def test_a_click_during_a_timing_waits_for_one_call_not_a_round():
+    """A timing (the calibration, a mask's latency) holds the CPU queue as background work; a click that queues while
+    one of its calls runs goes next, before the round's other call, and that round is timed again."""
+    order, rounds = _timed_while_one_arrives("click", {"urgent": True}, idle=False)
     assert order[:5] == ["dense", "pruned", "dense", "click", "dense"]      # in before "pruned"; the round redone
-    assert timed.rounds == 2
+    assert rounds == 2
 
 
 def test_a_waiting_mask_timing_goes_before_the_estimates_calibration():
@@ -86,37 +93,22 @@ def test_a_waiting_mask_timing_goes_before_the_estimates_calibration():
 
 def test_the_calibration_lets_a_masks_timing_through_between_its_calls():
     """The calibration holds the queue; a mask's timing that queues while one of its calls runs goes next (the
-    calibration's round is timed again), and a calibration call never lets idle work of its own rank cut in."""
-    import threading
-
+    calibration's round is timed again); a plain timing's pause lets no plain work through."""
     from app.runtime import board
-    from pruning_core.bench.timing import interleaved_latencies
 
-    gate, order, asked = board.Gate(), [], threading.Event()
-    saved, board.GATE = board.GATE, gate
-
-    def timing():
-        with gate.hold(urgent=False):
-            order.append("timing")
-
-    def call(name):
-        order.append(name)
-        if len(order) == 3 and not asked.is_set():          # round 1's first call: a mask's timing queues
-            asked.set()
-            threading.Thread(target=timing).start()
-            while gate.waiting == 0:
-                threading.Event().wait(0.005)
-
+    order, rounds = _timed_while_one_arrives("timing", {"urgent": False}, idle=True)
+    assert order[:5] == ["dense", "pruned", "dense", "timing", "dense"]
+    assert rounds == 2
+    gate, saved = board.Gate(), board.GATE
+    board.GATE = gate
     try:
-        with gate.hold(urgent=False, idle=True):
-            timed = interleaved_latencies({n: (lambda n=n: call(n)) for n in ("dense", "pruned")}, warmup=1,
-                                          repeats=2, min_seconds=0.0,
-                                          pause=board.pausing(None, "latency estimate", idle=True))
-            assert board.pausing(None, "latency estimate")() is False     # nothing urgent waits: a plain one goes on
+        with gate.hold(urgent=False):
+            assert board.pausing(None, "latency")() is False  # nothing waits
+            gate._plain_waiting = 1                          # as if a mask's timing waited
+            assert board.pausing(None, "latency")() is False
+            gate._plain_waiting = 0
     finally:
         board.GATE = saved
-    assert order[:5] == ["dense", "pruned", "dense", "timing", "dense"]
-    assert timed.rounds == 2
 
 
 def test_the_first_clicks_timing_does_not_wait_for_the_calibration(tiny_bert_24, monkeypatch):
