@@ -345,6 +345,7 @@ def test_the_live_latency_lets_a_click_through_between_its_rounds(tiny_bert_24, 
 
     monkeypatch.setattr(board, "GATE", board.Gate())
     monkeypatch.setattr(cache_headmap, "LATENCY_ROUNDS", 40)
+    monkeypatch.setattr(cache_headmap, "LATENCY_BUDGET_S", 600.0)  # rounds, not seconds: load must not cut them short
     spec = str(tiny_bert_24.model)
     mask = half_mask(cache.load(spec).layout, seed=3)
     order, started = [], threading.Event()
