@@ -89,10 +89,10 @@ def key(model: str, task: str, length: int, policy: str, fraction: float, seed) 
 
 def measure(loaded, task, data, policy, full_row: dict | None, length: int) -> dict:
     """One condition's row (see the module docstring)."""
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     with kvp.applied(loaded, policy):        # budgets' many window sizes take the mask path (kv_policy.applied)
         res = task.evaluate(loaded, data, batch_size=1)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     correct = [int(x) for x in res.per_example]
     policy_or_full = policy or kvp.KVPolicy.full(kvp.kv_heads_of(loaded))
     memory = kvp.memory_report(policy_or_full, loaded, length)
@@ -104,6 +104,7 @@ def measure(loaded, task, data, policy, full_row: dict | None, length: int) -> d
            "sink": policy_or_full.sink, "window": policy_or_full.window,
            "streaming": [[int(x) for x in r] for r in policy_or_full.streaming],
            "seconds": round(seconds, 1), "seconds_per_example": round(seconds / len(correct), 2),
+           "cpu_seconds": round(cpu, 1),     # the process's own CPU: wall seconds count a job stopped meanwhile
            "torch_threads": torch.get_num_threads(),
            "load_after": list(load_average())}
     if full_row is not None:
