@@ -19,6 +19,7 @@ import numpy as np
 
 from pruning_core.core.errors import HeadpruneError
 from pruning_core.core.registry import Registry
+from pruning_core.evaluation import text_counts
 
 
 _DECIMALS = re.compile(r"\.(\d+)f")
@@ -219,38 +220,23 @@ def matthews_corrcoef(preds: Sequence[int], labels: Sequence[int]) -> float:
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Corpus BLEU (sacrebleu, one reference per example), 0 to 100."""
-    import sacrebleu
-
-    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
+    return text_counts.corpus_score("bleu", hypotheses, references)
 
 
 def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Corpus chrF (sacrebleu's defaults: character 6-grams, beta 2), 0 to 100."""
-    import sacrebleu
-
-    return float(sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score)
-
-
-@functools.cache
-def _sacrebleu_metric(name: str):
-    """One sacrebleu metric object with its defaults (what :func:`corpus_bleu` / :func:`corpus_chrf` use)."""
-    import sacrebleu.metrics
-
-    return {"bleu": sacrebleu.metrics.BLEU, "chrf": sacrebleu.metrics.CHRF}[name]()
+    return text_counts.corpus_score("chrf", hypotheses, references)
 
 
 def _sentence_statistics(name: str) -> Callable[[Sequence[str], Sequence[str]], np.ndarray]:
     """``[n, k]`` int64: each example's sacrebleu counts (n-gram matches and totals, lengths) for metric ``name``;
     what sacrebleu's ``corpus_score`` sums before scoring."""
-    def statistics(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
-        rows = _sacrebleu_metric(name)._extract_corpus_statistics(list(hypotheses), [list(references)])
-        return np.asarray(rows, dtype=np.int64).reshape(len(hypotheses), -1)
-    return statistics
+    return functools.partial(text_counts.sentence_counts, name)
 
 
 def _of_statistics(name: str) -> Callable[[np.ndarray], float]:
     """The corpus score of summed :func:`_sentence_statistics` (sacrebleu's own formula)."""
-    return lambda summed: float(_sacrebleu_metric(name)._compute_score_from_stats([int(x) for x in summed]).score)
+    return functools.partial(text_counts.score_of, name)
 
 
 @functools.cache
