@@ -160,6 +160,12 @@ def main() -> None:
                 grid = {c: p for c, p in conditions(loaded, report, args.fractions, range(args.seeds), args.sink,
                                                    args.window, length).items() if c[0] in args.policies + ["full"]}
                 data = task.encode(loaded, "test", args.limit, max_length=length)
+                longest = max(t["tokens"] for t in data.texts)
+                if longest <= args.sink + args.window:     # icl-repetition: 12 demonstrations, ~96 tokens
+                    print(f"{model} {task_name} at {length}: skipped, every prompt ({longest} tokens at most) fits "
+                          f"in the sink and window ({args.sink} + {args.window}): every policy is the full cache",
+                          flush=True)
+                    continue
                 full_key = key(model, task_name, length, "full", 0.0, None)
                 for (policy, fraction, seed), value in grid.items():
                     k = key(model, task_name, length, policy, fraction, seed)
