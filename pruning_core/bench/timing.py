@@ -62,6 +62,8 @@ class Timings:
 
 
 MIN_ROUNDS = 3         # timed rounds at least, whatever ``max_seconds`` says: a median needs three
+YOUNG = 1              # the collection before timing: young objects only (a full one walks every object a loaded
+#                        model's process holds, 0.2 to 0.5 s for ~440k on 2 cores, GIL held, and frees nothing there)
 
 
 def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: int = 3, repeats: int = 10,
@@ -98,7 +100,7 @@ def interleaved_latencies(runs: Mapping[str, Callable[[], object]], *, warmup: i
     sync()
     times: dict[str, list[float]] = {n: [] for n in names}
     spent, rounds = 0.0, 0
-    gc.collect()
+    gc.collect(YOUNG)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -241,6 +241,24 @@ def test_a_time_budget_stops_timing_after_three_rounds_but_never_sooner():
     assert generous.rounds == 4                          # a budget never adds rounds
 
 
+def test_timing_collects_only_young_garbage_and_keeps_the_collector_off_meanwhile(monkeypatch):
+    """A full collection before timing walks every object of a loaded model's process (0.2 to 0.5 s, GIL held, on
+    the live panel's every measurement) and frees nothing there: only the young generations are collected, and the
+    collector is off while the calls are timed and back on after."""
+    import gc
+
+    from pruning_core.bench.timing import interleaved_latencies
+
+    collected, enabled = [], []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or real_collect(0))
+    runs = {name: (lambda: enabled.append(gc.isenabled())) for name in ("dense", "pruned")}
+    assert gc.isenabled()
+    interleaved_latencies(runs, warmup=0, repeats=3, min_seconds=0.0)
+    assert collected and all(g < 2 for g in collected)
+    assert enabled == [False] * 6 and gc.isenabled()
+
+
 def test_a_pause_between_calls_has_its_round_timed_again():
     """``pause`` runs before every call; when it let other work run, the round it broke is redone from its start,
     so every kept round pairs calls made back to back."""
