@@ -22,6 +22,7 @@ from pruning_core.modeling.kv import kv_policy
 LATENCY_BATCH = 8        # the live panel's latency probe: up to 8 sequences ...
 LATENCY_SEQ_LEN = 64     # ... of 64 tokens, dense vs physically pruned
 PROBE_FLOP = 40e9        # ... as many sequences as keep one call within about this many FLOP (2 x parameters x tokens)
+PROBE_MIN_TOKENS = 16    # ... and where one sequence of 64 is more, one as long as fits (Qwen2.5-0.5B 40), not shorter
 LATENCY_WARMUP = 0       # no untimed round: a pruned copy's first call costs what its next do (a median 0.87 to 1.03
                          # times, at most 1.18: benchmarks/first_call.py), and a median of three rounds or more leaves
                          # one such call out
@@ -51,13 +52,18 @@ def latency(spec: str, mask: HeadMask, _progress: ProgressCallback | None = None
 
 def probe_shape(loaded) -> tuple[int, int]:
     """The latency probe's (batch, tokens): 64 tokens, in as many sequences (8 at most) as keep a call within
-    :data:`PROBE_FLOP` (the default and Bergamot 8, SmolLM2 2, Qwen2.5-0.5B 1); a speech model reads all its audio
+    :data:`PROBE_FLOP` (the default and Bergamot 8, SmolLM2 2); a model for which one such sequence is more reads
+    one shorter sequence (Qwen2.5-0.5B 1 x 40; :data:`PROBE_MIN_TOKENS` at least): three rounds of dense and pruned
+    calls then fit the measured latency's few seconds on a slower CPU too. A speech model reads all its audio
     frames (Whisper: 30 s), so one utterance is the probe."""
     seq_len = min(LATENCY_SEQ_LEN, bench.text_positions(loaded.model.config) or LATENCY_SEQ_LEN)
     if bench.audio_frames(loaded.model.config):
         return 1, seq_len
-    flop = 2 * pruning.parameter_count(loaded.model) * seq_len
-    return max(1, min(LATENCY_BATCH, int(PROBE_FLOP // flop))), seq_len
+    per_token = 2 * pruning.parameter_count(loaded.model)
+    batch = int(PROBE_FLOP // (per_token * seq_len))
+    if batch >= 1:
+        return min(LATENCY_BATCH, batch), seq_len
+    return 1, min(seq_len, max(PROBE_MIN_TOKENS, int(PROBE_FLOP // per_token)))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

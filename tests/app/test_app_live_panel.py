@@ -223,12 +223,12 @@ def test_the_gate_runs_one_at_a_time_and_evaluations_before_timings():
 
 def test_the_latency_probe_keeps_a_call_small_on_large_models(tiny_bert_24):
     """Eight sequences of 64 tokens for small models, fewer for large ones (at most :data:`PROBE_FLOP` a call), one
-    utterance for speech."""
+    shorter sequence where one of 64 is more (never under :data:`PROBE_MIN_TOKENS`), one utterance for speech."""
     from types import SimpleNamespace
 
     import torch
 
-    from app.headmap.cache import LATENCY_SEQ_LEN, PROBE_FLOP, probe_shape
+    from app.headmap.cache import LATENCY_SEQ_LEN, PROBE_FLOP, PROBE_MIN_TOKENS, probe_shape
     from app.model import cache
 
     assert probe_shape(cache.load(str(tiny_bert_24.model))) == (8, LATENCY_SEQ_LEN)
@@ -239,9 +239,11 @@ def test_the_latency_probe_keeps_a_call_small_on_large_models(tiny_bert_24):
         model.weight = torch.nn.Parameter(torch.empty(parameters - 1, device="meta"))   # counted, never allocated
         return SimpleNamespace(model=model)
 
-    for parameters, batch in ((22_700_000, 8), (134_500_000, 2), (494_000_000, 1), (7_000_000_000, 1)):
-        assert probe_shape(sized(parameters)) == (batch, LATENCY_SEQ_LEN), parameters
-        assert batch == 1 or 2 * parameters * LATENCY_SEQ_LEN * batch <= PROBE_FLOP
+    for parameters, shape in ((22_700_000, (8, 64)), (134_500_000, (2, 64)), (312_000_000, (1, 64)),
+                              (494_000_000, (1, 40)), (7_000_000_000, (1, PROBE_MIN_TOKENS))):
+        batch, tokens = probe_shape(sized(parameters))
+        assert (batch, tokens) == shape and tokens <= LATENCY_SEQ_LEN, parameters
+        assert 2 * parameters * tokens * batch <= PROBE_FLOP or tokens == PROBE_MIN_TOKENS
 
 
 def test_work_cancelled_while_it_lets_a_click_through_leaves_the_gate_to_the_click():
