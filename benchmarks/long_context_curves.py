@@ -27,7 +27,7 @@ from pruning_core.analysis.roles import compute_roles  # noqa: E402
 from pruning_core.core.io.codec import LONG_CONTEXT_CURVES_FORMAT  # noqa: E402
 from pruning_core.bench import load_average  # noqa: E402
 from pruning_core.core.heads import HeadScores  # noqa: E402
-from pruning_core.core.io.storage import write_json  # noqa: E402
+from pruning_core.core.io.storage import utc_now, write_json  # noqa: E402
 from pruning_core.evaluation.results import provenance, read_json  # noqa: E402
 from pruning_core.evaluation.stats import paired_correctness, wilson_interval  # noqa: E402
 from pruning_core.modeling.kv import kv_accounting, kv_budgets, kv_policy as kvp  # noqa: E402
@@ -173,6 +173,7 @@ def main() -> None:
                         continue
                     row = measure(loaded, task, data, value, doc["rows"].get(full_key), length)
                     row["prompt_tokens_median"] = float(np.median([t["tokens"] for t in data.texts]))
+                    row["machine"], row["created"] = doc["machine"], utc_now()    # rows of one file span machines
                     doc["rows"][k] = row
                     doc["verdicts_50"] = verdicts(doc["rows"])
                     p = row.get("vs_full", {}).get("mcnemar_p")

@@ -16,6 +16,18 @@ def _accuracy(row: dict) -> str:
     return f"{row['correct']}/{row['examples']} ({fixed(lo)}-{fixed(hi)}{shown})"
 
 
+def _ran_on(rows: list[dict]) -> dict | None:
+    """The machine and time of rows that record their own (a file's rows can come from several machines): the CPU
+    they share and the latest row's time; None when some row records neither (the file's own then)."""
+    if not rows or any("machine" not in r or "created" not in r for r in rows):
+        return None
+    names = {r["machine"].get("cpu") for r in rows}
+    if len(names) > 1:
+        return {"machine": " and ".join(sorted(n or "?" for n in names)), "cores": rows[0]["machine"].get("cores"),
+                "created": max(r["created"] for r in rows)}
+    return {"machine": rows[0]["machine"], "created": max(r["created"] for r in rows)}
+
+
 def long_context_curves(docs: dict[str, dict]) -> list[Row]:
     """One row per model, task, length and share streaming: every policy's accuracy beside the full cache's, the
     memory they all keep, and whether the retrieval-chosen half keeps 95 % of the full cache's accuracy."""
@@ -40,18 +52,19 @@ def long_context_curves(docs: dict[str, dict]) -> list[Row]:
                 verdict = "" if kept is None else (f"; retrieval keeps {fixed(100 * kept, 1)} % of full "
                                                   f"({'≥' if kept >= 0.95 else '<'} 95 %)")
                 settings = doc["models"][model]["provenance"]["settings"]
-                counts = sorted({r["torch_threads"] for (_, f, _), r in rows.items() if f in (fraction, "0", "1")
-                                 and "torch_threads" in r})
+                shown = [r for (_, f, _), r in rows.items() if f in (fraction, "0", "1")]
+                counts = sorted({r["torch_threads"] for r in shown if "torch_threads" in r})
                 threads = {"torch_threads": counts[0] if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"} \
                     if counts else {}
+                ran = _ran_on(shown) or {"machine": doc["machine"],
+                                         "created": doc["models"][model]["provenance"]["created"]}
                 out.append(Row(
                     f"{task} at {num(length, 0)} tokens, {model}: {fixed(100 * float(fraction), 0)} % of key/value heads "
                     f"streaming (sink {some['sink']}, window {some['window']}), exact-match accuracy, 95 % Wilson "
                     f"interval, McNemar p against full",
                     "; ".join(parts) + f"; KV {fixed(some['kv_mib'], 1)} of {fixed(some['full_kv_mib'], 1)} MiB, "
                     f"compression {fixed(some['compression_ratio'])}, footprint {fixed(some['footprint_ratio'])}{verdict}",
-                    machine({**doc, **threads, "created": doc["models"][model]["provenance"]["created"]}, None,
-                            settings.get("attention", "eager")),
+                    machine({**doc, **threads, **ran}, None, settings.get("attention", "eager")),
                     f"python benchmarks/long_context_curves.py --models {model} --tasks {task} --lengths {length} "
                     f"--fractions {fraction} --limit {settings['limit']}", (name,)))
     return out

@@ -66,3 +66,22 @@ def test_the_curves_figure_draws_every_row_of_a_share():
     panel = curves_figure.panels(doc)[("m", 2048, "0.5")]
     assert sorted(p for p, _ in panel["t"]) == ["full", "random", "random", "retrieval", "streaming"]
     assert curves_figure.svg(doc).count("<circle") == 6 + len(curves_figure.POLICIES)     # 6 rows, the legend
+
+
+def test_a_curves_row_says_the_machine_and_time_its_own_rows_record():
+    """Rows of one curves file can come from several machines: a FIGURES row names the CPU and time its rows record,
+    and the file's own only where a row records none."""
+    from figure_rows import long_context
+
+    xeon = {"cpu": "Intel Xeon", "cores": 2, "amx_bf16": True}
+    amd = {"cpu": "AMD EPYC", "cores": 2, "avx512_bf16": True}
+    row = {"accuracy": 1.0, "wilson_95": [0.96, 1.0], "correct": 100, "examples": 100, "sink": 128, "window": 256,
+           "kv_mib": 1.0, "full_kv_mib": 2.0, "compression_ratio": 0.4, "footprint_ratio": 0.6, "torch_threads": 2}
+    models = {"m": {"provenance": {"created": "2026-12-06T21:54:03+00:00", "settings": {"limit": 100}}}}
+    doc = {"machine": xeon, "models": models,
+           "rows": {"m|t|4096|full|0|": {**row, "machine": amd, "created": "2026-12-07T04:08:05+00:00"},
+                    "m|t|4096|retrieval|0.5|": {**row, "machine": amd, "created": "2026-12-07T04:30:59+00:00"},
+                    "m|t|2048|full|0|": row, "m|t|2048|retrieval|0.5|": row}}
+    rows = {r.what.split(":")[0]: r.machine for r in long_context.long_context_curves({"x.json": doc})}
+    assert rows["t at 4,096 tokens, m"].startswith("2026-12-07 04:30, 2-core AMD EPYC (AVX-512 bf16)")
+    assert rows["t at 2,048 tokens, m"].startswith("2026-12-06 21:54, 2-core Xeon (AMX)")
