@@ -8,7 +8,7 @@ import torch
 
 from pruning_core.modeling.architectures import adapter_for, find_sites, layout_of
 from pruning_core.modeling.sources.loading import LoadedModel, weights_hash_of_module
-from pruning_core.tasks.data.ruler import Words
+from pruning_core.tasks.data.wordlists import Words
 
 SPECIALS = ["<pad>", "<s>", "</s>"]
 _SYLLABLES = ("ba", "ko", "mi", "tu", "re", "sa", "no", "li", "pe", "go")

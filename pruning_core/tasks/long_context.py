@@ -1,7 +1,6 @@
 """Long-context tasks: RULER-style synthetic examples (:mod:`.data.ruler`) at a context length in tokens of
 the model's own tokenizer, scored by exact match of a greedy answer; and, on the same machinery, few-shot
-in-context pattern tasks (``icl-*``: short prompts of demonstrations, ``--context`` only a cap).
-
+in-context pattern tasks (``icl-*``: demonstrations only, ``--context`` a cap; ``icl-*-far``: them deep in noise).
 Each example's filler is the largest that keeps prompt plus answer budget within ``max_length`` (``--context``).
 Every model gets RULER's template for base models: the question, a space, then the answer prefix the greedy answer
 continues (no chat template). Each example runs alone: one prefill, whose last logits give its loss, then greedy
@@ -24,7 +23,7 @@ from pruning_core.evaluation.results import EvalResult
 from pruning_core.modeling.kv import kv_cache, kv_policy
 from pruning_core.tasks.base import EvalState, Task
 from pruning_core.tasks.batching import EncodedBatch, EncodedData, pad
-from pruning_core.tasks.data import ruler
+from pruning_core.tasks.data import ruler, wordlists
 
 DEFAULT_CONTEXT = 1024
 
@@ -48,7 +47,7 @@ def is_exact(text: str, answer: str) -> bool:
 
 def is_right(kind: ruler.Kind, text: str, answers: Sequence[str]) -> bool:
     """An in-context kind's :func:`is_exact` (one answer), else RULER's :func:`is_correct`."""
-    return is_exact(text, answers[0]) if kind.family == ruler.ICL else is_correct(text, answers)
+    return is_exact(text, answers[0]) if kind.in_context else is_correct(text, answers)
 
 
 class LongContextTask(Task):
@@ -57,7 +56,7 @@ class LongContextTask(Task):
     task_type = "language_model"
     default_metric = ACCURACY.name
 
-    def __init__(self, kind: str, *, seed: int = 0, words: ruler.Words | None = None) -> None:
+    def __init__(self, kind: str, *, seed: int = 0, words: wordlists.Words | None = None) -> None:
         self.kind = ruler.KINDS[kind]
         self.seed = seed
         self._words = words
@@ -70,9 +69,9 @@ class LongContextTask(Task):
                          cache_token=lambda split: f"seed={seed}:words={hash(self.words)}")
 
     @property
-    def words(self) -> ruler.Words:
+    def words(self) -> wordlists.Words:
         if self._words is None:
-            self._words = ruler.load_words()
+            self._words = wordlists.load_words()
         return self._words
 
     def _max_length(self, loaded, max_length: int) -> int:
@@ -136,7 +135,7 @@ class LongContextTask(Task):
         decoded, losses = [], []
         new_tokens = self.kind.new_tokens
         eos = getattr(loaded.tokenizer, "eos_token_id", None)
-        one_line = self.kind.family == ruler.ICL
+        one_line = self.kind.in_context
         for j in range(ids.shape[0]):
             row = ids[j, : int(mask[j].sum())][None]                                        # [1, T]
             cache = kv_cache.new_cache(loaded, policy)

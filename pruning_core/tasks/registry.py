@@ -200,6 +200,9 @@ def _register_builtin() -> None:
     for name in ruler.RULER_KINDS:
         register_task(name, f"{ruler.KINDS[name].description}; long context (--context tokens)", _long_context(name),
                       family="long-context")
+    for name in ruler.ICL_FAR_KINDS:
+        register_task(name, f"{ruler.KINDS[name].description}; long context (--context tokens)",
+                      _long_context(name), family="long-context")
     for name in ruler.ICL_KINDS:
         register_task(name, f"{ruler.KINDS[name].description} ({ruler.ICL_SHOTS} demonstrations)",
                       _long_context(name), family="in-context")

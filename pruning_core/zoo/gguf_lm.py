@@ -225,7 +225,7 @@ def _manifest(source: GgufLM, evaluation: dict, check: dict | None, timings: dic
 
 def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | None = None) -> LMReport:
     """Build the folder of ``source`` unless a verified one exists (see the module docstring)."""
-    from pruning_core.tasks.data import movie_sentiment, ruler
+    from pruning_core.tasks.data import movie_sentiment, wordlists
 
     start = time.perf_counter()
     folder = catalog.get(source.name).folder()
@@ -239,7 +239,7 @@ def prepare(source: GgufLM, force: bool = False, progress: ProgressCallback | No
                             ev["tokens"], source.weights, manifest)
         check_extras(source)
         movie_sentiment.prepare(progress=progress)                     # the evaluation data (a no-op when cached)
-        ruler.prepare(progress=progress)                  # the long-context tasks' word lists (likewise)
+        wordlists.prepare(progress=progress)                  # the long-context tasks' word lists (likewise)
         with all_cores(), storage.staged_folder(folder) as tmp, \
                 tempfile.TemporaryDirectory(prefix=".gguf-", dir=folder.parent) as scratch:
             t0 = time.perf_counter()

@@ -6,7 +6,7 @@ import pytest
 
 from pruning_core.cli.main import main
 from pruning_core.tasks import clear_cache
-from pruning_core.tasks.data import ruler
+from pruning_core.tasks.data import wordlists
 
 
 def run(*args):
@@ -19,8 +19,8 @@ def lmdir(workdir):
     made-up word lists in the empty HEADPRUNE_HOME (the real ones are a download)."""
     from long_context_tiny import WORDS, save_long_model
     save_long_model(workdir / "lm")
-    ruler.write_words({"nouns": list(WORDS.nouns), "adjectives": list(WORDS.adjectives), "verbs": list(WORDS.verbs)},
-                      ruler.data_dir())
+    wordlists.write_words({"nouns": list(WORDS.nouns), "adjectives": list(WORDS.adjectives), "verbs": list(WORDS.verbs)},
+                      wordlists.data_dir())
     clear_cache()
     return workdir
 

