@@ -16,7 +16,7 @@ from long_context_tiny import WORDS, save_long_model
 from pruning_core.evaluation.metrics import get_metric
 from pruning_core.modeling.kv import kv_policy as kvp
 from pruning_core.modeling.sources.loading import load_model
-from pruning_core.tasks.data import ruler
+from pruning_core.tasks.data import wordlists
 from pruning_core.tasks.long_context import LongContextTask
 
 PAGE = "app_pages/head_map.py"
@@ -46,7 +46,7 @@ def long_app(tmp_path_factory) -> TinyApp:
 @pytest.fixture
 def kv_page(monkeypatch, tmp_path, long_app):
     """The Head map on the tiny model, switched to the KV-cache mode (the RULER word lists are the tests' own)."""
-    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    monkeypatch.setattr(wordlists, "load_words", lambda *a, **k: WORDS)
     at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
     at.radio(key=MODE).set_value("kv").run()
     return ok(at)
@@ -90,7 +90,7 @@ def _texts(at, kind: str) -> str:
 
 
 def test_the_intro_says_what_a_click_does_in_the_mode_on_screen(monkeypatch, tmp_path, long_app):
-    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    monkeypatch.setattr(wordlists, "load_words", lambda *a, **k: WORDS)
     at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
     assert "remove or restore" in _texts(at, "markdown")
     at = ok(at.radio(key=MODE).set_value("kv").run())
@@ -223,7 +223,7 @@ SENTENCE = "The plot was dull, but the acting was really great."
 
 def test_logit_attribution_view_is_the_librarys_and_cached(monkeypatch, tmp_path, long_app, stand_in_scripts):
     from pruning_core.analysis import logit_attribution as dla
-    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    monkeypatch.setattr(wordlists, "load_words", lambda *a, **k: WORDS)
     calls = []
     real = dla.attribute_head
     monkeypatch.setattr(dla, "attribute_head", lambda *a, **k: calls.append((a[2:4], k)) or real(*a, **k))
@@ -253,7 +253,7 @@ def _sidebar(at) -> str:
 
 
 def test_the_kv_mode_hides_the_pruning_scorer_and_the_heads_mode_shows_it(monkeypatch, tmp_path, long_app):
-    monkeypatch.setattr(ruler, "load_words", lambda *a, **k: WORDS)
+    monkeypatch.setattr(wordlists, "load_words", lambda *a, **k: WORDS)
     at = ok(open_app(monkeypatch, tmp_path / "hp-home", long_app, PAGE))
     assert "Score" in _sidebar(at) and [s for s in at.selectbox if s.label == "Importance score"]
     at = ok(at.radio(key=MODE).set_value("kv").run())
