@@ -39,7 +39,7 @@ from pruning_core.tasks.data import ruler
 KIND = kv_policy.KIND
 HEADS, KV = "heads", "kv"
 MODES = {HEADS: "Heads (pruning)", KV: "KV cache"}
-TASKS = ruler.RULER_KINDS                   # the six long-context tasks (in-context prompts are shorter than a sink)
+TASKS = (*ruler.RULER_KINDS, *ruler.ICL_FAR_KINDS)   # long prompts (the short in-context ones fit in a sink)
 CONTEXTS = (1024, 2048)
 EVAL_SIZES = (5, 10, 20, 50)
 DEFAULT_SINK, DEFAULT_WINDOW = 128, 256     # DuoAttention's
