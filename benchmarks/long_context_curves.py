@@ -5,8 +5,9 @@ hundreds of test examples (issue 47, goal 1; DuoAttention, RazorAttention, kvpre
         --fractions 0.5 --limit 100                   # one slice; ~2 s an example at 2k (sdpa) on 2 quiet CPU cores
 
 Policies full, retrieval, razor (retrieval and induction heads kept full), budgets (per-head token budgets at the
-retrieval policy's memory), random-S and streaming (every head); each
-row: accuracy, Wilson interval, McNemar p vs full, KV MiB, kvpress's compression ratio, PruLong's footprint. The
+retrieval policy's memory), random-S and streaming (every head); each row: accuracy (all or nothing), Wilson
+interval, McNemar p vs full, RULER's score (the share of answers found) and the decoded answers, KV MiB, kvpress's
+compression ratio, PruLong's footprint. The
 JSON is written after every row and a rerun skips the rows it has. In full: benchmarks/README.md.
 """
 from __future__ import annotations
@@ -98,6 +99,8 @@ def measure(loaded, task, data, policy, full_row: dict | None, length: int) -> d
     memory = kvp.memory_report(policy_or_full, loaded, length)
     row = {"accuracy": sum(correct) / len(correct), "correct": sum(correct), "examples": len(correct),
            "wilson_95": list(wilson_interval(sum(correct), len(correct))), "per_example": correct,
+           "ruler_score": res.extra["ruler_score"], "ruler_per_example": res.extra["ruler_scores"],   # the share found
+           "decoded": res.extra["decoded"],
            "kv_mib": memory["kv_bytes"] / 2 ** 20, "full_kv_mib": memory["full_kv_bytes"] / 2 ** 20,
            "compression_ratio": kv_accounting.compression_ratio(policy_or_full, length),
            "footprint_ratio": kv_accounting.kv_footprint(policy_or_full, length, chunk=1),

@@ -9,11 +9,14 @@ CURVE_POLICIES = ("retrieval", "razor", "budgets", "random")
 
 
 def _accuracy(row: dict) -> str:
-    """'98/100 (0.93-0.99)', with McNemar's p against the full cache where there is one."""
+    """'98/100 (0.93-0.99)', with McNemar's p against the full cache where there is one, and RULER's score (the
+    share of answers found) where the row has it and it differs from the accuracy (tasks of several answers)."""
     lo, hi = row["wilson_95"]
     p = row.get("vs_full", {}).get("mcnemar_p")
     shown = "" if p is None else ", p < 0.001" if p < 0.001 else f", p {fixed(p, 3)}"
-    return f"{row['correct']}/{row['examples']} ({fixed(lo)}-{fixed(hi)}{shown})"
+    score = row.get("ruler_score")
+    partial = "" if score is None or score == row["accuracy"] else f", RULER score {fixed(100 * score, 1)} %"
+    return f"{row['correct']}/{row['examples']} ({fixed(lo)}-{fixed(hi)}{shown}{partial})"
 
 
 def _ran_on(rows: list[dict]) -> dict | None:
@@ -61,7 +64,8 @@ def long_context_curves(docs: dict[str, dict]) -> list[Row]:
                 out.append(Row(
                     f"{task} at {num(length, 0)} tokens, {model}: {fixed(100 * float(fraction), 0)} % of key/value heads "
                     f"streaming (sink {some['sink']}, window {some['window']}), exact-match accuracy, 95 % Wilson "
-                    f"interval, McNemar p against full",
+                    f"interval, McNemar p against full" + (", RULER's score (the share of answers found)" if any(
+                        r.get("ruler_score") not in (None, r["accuracy"]) for r in shown) else ""),
                     "; ".join(parts) + f"; KV {fixed(some['kv_mib'], 1)} of {fixed(some['full_kv_mib'], 1)} MiB, "
                     f"compression {fixed(some['compression_ratio'])}, footprint {fixed(some['footprint_ratio'])}{verdict}",
                     machine({**doc, **threads, **ran}, None, settings.get("attention", "eager")),

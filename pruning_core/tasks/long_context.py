@@ -5,9 +5,9 @@ Each example's filler is the largest that keeps prompt plus answer budget within
 Every model gets RULER's template for base models: the question, a space, then the answer prefix the greedy answer
 continues (no chat template). Each example runs alone: one prefill, whose last logits give its loss, then greedy
 decoding of up to ``new_tokens`` from the same cache (:func:`pruning_core.modeling.kv.kv_cache.new_cache`: a KV
-policy's streaming heads keep sink + window entries). Right when every answer string occurs in the output (RULER's
-``string_match_all``); an in-context example when the output's first line is its answer word for word
-(:func:`is_exact`; decoding stops at the line's end). The metric is accuracy with a Wilson interval. Splits
+policy's streaming heads keep sink + window entries). Right when every answer string occurs in the output (all or
+nothing; RULER's ``string_match_all``, the share found, is ``extra["ruler_score"]``); an in-context example when the
+output's first line is its answer word for word (:func:`is_exact`). The metric is accuracy, Wilson interval. Splits
 ``train`` and ``test`` are disjoint by answer (in-context tasks: by word).
 """
 from __future__ import annotations
@@ -34,9 +34,15 @@ def prompt_text(prompt: str, answer_prefix: str) -> str:
 
 
 def is_correct(text: str, answers: Sequence[str]) -> bool:
-    """RULER's string match, all or nothing: every answer occurs in the text (case-insensitive)."""
+    """All or nothing: every answer occurs in the text (case-insensitive); :func:`ruler_score` is 1."""
+    return ruler_score(text, answers) == 1.0
+
+
+def ruler_score(text: str, answers: Sequence[str]) -> float:
+    """RULER's ``string_match_all`` for one example: the share of the answers that occur in the text
+    (case-insensitive), partial credit where a task asks for several (common words 10, frequent words 3)."""
     low = text.lower()
-    return all(a.lower() in low for a in answers)
+    return sum(a.lower() in low for a in answers) / len(answers)
 
 
 def is_exact(text: str, answer: str) -> bool:
@@ -48,6 +54,11 @@ def is_exact(text: str, answer: str) -> bool:
 def is_right(kind: ruler.Kind, text: str, answers: Sequence[str]) -> bool:
     """An in-context kind's :func:`is_exact` (one answer), else RULER's :func:`is_correct`."""
     return is_exact(text, answers[0]) if kind.in_context else is_correct(text, answers)
+
+
+def partial_score(kind: ruler.Kind, text: str, answers: Sequence[str]) -> float:
+    """An in-context kind's :func:`is_exact` as 0 or 1, else :func:`ruler_score`."""
+    return float(is_exact(text, answers[0])) if kind.in_context else ruler_score(text, answers)
 
 
 class LongContextTask(Task):
@@ -161,15 +172,17 @@ class LongContextTask(Task):
         for j, text in zip(batch.index.tolist(), outputs):
             state.predictions[j] = int(is_right(self.kind, text, data.texts[j]["answers"]))
             state.extra.setdefault("answers", {})[j] = text
+            state.extra.setdefault("ruler", {})[j] = partial_score(self.kind, text, data.texts[j]["answers"])
 
     def summarise(self, data, state: EvalState) -> EvalResult:
         metric = self.metric
         value = metric.of(state.predictions, data.labels)
-        answers = state.extra.get("answers", {})
+        answers, partial = state.extra.get("answers", {}), state.extra.get("ruler", {})
+        scores = [partial.get(i, 0.0) for i in range(data.n_examples)]
         extra = {metric.name: value, "context": data.specials["context"],
                  "prompt_tokens": [t["tokens"] for t in data.texts],
                  "decoded": [answers.get(i, "") for i in range(data.n_examples)], "kind": self.kind.ruler_name,
-                 "seed": self.seed}
+                 "seed": self.seed, "ruler_scores": scores, "ruler_score": sum(scores) / len(scores) if scores else None}
         policy = kv_policy.active_policy()
         if policy is not None:
             extra["kv_policy"] = {"streaming_kv_heads": policy.n_streaming, "kv_heads": policy.n_heads,

@@ -85,3 +85,22 @@ def test_a_curves_row_says_the_machine_and_time_its_own_rows_record():
     rows = {r.what.split(":")[0]: r.machine for r in long_context.long_context_curves({"x.json": doc})}
     assert rows["t at 4,096 tokens, m"].startswith("2026-12-07 04:30, 2-core AMD EPYC (AVX-512 bf16)")
     assert rows["t at 2,048 tokens, m"].startswith("2026-12-06 21:54, 2-core Xeon (AMX)")
+
+
+def test_a_curves_row_gives_rulers_score_where_it_differs_from_the_accuracy():
+    """A task of several answers (common words: 10) gets partial credit in RULER's score; its row shows both, and a
+    task of one answer, whose score is its accuracy, only the accuracy."""
+    from figure_rows import long_context
+
+    row = {"accuracy": 0.0, "wilson_95": [0.0, 0.04], "correct": 0, "examples": 100, "sink": 128, "window": 256,
+           "kv_mib": 1.0, "full_kv_mib": 2.0, "compression_ratio": 0.4, "footprint_ratio": 0.6, "ruler_score": 0.452}
+    models = {"m": {"provenance": {"created": "2026-12-06T21:54:03+00:00", "settings": {"limit": 100}}}}
+    doc = {"machine": {"cpu": "AMD EPYC", "cores": 2}, "models": models,
+           "rows": {"m|cw|2048|full|0|": row, "m|cw|2048|retrieval|0.5|": {**row, "ruler_score": 0.3},
+                    "m|ns|2048|full|0|": {**row, "ruler_score": 0.0}, "m|ns|2048|retrieval|0.5|": row | {
+                        "ruler_score": 0.0}}}
+    rows = {r.what.split(":")[0]: r for r in long_context.long_context_curves({"x.json": doc})}
+    several, one = rows["cw at 2,048 tokens, m"], rows["ns at 2,048 tokens, m"]
+    assert "full 0/100 (0.00-0.04, RULER score 45.2 %)" in several.figure
+    assert "retrieval 0/100 (0.00-0.04, RULER score 30.0 %)" in several.figure
+    assert "RULER's score" in several.what and "RULER" not in one.figure + one.what

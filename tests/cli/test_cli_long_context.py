@@ -19,8 +19,8 @@ def lmdir(workdir):
     made-up word lists in the empty HEADPRUNE_HOME (the real ones are a download)."""
     from long_context_tiny import WORDS, save_long_model
     save_long_model(workdir / "lm")
-    wordlists.write_words({"nouns": list(WORDS.nouns), "adjectives": list(WORDS.adjectives), "verbs": list(WORDS.verbs)},
-                      wordlists.data_dir())
+    wordlists.write_words({"nouns": list(WORDS.nouns), "adjectives": list(WORDS.adjectives),
+                           "verbs": list(WORDS.verbs)}, wordlists.data_dir())
     clear_cache()
     return workdir
 
@@ -68,6 +68,19 @@ def test_policy_evaluate_and_causal_test(lmdir, capsys):
     assert causal["n_heads_removed"] == 2 and all(len(r["removed"]) == 2 for n, r in causal["runs"].items()
                                                   if n != "dense")
     assert causal["scores"]["split"] == "train" and causal["provenance"]["split"] == "test"
+
+
+def test_evaluate_prints_and_keeps_rulers_score_where_it_differs_from_the_accuracy(lmdir, monkeypatch, capsys):
+    from pruning_core.tasks import long_context
+    assert run("evaluate", "lm", "--task", "frequent-words", "--context", 600, "--limit", 2, "--out", "a.json") == 0
+    plain = json.loads((lmdir / "a.json").read_text())
+    assert plain["extra"]["ruler_score"] == plain["metric"] and "RULER's score" not in capsys.readouterr().out
+    monkeypatch.setattr(long_context, "partial_score", lambda kind, text, answers: 1 / 3)   # one of three found
+    assert run("evaluate", "lm", "--task", "frequent-words", "--context", 600, "--limit", 2, "--out", "b.json") == 0
+    partial = json.loads((lmdir / "b.json").read_text())
+    assert partial["extra"]["ruler_scores"] == [1 / 3, 1 / 3] and partial["metric"] == plain["metric"]
+    assert "RULER's score (string_match_all: the share of each example's answers found) 33.3 %" in \
+        capsys.readouterr().out
 
 
 def test_causal_test_refuses_scores_from_the_measured_split(lmdir, capsys):

@@ -13,7 +13,7 @@ from pruning_core.core.errors import DataError
 from pruning_core.modeling.kv import kv_policy as kvp
 from pruning_core.tasks import clear_cache, get_task
 from pruning_core.tasks.data import ruler, wordlists
-from pruning_core.tasks.long_context import LongContextTask, is_correct
+from pruning_core.tasks.long_context import LongContextTask, is_correct, partial_score, ruler_score
 from tests.long_context_tiny import WORDS, long_loaded
 
 KINDS = list(ruler.RULER_KINDS)              # the in-context kinds: tests/tasks/test_icl_patterns.py
@@ -124,6 +124,34 @@ def test_evaluate_gives_exact_match_with_a_wilson_interval(lm):
     assert state.predictions == [1, 0, 1]
     assert len(res.example_losses) == 3 and all(x > 0 for x in res.example_losses)
     assert res.extra["context"] == 640 and len(res.extra["decoded"]) == 3
+    assert res.extra["ruler_scores"] == [float(x) for x in res.per_example]       # one answer: all or nothing
+
+
+def test_rulers_score_gives_the_share_of_answers_found():
+    """RULER's ``string_match_all``: per example the share of its answers in the output (common words: 10), beside
+    our all-or-nothing accuracy; an in-context kind stays exact."""
+    answers = ["apple", "Pear", "fig", "plum"]
+    assert ruler_score(" apple, pear and a FIG", answers) == 0.75 and not is_correct(" apple, pear and a FIG", answers)
+    assert ruler_score(" apple pear fig plum", answers) == 1.0 and is_correct(" apple pear fig plum", answers)
+    assert ruler_score(" nothing", answers) == 0.0
+    icl = ruler.KINDS["icl-recursion"]
+    assert partial_score(icl, " dog dog\n", ["dog dog"]) == 1.0 and partial_score(icl, " dog dog dog", ["dog dog"]) == 0
+    assert partial_score(ruler.KINDS["common-words"], " apple, fig", answers) == 0.5
+
+
+def test_summarise_keeps_each_examples_ruler_score(lm):
+    task = LongContextTask("frequent-words", words=WORDS)
+    clear_cache()
+    data = task.encode(lm, "test", 2, max_length=600)
+    from pruning_core.tasks.base import EvalState
+    state = EvalState(predictions=[None] * 2)
+    batch = next(data.batches(2, sort_by_length=False))
+    answers = {j: data.texts[j]["answers"] for j in batch.index.tolist()}
+    assert all(len(a) == 3 for a in answers.values())
+    task.predict_batch(lm, data, batch, [" " + " ".join(answers[j][:1 + j]) for j in batch.index.tolist()], state)
+    res = task.summarise(data, state)
+    assert res.extra["ruler_scores"] == [1 / 3, 2 / 3] and res.extra["ruler_score"] == 0.5
+    assert res.metric == 0                                              # all or nothing: neither has all three
 
 
 def test_an_all_full_policy_evaluates_like_no_policy(lm):
