@@ -206,8 +206,7 @@ def cmd_evaluate(args) -> None:
     if link is not None:
         print(f"  as the dashboard shows it: {_as_shown(metric, res)}")
     if res.extra.get("ruler_score") not in (None, res.metric):        # tasks of several answers: partial credit
-        print(f"  RULER's score (string_match_all: the share of each example's answers found) "
-              f"{100 * res.extra['ruler_score']:.1f} %")
+        print(f"  RULER's score (string_match_all: the share of answers found) {100 * res.extra['ruler_score']:.1f} %")
     settings = {"mask": args.mask or args.mask_link, "beams": args.beams, "context": data.max_length}
     if policy is not None:
         memory = kv_policy.memory_report(policy, loaded, data.max_length)
