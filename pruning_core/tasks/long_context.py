@@ -182,7 +182,8 @@ class LongContextTask(Task):
         extra = {metric.name: value, "context": data.specials["context"],
                  "prompt_tokens": [t["tokens"] for t in data.texts],
                  "decoded": [answers.get(i, "") for i in range(data.n_examples)], "kind": self.kind.ruler_name,
-                 "seed": self.seed, "ruler_scores": scores, "ruler_score": sum(scores) / len(scores) if scores else None}
+                 "seed": self.seed, "ruler_scores": scores,
+                 "ruler_score": sum(scores) / len(scores) if scores else None}
         policy = kv_policy.active_policy()
         if policy is not None:
             extra["kv_policy"] = {"streaming_kv_heads": policy.n_streaming, "kv_heads": policy.n_heads,
