@@ -52,8 +52,8 @@ def is_exact(text: str, answer: str) -> bool:
 
 
 def is_right(kind: ruler.Kind, text: str, answers: Sequence[str]) -> bool:
-    """An in-context kind's :func:`is_exact` (one answer), else RULER's :func:`is_correct`."""
-    return is_exact(text, answers[0]) if kind.in_context else is_correct(text, answers)
+    """An in-context kind's :func:`is_exact` (one answer), else :func:`is_correct`: :func:`partial_score` is 1."""
+    return partial_score(kind, text, answers) == 1.0
 
 
 def partial_score(kind: ruler.Kind, text: str, answers: Sequence[str]) -> float:
@@ -170,9 +170,10 @@ class LongContextTask(Task):
     def predict_batch(self, loaded, data, batch, outputs, state: EvalState) -> None:
         """1 when the decoded answer (``outputs``: one text per example) is right (:func:`is_right`), else 0."""
         for j, text in zip(batch.index.tolist(), outputs):
-            state.predictions[j] = int(is_right(self.kind, text, data.texts[j]["answers"]))
+            score = partial_score(self.kind, text, data.texts[j]["answers"])
+            state.predictions[j] = int(score == 1.0)                          # all or nothing
             state.extra.setdefault("answers", {})[j] = text
-            state.extra.setdefault("ruler", {})[j] = partial_score(self.kind, text, data.texts[j]["answers"])
+            state.extra.setdefault("ruler", {})[j] = score
 
     def summarise(self, data, state: EvalState) -> EvalResult:
         metric = self.metric
