@@ -228,7 +228,7 @@ def _render_icl(spec, words, k):
 
 
 def _spec_icl_far(rule: tuple[int, ...]):
-    """:func:`_spec_icl`'s example (drawn as the short kind's of the same index: :func:`specs`), and the depth of its
+    """:func:`_spec_icl`'s example (drawn as its ``drawn_as`` kind's of the same index), and the depth of its
     demonstrations in the noise (:data:`ICL_FAR_DEPTH`)."""
     def spec(rng, pool):
         drawn = _spec_icl(rule)(rng, pool)
@@ -261,6 +261,7 @@ class Kind:
     new_tokens: int                 # greedy tokens generated for the answer
     description: str
     family: str = RULER
+    drawn_as: str | None = None     # another kind whose examples this one draws (a far kind: its short kind's)
 
     @property
     def in_context(self) -> bool:
@@ -289,10 +290,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "few-shot pattern a b -> b a (centre-embedding, ABBA) over random nouns: in-context learning", family=ICL),
     Kind("icl-repetition-far", "repetition ABAB, far", _spec_icl_far((0, 1)), _render_icl_far, 16,
          "icl-repetition's 12 demonstrations deep in noise, the query at the end: in-context learning read from far "
-         "back", family=ICL_FAR),
+         "back", family=ICL_FAR, drawn_as="icl-repetition"),
     Kind("icl-recursion-far", "recursion ABBB, far", _spec_icl_far((1, 1)), _render_icl_far, 16,
          "icl-recursion's 12 demonstrations deep in noise, the query at the end (copying the query is wrong here): "
-         "in-context learning read from far back", family=ICL_FAR),
+         "in-context learning read from far back", family=ICL_FAR, drawn_as="icl-recursion"),
 )}
 RULER_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == RULER)
 ICL_KINDS: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.family == ICL)
@@ -311,9 +312,8 @@ def specs(kind: str, split: str, words: Words, limit: int | None = None, seed: i
             raise DataError(f"The word lists hold {len(pool)} nouns of {ICL_WORD_LETTERS[0]} to "
                             f"{ICL_WORD_LETTERS[1]} letters for split {split!r}; {kind!r} needs {ICL_WORDS}. "
                             "Run `headprune prepare --force` to fetch the wonderwords lists again.")
-        drawn_as = kind.removesuffix("-far")                # a far example: its short kind's, and a depth
         return [{"id": f"{kind}-{split}-{i}", "kind": kind,
-                 **k.spec(random.Random(_seed(NAME, drawn_as, seed, split, i)), pool)} for i in range(n)]
+                 **k.spec(random.Random(_seed(NAME, k.drawn_as or kind, seed, split, i)), pool)} for i in range(n)]
     out, attempt = [], 0
     while len(out) < n:
         spec = k.spec(random.Random(_seed(NAME, kind, seed, attempt)), words)
